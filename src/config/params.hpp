@@ -1,0 +1,86 @@
+// The model parameters of MODELS.md: one registry that names every parameter, its kind, default
+// and meaning. Everything generic (the sweep file, the grid, the /points table of the store)
+// iterates over this registry, so any parameter may be a swept axis.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace rcsweep::config {
+
+/// A parameter value as written in a sweep file: an integer, a real, or a string
+/// (a choice such as "softmax", or the scale keyword "inv_sqrt_d").
+using ParamValue = std::variant<std::int64_t, double, std::string>;
+
+enum class ParamKind {
+  integer,  ///< whole number >= min_int
+  real,     ///< finite real number, optionally > 0
+  scale,    ///< a positive real or the string "inv_sqrt_d" (1/sqrt(d) of the same point)
+  choice,   ///< one string of `choices`
+};
+
+struct ParamInfo {
+  std::string_view name;
+  ParamKind kind;
+  ParamValue default_value;
+  bool required = false;                  ///< no default: must be given in [model] or [axes]
+  std::int64_t min_int = 0;               ///< integer: smallest allowed value
+  bool positive = false;                  ///< real: must be > 0
+  std::vector<std::string_view> choices;  ///< choice: allowed strings, first is the default
+  std::string_view doc;                   ///< one line: meaning, units, source
+};
+
+/// The registry in canonical order (the order of /points columns and of the canonical TOML).
+const std::vector<ParamInfo>& model_params();
+/// Index of a parameter in model_params(), or nullopt for an unknown name.
+std::optional<std::size_t> param_index(std::string_view name);
+/// The value of `name` in a full value vector (indexed like model_params()).
+const ParamValue& param_value(const std::vector<ParamValue>& values, std::string_view name);
+/// Text of a value as it would be written in TOML ("softmax" quoted, 0.5, 3).
+std::string to_toml(const ParamValue& value);
+/// Short text of a value for tables and messages (no quotes).
+std::string to_text(const ParamValue& value);
+
+enum class Mixer { softmax, markov, identity, uniform };
+enum class InputKind { orthonormal, sphere, gaussian };
+enum class Norm { none, rms, layernorm };
+enum class GapFix { none, perp };
+enum class ValueInit { gaussian, orthogonal, identity };
+
+/// One task's model, resolved from a full value vector: enums decoded, "inv_sqrt_d" turned into
+/// 1/sqrt(d), d_qk = 0 turned into d, value_scale folded into sigma_v.
+struct ModelParams {
+  Mixer mixer = Mixer::softmax;
+  InputKind input = InputKind::orthonormal;
+  int T = 0;       ///< tokens (rows of X)
+  int d = 0;       ///< features (columns of X)
+  int depth = 0;   ///< number of layers L; layers 0..L are recorded
+  int heads = 1;   ///< attention heads H
+  int d_qk = 0;    ///< query/key width (resolved: never 0)
+  double sigma_qk = 1.0;    ///< std of W_Q, W_K entries
+  double sigma_A = 1.0;     ///< Markov attention: relative std of Z (Mind the Gap Def. 3.1)
+  double lambda = 0.0;      ///< skip strength (lambda-skip eq. (3)); 0 = no skip
+  double skip_scale = 1.0;  ///< multiplies the mixer branch: Y = lambda X + skip_scale O
+  Norm norm = Norm::none;
+  GapFix gap_fix = GapFix::none;
+  ValueInit value_init = ValueInit::gaussian;
+  double sigma_v = 1.0;  ///< std of W_V entries (value_scale already folded in)
+
+  /// True when every layer is positively homogeneous of degree 1 in X (linear mixer or a norm
+  /// at the end), so X may be carried at unit norm (MODELS.md "Scale").
+  bool homogeneous() const noexcept;
+  /// True when the mixer matrix depends on X (softmax).
+  bool input_dependent_mixer() const noexcept { return mixer == Mixer::softmax; }
+};
+
+/// Decode a full value vector (already validated). Throws rcsweep::Error on a malformed vector.
+ModelParams resolve(const std::vector<ParamValue>& values);
+
+/// Problems of one resolved model that no single key shows (e.g. orthonormal input with T > d).
+/// Each entry is "key: problem" material; empty when the model is valid.
+std::vector<std::pair<std::string, std::string>> check_model(const ModelParams& model);
+
+}  // namespace rcsweep::config

@@ -1,0 +1,68 @@
+// A validated sweep file: what to run, before any grid expansion into tasks.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/params.hpp"
+
+namespace rcsweep::config {
+
+/// One dimension of the grid. A plain [axes] entry is a dimension with one parameter (named
+/// after it); a [[zip]] table is one dimension named "zip<k>" (k = 0,1,.. in file order) whose
+/// parameters move together.
+struct Dim {
+  std::string name;
+  std::vector<std::string> params;              ///< parameter names, in file order
+  std::vector<std::vector<ParamValue>> columns;  ///< columns[p][i]: value of params[p] at index i
+  std::size_t size() const { return columns.empty() ? 0 : columns.front().size(); }
+};
+
+enum class Spectra { none, last, all };
+
+struct OutputOptions {
+  Spectra spectra = Spectra::none;  ///< singular values of X_l: none, last layer only, all layers
+};
+
+struct SweepSpec {
+  std::string name;
+  std::uint64_t seed = 0;
+  int replicates = 1;
+  /// Every parameter of model_params(), in registry order: the [model] value, else the default.
+  /// For a swept parameter this holds the default and is overridden per point.
+  std::vector<ParamValue> base;
+  /// Grid dimensions: [axes] entries in file order, then [[zip]] tables in file order.
+  /// `depth` is never a dimension: a task runs to the largest depth and records every layer.
+  std::vector<Dim> dims;
+  /// When depth is given under [axes]: the listed depths (sorted, unique); else empty.
+  std::vector<std::int64_t> depth_axis;
+  OutputOptions output;
+
+  /// Largest depth L_max: every task runs to it.
+  int max_depth() const;
+  /// Number of grid points (product of dimension sizes; 1 with no dimensions).
+  std::size_t n_points() const;
+  /// Index along each dimension of point `p` (row-major: the last dimension varies fastest).
+  std::vector<std::size_t> point_index(std::size_t p) const;
+  /// Full value vector (registry order) of point `p`; depth is max_depth().
+  std::vector<ParamValue> point(std::size_t p) const;
+  /// Canonical TOML text: same meaning => same text, whatever the formatting of the input.
+  /// parse_sweep(canonical_toml()) gives back an equal spec.
+  std::string canonical_toml() const;
+  /// Stable 64-bit hash of canonical_toml() (FNV-1a), as 16 hex digits.
+  std::string plan_hash() const;
+};
+
+/// Parse and validate a sweep file's text. Every problem is collected (unknown keys, wrong
+/// types, empty axes, zip lists of unequal length, a parameter given twice, values out of range,
+/// non-finite numbers, models that check_model() rejects at any grid point, ...) and thrown
+/// together as one ConfigError whose issues name the key path (e.g. "axes.lambda[2]").
+/// `source_name` is used in messages (usually the file path).
+SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name = "sweep");
+
+/// Read and parse a sweep file. A missing or unreadable file is a ConfigError on key "".
+SweepSpec load_sweep(const std::filesystem::path& path);
+
+}  // namespace rcsweep::config

@@ -1,0 +1,31 @@
+// The only place that calls BLAS/LAPACK. All matrices are rcsweep::Matrix (row-major).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "base/matrix.hpp"
+
+namespace rcsweep::linalg {
+
+enum class Op { none, trans };
+
+/// C = alpha * op(A) * op(B) + beta * C (dgemm). C must already have the result's shape.
+void gemm(double alpha, const Matrix& A, Op opA, const Matrix& B, Op opB, double beta, Matrix& C);
+
+/// Returns op(A) * op(B) as a new matrix.
+Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::none);
+
+/// All min(m, n) singular values of A, descending (dgesdd, values only). A is not modified.
+/// Throws LinalgError if LAPACK does not converge.
+std::vector<double> singular_values(const Matrix& A);
+
+/// Thin QR of A (m x n, m >= n): returns Q (m x n) with orthonormal columns and the sign fix
+/// Q <- Q diag(sign(diag R)), so Q is the unique Haar-distributed factor for Gaussian A.
+Matrix thin_q(const Matrix& A);
+
+/// Set the BLAS thread count (OpenBLAS); returns the previous count.
+int set_blas_threads(int n);
+/// The BLAS in use as "OpenBLAS <version> <core>" (from openblas_get_config / corename).
+std::string blas_info();
+
+}  // namespace rcsweep::linalg

@@ -1,0 +1,61 @@
+// Per-layer metrics of MODELS.md "Metrics per layer". Pure functions of their inputs.
+//
+// The signal is passed as (X, log_scale): the true X_l is X * exp(log_scale). This lets the
+// engine carry X at unit norm through homogeneous layers (MODELS.md "Scale"). All
+// scale-invariant metrics are computed from a copy of X scaled to unit Frobenius norm, so nothing
+// overflows; s1, s2 and mu are reported at the true scale (relative value * fro), and may be
+// +inf only when the true value exceeds the double range (log_fro stays finite).
+#pragma once
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include "base/matrix.hpp"
+
+namespace rcsweep::metrics {
+
+inline constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+/// Metrics of the signal X_l (T x d).
+struct SignalMetrics {
+  double fro = nan;      ///< ||X||_F
+  double log_fro = nan;  ///< ln ||X||_F (finite even when fro overflows)
+  double s1 = nan;       ///< largest singular value of X
+  double s2 = nan;       ///< second singular value of X (0 when min(T,d) = 1)
+  double sr_cov = nan;   ///< stable rank of X X^T: sum s_i^4 / s_1^4 (Mind the Gap eq. (5))
+  double sr_x = nan;     ///< stable rank of X: sum s_i^2 / s_1^2
+  double mu = nan;       ///< ||X - 1 xbar^T||_F, xbar the token (row) mean (lambda-skip eq. (5))
+  double mu_rel = nan;   ///< mu / ||X||_F
+  double res_rel = nan;  ///< ||X - 1 xbar^T||_{1,inf} / ||X||_{1,inf} (Dong et al. §2)
+};
+
+/// Metrics of a layer's mixer matrix M (T x T) after gap_fix (Mind the Gap Thm 2.1).
+struct MixerMetrics {
+  double m_s1 = nan;   ///< s_1(M)
+  double m_s2 = nan;   ///< s_2(M)
+  double m_gap = nan;  ///< s_1(M) / s_2(M)
+  double m_fro = nan;  ///< ||M||_F
+};
+
+/// Compute SignalMetrics of X * exp(log_scale). If `spectrum` is non-null it receives all
+/// min(T,d) singular values of X / ||X||_F (descending; unit Frobenius normalisation).
+/// A zero or non-finite X gives NaN metrics (the caller decides whether that is a divergence).
+SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum = nullptr);
+
+/// Compute MixerMetrics of M.
+MixerMetrics mixer_metrics(const Matrix& M);
+
+/// ||A||_{1,inf} = sqrt(||A||_1 ||A||_inf): max column abs sum times max row abs sum, square-rooted.
+double norm_1_inf(const Matrix& A);
+
+/// Names of the per-layer datasets (/layers/<name>), in storage order.
+inline constexpr std::array<std::string_view, 13> layer_metric_names = {
+    "fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1", "m_s2", "m_gap", "m_fro"};
+inline constexpr std::size_t n_layer_metrics = layer_metric_names.size();
+
+/// The values of one layer in layer_metric_names order.
+std::array<double, n_layer_metrics> to_row(const SignalMetrics& x, const MixerMetrics& m);
+
+}  // namespace rcsweep::metrics

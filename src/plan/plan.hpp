@@ -1,0 +1,68 @@
+// The plan: grid points x replicates = tasks, grouped into bundles that share random weights,
+// with a flop-based cost model. Pure: no MPI, no I/O.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/params.hpp"
+#include "config/sweep_spec.hpp"
+
+namespace rcsweep::plan {
+
+struct Task {
+  std::uint64_t id = 0;     ///< = point * replicates + replicate (stable for a given sweep file)
+  std::size_t point = 0;    ///< index into Plan::points
+  int replicate = 0;
+  double flops = 0.0;       ///< estimated floating-point operations of the whole task
+};
+
+/// Tasks that draw the same random tensors (same replicate, T, d): computed together so each
+/// weight is generated once (common random numbers, MODELS.md "Randomness").
+struct Bundle {
+  std::vector<std::uint64_t> tasks;  ///< task ids, ascending
+  double flops = 0.0;                ///< sum of the tasks' flops
+  std::size_t bytes = 0;             ///< estimated peak working set of the bundle
+};
+
+/// Which slice of the task list a run covers (array jobs): tasks with id % count == index.
+struct Shard {
+  int index = 0;
+  int count = 1;
+};
+
+struct Plan {
+  config::SweepSpec spec;
+  std::vector<std::vector<config::ParamValue>> points;  ///< full value vector per point
+  std::vector<config::ModelParams> models;              ///< resolved model per point
+  std::vector<Task> tasks;                              ///< all tasks, by id (tasks[i].id == i)
+  std::vector<Bundle> bundles;                          ///< largest first
+  int max_depth = 0;                                    ///< L_max: layers 0..L_max per task
+  std::string hash;                                     ///< spec.plan_hash()
+
+  /// Which layers get a stored spectrum of X (none, the last, or all).
+  bool spectrum_at(int layer) const;
+  /// Length of one stored spectrum of task `t`: min(T, d).
+  std::size_t spectrum_length(std::uint64_t t) const;
+  /// Start of task t's layer-l spectrum in /spectra/x_sv, or -1 when not stored.
+  std::int64_t spectrum_offset(std::uint64_t t, int layer) const;
+  /// Total length of /spectra/x_sv.
+  std::int64_t spectrum_total() const;
+  double total_flops() const;
+
+ private:
+  friend Plan make_plan(config::SweepSpec spec, Shard shard);
+  std::vector<std::int64_t> spectrum_start_;  ///< per task: start of its first stored spectrum
+  std::int64_t spectrum_total_ = 0;
+};
+
+/// Expand a validated spec into the plan. Bundles only contain tasks of `shard`.
+Plan make_plan(config::SweepSpec spec, Shard shard = {});
+
+/// Estimated flops of one layer of `model` (GEMMs, softmax, metrics with an SVD of X; the
+/// spectrum adds nothing since the SVD is always computed).
+double layer_flops(const config::ModelParams& model);
+/// Estimated bytes of one task's working set (X, M, weights of one layer, temporaries).
+std::size_t task_bytes(const config::ModelParams& model);
+
+}  // namespace rcsweep::plan

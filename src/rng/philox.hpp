@@ -1,0 +1,38 @@
+// Keyed counter-based random numbers (Random123 Philox4x64-10). A stream is identified by a
+// StreamKey; the same key always yields the same numbers, whatever rank or thread draws them.
+#pragma once
+#include <cstdint>
+#include <span>
+
+namespace rcsweep::rng {
+
+/// Which random tensor of a layer a stream feeds (part of the key; never reuse a value).
+enum class Tensor : std::uint32_t {
+  input = 0,      ///< X_0
+  value = 1,      ///< W_V
+  query = 2,      ///< W_Q
+  key = 3,        ///< W_K
+  markov = 4,     ///< the Gaussian G of a Markov attention matrix
+};
+
+/// Identifies one random tensor. Never contains the rank, thread, lambda or a component switch
+/// (MODELS.md "Randomness"): tasks that differ only in those see the same numbers.
+struct StreamKey {
+  std::uint64_t seed = 0;
+  std::uint32_t replicate = 0;
+  std::uint32_t T = 0;
+  std::uint32_t d = 0;
+  std::uint32_t layer = 0;  ///< 0 for the input, 1..L for layers
+  Tensor tensor = Tensor::input;
+  std::uint32_t head = 0;
+};
+
+/// Fill `out` with i.i.d. standard normals of stream `key` (Box–Muller on Philox uniforms).
+/// Element i depends only on (key, i): filling a prefix gives the prefix of a longer fill.
+void fill_normal(const StreamKey& key, std::span<double> out);
+
+/// Fill `out` with i.i.d. uniforms in the open interval (0, 1) of stream `key`.
+/// Uses a different counter range than fill_normal for the same key.
+void fill_uniform(const StreamKey& key, std::span<double> out);
+
+}  // namespace rcsweep::rng

@@ -1,0 +1,86 @@
+// The HDF5 store, schema version 1 (ARCHITECTURE.md "HDF5 schema"). Only this module sees HDF5.
+// One writer (rank 0) with serial HDF5; every dataset is created at start-up with its final
+// shape; per batch of finished tasks: write rows, H5Fflush, set status, H5Fflush.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plan/plan.hpp"
+
+namespace rcsweep::store {
+
+inline constexpr int schema_version = 1;
+
+enum class TaskStatus : std::int8_t { pending = 0, done = 1, failed = 2, diverged = 3 };
+const char* to_string(TaskStatus s);
+
+/// Everything a finished task contributes to the store.
+struct TaskResult {
+  std::uint64_t task = 0;
+  TaskStatus status = TaskStatus::done;
+  double wall_s = 0.0;
+  int rank = 0;
+  std::string message;  ///< e.g. "diverged at layer 7: non-finite X" (at most 255 bytes kept)
+  /// layers[l][k]: metric k (metrics::layer_metric_names order) of layer l = 0..L_max.
+  std::vector<std::array<double, 13>> layers;
+  /// spectra[l]: singular values of layer l when plan.spectrum_at(l), else empty.
+  std::vector<std::vector<double>> spectra;
+};
+
+struct Provenance {
+  std::string rcsweep_version, git_commit, created, host, blas, hdf5_version;
+  int mpi_ranks = 1;
+  int threads = 1;  ///< BLAS threads per task
+};
+
+/// Summary for `rcsweep info` (read-only, no plan needed).
+struct StoreInfo {
+  std::string format;
+  int schema_version = 0;
+  std::string plan_hash, config, created, finished, rcsweep_version, git_commit, host, blas, hdf5_version;
+  int mpi_ranks = 0, threads = 0;
+  std::uint64_t n_tasks = 0, n_points = 0;
+  int max_depth = 0;
+  std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0;
+  std::vector<std::string> axes;      ///< swept parameter names
+  std::vector<std::string> datasets;  ///< every dataset path
+};
+
+class Store {
+ public:
+  /// Create a new store for `plan` (fails with StoreError if `path` exists and !overwrite).
+  static Store create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov,
+                      bool overwrite);
+  /// Open an existing store to resume `plan`. Throws StoreError naming both hashes when the
+  /// store was made from another plan, or when it is not an rcsweep store of schema 1.
+  static Store open_resume(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov);
+
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  /// Status of every task (index = task id).
+  std::vector<TaskStatus> task_status() const;
+  /// Write a batch of results: all rows, flush, then all statuses, flush.
+  void write(std::span<const TaskResult> results);
+  /// Set the `finished` attribute (ISO-8601 UTC) and flush.
+  void mark_finished(const std::string& when);
+  /// fsync the file (protects against node crashes; H5Fflush alone does not).
+  void sync();
+
+ private:
+  struct Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Read the summary of a store. Throws StoreError (never crashes) on a missing, foreign or
+/// damaged file.
+StoreInfo read_info(const std::filesystem::path& path);
+
+}  // namespace rcsweep::store
