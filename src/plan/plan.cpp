@@ -1,0 +1,139 @@
+#include "plan/plan.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "base/error.hpp"
+
+namespace rcsweep::plan {
+namespace {
+using config::Mixer;
+using config::ModelParams;
+
+// Flop-equivalents of one standard normal (Philox + Box–Muller: log, sqrt, sin/cos), measured
+// order of magnitude; used only to weigh weight generation against GEMMs in the cost model.
+constexpr double normal_cost = 30.0;
+// exp and a divide per softmax / Markov entry.
+constexpr double exp_cost = 20.0;
+
+// dgesdd, values only, of an m x n matrix: QR when m >> n, then bidiagonalisation 4mn^2 - 4n^3/3
+// and a cheap bidiagonal QR iteration.
+double svd_values_flops(double m, double n) {
+  if (m < n) std::swap(m, n);
+  return 4.0 * m * n * n - 4.0 / 3.0 * n * n * n + 10.0 * n * n;
+}
+}  // namespace
+
+double layer_flops(const ModelParams& m) {
+  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
+  double f = 0.0;
+  switch (m.mixer) {
+    case Mixer::softmax:
+      // per head: Q = X W_Q, K = X W_K, S = Q K^T, softmax, M X, (M X) W_V; plus weights.
+      f = H * (4.0 * T * d * dqk + 2.0 * T * T * dqk + exp_cost * T * T + 2.0 * T * T * d + 2.0 * T * d * d +
+               normal_cost * (2.0 * d * dqk + d * d));
+      break;
+    case Mixer::markov:
+      f = H * (normal_cost * T * T + exp_cost * T * T + 2.0 * T * T * d + 2.0 * T * d * d + normal_cost * d * d);
+      break;
+    case Mixer::identity:
+    case Mixer::uniform:
+      f = H * (2.0 * T * d * d + normal_cost * d * d);
+      break;
+  }
+  f += 10.0 * T * d;                           // skip, norm, scaling
+  f += svd_values_flops(T, d) + 8.0 * T * d;  // signal metrics
+  f += svd_values_flops(T, T);                // mixer metrics
+  return f;
+}
+
+std::size_t task_bytes(const ModelParams& m) {
+  const std::size_t T = m.T, d = m.d, dqk = m.d_qk;
+  // X, X_next, X W_V, metrics copy (4 T d); M, logits, SVD copy (3 T T); one layer's weights.
+  const std::size_t doubles = 4 * T * d + 3 * T * T + d * d + 2 * d * dqk + 2 * T * dqk + 5 * std::max(T, d);
+  return doubles * sizeof(double);
+}
+
+bool Plan::spectrum_at(int layer) const {
+  switch (spec.output.spectra) {
+    case config::Spectra::none: return false;
+    case config::Spectra::last: return layer == max_depth;
+    case config::Spectra::all: return layer >= 0 && layer <= max_depth;
+  }
+  return false;
+}
+
+std::size_t Plan::spectrum_length(std::uint64_t t) const {
+  const auto& m = models.at(tasks.at(t).point);
+  return static_cast<std::size_t>(std::min(m.T, m.d));
+}
+
+std::int64_t Plan::spectrum_offset(std::uint64_t t, int layer) const {
+  if (!spectrum_at(layer)) return -1;
+  std::int64_t index = 0;  // how many stored spectra of this task come before `layer`
+  for (int l = 0; l < layer; ++l) index += spectrum_at(l) ? 1 : 0;
+  return spectrum_start_.at(t) + index * static_cast<std::int64_t>(spectrum_length(t));
+}
+
+std::int64_t Plan::spectrum_total() const { return spectrum_total_; }
+
+double Plan::total_flops() const {
+  double total = 0.0;
+  for (const auto& b : bundles) total += b.flops;
+  return total;
+}
+
+Plan make_plan(config::SweepSpec spec, Shard shard) {
+  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
+    throw Error("shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count) + " is out of range");
+  Plan plan;
+  plan.spec = std::move(spec);
+  plan.max_depth = plan.spec.max_depth();
+  plan.hash = plan.spec.plan_hash();
+
+  const std::size_t n_points = plan.spec.n_points();
+  plan.points.reserve(n_points);
+  plan.models.reserve(n_points);
+  for (std::size_t p = 0; p < n_points; ++p) {
+    plan.points.push_back(plan.spec.point(p));
+    plan.models.push_back(config::resolve(plan.points.back()));
+  }
+
+  const int R = plan.spec.replicates;
+  plan.tasks.reserve(n_points * R);
+  for (std::size_t p = 0; p < n_points; ++p) {
+    const double flops = (plan.models[p].depth + 1) * layer_flops(plan.models[p]);
+    for (int r = 0; r < R; ++r) plan.tasks.push_back({plan.tasks.size(), p, r, flops});
+  }
+
+  // Spectra layout: every task (not only this shard's), in id order, its stored layers in order.
+  int stored_layers = 0;
+  for (int l = 0; l <= plan.max_depth; ++l) stored_layers += plan.spectrum_at(l) ? 1 : 0;
+  plan.spectrum_start_.resize(plan.tasks.size());
+  std::int64_t offset = 0;
+  for (const auto& t : plan.tasks) {
+    plan.spectrum_start_[t.id] = offset;
+    offset += stored_layers * static_cast<std::int64_t>(plan.spectrum_length(t.id));
+  }
+  plan.spectrum_total_ = offset;
+
+  // Bundles: tasks of this shard that draw the same random tensors (replicate, T, d).
+  std::map<std::tuple<int, int, int>, std::size_t> bundle_of;
+  for (const auto& t : plan.tasks) {
+    if (static_cast<int>(t.id % shard.count) != shard.index) continue;
+    const auto& m = plan.models[t.point];
+    const auto key = std::make_tuple(t.replicate, m.T, m.d);
+    auto [it, inserted] = bundle_of.try_emplace(key, plan.bundles.size());
+    if (inserted) plan.bundles.emplace_back();
+    auto& b = plan.bundles[it->second];
+    b.tasks.push_back(t.id);
+    b.flops += t.flops;
+    b.bytes += task_bytes(m);
+  }
+  std::stable_sort(plan.bundles.begin(), plan.bundles.end(),
+                   [](const Bundle& a, const Bundle& b) { return a.flops > b.flops; });
+  return plan;
+}
+
+}  // namespace rcsweep::plan
