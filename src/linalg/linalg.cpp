@@ -1,0 +1,114 @@
+#include "linalg/linalg.hpp"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <algorithm>
+#include <limits>
+#include <string_view>
+
+#include "base/error.hpp"
+
+namespace rcsweep::linalg {
+namespace {
+
+std::string shape(std::size_t r, std::size_t c) { return std::to_string(r) + "x" + std::to_string(c); }
+
+lapack_int to_lapack(std::size_t n) {
+  if (n > static_cast<std::size_t>(std::numeric_limits<lapack_int>::max()))
+    throw Error("linalg: dimension " + std::to_string(n) + " exceeds the LAPACK integer range");
+  return static_cast<lapack_int>(n);
+}
+
+blasint to_blas(std::size_t n) {
+  if (n > static_cast<std::size_t>(std::numeric_limits<blasint>::max()))
+    throw Error("linalg: dimension " + std::to_string(n) + " exceeds the BLAS integer range");
+  return static_cast<blasint>(n);
+}
+
+}  // namespace
+
+void gemm(double alpha, const Matrix& A, Op opA, const Matrix& B, Op opB, double beta, Matrix& C) {
+  const bool ta = opA == Op::trans;
+  const bool tb = opB == Op::trans;
+  const std::size_t m = ta ? A.cols() : A.rows();
+  const std::size_t k = ta ? A.rows() : A.cols();
+  const std::size_t kb = tb ? B.cols() : B.rows();
+  const std::size_t n = tb ? B.rows() : B.cols();
+  if (k != kb || C.rows() != m || C.cols() != n)
+    throw Error("linalg::gemm: shape mismatch: op(A) " + shape(m, k) + ", op(B) " + shape(kb, n) + ", C " +
+                shape(C.rows(), C.cols()));
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // op(A) op(B) = 0; BLAS semantics: C is not read when beta == 0
+    if (beta == 0.0)
+      C.fill(0.0);
+    else
+      for (double& c : C.values()) c *= beta;
+    return;
+  }
+  // Row-major leading dimensions are the stored column counts (>= 1 here, since m, n, k > 0).
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n),
+              to_blas(k), alpha, A.data(), to_blas(A.cols()), B.data(), to_blas(B.cols()), beta, C.data(),
+              to_blas(C.cols()));
+}
+
+Matrix matmul(const Matrix& A, const Matrix& B, Op opA, Op opB) {
+  const std::size_t m = opA == Op::trans ? A.cols() : A.rows();
+  const std::size_t n = opB == Op::trans ? B.rows() : B.cols();
+  Matrix C(m, n);
+  gemm(1.0, A, opA, B, opB, 0.0, C);
+  return C;
+}
+
+std::vector<double> singular_values(const Matrix& A) {
+  const std::size_t m = A.rows();
+  const std::size_t n = A.cols();
+  std::vector<double> s(std::min(m, n));
+  if (s.empty()) return s;
+  // Row-major A (m x n) is column-major A^T (n x m): same singular values, and LAPACKE needs no
+  // transposed copy.
+  Matrix a = A;
+  const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', to_lapack(n), to_lapack(m), a.data(), to_lapack(n),
+                                         s.data(), nullptr, 1, nullptr, 1);
+  if (info != 0) throw LinalgError("dgesdd", info);
+  return s;
+}
+
+Matrix thin_q(const Matrix& A) {
+  const std::size_t m = A.rows();
+  const std::size_t n = A.cols();
+  if (m < n) throw Error("linalg::thin_q: needs rows >= cols, got " + shape(m, n));
+  Matrix q = A;
+  if (n == 0) return q;
+  const lapack_int lm = to_lapack(m);
+  const lapack_int ln = to_lapack(n);
+  std::vector<double> tau(n);
+  lapack_int info = LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, lm, ln, q.data(), ln, tau.data());
+  if (info != 0) throw LinalgError("dgeqrf", info);
+  // R is in the upper triangle now; keep the signs of its diagonal before dorgqr overwrites it.
+  std::vector<double> sign(n);
+  for (std::size_t j = 0; j < n; ++j) sign[j] = q(j, j) < 0.0 ? -1.0 : 1.0;  // sign(0) = +1
+  info = LAPACKE_dorgqr(LAPACK_ROW_MAJOR, lm, ln, ln, q.data(), ln, tau.data());
+  if (info != 0) throw LinalgError("dorgqr", info);
+  // Q <- Q diag(sign(diag R)): makes diag(R) positive, the unique (Haar) factor (Mezzadri 2007).
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) q(i, j) *= sign[j];
+  return q;
+}
+
+int set_blas_threads(int n) {
+  if (n < 1) throw Error("linalg::set_blas_threads: thread count must be >= 1, got " + std::to_string(n));
+  const int previous = openblas_get_num_threads();
+  openblas_set_num_threads(n);
+  return previous;
+}
+
+std::string blas_info() {
+  // openblas_get_config() already starts with "OpenBLAS <version>" in current releases.
+  std::string config = openblas_get_config();
+  constexpr std::string_view prefix = "OpenBLAS ";
+  if (!config.starts_with(prefix)) config.insert(0, prefix);
+  return config + " core " + openblas_get_corename();
+}
+
+}  // namespace rcsweep::linalg

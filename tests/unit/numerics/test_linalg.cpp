@@ -1,0 +1,260 @@
+// linalg: BLAS/LAPACK wrappers against naive references and closed forms.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "base/error.hpp"
+#include "linalg/linalg.hpp"
+
+namespace rcsweep::linalg {
+namespace {
+
+Matrix random_matrix(std::size_t m, std::size_t n, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  Matrix a(m, n);
+  for (double& x : a.values()) x = dist(gen);
+  return a;
+}
+
+Matrix naive_transpose(const Matrix& a) {
+  Matrix t(a.cols(), a.rows());
+  for (std::size_t i = 0; i < a.rows(); ++i)
+    for (std::size_t j = 0; j < a.cols(); ++j) t(j, i) = a(i, j);
+  return t;
+}
+
+Matrix naive_mul(const Matrix& a, const Matrix& b) {
+  Matrix c(a.rows(), b.cols());
+  for (std::size_t i = 0; i < a.rows(); ++i)
+    for (std::size_t j = 0; j < b.cols(); ++j) {
+      double s = 0.0;
+      for (std::size_t l = 0; l < a.cols(); ++l) s += a(i, l) * b(l, j);
+      c(i, j) = s;
+    }
+  return c;
+}
+
+double max_abs_diff(const Matrix& a, const Matrix& b) {
+  EXPECT_EQ(a.rows(), b.rows());
+  EXPECT_EQ(a.cols(), b.cols());
+  double d = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a.values()[i] - b.values()[i]));
+  return d;
+}
+
+double fro2(const Matrix& a) {
+  double s = 0.0;
+  for (double x : a.values()) s += x * x;
+  return s;
+}
+
+// Eigenvalues of a symmetric matrix by cyclic Jacobi rotations (test reference only).
+std::vector<double> jacobi_eigenvalues(Matrix a) {
+  const std::size_t n = a.rows();
+  for (int sweep = 0; sweep < 100; ++sweep) {
+    double off = 0.0;
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t q = p + 1; q < n; ++q) off += a(p, q) * a(p, q);
+    if (off < 1e-30 * fro2(a)) break;
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t q = p + 1; q < n; ++q) {
+        if (a(p, q) == 0.0) continue;
+        const double theta = (a(q, q) - a(p, p)) / (2.0 * a(p, q));
+        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::abs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0);
+        const double s = t * c;
+        for (std::size_t k = 0; k < n; ++k) {  // A <- A J
+          const double akp = a(k, p), akq = a(k, q);
+          a(k, p) = c * akp - s * akq;
+          a(k, q) = s * akp + c * akq;
+        }
+        for (std::size_t k = 0; k < n; ++k) {  // A <- J^T A
+          const double apk = a(p, k), aqk = a(q, k);
+          a(p, k) = c * apk - s * aqk;
+          a(q, k) = s * apk + c * aqk;
+        }
+      }
+  }
+  std::vector<double> ev(n);
+  for (std::size_t i = 0; i < n; ++i) ev[i] = a(i, i);
+  std::sort(ev.rbegin(), ev.rend());
+  return ev;
+}
+
+double det_lu(Matrix a) {  // Gaussian elimination with partial pivoting
+  const std::size_t n = a.rows();
+  double det = 1.0;
+  for (std::size_t c = 0; c < n; ++c) {
+    std::size_t piv = c;
+    for (std::size_t r = c + 1; r < n; ++r)
+      if (std::abs(a(r, c)) > std::abs(a(piv, c))) piv = r;
+    if (piv != c) {
+      for (std::size_t j = 0; j < n; ++j) std::swap(a(c, j), a(piv, j));
+      det = -det;
+    }
+    det *= a(c, c);
+    for (std::size_t r = c + 1; r < n; ++r) {
+      const double f = a(r, c) / a(c, c);
+      for (std::size_t j = c; j < n; ++j) a(r, j) -= f * a(c, j);
+    }
+  }
+  return det;
+}
+
+TEST(LinalgGemm, AllOpCombinationsMatchNaiveTripleLoop) {
+  const std::size_t m = 5, k = 7, n = 3;
+  const double alpha = -1.75, beta = 0.625;
+  unsigned seed = 1;
+  for (Op opa : {Op::none, Op::trans})
+    for (Op opb : {Op::none, Op::trans}) {
+      const Matrix a = opa == Op::none ? random_matrix(m, k, seed++) : random_matrix(k, m, seed++);
+      const Matrix b = opb == Op::none ? random_matrix(k, n, seed++) : random_matrix(n, k, seed++);
+      const Matrix c0 = random_matrix(m, n, seed++);
+      Matrix c = c0;
+      gemm(alpha, a, opa, b, opb, beta, c);
+      Matrix ref = naive_mul(opa == Op::none ? a : naive_transpose(a), opb == Op::none ? b : naive_transpose(b));
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        ref.values()[i] = alpha * ref.values()[i] + beta * c0.values()[i];
+      EXPECT_LT(max_abs_diff(c, ref), 1e-13) << "opA " << int(opa) << " opB " << int(opb);
+
+      const Matrix p = matmul(a, b, opa, opb);
+      const Matrix pref = naive_mul(opa == Op::none ? a : naive_transpose(a), opb == Op::none ? b : naive_transpose(b));
+      EXPECT_LT(max_abs_diff(p, pref), 1e-13);
+    }
+}
+
+TEST(LinalgGemm, BetaZeroIgnoresNaNInC) {
+  const Matrix a = random_matrix(4, 6, 11), b = random_matrix(6, 2, 12);
+  Matrix c(4, 2, std::numeric_limits<double>::quiet_NaN());
+  gemm(1.0, a, Op::none, b, Op::none, 0.0, c);
+  EXPECT_LT(max_abs_diff(c, naive_mul(a, b)), 1e-13);
+}
+
+TEST(LinalgGemm, ShapeMismatchThrows) {
+  const Matrix a(3, 4), b(5, 2);
+  Matrix c(3, 2);
+  EXPECT_THROW(gemm(1.0, a, Op::none, b, Op::none, 0.0, c), Error);  // inner 4 vs 5
+  Matrix wrong(2, 3);
+  const Matrix b2(4, 2);
+  EXPECT_THROW(gemm(1.0, a, Op::none, b2, Op::none, 0.0, wrong), Error);  // C must be 3x2
+  EXPECT_NO_THROW(gemm(1.0, a, Op::none, b2, Op::none, 0.0, c));
+  EXPECT_THROW(matmul(a, a), Error);
+  EXPECT_NO_THROW(matmul(a, a, Op::none, Op::trans));
+}
+
+TEST(LinalgSvd, DiagonalMatrix) {
+  Matrix a(4, 3);
+  a(0, 0) = 2.0;
+  a(1, 1) = -5.0;
+  a(2, 2) = 0.5;
+  const auto s = singular_values(a);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_NEAR(s[0], 5.0, 1e-14);
+  EXPECT_NEAR(s[1], 2.0, 1e-14);
+  EXPECT_NEAR(s[2], 0.5, 1e-14);
+}
+
+TEST(LinalgSvd, RankOneOuterProduct) {
+  // u v^T has the single singular value |u| |v|.
+  const std::vector<double> u = {1.0, -2.0, 2.0};            // |u| = 3
+  const std::vector<double> v = {3.0, 0.0, 4.0, 0.0, 0.0};   // |v| = 5
+  Matrix a(3, 5);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 5; ++j) a(i, j) = u[i] * v[j];
+  const Matrix copy = a;
+  const auto s = singular_values(a);
+  EXPECT_EQ(a, copy);  // input untouched
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_NEAR(s[0], 15.0, 1e-13);
+  EXPECT_NEAR(s[1], 0.0, 1e-13);
+  EXPECT_NEAR(s[2], 0.0, 1e-13);
+}
+
+TEST(LinalgSvd, TwoByTwoClosedForm) {
+  // [[a, b], [c, d]]: s1,2 = sqrt((F ± sqrt(F^2 - 4 det^2)) / 2) with F = a^2 + b^2 + c^2 + d^2.
+  Matrix m(2, 2);
+  m(0, 0) = 3.0;
+  m(0, 1) = 1.0;
+  m(1, 0) = -2.0;
+  m(1, 1) = 4.0;
+  const double f = 9 + 1 + 4 + 16, det = 3 * 4 - 1 * (-2);
+  const double root = std::sqrt(f * f - 4 * det * det);
+  const auto s = singular_values(m);
+  EXPECT_NEAR(s[0], std::sqrt((f + root) / 2), 1e-13);
+  EXPECT_NEAR(s[1], std::sqrt((f - root) / 2), 1e-13);
+}
+
+TEST(LinalgSvd, MatchesJacobiEigenvaluesOfGram) {
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{6, 4}, {4, 6}, {5, 5}, {1, 7}, {7, 1}}) {
+    const Matrix a = random_matrix(m, n, static_cast<unsigned>(100 * m + n));
+    const auto s = singular_values(a);
+    ASSERT_EQ(s.size(), std::min(m, n));
+    EXPECT_TRUE(std::is_sorted(s.rbegin(), s.rend()));
+    // Eigenvalues of the smaller Gram matrix are s_i^2.
+    const Matrix g = m >= n ? naive_mul(naive_transpose(a), a) : naive_mul(a, naive_transpose(a));
+    const auto ev = jacobi_eigenvalues(g);
+    for (std::size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(s[i], std::sqrt(std::max(ev[i], 0.0)), 1e-12) << m << "x" << n;
+    double ss = 0.0;
+    for (double x : s) ss += x * x;
+    EXPECT_NEAR(ss, fro2(a), 1e-12 * fro2(a));
+    if (m == n) {
+      const double prod = std::accumulate(s.begin(), s.end(), 1.0, std::multiplies<>());
+      EXPECT_NEAR(prod, std::abs(det_lu(a)), 1e-12);
+    }
+  }
+}
+
+TEST(LinalgSvd, EmptyMatrixHasNoSingularValues) {
+  EXPECT_TRUE(singular_values(Matrix(0, 3)).empty());
+  EXPECT_TRUE(singular_values(Matrix(3, 0)).empty());
+}
+
+void check_thin_q(const Matrix& a) {
+  const Matrix q = thin_q(a);
+  ASSERT_EQ(q.rows(), a.rows());
+  ASSERT_EQ(q.cols(), a.cols());
+  const std::size_t n = a.cols();
+  EXPECT_LT(max_abs_diff(naive_mul(naive_transpose(q), q), Matrix::identity(n)), 1e-13);
+  const Matrix r = naive_mul(naive_transpose(q), a);  // R = Q^T A
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_GT(r(i, i), 0.0) << "sign fix: diag(R) > 0 at " << i;
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NEAR(r(i, j), 0.0, 1e-13) << i << "," << j;
+  }
+  EXPECT_LT(max_abs_diff(naive_mul(q, r), a), 1e-13);  // Q R = A
+}
+
+TEST(LinalgThinQ, SquareAndTall) {
+  check_thin_q(random_matrix(5, 5, 21));
+  check_thin_q(random_matrix(9, 4, 22));
+  check_thin_q(random_matrix(7, 1, 23));
+}
+
+TEST(LinalgThinQ, SignFixOnNegativeDiagonal) {
+  // A = -I: Householder QR gives Q = I, R = -I (tau = 0); the unique factor with diag(R) > 0
+  // is Q = -I, R = I.
+  Matrix a = Matrix::identity(3);
+  for (double& x : a.values()) x = -x;
+  const Matrix q = thin_q(a);
+  EXPECT_LT(max_abs_diff(q, a), 1e-15);
+}
+
+TEST(LinalgThinQ, WideMatrixThrows) { EXPECT_THROW(thin_q(Matrix(2, 3)), Error); }
+
+TEST(LinalgInfo, BlasThreadsAndInfo) {
+  const int before = set_blas_threads(1);
+  EXPECT_GE(before, 1);
+  EXPECT_EQ(set_blas_threads(before), 1);
+  EXPECT_THROW(set_blas_threads(0), Error);
+  const std::string info = blas_info();
+  EXPECT_EQ(info.rfind("OpenBLAS ", 0), 0u) << info;
+  EXPECT_EQ(info.find("OpenBLAS OpenBLAS"), std::string::npos) << info;
+  EXPECT_NE(info.find(" core "), std::string::npos) << info;
+}
+
+}  // namespace
+}  // namespace rcsweep::linalg

@@ -1,0 +1,368 @@
+// metrics: each metric against a naive implementation and against hand cases (MODELS.md
+// "Metrics per layer").
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include "linalg/linalg.hpp"
+#include "metrics/metrics.hpp"
+
+namespace rcsweep::metrics {
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+Matrix random_matrix(std::size_t m, std::size_t n, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  Matrix a(m, n);
+  for (double& x : a.values()) x = dist(gen);
+  return a;
+}
+
+Matrix scaled(const Matrix& a, double c) {
+  Matrix b = a;
+  for (double& x : b.values()) x *= c;
+  return b;
+}
+
+// The definitions of MODELS.md written out directly, at moderate scale.
+double naive_norm_1_inf(const Matrix& a) {
+  double max_col = 0.0, max_row = 0.0;
+  for (std::size_t j = 0; j < a.cols(); ++j) {
+    double s = 0.0;
+    for (std::size_t i = 0; i < a.rows(); ++i) s += std::abs(a(i, j));
+    max_col = std::max(max_col, s);
+  }
+  for (std::size_t i = 0; i < a.rows(); ++i) {
+    double s = 0.0;
+    for (std::size_t j = 0; j < a.cols(); ++j) s += std::abs(a(i, j));
+    max_row = std::max(max_row, s);
+  }
+  return std::sqrt(max_col * max_row);
+}
+
+SignalMetrics naive_signal(const Matrix& x, double log_scale) {
+  const double c = std::exp(log_scale);
+  SignalMetrics r;
+  double ss = 0.0;
+  for (double v : x.values()) ss += v * v;
+  r.fro = std::sqrt(ss) * c;
+  r.log_fro = std::log(r.fro);
+  const auto sv = linalg::singular_values(x);
+  r.s1 = sv[0] * c;
+  r.s2 = (sv.size() >= 2 ? sv[1] : 0.0) * c;
+  double s2sum = 0.0, s4sum = 0.0;
+  for (double s : sv) {
+    s2sum += s * s;
+    s4sum += s * s * s * s;
+  }
+  r.sr_cov = s4sum / std::pow(sv[0], 4);
+  r.sr_x = s2sum / (sv[0] * sv[0]);
+  Matrix centred = x;
+  for (std::size_t j = 0; j < x.cols(); ++j) {
+    double mean = 0.0;
+    for (std::size_t i = 0; i < x.rows(); ++i) mean += x(i, j);
+    mean /= static_cast<double>(x.rows());
+    for (std::size_t i = 0; i < x.rows(); ++i) centred(i, j) -= mean;
+  }
+  double cs = 0.0;
+  for (double v : centred.values()) cs += v * v;
+  r.mu = std::sqrt(cs) * c;
+  r.mu_rel = r.mu / r.fro;
+  r.res_rel = naive_norm_1_inf(centred) / naive_norm_1_inf(x);
+  return r;
+}
+
+void expect_rel(double got, double want, double tol, const char* what) {
+  EXPECT_NEAR(got, want, tol * std::max(std::abs(want), 1e-300)) << what;
+}
+
+// Scale-invariant metrics equal to relative tolerance tol.
+void expect_same_shape(const SignalMetrics& a, const SignalMetrics& b, double tol) {
+  expect_rel(a.sr_cov, b.sr_cov, tol, "sr_cov");
+  expect_rel(a.sr_x, b.sr_x, tol, "sr_x");
+  expect_rel(a.mu_rel, b.mu_rel, tol, "mu_rel");
+  expect_rel(a.res_rel, b.res_rel, tol, "res_rel");
+}
+
+void expect_bitwise_same_shape(const SignalMetrics& a, const SignalMetrics& b) {
+  EXPECT_EQ(a.sr_cov, b.sr_cov);
+  EXPECT_EQ(a.sr_x, b.sr_x);
+  EXPECT_EQ(a.mu_rel, b.mu_rel);
+  EXPECT_EQ(a.res_rel, b.res_rel);
+}
+
+void expect_all_nan_shape(const SignalMetrics& m) {
+  EXPECT_TRUE(std::isnan(m.s1));
+  EXPECT_TRUE(std::isnan(m.s2));
+  EXPECT_TRUE(std::isnan(m.sr_cov));
+  EXPECT_TRUE(std::isnan(m.sr_x));
+  EXPECT_TRUE(std::isnan(m.mu));
+  EXPECT_TRUE(std::isnan(m.mu_rel));
+  EXPECT_TRUE(std::isnan(m.res_rel));
+}
+
+TEST(MetricsSignal, MatchesNaiveOnRandomMatrices) {
+  unsigned seed = 7;
+  for (auto [t, d] : {std::pair<std::size_t, std::size_t>{4, 7}, {7, 4}, {6, 6}, {1, 5}, {5, 1}, {16, 3}})
+    for (double log_scale : {0.0, -1.3, 2.5}) {
+      const Matrix x = random_matrix(t, d, seed++);
+      std::vector<double> spectrum;
+      const SignalMetrics got = signal_metrics(x, log_scale, &spectrum);
+      const SignalMetrics want = naive_signal(x, log_scale);
+      SCOPED_TRACE(testing::Message() << t << "x" << d << " log_scale " << log_scale);
+      expect_rel(got.fro, want.fro, 1e-13, "fro");
+      EXPECT_NEAR(got.log_fro, want.log_fro, 1e-13);
+      expect_rel(got.s1, want.s1, 1e-13, "s1");
+      EXPECT_NEAR(got.s2, want.s2, 1e-13 * want.s1);
+      expect_rel(got.sr_cov, want.sr_cov, 1e-12, "sr_cov");
+      expect_rel(got.sr_x, want.sr_x, 1e-12, "sr_x");
+      EXPECT_NEAR(got.mu, want.mu, 1e-13 * want.fro);
+      EXPECT_NEAR(got.mu_rel, want.mu_rel, 1e-13);
+      EXPECT_NEAR(got.res_rel, want.res_rel, 1e-13);
+      // Spectrum: all min(T, d) singular values of X / ||X||_F, descending.
+      const auto sv = linalg::singular_values(x);
+      ASSERT_EQ(spectrum.size(), std::min(t, d));
+      for (std::size_t i = 0; i < sv.size(); ++i)
+        EXPECT_NEAR(spectrum[i], sv[i] * std::exp(log_scale) / want.fro, 1e-13);
+    }
+}
+
+TEST(MetricsSignal, IdenticalRowsHaveZeroMu) {
+  // X = 1 v^T: all tokens equal, so mu = res_rel = 0 exactly, and rank 1: sr = 1. Three rows of
+  // 0.1 are chosen because 0.1 + 0.1 + 0.1 != 0.3 in floating point.
+  const std::vector<double> v = {0.1, 0.3, -0.7, 2.0};
+  Matrix x(3, 4);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) x(i, j) = v[j];
+  const SignalMetrics m = signal_metrics(x, 0.0);
+  EXPECT_EQ(m.mu, 0.0);
+  EXPECT_EQ(m.mu_rel, 0.0);
+  EXPECT_EQ(m.res_rel, 0.0);
+  EXPECT_NEAR(m.sr_cov, 1.0, 1e-13);
+  EXPECT_NEAR(m.sr_x, 1.0, 1e-13);
+  EXPECT_NEAR(m.s2, 0.0, 1e-14);
+}
+
+TEST(MetricsSignal, RankOneHasStableRankOne) {
+  const Matrix u = random_matrix(5, 1, 31), v = random_matrix(1, 8, 32);
+  const Matrix x = linalg::matmul(u, v);
+  const SignalMetrics m = signal_metrics(x, 0.0);
+  EXPECT_NEAR(m.sr_cov, 1.0, 1e-13);
+  EXPECT_NEAR(m.sr_x, 1.0, 1e-13);
+  expect_rel(m.s1, m.fro, 1e-13, "s1 = fro for rank 1");
+  EXPECT_GT(m.mu_rel, 0.0);  // rows differ (u has distinct entries)
+}
+
+TEST(MetricsSignal, OrthonormalRowsHaveStableRankT) {
+  // Rows of an identity slice, and the default input X_0 = Q^T from a thin QR (MODELS.md "Input").
+  const std::size_t t = 5, d = 9;
+  Matrix slice(t, d);
+  for (std::size_t i = 0; i < t; ++i) slice(i, i + 2) = 1.0;
+  const Matrix q = linalg::thin_q(random_matrix(d, t, 41));
+  Matrix x0(t, d);
+  for (std::size_t i = 0; i < t; ++i)
+    for (std::size_t j = 0; j < d; ++j) x0(i, j) = q(j, i);
+  for (const Matrix* x : {&slice, &x0}) {
+    const SignalMetrics m = signal_metrics(*x, 0.0);
+    EXPECT_NEAR(m.sr_cov, static_cast<double>(t), 1e-12);
+    EXPECT_NEAR(m.sr_x, static_cast<double>(t), 1e-12);
+    EXPECT_NEAR(m.fro, std::sqrt(static_cast<double>(t)), 1e-13);
+    EXPECT_NEAR(m.s1, 1.0, 1e-13);
+    EXPECT_NEAR(m.s2, 1.0, 1e-13);
+  }
+  // Identity slice: xbar = e/T on the used columns, so mu^2 = T * (1 - 1/T) = T - 1 exactly.
+  EXPECT_NEAR(signal_metrics(slice, 0.0).mu, std::sqrt(static_cast<double>(t - 1)), 1e-13);
+}
+
+TEST(MetricsSignal, ScaleInvariance) {
+  const Matrix x = random_matrix(6, 10, 51);
+  for (double c : {3.7, 1e-3, 12345.678}) {
+    const SignalMetrics a = signal_metrics(scaled(x, c), 0.0);
+    const SignalMetrics b = signal_metrics(x, std::log(c));
+    SCOPED_TRACE(c);
+    expect_same_shape(a, b, 1e-13);
+    EXPECT_NEAR(a.log_fro, b.log_fro, 1e-13 * std::max(1.0, std::abs(a.log_fro)));
+    expect_rel(a.fro, b.fro, 1e-13, "fro");
+    expect_rel(a.s1, b.s1, 1e-13, "s1");
+    expect_rel(a.s2, b.s2, 1e-13, "s2");
+    expect_rel(a.mu, b.mu, 1e-13, "mu");
+  }
+}
+
+TEST(MetricsSignal, ExtremeScalesStayFinite) {
+  const Matrix x = random_matrix(5, 8, 61);
+  const SignalMetrics ref = signal_metrics(x, 0.0);
+  // Power-of-two scalings are exact and the unit-norm copy is renormalised by a power of two, so
+  // the scale-invariant metrics are bitwise those of X.
+  for (int p : {-1000, 1000}) {
+    const SignalMetrics m = signal_metrics(scaled(x, std::ldexp(1.0, p)), 0.0);
+    SCOPED_TRACE(p);
+    expect_bitwise_same_shape(m, ref);
+    EXPECT_NEAR(m.log_fro, ref.log_fro + p * std::numbers::ln2, 1e-12);
+    expect_rel(m.fro, std::ldexp(ref.fro, p), 1e-13, "fro");
+    expect_rel(m.s1, std::ldexp(ref.s1, p), 1e-13, "s1");
+    expect_rel(m.mu, std::ldexp(ref.mu, p), 1e-13, "mu");
+  }
+  // log_scale = 5000: the true norm exceeds the double range; log_fro carries it.
+  const SignalMetrics big = signal_metrics(x, 5000.0);
+  expect_bitwise_same_shape(big, ref);
+  EXPECT_NEAR(big.log_fro, ref.log_fro + 5000.0, 1e-12);
+  EXPECT_EQ(big.fro, inf);
+  EXPECT_EQ(big.s1, inf);
+  // log_scale = -5000: the true values underflow to zero, the shape metrics are untouched.
+  const SignalMetrics small = signal_metrics(x, -5000.0);
+  expect_bitwise_same_shape(small, ref);
+  EXPECT_NEAR(small.log_fro, ref.log_fro - 5000.0, 1e-12);
+  EXPECT_EQ(small.fro, 0.0);
+}
+
+TEST(MetricsSignal, RepresentableValuesAreFiniteWhenFroOverflows) {
+  // X = b [[1, 1], [1, -1]], b = 2^1023: ||X||_F = 2b = 2^1024 overflows, but
+  // s1 = s2 = sqrt(2) b and mu = ||[[0, b], [0, -b]]||_F = sqrt(2) b are representable.
+  const double big = std::ldexp(1.0, 1023);
+  Matrix x(2, 2, big);
+  x(1, 1) = -big;
+  const SignalMetrics m = signal_metrics(x, 0.0);
+  EXPECT_EQ(m.fro, inf);
+  EXPECT_NEAR(m.log_fro, 1024 * std::numbers::ln2, 1e-12);
+  expect_rel(m.s1, std::numbers::sqrt2 * big, 1e-13, "s1");
+  expect_rel(m.s2, std::numbers::sqrt2 * big, 1e-13, "s2");
+  expect_rel(m.mu, std::numbers::sqrt2 * big, 1e-13, "mu");
+  EXPECT_NEAR(m.sr_cov, 2.0, 1e-13);
+  // Same through log_scale: fro = sqrt(2) e^L overflows, s1 = e^L does not.
+  const double l = std::log(std::numeric_limits<double>::max()) - 0.1;
+  const SignalMetrics n = signal_metrics(Matrix::identity(2), l);
+  EXPECT_EQ(n.fro, inf);
+  EXPECT_TRUE(std::isfinite(n.s1));
+  expect_rel(n.s1, std::exp(l), 1e-13, "s1 via log_scale");
+}
+
+TEST(MetricsSignal, ZeroMatrixGivesNaNAndMinusInfLog) {
+  std::vector<double> spectrum;
+  const SignalMetrics m = signal_metrics(Matrix(4, 6), 1.5, &spectrum);
+  EXPECT_EQ(m.fro, 0.0);
+  EXPECT_EQ(m.log_fro, -inf);
+  expect_all_nan_shape(m);
+  ASSERT_EQ(spectrum.size(), 4u);
+  for (double s : spectrum) EXPECT_TRUE(std::isnan(s));
+}
+
+TEST(MetricsSignal, NonFiniteInputGivesNaN) {
+  for (double bad : {inf, -inf, std::numeric_limits<double>::quiet_NaN()}) {
+    Matrix x = random_matrix(3, 4, 71);
+    x(1, 2) = bad;
+    const SignalMetrics m = signal_metrics(x, 0.0);
+    EXPECT_TRUE(std::isnan(m.fro));
+    EXPECT_TRUE(std::isnan(m.log_fro));
+    expect_all_nan_shape(m);
+  }
+}
+
+TEST(MetricsNorm, OneInfAgainstNaiveAndHandCase) {
+  Matrix a(2, 2);
+  a(0, 0) = 1;
+  a(0, 1) = -2;
+  a(1, 0) = 3;
+  a(1, 1) = 4;
+  EXPECT_NEAR(norm_1_inf(a), std::sqrt(6.0 * 7.0), 1e-15);  // max col sum 6, max row sum 7
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{3, 8}, {8, 3}, {1, 1}}) {
+    const Matrix x = random_matrix(m, n, static_cast<unsigned>(m * 10 + n));
+    expect_rel(norm_1_inf(x), naive_norm_1_inf(x), 1e-14, "norm_1_inf");
+  }
+}
+
+TEST(MetricsMixer, Identity) {
+  const std::size_t t = 7;
+  const MixerMetrics m = mixer_metrics(Matrix::identity(t));
+  EXPECT_NEAR(m.m_s1, 1.0, 1e-14);
+  EXPECT_NEAR(m.m_s2, 1.0, 1e-14);
+  EXPECT_NEAR(m.m_gap, 1.0, 1e-14);
+  EXPECT_NEAR(m.m_fro, std::sqrt(static_cast<double>(t)), 1e-14);
+}
+
+TEST(MetricsMixer, UniformIsRankOne) {
+  const std::size_t t = 6;
+  const MixerMetrics m = mixer_metrics(Matrix(t, t, 1.0 / static_cast<double>(t)));
+  EXPECT_NEAR(m.m_s1, 1.0, 1e-14);
+  EXPECT_NEAR(m.m_s2, 0.0, 1e-14);
+  EXPECT_GT(m.m_gap, 1e13);
+  EXPECT_NEAR(m.m_fro, 1.0, 1e-14);
+}
+
+TEST(MetricsMixer, RowStochasticHasTopSingularValueAtLeastOne) {
+  for (unsigned seed : {81u, 82u, 83u}) {
+    std::mt19937_64 gen(seed);
+    std::uniform_real_distribution<double> dist(0.0, 1.0);
+    Matrix m(8, 8);
+    for (std::size_t i = 0; i < 8; ++i) {
+      double s = 0.0;
+      for (std::size_t j = 0; j < 8; ++j) s += (m(i, j) = dist(gen));
+      for (std::size_t j = 0; j < 8; ++j) m(i, j) /= s;
+    }
+    const MixerMetrics mm = mixer_metrics(m);
+    EXPECT_GE(mm.m_s1, 1.0 - 1e-14);  // M 1 = 1, so s_1 >= ||M 1|| / ||1|| = 1
+    const auto sv = linalg::singular_values(m);
+    EXPECT_EQ(mm.m_s1, sv[0]);
+    EXPECT_EQ(mm.m_s2, sv[1]);
+    EXPECT_EQ(mm.m_gap, sv[0] / sv[1]);
+    double ss = 0.0;
+    for (double x : m.values()) ss += x * x;
+    EXPECT_NEAR(mm.m_fro, std::sqrt(ss), 1e-14);
+  }
+}
+
+TEST(MetricsMixer, SingleTokenHasZeroSecondValue) {
+  const MixerMetrics m = mixer_metrics(Matrix(1, 1, 0.5));
+  EXPECT_EQ(m.m_s1, 0.5);
+  EXPECT_EQ(m.m_s2, 0.0);
+  EXPECT_EQ(m.m_gap, inf);
+  EXPECT_EQ(m.m_fro, 0.5);
+}
+
+TEST(MetricsRow, FollowsLayerMetricNames) {
+  SignalMetrics x;
+  x.fro = 1;
+  x.log_fro = 2;
+  x.s1 = 3;
+  x.s2 = 4;
+  x.sr_cov = 5;
+  x.sr_x = 6;
+  x.mu = 7;
+  x.mu_rel = 8;
+  x.res_rel = 9;
+  MixerMetrics m;
+  m.m_s1 = 10;
+  m.m_s2 = 11;
+  m.m_gap = 12;
+  m.m_fro = 13;
+  const auto row = to_row(x, m);
+  auto at = [&](std::string_view name) {
+    const auto it = std::find(layer_metric_names.begin(), layer_metric_names.end(), name);
+    EXPECT_NE(it, layer_metric_names.end()) << name;
+    return row[static_cast<std::size_t>(it - layer_metric_names.begin())];
+  };
+  EXPECT_EQ(at("fro"), x.fro);
+  EXPECT_EQ(at("log_fro"), x.log_fro);
+  EXPECT_EQ(at("s1"), x.s1);
+  EXPECT_EQ(at("s2"), x.s2);
+  EXPECT_EQ(at("sr_cov"), x.sr_cov);
+  EXPECT_EQ(at("sr_x"), x.sr_x);
+  EXPECT_EQ(at("mu"), x.mu);
+  EXPECT_EQ(at("mu_rel"), x.mu_rel);
+  EXPECT_EQ(at("res_rel"), x.res_rel);
+  EXPECT_EQ(at("m_s1"), m.m_s1);
+  EXPECT_EQ(at("m_s2"), m.m_s2);
+  EXPECT_EQ(at("m_gap"), m.m_gap);
+  EXPECT_EQ(at("m_fro"), m.m_fro);
+}
+
+}  // namespace
+}  // namespace rcsweep::metrics
