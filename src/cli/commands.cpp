@@ -1,0 +1,170 @@
+#include "cli/commands.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "base/error.hpp"
+#include "config/sweep_spec.hpp"
+#include "store/store.hpp"
+#include "sweep/mpi.hpp"
+
+namespace rcsweep::cli {
+namespace {
+
+// Effective rate of a whole layer (GEMMs at ~80 GFLOP/s, SVDs, exp and random numbers at far
+// less) on one core of the reference machine, measured on the example sweeps (docs/BENCHMARKS.md).
+constexpr double effective_flops_per_core_second = 8e9;
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
+std::string human_seconds(double s) {
+  char buf[32];
+  if (s < 120) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 7200) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  return buf;
+}
+
+std::string join_values(const std::vector<config::ParamValue>& values, std::size_t max_shown = 8) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size() && i < max_shown; ++i) out += (i ? ", " : "") + config::to_text(values[i]);
+  if (values.size() > max_shown) out += ", ...";
+  return out;
+}
+
+}  // namespace
+
+plan::Shard parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  try {
+    if (slash != std::string::npos) {
+      std::size_t a = 0, b = 0;
+      const int i = std::stoi(text.substr(0, slash), &a);
+      const int n = std::stoi(text.substr(slash + 1), &b);
+      if (a == slash && b == text.size() - slash - 1 && n >= 1 && i >= 0 && i < n) return {i, n};
+    }
+  } catch (const std::exception&) {
+  }
+  throw ConfigError({{"--shard", "expected i/n with 0 <= i < n, got '" + text + "'"}});
+}
+
+int run_command(const RunArgs& args) {
+  mpi::Session session(nullptr, nullptr);
+  const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
+  try {
+    plan::Plan plan = plan::make_plan(config::load_sweep(args.sweep_file), args.shard);
+    sweep::RunOptions opt = args.options;
+    if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
+    const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
+    if (rank == 0 && !args.quiet) {
+      std::fprintf(stderr, "[rcsweep] finished in %s: %llu done, %llu diverged, %llu failed this run",
+                   human_seconds(s.wall_s).c_str(), static_cast<unsigned long long>(s.done),
+                   static_cast<unsigned long long>(s.diverged), static_cast<unsigned long long>(s.failed));
+      if (s.skipped) std::fprintf(stderr, " (%llu were already finished)", static_cast<unsigned long long>(s.skipped));
+      std::fprintf(stderr, "; store %s\n", opt.output.c_str());
+      if (s.exit_code() == 3)
+        std::fprintf(stderr, "[rcsweep] the store holds %llu diverged and %llu failed tasks (see /tasks/message)\n",
+                     static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_failed));
+    }
+    return s.exit_code();
+  } catch (const ConfigError& e) {  // every rank read the same file: report once
+    if (rank == 0) std::fprintf(stderr, "error: invalid sweep file %s:\n%s\n", args.sweep_file.c_str(), e.what());
+    return 2;
+  } catch (const sweep::StoreRefused& e) {  // thrown on every rank
+    if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d/%d] error: %s\n", rank, size, e.what());
+    std::fflush(stderr);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+}
+
+int plan_command(const PlanArgs& args) {
+  const plan::Plan plan = plan::make_plan(config::load_sweep(args.sweep_file), args.shard);
+  const auto& spec = plan.spec;
+  std::size_t shard_tasks = 0, peak_bytes = 0;
+  double largest = 0.0;
+  for (const auto& b : plan.bundles) {
+    shard_tasks += b.tasks.size();
+    peak_bytes = std::max(peak_bytes, b.bytes);
+    largest = std::max(largest, b.flops);
+  }
+  const double flops = plan.total_flops();
+  const double core_s = flops / effective_flops_per_core_second;
+  const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int ranks = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, plan.bundles.size())));
+  const double makespan = std::max(core_s / ranks, largest / effective_flops_per_core_second);
+
+  std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
+              static_cast<unsigned long long>(spec.seed));
+  std::printf("grid:\n");
+  if (spec.dims.empty()) std::printf("  (no swept axes: one point)\n");
+  for (const auto& dim : spec.dims) {
+    std::string params;
+    for (const auto& p : dim.params) params += (params.empty() ? "" : ", ") + p;
+    std::printf("  %-12s %4zu  ", dim.name.c_str(), dim.size());
+    if (dim.params.size() == 1) std::printf("%s\n", join_values(dim.columns[0]).c_str());
+    else std::printf("(%s)\n", params.c_str());
+  }
+  if (!spec.depth_axis.empty()) std::printf("  depth: layers 0..%d recorded once per task (depth is not a task dimension)\n", plan.max_depth);
+  std::printf("points        %zu x %d replicates = %zu tasks", plan.points.size(), spec.replicates, plan.tasks.size());
+  if (args.shard.count > 1) std::printf(" (shard %d/%d: %zu tasks)", args.shard.index, args.shard.count, shard_tasks);
+  std::printf("\nbundles       %zu (tasks with the same replicate, T and d share their random weights)\n",
+              plan.bundles.size());
+  std::printf("layers        0..%d per task; spectra of X: %s\n", plan.max_depth,
+              spec.output.spectra == config::Spectra::none ? "none"
+              : spec.output.spectra == config::Spectra::last ? "last layer" : "all layers");
+  std::printf("work          %.3g GFLOP, about %s on one core (rough: %.0f GFLOP/s effective)\n", flops / 1e9,
+              human_seconds(core_s).c_str(), effective_flops_per_core_second / 1e9);
+  std::printf("peak memory   %s per rank (largest bundle)\n", human_bytes(static_cast<double>(peak_bytes)).c_str());
+  const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) * 13 +
+                                    static_cast<double>(plan.spectrum_total()));
+  std::printf("store size    about %s\n", human_bytes(store_bytes).c_str());
+  std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s.h5   (one rank per core, 1 BLAS thread each;"
+              " about %s wall)\n",
+              ranks, args.sweep_file.c_str(), spec.name.c_str(), human_seconds(makespan).c_str());
+  return 0;
+}
+
+int info_command(const std::filesystem::path& path) {
+  const auto info = store::read_info(path);
+  std::printf("store         %s\n", path.c_str());
+  std::printf("sweep config  plan %s, schema %d, rcsweep %s (%s)\n", info.plan_hash.c_str(), info.schema_version,
+              info.rcsweep_version.c_str(), info.git_commit.c_str());
+  std::printf("created       %s on %s, %d MPI ranks x %d BLAS threads\n", info.created.c_str(), info.host.c_str(),
+              info.mpi_ranks, info.threads);
+  std::printf("finished      %s\n", info.finished.empty() ? "(not yet)" : info.finished.c_str());
+  std::printf("libraries     %s; HDF5 %s\n", info.blas.c_str(), info.hdf5_version.c_str());
+  std::printf("tasks         %llu (%llu points), layers 0..%d\n", static_cast<unsigned long long>(info.n_tasks),
+              static_cast<unsigned long long>(info.n_points), info.max_depth);
+  const double pct = info.n_tasks ? 100.0 * static_cast<double>(info.n_done + info.n_failed + info.n_diverged) /
+                                        static_cast<double>(info.n_tasks)
+                                  : 100.0;
+  std::printf("progress      %.1f%% finished: %llu done, %llu diverged, %llu failed, %llu pending\n", pct,
+              static_cast<unsigned long long>(info.n_done), static_cast<unsigned long long>(info.n_diverged),
+              static_cast<unsigned long long>(info.n_failed), static_cast<unsigned long long>(info.n_pending));
+  std::string axes;
+  for (const auto& a : info.axes) axes += (axes.empty() ? "" : ", ") + a;
+  std::printf("axes          %s\n", axes.empty() ? "(none)" : axes.c_str());
+  std::printf("datasets      %zu:", info.datasets.size());
+  for (const auto& d : info.datasets) std::printf(" %s", d.c_str());
+  std::printf("\nconfig:\n%s\n", info.config.c_str());
+  return 0;
+}
+
+}  // namespace rcsweep::cli

@@ -1,0 +1,32 @@
+// The subcommands of the rcsweep program. Each returns the process exit code
+// (0 ok, 1 runtime error, 2 usage/config error, 3 finished with failed or diverged tasks).
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "plan/plan.hpp"
+#include "sweep/driver.hpp"
+
+namespace rcsweep::cli {
+
+struct RunArgs {
+  std::filesystem::path sweep_file;
+  sweep::RunOptions options;
+  plan::Shard shard;
+  bool quiet = false;
+};
+int run_command(const RunArgs& args);
+
+struct PlanArgs {
+  std::filesystem::path sweep_file;
+  plan::Shard shard;
+  int cores = 0;  ///< 0: this machine's
+};
+int plan_command(const PlanArgs& args);
+
+int info_command(const std::filesystem::path& store);
+
+/// Parse "i/n" into a shard (throws ConfigError on key "--shard").
+plan::Shard parse_shard(const std::string& text);
+
+}  // namespace rcsweep::cli

@@ -1,0 +1,77 @@
+// rcsweep: parallel sweeps of rank collapse in randomly initialised attention / SSM stacks.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "base/error.hpp"
+#include "cli/commands.hpp"
+#include "rcsweep/version.hpp"
+
+int main(int argc, char** argv) {
+  using namespace rcsweep;
+  CLI::App app{
+      "rcsweep: sweeps of rank collapse in randomly initialised attention and state-space stacks.\n"
+      "A sweep file (TOML, see docs/CONFIG.md) names the model and the swept axes; every grid point x\n"
+      "replicate is a task that runs the random stack to the largest depth and records spectral metrics\n"
+      "of every layer in one HDF5 store (see docs/SCHEMA.md).",
+      "rcsweep"};
+  app.set_version_flag("--version", std::string(version) + " (" + git_commit + ")");
+  app.require_subcommand(1);
+
+  cli::RunArgs run;
+  std::string run_shard = "0/1";
+  auto* run_cmd = app.add_subcommand("run", "Run a sweep into an HDF5 store (resumes an existing store of the same sweep).");
+  run_cmd->footer(
+      "Run under MPI with one rank per core, e.g.\n"
+      "  mpiexec -n 4 rcsweep run sweep.toml -o out.h5\n"
+      "or as a single process without mpiexec. Killing the run at any time keeps every finished task;\n"
+      "running the same command again computes only what is missing.\n"
+      "Exit codes: 0 all tasks done, 1 runtime error, 2 usage/config error, 3 finished with failed or\n"
+      "diverged tasks (they are recorded in /tasks with a message).");
+  run_cmd->add_option("sweep", run.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
+  run_cmd->add_option("-o,--output", run.options.output, "output store (HDF5); default: <sweep name>.h5");
+  auto* resume_flag = run_cmd->add_flag("--resume", run.options.require_existing,
+                                        "require an existing store and continue it (the default when it exists)");
+  run_cmd->add_flag("--overwrite", run.options.overwrite, "replace an existing store")->excludes(resume_flag);
+  run_cmd->add_option("--shard", run_shard, "run only tasks with id % n == i (array jobs), as i/n");
+  run_cmd->add_option("--blas-threads", run.options.blas_threads,
+                      "BLAS threads per rank (default 1: one rank per core is faster and layout-independent)")
+      ->check(CLI::Range(1, 256));
+  run_cmd->add_flag("-q,--quiet", run.quiet, "no progress on stderr");
+
+  cli::PlanArgs plan;
+  std::string plan_shard = "0/1";
+  auto* plan_cmd = app.add_subcommand("plan", "Show what a sweep would compute, its cost and memory; computes nothing.");
+  plan_cmd->add_option("sweep", plan.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
+  plan_cmd->add_option("--shard", plan_shard, "plan only shard i/n");
+  plan_cmd->add_option("--cores", plan.cores, "cores to plan for (default: this machine's)")->check(CLI::Range(1, 1 << 20));
+
+  std::filesystem::path info_store;
+  auto* info_cmd = app.add_subcommand("info", "Show what a store holds: provenance, progress, datasets.");
+  info_cmd->add_option("store", info_store, "rcsweep HDF5 store")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    if (*run_cmd) {
+      run.shard = cli::parse_shard(run_shard);
+      run.options.progress = !run.quiet;
+      return cli::run_command(run);
+    }
+    if (*plan_cmd) {
+      plan.shard = cli::parse_shard(plan_shard);
+      return cli::plan_command(plan);
+    }
+    return cli::info_command(info_store);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

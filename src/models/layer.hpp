@@ -1,0 +1,38 @@
+// One layer of MODELS.md "One layer", and its parts, as pure functions of the signal and the
+// bundle's random tensors.
+#pragma once
+#include "base/matrix.hpp"
+#include "config/params.hpp"
+#include "metrics/metrics.hpp"
+#include "models/random_source.hpp"
+
+namespace rcsweep::models {
+
+/// Input X_0 (T x d) of MODELS.md "Input": orthonormal rows (thin QR of a d x T Gaussian with
+/// the sign fix, transposed), unit-norm Gaussian rows ("sphere"), or N(0, 1/d) entries.
+Matrix make_input(const config::ModelParams& model, RandomSource& random);
+
+/// The T x T mixer matrix of head `head` at layer `layer` (1-based) for signal X, before gap_fix.
+Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random);
+
+/// Row-wise softmax in place, max-subtracted (rows sum to 1).
+void softmax_rows(Matrix& S);
+
+/// Apply gap_fix in place: perp subtracts 1/T from every entry (Mind the Gap eq. (8), (16)).
+void apply_gap_fix(config::GapFix fix, Matrix& M);
+
+/// The value weight W_V of a head (d x d), including sigma_v: gaussian N(0, sigma_v^2),
+/// orthogonal (Haar, from the thin QR of a Gaussian) x sigma_v. Not used for value_init identity.
+const Matrix& value_weight(const config::ModelParams& model, int layer, int head, RandomSource& random,
+                           Matrix& scratch);
+
+/// Row normalisation in place: rms divides each row by its Euclidean norm (lambda-skip eq. (4));
+/// layernorm subtracts the row mean and divides by sqrt(var + 1e-5) (biased variance, no affine).
+void apply_norm(config::Norm norm, Matrix& Y);
+
+/// One layer: X <- norm(lambda X + skip_scale * sum_h gap_fix(M_h) X W_V,h). If `mixer_metrics`
+/// is non-null it receives the metrics of head 0's M after gap_fix.
+void apply_layer(const config::ModelParams& model, int layer, RandomSource& random, Matrix& X,
+                 metrics::MixerMetrics* mixer_metrics);
+
+}  // namespace rcsweep::models

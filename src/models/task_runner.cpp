@@ -1,0 +1,130 @@
+#include "models/task_runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "base/error.hpp"
+#include "models/layer.hpp"
+#include "models/random_source.hpp"
+
+namespace rcsweep::models {
+namespace {
+
+struct Running {
+  const config::ModelParams* model;
+  TaskOutput out;
+  Matrix X;
+  long log2_scale = 0;  // X_true = X * 2^log2_scale
+  bool alive = true;
+};
+
+bool all_finite(const Matrix& X) {
+  return std::all_of(X.values().begin(), X.values().end(), [](double x) { return std::isfinite(x); });
+}
+
+// MODELS.md "Scale": a layer that is linear in X and has no norm is carried at unit norm,
+// renormalised by an exact power of two (no rounding, bitwise reproducible).
+void renormalise(Running& r) {
+  double ss = 0.0, mx = 0.0;
+  for (double x : r.X.values()) mx = std::max(mx, std::abs(x));
+  if (mx == 0.0 || !std::isfinite(mx)) return;
+  int e_mx = 0;
+  std::frexp(mx, &e_mx);
+  for (double x : r.X.values()) {
+    const double y = std::ldexp(x, -e_mx);
+    ss += y * y;
+  }
+  int e = 0;
+  std::frexp(std::sqrt(ss), &e);
+  const int shift = e_mx + e;  // ||X||_F in [2^(shift-1), 2^shift)
+  for (double& x : r.X.values()) x = std::ldexp(x, -shift);
+  r.log2_scale += shift;
+}
+
+void record(const plan::Plan& plan, Running& r, int layer, const metrics::MixerMetrics& mm) {
+  const bool want_spectrum = plan.spectrum_at(layer);
+  std::vector<double> spectrum;
+  const auto sm = metrics::signal_metrics(r.X, static_cast<double>(r.log2_scale) * std::log(2.0),
+                                          want_spectrum ? &spectrum : nullptr);
+  r.out.layers[layer] = metrics::to_row(sm, mm);
+  if (want_spectrum) r.out.spectra[layer] = std::move(spectrum);
+}
+
+void mark_diverged(Running& r, int layer, const std::string& why) {
+  r.alive = false;
+  r.out.outcome = Outcome::diverged;
+  r.out.message = "diverged at layer " + std::to_string(layer) + ": " + why;
+  r.out.layers[layer].fill(metrics::nan);
+}
+
+}  // namespace
+
+void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
+                const std::function<void(TaskOutput&&)>& on_done) {
+  if (tasks.empty()) return;
+  const auto& first = plan.tasks.at(tasks.front());
+  const auto& m0 = plan.models.at(first.point);
+  RandomSource random(plan.spec.seed, first.replicate, m0.T, m0.d);
+  const int L = plan.max_depth;
+  const auto nan_row = [] {
+    std::array<double, metrics::n_layer_metrics> row;
+    row.fill(metrics::nan);
+    return row;
+  }();
+
+  std::vector<Running> runs;
+  runs.reserve(tasks.size());
+  std::map<int, Matrix> inputs;  // one X_0 per input kind, shared by the bundle
+  for (const auto id : tasks) {
+    const auto& t = plan.tasks.at(id);
+    const auto& model = plan.models.at(t.point);
+    if (t.replicate != first.replicate || model.T != m0.T || model.d != m0.d)
+      throw Error("run_bundle: task " + std::to_string(id) + " is not of this bundle");
+    Running r{&model, {}, {}, 0, true};
+    r.out.task = id;
+    r.out.layers.assign(L + 1, nan_row);
+    r.out.spectra.assign(L + 1, {});
+    auto [it, inserted] = inputs.try_emplace(static_cast<int>(model.input));
+    if (inserted) it->second = make_input(model, random);
+    r.X = it->second;
+    runs.push_back(std::move(r));
+  }
+  using clock = std::chrono::steady_clock;
+  for (auto& r : runs) {
+    const auto t0 = clock::now();
+    record(plan, r, 0, metrics::MixerMetrics{});
+    r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count();
+  }
+
+  for (int layer = 1; layer <= L; ++layer) {
+    for (auto& r : runs) {
+      if (!r.alive) continue;
+      const auto t0 = clock::now();
+      struct AddTime {
+        Running& r;
+        clock::time_point t0;
+        ~AddTime() { r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count(); }
+      } add_time{r, t0};
+      metrics::MixerMetrics mm;
+      apply_layer(*r.model, layer, random, r.X, &mm);
+      if (!all_finite(r.X)) {
+        mark_diverged(r, layer, "non-finite values in X (the layer is not scale-invariant; add a norm)");
+        continue;
+      }
+      if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
+      record(plan, r, layer, mm);
+      if (!std::isfinite(r.out.layers[layer][1])) mark_diverged(r, layer, "X vanished (all entries zero)");
+    }
+  }
+  for (auto& r : runs) on_done(std::move(r.out));
+}
+
+TaskOutput run_task(const plan::Plan& plan, std::uint64_t task) {
+  TaskOutput result;
+  run_bundle(plan, {task}, [&](TaskOutput&& out) { result = std::move(out); });
+  return result;
+}
+
+}  // namespace rcsweep::models

@@ -1,0 +1,39 @@
+// Runs the tasks of one bundle (same replicate, T, d) layer by layer and records MODELS.md's
+// metrics at every layer. Pure: no MPI, no I/O.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "metrics/metrics.hpp"
+#include "plan/plan.hpp"
+
+namespace rcsweep::models {
+
+enum class Outcome { done, diverged };
+
+/// What one task computed.
+struct TaskOutput {
+  std::uint64_t task = 0;
+  Outcome outcome = Outcome::done;
+  std::string message;  ///< why it diverged ("" when done)
+  double seconds = 0.0;  ///< compute time spent on this task (its share of shared draws included)
+  /// layers[l]: metrics of layer l = 0..L_max, in metrics::layer_metric_names order
+  /// (mixer metrics are NaN at layer 0; every value is NaN past a divergence).
+  std::vector<std::array<double, metrics::n_layer_metrics>> layers;
+  /// spectra[l]: singular values of X_l / ||X_l||_F when plan.spectrum_at(l), else empty.
+  std::vector<std::vector<double>> spectra;
+};
+
+/// Run the given tasks (all of one bundle: same replicate, T and d) to plan.max_depth.
+/// Tasks share their random tensors. `on_done` is called once per task as soon as it is finished.
+/// Results are bitwise independent of which other tasks are in the call.
+void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
+                const std::function<void(TaskOutput&&)>& on_done);
+
+/// Convenience for tests: run one task alone.
+TaskOutput run_task(const plan::Plan& plan, std::uint64_t task);
+
+}  // namespace rcsweep::models

@@ -1,0 +1,81 @@
+#include "sweep/message.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "base/error.hpp"
+
+namespace rcsweep::sweep {
+namespace {
+template <class T>
+void put(std::vector<char>& buf, const T& v) {
+  const auto* p = reinterpret_cast<const char*>(&v);
+  buf.insert(buf.end(), p, p + sizeof(T));
+}
+void put_bytes(std::vector<char>& buf, const void* data, std::size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  buf.insert(buf.end(), p, p + n);
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::vector<char>& buf) : buf_(buf) {}
+  template <class T>
+  T get() {
+    T v;
+    bytes(&v, sizeof(T));
+    return v;
+  }
+  void bytes(void* out, std::size_t n) {
+    if (pos_ + n > buf_.size()) throw Error("truncated task message");
+    std::memcpy(out, buf_.data() + pos_, n);
+    pos_ += n;
+  }
+  bool done() const { return pos_ == buf_.size(); }
+
+ private:
+  const std::vector<char>& buf_;
+  std::size_t pos_ = 0;
+};
+}  // namespace
+
+void pack(const store::TaskResult& r, std::vector<char>& buf) {
+  put(buf, r.task);
+  put(buf, static_cast<std::int8_t>(r.status));
+  put(buf, r.wall_s);
+  put(buf, static_cast<std::int32_t>(r.rank));
+  put(buf, static_cast<std::uint64_t>(r.message.size()));
+  put_bytes(buf, r.message.data(), r.message.size());
+  put(buf, static_cast<std::uint64_t>(r.layers.size()));
+  put_bytes(buf, r.layers.data(), r.layers.size() * sizeof(r.layers[0]));
+  put(buf, static_cast<std::uint64_t>(r.spectra.size()));
+  for (const auto& s : r.spectra) {
+    put(buf, static_cast<std::uint64_t>(s.size()));
+    put_bytes(buf, s.data(), s.size() * sizeof(double));
+  }
+}
+
+std::vector<store::TaskResult> unpack(const std::vector<char>& buf) {
+  std::vector<store::TaskResult> out;
+  Reader in(buf);
+  while (!in.done()) {
+    store::TaskResult r;
+    r.task = in.get<std::uint64_t>();
+    r.status = static_cast<store::TaskStatus>(in.get<std::int8_t>());
+    r.wall_s = in.get<double>();
+    r.rank = in.get<std::int32_t>();
+    r.message.resize(in.get<std::uint64_t>());
+    in.bytes(r.message.data(), r.message.size());
+    r.layers.resize(in.get<std::uint64_t>());
+    in.bytes(r.layers.data(), r.layers.size() * sizeof(r.layers[0]));
+    r.spectra.resize(in.get<std::uint64_t>());
+    for (auto& s : r.spectra) {
+      s.resize(in.get<std::uint64_t>());
+      in.bytes(s.data(), s.size() * sizeof(double));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace rcsweep::sweep

@@ -1,0 +1,22 @@
+// Cost-weighted progress and ETA on stderr (rank 0).
+#pragma once
+#include <chrono>
+#include <cstdint>
+
+namespace rcsweep::sweep {
+
+class Progress {
+ public:
+  Progress(double total_flops, std::uint64_t total_tasks, bool enabled);
+  void add(double flops);
+  /// Print a line if the print interval has passed (or always when `force`).
+  void report(bool force = false);
+
+ private:
+  double total_flops_, done_flops_ = 0.0;
+  std::uint64_t total_tasks_, done_tasks_ = 0;
+  bool enabled_, tty_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+}  // namespace rcsweep::sweep
