@@ -1,0 +1,720 @@
+#include "store/store.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <optional>
+
+#include "base/error.hpp"
+#include "metrics/metrics.hpp"
+#include "store/hdf5.hpp"
+
+namespace rcsweep::store {
+
+const char* to_string(TaskStatus s) {
+  switch (s) {
+    case TaskStatus::pending: return "pending";
+    case TaskStatus::done: return "done";
+    case TaskStatus::failed: return "failed";
+    case TaskStatus::diverged: return "diverged";
+  }
+  return "unknown";
+}
+
+std::string hdf5_library_version() {
+  h5::init();
+  return h5::library_version();
+}
+
+namespace {
+
+static_assert(std::tuple_size_v<decltype(TaskResult::layers)::value_type> == metrics::n_layer_metrics,
+              "TaskResult::layers rows must hold every layer metric");
+
+constexpr std::size_t choice_bytes = 16;    // /points: fixed-length string fields
+constexpr std::size_t message_bytes = 256;  // /tasks: message field (255 bytes + NUL)
+constexpr const char* status_values = "0=pending,1=done,2=failed,3=diverged";
+constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+/// A store-identity problem (not rcsweep, wrong schema, wrong plan): reported as is, never
+/// re-labelled as damage.
+class IdentityError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+/// One row of /tasks in memory.
+struct TaskRow {
+  std::uint64_t id;
+  std::uint64_t point;
+  std::int32_t replicate;
+  std::int8_t status;
+  double wall_s;
+  std::int32_t rank;
+  char message[message_bytes];
+};
+
+const std::vector<std::pair<std::string, std::int8_t>>& status_members() {
+  static const std::vector<std::pair<std::string, std::int8_t>> m = {
+      {"pending", 0}, {"done", 1}, {"failed", 2}, {"diverged", 3}};
+  return m;
+}
+
+/// The /tasks types: the memory layout of TaskRow, and the same fields packed for the file.
+struct TaskTypes {
+  h5::Handle status, message, mem, file;
+};
+
+TaskTypes task_types() {
+  TaskTypes t;
+  t.status = h5::enum_int8_type(status_members(), true);
+  t.message = h5::fixed_string_type(message_bytes);
+  t.mem = h5::Handle(H5Tcreate(H5T_COMPOUND, sizeof(TaskRow)), "H5Tcreate(tasks)");
+  auto ins = [&](const char* name, std::size_t off, hid_t type) {
+    h5::check(H5Tinsert(t.mem.id(), name, off, type), "H5Tinsert tasks");
+  };
+  ins("id", offsetof(TaskRow, id), H5T_NATIVE_UINT64);
+  ins("point", offsetof(TaskRow, point), H5T_NATIVE_UINT64);
+  ins("replicate", offsetof(TaskRow, replicate), H5T_NATIVE_INT32);
+  ins("status", offsetof(TaskRow, status), t.status.id());
+  ins("wall_s", offsetof(TaskRow, wall_s), H5T_NATIVE_DOUBLE);
+  ins("rank", offsetof(TaskRow, rank), H5T_NATIVE_INT32);
+  ins("message", offsetof(TaskRow, message), t.message.id());
+  t.file = h5::Handle(H5Tcopy(t.mem.id()), "H5Tcopy(tasks)");
+  h5::check(H5Tpack(t.file.id()), "H5Tpack(tasks)");
+  return t;
+}
+
+/// Memory type that picks only the status field of /tasks.
+h5::Handle status_only_type(hid_t status_enum) {
+  h5::Handle t(H5Tcreate(H5T_COMPOUND, sizeof(std::int8_t)), "H5Tcreate(status)");
+  h5::check(H5Tinsert(t.id(), "status", 0, status_enum), "H5Tinsert status");
+  return t;
+}
+
+void copy_message(char (&dst)[message_bytes], const std::string& msg) {
+  std::size_t n = std::min(msg.size(), message_bytes - 1);
+  // Do not cut a UTF-8 sequence in the middle.
+  if (n < msg.size())
+    while (n > 0 && (static_cast<unsigned char>(msg[n]) & 0xC0) == 0x80) --n;
+  std::memset(dst, 0, message_bytes);
+  std::memcpy(dst, msg.data(), n);
+}
+
+double as_double(const config::ParamValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  return std::get<double>(v);
+}
+
+std::int64_t as_int(const config::ParamValue& v) {
+  if (const auto* d = std::get_if<double>(&v)) return static_cast<std::int64_t>(*d);
+  return std::get<std::int64_t>(v);
+}
+
+/// Numeric value of a scale parameter: the number, or 1/sqrt(d) for "inv_sqrt_d".
+double scale_value(const config::ParamValue& v, int d) {
+  if (std::holds_alternative<std::string>(v)) return 1.0 / std::sqrt(static_cast<double>(d));
+  return as_double(v);
+}
+
+std::string metric_description(std::string_view name) {
+  static const std::vector<std::pair<std::string_view, std::string_view>> text = {
+      {"fro", "||X_l||_F, true scale (may be +inf when it exceeds the double range; see log_fro)"},
+      {"log_fro", "ln ||X_l||_F, true scale (finite even when fro overflows)"},
+      {"s1", "largest singular value of X_l, true scale"},
+      {"s2", "second singular value of X_l, true scale (0 when min(T,d) = 1)"},
+      {"sr_cov", "stable rank of X_l X_l^T: sum s_i^4 / s_1^4 (Mind the Gap eq. (5)); scale-free"},
+      {"sr_x", "stable rank of X_l: sum s_i^2 / s_1^2; scale-free"},
+      {"mu", "||X_l - 1 xbar^T||_F, xbar the token mean (lambda-skip eq. (5)), true scale"},
+      {"mu_rel", "mu / ||X_l||_F; scale-free"},
+      {"res_rel", "||X_l - 1 xbar^T||_{1,inf} / ||X_l||_{1,inf} (Dong et al. sec. 2); scale-free"},
+      {"m_s1", "s_1(M) of the layer's mixer matrix after gap_fix (Mind the Gap Thm 2.1)"},
+      {"m_s2", "s_2(M) of the layer's mixer matrix after gap_fix"},
+      {"m_gap", "s_1(M) / s_2(M) of the layer's mixer matrix after gap_fix"},
+      {"m_fro", "||M||_F of the layer's mixer matrix after gap_fix"},
+  };
+  for (const auto& [n, d] : text)
+    if (n == name) return std::string(d);
+  return "layer metric " + std::string(name);
+}
+
+/// Throw IdentityError unless `file` is an rcsweep store of schema 1.
+void check_identity(hid_t file, const std::string& path) {
+  if (!h5::has_attr(file, "format")) throw IdentityError(path + " is not an rcsweep store (no 'format' attribute)");
+  const std::string format = h5::get_attr_string(file, "format");
+  if (format != "rcsweep") throw IdentityError(path + " is not an rcsweep store (format = '" + format + "')");
+  if (!h5::has_attr(file, "schema_version"))
+    throw IdentityError(path + " is not an rcsweep store (no 'schema_version' attribute)");
+  const std::int64_t version = h5::get_attr_i64(file, "schema_version");
+  if (version != schema_version)
+    throw IdentityError(path + ": schema version " + std::to_string(version) + ", this rcsweep reads " +
+                        std::to_string(schema_version));
+}
+
+/// Open an existing file after checking it exists and is HDF5; damage becomes a clear StoreError.
+h5::Handle open_existing(const std::filesystem::path& path, bool read_write) {
+  const std::string p = path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw StoreError(p + ": no such file");
+  if (!std::filesystem::is_regular_file(path, ec)) throw StoreError(p + ": not a regular file");
+  const htri_t is = H5Fis_hdf5(path.c_str());
+  if (is <= 0) {
+    h5::error_text();  // clear the stack
+    throw StoreError(p + ": not an HDF5 file");
+  }
+  try {
+    return h5::open_file(path, read_write, /*locking=*/read_write);
+  } catch (const StoreError& e) {
+    std::string msg = e.what();
+    const std::string prefix = "cannot open " + p + ": ";
+    if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+    if (msg.find("lock") != std::string::npos)
+      throw StoreError(p + ": cannot open (" + msg + "); is another rcsweep writing it?");
+    throw StoreError(p + ": damaged HDF5 file (" + msg + ")");
+  }
+}
+
+/// Run `fn`; HDF5 failures inside (other than identity problems) are reported as damage.
+template <class F>
+auto guard_damage(const std::string& path, F&& fn) {
+  try {
+    return fn();
+  } catch (const IdentityError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw StoreError(path + ": damaged rcsweep store (" + e.what() + ")");
+  }
+}
+
+std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
+  const auto dims = h5::dataset_dims(tasks);
+  if (dims.size() != 1 || dims[0] != n_tasks)
+    throw StoreError("/tasks has " + std::to_string(dims.empty() ? 0 : dims[0]) + " rows, expected " +
+                     std::to_string(n_tasks));
+  h5::Handle status = h5::enum_int8_type(status_members(), true);
+  h5::Handle mem = status_only_type(status.id());
+  std::vector<std::int8_t> raw(n_tasks);
+  if (n_tasks > 0) h5::read_all(tasks, mem.id(), raw.data());
+  std::vector<TaskStatus> out(n_tasks);
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] < 0 || raw[i] > 3) throw StoreError("task " + std::to_string(i) + " has an invalid status");
+    out[i] = static_cast<TaskStatus>(raw[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Store::Impl {
+  std::filesystem::path path;
+  h5::Handle file;  // declared first: closed last
+  TaskTypes types;
+  h5::Handle tasks, x_sv;
+  std::array<h5::Handle, metrics::n_layer_metrics> layers;
+  std::uint64_t n_tasks = 0;
+  std::size_t n_layers = 0;              // L_max + 1
+  std::vector<std::uint64_t> task_point;
+  std::vector<std::int32_t> task_replicate;
+  std::vector<std::int64_t> sv_offset;   // [n_tasks * n_layers]
+  std::vector<std::int64_t> sv_length;   // [n_tasks]
+
+  void load_plan(const plan::Plan& plan) {
+    n_tasks = plan.tasks.size();
+    n_layers = static_cast<std::size_t>(plan.max_depth) + 1;
+    task_point.resize(n_tasks);
+    task_replicate.resize(n_tasks);
+    sv_offset.assign(n_tasks * n_layers, -1);
+    sv_length.assign(n_tasks, 0);
+    for (std::uint64_t t = 0; t < n_tasks; ++t) {
+      task_point[t] = plan.tasks[t].point;
+      task_replicate[t] = plan.tasks[t].replicate;
+      sv_length[t] = static_cast<std::int64_t>(plan.spectrum_length(t));
+      for (std::size_t l = 0; l < n_layers; ++l)
+        sv_offset[t * n_layers + l] = plan.spectrum_offset(t, static_cast<int>(l));
+    }
+  }
+
+  void open_datasets() {
+    types = task_types();
+    tasks = h5::open_dataset(file.id(), "/tasks");
+    x_sv = h5::open_dataset(file.id(), "/spectra/x_sv");
+    for (std::size_t k = 0; k < layers.size(); ++k)
+      layers[k] = h5::open_dataset(file.id(), "/layers/" + std::string(metrics::layer_metric_names[k]));
+  }
+
+  void write_axes(const plan::Plan& plan);
+  void write_points(const plan::Plan& plan);
+  void write_root_attrs(const plan::Plan& plan, const Provenance& prov);
+  void create_all(const plan::Plan& plan, const Provenance& prov);
+};
+
+void Store::Impl::write_root_attrs(const plan::Plan& plan, const Provenance& prov) {
+  const hid_t f = file.id();
+  h5::set_attr_i32(f, "schema_version", schema_version);
+  h5::set_attr(f, "rcsweep_version", prov.rcsweep_version);
+  h5::set_attr(f, "git_commit", prov.git_commit);
+  h5::set_attr(f, "config", plan.spec.canonical_toml());
+  h5::set_attr(f, "plan_hash", plan.hash);
+  h5::set_attr(f, "created", prov.created);
+  h5::set_attr(f, "finished", "");
+  h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
+  h5::set_attr_i32(f, "threads", prov.threads);
+  h5::set_attr(f, "blas", prov.blas);
+  h5::set_attr(f, "hdf5_version", prov.hdf5_version.empty() ? h5::library_version() : prov.hdf5_version);
+  h5::set_attr(f, "host", prov.host);
+  h5::set_attr(f, "sweep_name", plan.spec.name);
+  h5::set_attr_u64(f, "seed", plan.spec.seed);
+  h5::set_attr_i32(f, "replicates", plan.spec.replicates);
+  h5::set_attr_i32(f, "max_depth", plan.max_depth);
+  h5::set_attr_u64(f, "n_points", plan.points.size());
+  h5::set_attr_u64(f, "n_tasks", plan.tasks.size());
+}
+
+void Store::Impl::write_axes(const plan::Plan& plan) {
+  h5::Handle axes = h5::create_group(file.id(), "axes");
+  const auto& reg = config::model_params();
+  auto write_strings = [&](const std::string& name, const std::vector<std::string>& values) {
+    h5::Handle type = h5::vlen_string_type();
+    h5::Handle d = h5::create_dataset(axes.id(), name, type.id(), {values.size()});
+    std::vector<const char*> ptrs;
+    for (const auto& s : values) ptrs.push_back(s.c_str());
+    if (!ptrs.empty()) h5::write_all(d.id(), type.id(), ptrs.data());
+    return d;
+  };
+  auto write_ints = [&](const std::string& name, const std::vector<std::int64_t>& values) {
+    h5::Handle d = h5::create_dataset(axes.id(), name, H5T_STD_I64LE, {values.size()});
+    if (!values.empty()) h5::write_all(d.id(), H5T_NATIVE_INT64, values.data());
+    return d;
+  };
+  for (const config::Dim& dim : plan.spec.dims) {
+    for (std::size_t k = 0; k < dim.params.size(); ++k) {
+      const std::string& name = dim.params[k];
+      const auto idx = config::param_index(name);
+      if (!idx) throw StoreError("axis '" + name + "' is not a model parameter");
+      const auto& column = dim.columns.at(k);
+      const config::ParamKind kind = reg[*idx].kind;
+      const bool numeric = std::none_of(column.begin(), column.end(),
+                                        [](const auto& v) { return std::holds_alternative<std::string>(v); });
+      h5::Handle d;
+      if (kind == config::ParamKind::integer && numeric) {
+        std::vector<std::int64_t> v;
+        for (const auto& x : column) v.push_back(as_int(x));
+        d = write_ints(name, v);
+      } else if ((kind == config::ParamKind::real || kind == config::ParamKind::scale) && numeric) {
+        std::vector<double> v;
+        for (const auto& x : column) v.push_back(as_double(x));
+        d = h5::create_dataset(axes.id(), name, H5T_IEEE_F64LE, {v.size()});
+        if (!v.empty()) h5::write_all(d.id(), H5T_NATIVE_DOUBLE, v.data());
+      } else {
+        std::vector<std::string> v;
+        for (const auto& x : column) v.push_back(config::to_text(x));
+        d = write_strings(name, v);
+      }
+      h5::set_attr(d.id(), "dim", dim.name);
+      if (dim.params.size() == 1) h5::make_scale(d.id(), dim.name);
+    }
+  }
+  std::string order;
+  for (const config::Dim& dim : plan.spec.dims)
+    for (const std::string& name : dim.params) {
+      if (!order.empty()) order += ',';
+      order += name;
+    }
+  if (!plan.spec.depth_axis.empty()) {
+    h5::Handle d = write_ints("depth", plan.spec.depth_axis);
+    h5::set_attr(d.id(), "dim", "layer");
+    if (!order.empty()) order += ',';
+    order += "depth";
+  }
+  h5::set_attr(axes.id(), "order", order);
+  std::vector<std::int64_t> layer(n_layers);
+  std::iota(layer.begin(), layer.end(), std::int64_t{0});
+  h5::Handle d = write_ints("layer", layer);
+  h5::set_attr(d.id(), "dim", "layer");
+  h5::make_scale(d.id(), "layer");
+}
+
+void Store::Impl::write_points(const plan::Plan& plan) {
+  const auto& reg = config::model_params();
+  const auto& dims = plan.spec.dims;
+  h5::Handle choice = h5::fixed_string_type(choice_bytes);
+  h5::CompoundLayout layout;
+  std::vector<std::size_t> off;
+  for (const auto& info : reg) {
+    switch (info.kind) {
+      case config::ParamKind::integer:
+        off.push_back(layout.add(std::string(info.name), H5T_STD_I64LE, H5T_NATIVE_INT64));
+        break;
+      case config::ParamKind::real:
+      case config::ParamKind::scale:
+        off.push_back(layout.add(std::string(info.name), H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE));
+        break;
+      case config::ParamKind::choice: off.push_back(layout.add(std::string(info.name), choice.id(), choice.id())); break;
+    }
+  }
+  for (const auto& dim : dims) off.push_back(layout.add("idx_" + dim.name, H5T_STD_I64LE, H5T_NATIVE_INT64));
+
+  const std::size_t n_points = plan.points.size();
+  const std::size_t row = layout.size();
+  std::vector<char> buf(n_points * row, '\0');
+  for (std::size_t p = 0; p < n_points; ++p) {
+    char* r = buf.data() + p * row;
+    const auto& values = plan.points[p];
+    if (values.size() != reg.size()) throw StoreError("point " + std::to_string(p) + " has the wrong length");
+    const int d = plan.models.at(p).d;
+    for (std::size_t i = 0; i < reg.size(); ++i) {
+      char* dst = r + off[i];
+      switch (reg[i].kind) {
+        case config::ParamKind::integer: {
+          const std::int64_t v = as_int(values[i]);
+          std::memcpy(dst, &v, sizeof v);
+          break;
+        }
+        case config::ParamKind::real: {
+          const double v = as_double(values[i]);
+          std::memcpy(dst, &v, sizeof v);
+          break;
+        }
+        case config::ParamKind::scale: {
+          const double v = scale_value(values[i], d);
+          std::memcpy(dst, &v, sizeof v);
+          break;
+        }
+        case config::ParamKind::choice: {
+          const std::string s = config::to_text(values[i]);
+          if (s.size() > choice_bytes)
+            throw StoreError("value '" + s + "' of " + std::string(reg[i].name) + " is longer than " +
+                             std::to_string(choice_bytes) + " bytes");
+          std::memcpy(dst, s.data(), s.size());
+          break;
+        }
+      }
+    }
+    const auto index = plan.spec.point_index(p);
+    for (std::size_t k = 0; k < dims.size(); ++k) {
+      const auto v = static_cast<std::int64_t>(index.at(k));
+      std::memcpy(r + off[reg.size() + k], &v, sizeof v);
+    }
+  }
+  h5::Handle file_type = layout.make(false), mem_type = layout.make(true);
+  h5::Handle ds = h5::create_dataset(file.id(), "points", file_type.id(), {n_points});
+  if (n_points > 0) h5::write_all(ds.id(), mem_type.id(), buf.data());
+  h5::set_attr(ds.id(), "description",
+               "one row per grid point: every model parameter (scale parameters as numbers, inv_sqrt_d "
+               "resolved to 1/sqrt(d)), and idx_<dim>, the point's index along each grid dimension");
+}
+
+void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
+  const hid_t f = file.id();
+  const std::size_t L1 = n_layers;
+  write_root_attrs(plan, prov);
+  write_axes(plan);
+  write_points(plan);
+
+  // /tasks, all pending.
+  types = task_types();
+  {
+    std::vector<TaskRow> rows(n_tasks);
+    for (std::uint64_t t = 0; t < n_tasks; ++t) {
+      TaskRow& r = rows[t];
+      std::memset(&r, 0, sizeof r);
+      r.id = t;
+      r.point = task_point[t];
+      r.replicate = task_replicate[t];
+      r.status = static_cast<std::int8_t>(TaskStatus::pending);
+      r.wall_s = nan;
+      r.rank = -1;
+    }
+    tasks = h5::create_dataset(f, "tasks", types.file.id(), {n_tasks});
+    h5::write_all(tasks.id(), types.mem.id(), rows.data());
+    h5::set_attr(tasks.id(), "status_values", status_values);
+    h5::set_attr(tasks.id(), "description",
+                 "one row per task (id = point * replicates + replicate); wall_s in seconds (NaN until "
+                 "run), rank = MPI rank that ran it (-1 until run)");
+  }
+
+  // /layers/<metric>: NaN-filled by the fill value; chunks of whole rows.
+  {
+    h5::Handle layers_group = h5::create_group(f, "layers");
+    h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
+    constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
+    const std::size_t rows = std::max<std::size_t>(
+        1, std::min<std::size_t>({n_tasks, 64, max_chunk_bytes / (L1 * sizeof(double))}));
+    h5::DatasetOptions opt;
+    opt.chunk = {rows, L1};
+    opt.fill = &nan;
+    opt.fill_type = H5T_NATIVE_DOUBLE;
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+      const std::string name(metrics::layer_metric_names[k]);
+      layers[k] = h5::create_dataset(layers_group.id(), name, H5T_IEEE_F64LE, {n_tasks, L1}, opt);
+      h5::set_attr(layers[k].id(), "description", metric_description(name));
+      h5::attach_scale(layers[k].id(), layer_axis.id(), 1);
+    }
+  }
+
+  // /spectra: one flat NaN-filled vector plus where each task's layer spectrum starts.
+  {
+    h5::Handle g = h5::create_group(f, "spectra");
+    const char* stored = plan.spec.output.spectra == config::Spectra::all    ? "all"
+                         : plan.spec.output.spectra == config::Spectra::last ? "last"
+                                                                             : "none";
+    h5::set_attr(g.id(), "stored", stored);
+    const auto total = static_cast<hsize_t>(std::max<std::int64_t>(plan.spectrum_total(), 1));
+    h5::DatasetOptions opt;
+    opt.chunk = {std::min<hsize_t>(total, 65536)};
+    opt.fill = &nan;
+    opt.fill_type = H5T_NATIVE_DOUBLE;
+    x_sv = h5::create_dataset(g.id(), "x_sv", H5T_IEEE_F64LE, {total}, opt);
+    h5::set_attr(x_sv.id(), "description",
+                 "singular values of X_l / ||X_l||_F (unit Frobenius norm), descending; task t's layer l "
+                 "spectrum is x_sv[x_sv_offset[t,l] : x_sv_offset[t,l] + x_sv_length[t]]");
+    h5::Handle off = h5::create_dataset(g.id(), "x_sv_offset", H5T_STD_I64LE, {n_tasks, L1});
+    h5::write_all(off.id(), H5T_NATIVE_INT64, sv_offset.data());
+    h5::set_attr(off.id(), "description", "start of task t's layer-l spectrum in x_sv, -1 when not stored");
+    h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
+    h5::attach_scale(off.id(), layer_axis.id(), 1);
+    h5::Handle len = h5::create_dataset(g.id(), "x_sv_length", H5T_STD_I64LE, {n_tasks});
+    h5::write_all(len.id(), H5T_NATIVE_INT64, sv_length.data());
+    h5::set_attr(len.id(), "description", "length of each of task t's stored spectra: min(T, d)");
+  }
+
+  // Written last: a file that lacks it (creation interrupted) is not taken for a store.
+  h5::set_attr(f, "format", "rcsweep");
+  h5::flush(f);
+}
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+Store::~Store() = default;
+
+Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov,
+                    bool overwrite) {
+  h5::init();
+  const std::string p = path.string();
+  std::error_code ec;
+  if (!overwrite && std::filesystem::exists(path, ec))
+    throw StoreError(p + " exists; pass --resume to continue it or --overwrite to replace it");
+  if (plan.tasks.empty()) throw StoreError("cannot create " + p + ": the plan has no tasks");
+
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->load_plan(plan);
+  try {
+    impl->file = h5::create_file(path, overwrite);
+  } catch (const StoreError& e) {
+    if (!overwrite && std::filesystem::exists(path, ec))  // created by someone else meanwhile
+      throw StoreError(p + " exists; pass --resume to continue it or --overwrite to replace it");
+    throw;
+  }
+  try {
+    impl->create_all(plan, prov);
+  } catch (...) {
+    impl.reset();  // close every handle, then do not leave a half-made store behind
+    std::filesystem::remove(path, ec);
+    throw;
+  }
+  return Store(std::move(impl));
+}
+
+Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov) {
+  h5::init();
+  const std::string p = path.string();
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->file = open_existing(path, /*read_write=*/true);
+  const hid_t f = impl->file.id();
+  guard_damage(p, [&] {
+    check_identity(f, p);
+    const std::string hash = h5::get_attr_string(f, "plan_hash");
+    if (hash != plan.hash) {
+      std::string name = h5::has_attr(f, "sweep_name") ? h5::get_attr_string(f, "sweep_name") : std::string("?");
+      throw IdentityError(p + " (sweep '" + name + "', plan hash " + hash +
+                          ") was made from a different sweep file (plan hash " + plan.hash +
+                          "); use a new output file or --overwrite");
+    }
+    impl->load_plan(plan);
+    if (h5::get_attr_u64(f, "n_tasks") != impl->n_tasks ||
+        h5::get_attr_i64(f, "max_depth") != static_cast<std::int64_t>(plan.max_depth))
+      throw StoreError("n_tasks or max_depth does not match its plan hash");
+    impl->open_datasets();
+    const auto dims = h5::dataset_dims(impl->layers[0].id());
+    if (dims.size() != 2 || dims[0] != impl->n_tasks || dims[1] != impl->n_layers)
+      throw StoreError("/layers has the wrong shape");
+    read_status_column(impl->tasks.id(), impl->n_tasks);  // readable and valid
+    // Provenance of the run now writing; `created` stays the first run's.
+    h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
+    h5::set_attr_i32(f, "threads", prov.threads);
+    h5::set_attr(f, "finished", "");
+    h5::flush(f);
+    return 0;
+  });
+  return Store(std::move(impl));
+}
+
+std::vector<TaskStatus> Store::task_status() const {
+  h5::init();
+  return read_status_column(impl_->tasks.id(), impl_->n_tasks);
+}
+
+void Store::write(std::span<const TaskResult> results) {
+  if (results.empty()) return;
+  h5::init();
+  Impl& s = *impl_;
+  const std::size_t L1 = s.n_layers;
+
+  // Validate everything before writing anything.
+  for (const TaskResult& r : results) {
+    if (r.task >= s.n_tasks)
+      throw StoreError("result for task " + std::to_string(r.task) + ", but the store has " +
+                       std::to_string(s.n_tasks) + " tasks");
+    if (r.layers.size() > L1 || r.spectra.size() > L1)
+      throw StoreError("result for task " + std::to_string(r.task) + " has more than " + std::to_string(L1) +
+                       " layers");
+    for (std::size_t l = 0; l < r.spectra.size(); ++l) {
+      if (r.spectra[l].empty()) continue;
+      const std::int64_t off = s.sv_offset[r.task * L1 + l];
+      if (off < 0 || static_cast<std::int64_t>(r.spectra[l].size()) != s.sv_length[r.task])
+        throw StoreError("result for task " + std::to_string(r.task) + ": layer " + std::to_string(l) +
+                         " spectrum has " + std::to_string(r.spectra[l].size()) + " values, the store expects " +
+                         (off < 0 ? std::string("none") : std::to_string(s.sv_length[r.task])));
+    }
+  }
+
+  // Rows in ascending task order (a hyperslab selection is written in file order); a task given
+  // twice keeps its last result.
+  std::vector<std::size_t> order(results.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return results[a].task < results[b].task; });
+  std::vector<std::size_t> sel;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (i + 1 == order.size() || results[order[i + 1]].task != results[order[i]].task) sel.push_back(order[i]);
+
+  std::vector<h5::RowRun> runs;
+  for (std::size_t i : sel) {
+    const hsize_t t = results[i].task;
+    if (!runs.empty() && runs.back().start + runs.back().count == t)
+      ++runs.back().count;
+    else
+      runs.push_back({t, 1});
+  }
+
+  // 1. Layer rows, one H5Dwrite per metric.
+  std::vector<double> buf(sel.size() * L1);
+  for (std::size_t k = 0; k < s.layers.size(); ++k) {
+    std::fill(buf.begin(), buf.end(), nan);
+    for (std::size_t j = 0; j < sel.size(); ++j) {
+      const auto& layers = results[sel[j]].layers;
+      for (std::size_t l = 0; l < layers.size(); ++l) buf[j * L1 + l] = layers[l][k];
+    }
+    h5::write_rows(s.layers[k].id(), H5T_NATIVE_DOUBLE, runs, buf.data());
+  }
+
+  // 2. Spectra: segments sorted by offset, adjacent ones merged, one H5Dwrite.
+  struct Segment {
+    std::int64_t offset;
+    const std::vector<double>* values;
+  };
+  std::vector<Segment> segs;
+  for (std::size_t i : sel) {
+    const TaskResult& r = results[i];
+    for (std::size_t l = 0; l < r.spectra.size(); ++l)
+      if (!r.spectra[l].empty()) segs.push_back({s.sv_offset[r.task * L1 + l], &r.spectra[l]});
+  }
+  if (!segs.empty()) {
+    std::sort(segs.begin(), segs.end(), [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
+    std::vector<h5::RowRun> sv_runs;
+    std::vector<double> sv;
+    for (const Segment& g : segs) {
+      const auto start = static_cast<hsize_t>(g.offset);
+      const hsize_t n = g.values->size();
+      if (!sv_runs.empty() && sv_runs.back().start + sv_runs.back().count == start)
+        sv_runs.back().count += n;
+      else
+        sv_runs.push_back({start, n});
+      sv.insert(sv.end(), g.values->begin(), g.values->end());
+    }
+    h5::write_rows(s.x_sv.id(), H5T_NATIVE_DOUBLE, sv_runs, sv.data());
+  }
+  h5::flush(s.file.id());
+
+  // 3. Only now the statuses: a task marked done always has its rows on disk.
+  std::vector<TaskRow> rows(sel.size());
+  for (std::size_t j = 0; j < sel.size(); ++j) {
+    const TaskResult& r = results[sel[j]];
+    TaskRow& row = rows[j];
+    std::memset(&row, 0, sizeof row);
+    row.id = r.task;
+    row.point = s.task_point[r.task];
+    row.replicate = s.task_replicate[r.task];
+    row.status = static_cast<std::int8_t>(r.status);
+    row.wall_s = r.wall_s;
+    row.rank = r.rank;
+    copy_message(row.message, r.message);
+  }
+  h5::write_rows(s.tasks.id(), s.types.mem.id(), runs, rows.data());
+  h5::flush(s.file.id());
+}
+
+void Store::mark_finished(const std::string& when) {
+  h5::init();
+  h5::set_attr(impl_->file.id(), "finished", when);
+  h5::flush(impl_->file.id());
+}
+
+void Store::sync() {
+  h5::init();
+  h5::fsync_file(impl_->file.id());
+}
+
+StoreInfo read_info(const std::filesystem::path& path) {
+  h5::init();
+  const std::string p = path.string();
+  h5::Handle file = open_existing(path, /*read_write=*/false);
+  const hid_t f = file.id();
+  return guard_damage(p, [&] {
+    check_identity(f, p);
+    StoreInfo info;
+    info.format = h5::get_attr_string(f, "format");
+    info.schema_version = static_cast<int>(h5::get_attr_i64(f, "schema_version"));
+    auto str = [&](const char* name) { return h5::has_attr(f, name) ? h5::get_attr_string(f, name) : std::string(); };
+    info.plan_hash = h5::get_attr_string(f, "plan_hash");
+    info.config = str("config");
+    info.created = str("created");
+    info.finished = str("finished");
+    info.rcsweep_version = str("rcsweep_version");
+    info.git_commit = str("git_commit");
+    info.host = str("host");
+    info.blas = str("blas");
+    info.hdf5_version = str("hdf5_version");
+    info.mpi_ranks = static_cast<int>(h5::get_attr_i64(f, "mpi_ranks"));
+    info.threads = static_cast<int>(h5::get_attr_i64(f, "threads"));
+    info.n_tasks = h5::get_attr_u64(f, "n_tasks");
+    info.n_points = h5::get_attr_u64(f, "n_points");
+    info.max_depth = static_cast<int>(h5::get_attr_i64(f, "max_depth"));
+
+    h5::Handle tasks = h5::open_dataset(f, "/tasks");
+    for (TaskStatus st : read_status_column(tasks.id(), info.n_tasks)) {
+      switch (st) {
+        case TaskStatus::pending: ++info.n_pending; break;
+        case TaskStatus::done: ++info.n_done; break;
+        case TaskStatus::failed: ++info.n_failed; break;
+        case TaskStatus::diverged: ++info.n_diverged; break;
+      }
+    }
+    info.datasets = h5::dataset_paths(f);
+    h5::Handle axes = h5::open_group(f, "/axes");
+    const std::string order = h5::get_attr_string(axes.id(), "order");
+    for (std::size_t pos = 0; pos < order.size();) {
+      const std::size_t comma = std::min(order.find(',', pos), order.size());
+      info.axes.push_back(order.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    return info;
+  });
+}
+
+}  // namespace rcsweep::store

@@ -83,4 +83,7 @@ class Store {
 /// damaged file.
 StoreInfo read_info(const std::filesystem::path& path);
 
+/// Version of the HDF5 library in use, e.g. "1.10.8" (for provenance and `rcsweep info`).
+std::string hdf5_library_version();
+
 }  // namespace rcsweep::store
