@@ -1,0 +1,257 @@
+// Malformed sweep files: each problem is reported with its exact key path, all at once.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/error.hpp"
+#include "config/sweep_spec.hpp"
+
+namespace rcsweep::config {
+namespace {
+
+/// The issues parse_sweep() throws for `text` (a test failure when it does not throw).
+std::vector<ConfigIssue> issues_of(const std::string& text) {
+  try {
+    parse_sweep(text, "bad.toml");
+  } catch (const ConfigError& e) {
+    return e.issues();
+  }
+  ADD_FAILURE() << "no ConfigError for:\n" << text;
+  return {};
+}
+
+std::string dump(const std::vector<ConfigIssue>& issues) {
+  std::string out;
+  for (const auto& i : issues) out += "  [" + i.key + "] " + i.problem + "\n";
+  return out;
+}
+
+/// Exactly one issue, on `key`, whose message contains every fragment.
+void expect_only(const std::string& text, const std::string& key, std::initializer_list<std::string> fragments) {
+  const auto issues = issues_of(text);
+  ASSERT_EQ(issues.size(), 1u) << dump(issues);
+  EXPECT_EQ(issues[0].key, key) << dump(issues);
+  for (const auto& f : fragments) EXPECT_NE(issues[0].problem.find(f), std::string::npos) << f << "\n" << dump(issues);
+}
+
+const std::string head = "[sweep]\nname = \"bad\"\n";
+const std::string model = "[model]\nT = 4\nd = 8\ndepth = 2\n";
+
+TEST(SweepErrors, UnknownModelKeyWithSuggestion) {
+  expect_only(head + model + "lamda = 0.5\n", "model.lamda", {"unknown parameter 'lamda'", "did you mean 'lambda'?"});
+}
+
+TEST(SweepErrors, UnknownKeyFarFromAnyNameHasNoSuggestion) {
+  const auto issues = issues_of(head + model + "temperature = 0.5\n");
+  ASSERT_EQ(issues.size(), 1u) << dump(issues);
+  EXPECT_EQ(issues[0].key, "model.temperature");
+  EXPECT_EQ(issues[0].problem.find("did you mean"), std::string::npos) << dump(issues);
+}
+
+TEST(SweepErrors, UnknownAxisAndZipParameter) {
+  expect_only(head + model + "[axes]\nsigmaqk = [1.0]\n", "axes.sigmaqk", {"did you mean 'sigma_qk'?"});
+  expect_only(head + "[model]\nT = 4\ndepth = 2\n[[zip]]\nd = [8]\nhaeds = [1]\n", "zip[0].haeds",
+              {"unknown parameter 'haeds'", "did you mean 'heads'?"});
+}
+
+TEST(SweepErrors, UnknownKeyInSweepAndOutput) {
+  expect_only(head + "replicate = 3\n" + model, "sweep.replicate", {"unknown key 'replicate'", "'replicates'"});
+  expect_only(head + model + "[output]\nspectrum = \"all\"\n", "output.spectrum", {"did you mean 'spectra'?"});
+}
+
+TEST(SweepErrors, UnknownTopLevelTable) {
+  expect_only(head + model + "[axis]\nT = [1]\n", "axis", {"unknown table [axis]", "did you mean 'axes'?"});
+}
+
+TEST(SweepErrors, IntegerParameterGivenAString) {
+  expect_only(head + "[model]\nT = \"four\"\nd = 8\ndepth = 2\n", "model.T", {"must be an integer", "\"four\""});
+}
+
+TEST(SweepErrors, IntegerParameterGivenAFloat) {
+  expect_only(head + "[model]\nT = 4.0\nd = 8\ndepth = 2\n", "model.T", {"must be an integer", "write 4, not 4.0"});
+  expect_only(head + "[model]\nT = 4\nd = 8.5\ndepth = 2\n", "model.d", {"must be an integer, got 8.5"});
+}
+
+TEST(SweepErrors, NanLambda) {
+  expect_only(head + model + "lambda = nan\n", "model.lambda", {"finite", "nan"});
+  expect_only(head + model + "[axes]\nlambda = [0.0, 1.0, -inf]\n", "axes.lambda[2]", {"finite", "-inf"});
+}
+
+TEST(SweepErrors, NegativeT) {
+  expect_only(head + "[model]\nd = 8\ndepth = 2\n[axes]\nT = [4, -4]\n", "axes.T[1]", {"must be >= 1", "-4"});
+}
+
+TEST(SweepErrors, NonPositiveScaleAndBadScaleKeyword) {
+  expect_only(head + model + "sigma_A = 0\n", "model.sigma_A", {"must be > 0"});
+  expect_only(head + model + "sigma_qk = \"sqrt_d\"\n", "model.sigma_qk", {"\"inv_sqrt_d\"", "\"sqrt_d\""});
+}
+
+TEST(SweepErrors, EmptyAxis) {
+  expect_only(head + model + "[axes]\nlambda = []\n", "axes.lambda", {"empty list"});
+}
+
+TEST(SweepErrors, AxisValueNotAList) {
+  expect_only(head + model + "[axes]\nlambda = 0.5\n", "axes.lambda", {"must be a list", "[model]"});
+}
+
+TEST(SweepErrors, ListUnderModel) {
+  expect_only(head + model + "lambda = [0.5, 1.0]\n", "model.lambda", {"[axes]"});
+}
+
+TEST(SweepErrors, ZipLengthMismatch) {
+  expect_only(head + "[model]\ndepth = 2\n[[zip]]\nT = [4, 8, 16]\nd = [16, 32]\n", "zip[0]",
+              {"unequal length", "T has 3", "d has 2"});
+}
+
+TEST(SweepErrors, SecondZipIsNumberedOne) {
+  expect_only(head + model + "[[zip]]\nlambda = [0.0]\n[[zip]]\nsigma_v = [1.0, 0.0]\n", "zip[1].sigma_v[1]",
+              {"must be > 0"});
+}
+
+TEST(SweepErrors, ParameterInModelAndAxes) {
+  expect_only(head + model + "[axes]\nT = [4, 8]\n", "axes.T", {"given in both model and axes"});
+  expect_only(head + model + "[axes]\nlambda = [0.0]\n[[zip]]\nlambda = [1.0]\n", "zip[0].lambda",
+              {"given in both axes and zip[0]"});
+}
+
+TEST(SweepErrors, OrthonormalWithTAboveDInAnAxis) {
+  const auto issues = issues_of(head + "[model]\ninput = \"orthonormal\"\nd = 8\ndepth = 2\n[axes]\nT = [4, 8, 16, 32]\n");
+  ASSERT_EQ(issues.size(), 1u) << dump(issues);
+  EXPECT_EQ(issues[0].key, "axes.T");
+  EXPECT_NE(issues[0].problem.find("T <= d"), std::string::npos) << dump(issues);
+  EXPECT_NE(issues[0].problem.find("2 of 4 grid points"), std::string::npos) << dump(issues);
+  EXPECT_NE(issues[0].problem.find("point 2 (T = 16)"), std::string::npos) << dump(issues);
+}
+
+TEST(SweepErrors, OrthonormalWithTAboveDInModelBlamesInput) {
+  expect_only(head + "[model]\nT = 16\nd = 8\ndepth = 2\n", "model.input", {"T = 16 > d = 8"});
+}
+
+TEST(SweepErrors, OrthonormalProblemInZipBlamesTheZip) {
+  expect_only(head + "[model]\ndepth = 2\n[[zip]]\nT = [4, 16]\nd = [8, 8]\n", "zip[0].T", {"T <= d"});
+}
+
+TEST(SweepErrors, MissingRequiredParameters) {
+  const auto issues = issues_of(head + "[model]\nd = 8\n");
+  ASSERT_EQ(issues.size(), 2u) << dump(issues);
+  EXPECT_EQ(issues[0].key, "model.T");
+  EXPECT_NE(issues[0].problem.find("required parameter 'T'"), std::string::npos) << dump(issues);
+  EXPECT_EQ(issues[1].key, "model.depth");
+}
+
+TEST(SweepErrors, DepthInZip) {
+  expect_only(head + "[model]\nT = 4\nd = 8\n[[zip]]\ndepth = [1, 2]\nlambda = [0.0, 1.0]\n", "zip[0].depth",
+              {"depth is not a task dimension", "[axes]"});
+}
+
+TEST(SweepErrors, BadSpectraValue) {
+  expect_only(head + model + "[output]\nspectra = \"first\"\n", "output.spectra",
+              {"\"none\", \"last\", \"all\"", "\"first\""});
+}
+
+TEST(SweepErrors, ReplicatesZeroAndNegativeSeed) {
+  expect_only("[sweep]\nname = \"x\"\nreplicates = 0\n" + model, "sweep.replicates", {">= 1", "got 0"});
+  expect_only("[sweep]\nname = \"x\"\nseed = -1\n" + model, "sweep.seed", {"non-negative"});
+}
+
+TEST(SweepErrors, MissingName) {
+  expect_only("[sweep]\nseed = 1\n" + model, "sweep.name", {"required"});
+  expect_only(model, "sweep.name", {"required"});
+}
+
+TEST(SweepErrors, BadChoiceListsChoices) {
+  expect_only(head + model + "mixer = \"linear\"\n", "model.mixer",
+              {"must be one of \"softmax\", \"markov\", \"identity\", \"uniform\"", "\"linear\""});
+  expect_only(head + model + "[axes]\nnorm = [\"none\", \"batch\"]\n", "axes.norm[1]", {"\"layernorm\""});
+}
+
+TEST(SweepErrors, TomlSyntaxErrorHasLineNumber) {
+  const auto issues = issues_of("[sweep]\nname = \"x\"\n[model]\nT = = 4\n");
+  ASSERT_EQ(issues.size(), 1u) << dump(issues);
+  EXPECT_EQ(issues[0].key, "");
+  EXPECT_NE(issues[0].problem.find("bad.toml:4:"), std::string::npos) << dump(issues);
+  EXPECT_NE(issues[0].problem.find("line 4"), std::string::npos) << dump(issues);
+}
+
+TEST(SweepErrors, DuplicateAxisValues) {
+  expect_only(head + model + "[axes]\nlambda = [0.0, 1, 1.0]\n", "axes.lambda[2]",
+              {"duplicate value 1", "identical grid points"});
+  expect_only(head + "[model]\nT = 4\nd = 8\n[axes]\ndepth = [2, 4, 2]\n", "axes.depth[2]", {"duplicate"});
+}
+
+TEST(SweepErrors, DuplicateZipEntries) {
+  expect_only(head + "[model]\ndepth = 1\n[[zip]]\nT = [4, 8, 4]\nd = [8, 8, 8]\n", "zip[0]",
+              {"entry 2 repeats entry 0"});
+}
+
+TEST(SweepErrors, ZipWrittenAsPlainTable) {
+  expect_only(head + model + "[zip]\nlambda = [0.0]\n", "zip", {"[[zip]]"});
+}
+
+TEST(SweepErrors, TopLevelParameter) {
+  expect_only("T = 4\n" + head + "[model]\nd = 8\ndepth = 1\n", "T", {"under [model]"});
+  expect_only(head + "T = 4\n[model]\nd = 8\ndepth = 1\n", "sweep.T", {"unknown key 'T' in [sweep]", "[model]"});
+}
+
+TEST(SweepErrors, TooLargeGrid) {
+  // 100 x 100 x 100 x 11 = 11 million points.
+  std::string axes = "[axes]\n";
+  for (const char* name : {"sigma_qk", "sigma_A", "sigma_v"}) {
+    axes += std::string(name) + " = [";
+    for (int i = 1; i <= 100; ++i) axes += (i > 1 ? ", " : "") + std::to_string(i);
+    axes += "]\n";
+  }
+  axes += "heads = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]\n";
+  expect_only(head + model + axes, "axes", {"more than 10000000 points"});
+}
+
+TEST(SweepErrors, TooManyTasks) {
+  std::string axes = "[axes]\nsigma_A = [";
+  for (int i = 1; i <= 1000; ++i) axes += (i > 1 ? ", " : "") + std::to_string(i);
+  axes += "]\n";
+  expect_only("[sweep]\nname = \"x\"\nreplicates = 10001\n" + model + axes, "sweep.replicates",
+              {"more than 10000000 tasks"});
+}
+
+TEST(SweepErrors, AllProblemsReportedAtOnce) {
+  const auto issues = issues_of(R"(
+[sweep]
+name = "many"
+replicates = 0
+[model]
+T = 4
+d = 8
+lamda = 0.5
+mixer = "linear"
+[axes]
+T = [4, 8]
+sigma_qk = []
+[[zip]]
+lambda = [0.0, 1.0]
+heads = [1]
+[output]
+spectra = "some"
+[extra]
+x = 1
+)");
+  std::vector<std::string> keys;
+  for (const auto& i : issues) keys.push_back(i.key);
+  const std::vector<std::string> expected = {"sweep.replicates", "model.lamda",  "model.mixer", "axes.T",
+                                             "axes.sigma_qk",    "zip[0]",       "output.spectra", "extra",
+                                             "model.depth"};
+  EXPECT_EQ(keys, expected) << dump(issues);
+}
+
+TEST(SweepErrors, WhatListsEveryIssue) {
+  try {
+    parse_sweep(head + "[model]\nT = -1\nd = 0\ndepth = 1\n");
+    FAIL() << "no exception";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("model.T: must be >= 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("model.d: must be >= 1"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace rcsweep::config
