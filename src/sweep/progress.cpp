@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace rcsweep::sweep {
@@ -38,7 +39,7 @@ void Progress::report(bool force) {
   last_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double frac = total_flops_ > 0 ? done_flops_ / total_flops_ : 1.0;
-  const double eta = frac > 0 ? elapsed * (1.0 - frac) / frac : -1.0;
+  const double eta = frac > 0 ? elapsed * std::max(0.0, 1.0 - frac) / frac : -1.0;
   char el[32], et[32];
   format_duration(elapsed, el, sizeof el);
   format_duration(eta, et, sizeof et);
