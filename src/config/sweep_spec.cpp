@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -43,19 +44,32 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return dist[a.size()][b.size()];
 }
 
-/// ", did you mean 'x'?" for the nearest candidate within 2 edits, else "".
-std::string suggestion(std::string_view name, const std::vector<std::string_view>& candidates) {
+/// ", did you mean 'x'?" for the nearest candidate within 2 edits (ignoring case), else "".
+/// A candidate must share more than the edits with the name ("zz" suggests nothing, not "T").
+std::string_view nearest(std::string_view name, const std::vector<std::string_view>& candidates) {
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string lname = lower(name);
   std::size_t best = 3;
   std::string_view best_name;
   for (const auto c : candidates) {
-    const std::size_t dist = edit_distance(name, c);
-    if (dist < best) {
+    const std::string lc = lower(c);
+    const std::size_t dist = edit_distance(lname, lc);
+    const bool plausible = dist == 0 || dist < std::min(lname.size(), lc.size());
+    if (plausible && dist < best) {
       best = dist;
       best_name = c;
     }
   }
-  if (best_name.empty()) return "";
-  return ", did you mean '" + std::string(best_name) + "'?";
+  return best_name;
+}
+
+std::string suggestion(std::string_view name, const std::vector<std::string_view>& candidates) {
+  const auto best = nearest(name, candidates);
+  return best.empty() ? std::string() : ", did you mean '" + std::string(best) + "'?";
 }
 
 std::vector<std::string_view> param_names() {
@@ -122,6 +136,13 @@ std::string node_text(const toml::node& node) {
   return type_name(node);
 }
 
+/// "a string \"x\"", "an integer 3", "a table": what was found, for messages.
+std::string describe(const toml::node& node) {
+  if (node.is_array() || node.is_table() || node.is_date() || node.is_time() || node.is_date_time())
+    return type_name(node);
+  return type_name(node) + " " + node_text(node);
+}
+
 /// Entries of a table in file order. toml++ 3.x keeps tables in a std::map (sorted by key), so
 /// the order is recovered from where each key was written.
 std::vector<std::pair<std::string, const toml::node*>> file_order(const toml::table& table) {
@@ -162,7 +183,7 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
         return fail("must be an integer, got " + to_toml(v));
       }
       const auto* i = node.as_integer();
-      if (!i) return fail("must be an integer, got " + type_name(node) + " " + node_text(node));
+      if (!i) return fail("must be an integer, got " + describe(node));
       const std::int64_t v = i->get();
       if (v < info.min_int)
         return fail("must be >= " + std::to_string(info.min_int) + ", got " + std::to_string(v));
@@ -183,7 +204,7 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
         return fail("must be a positive number or \"inv_sqrt_d\", got " + toml_string(s->get()));
       } else {
         return fail(std::string(scale ? "must be a positive number or \"inv_sqrt_d\"" : "must be a number") +
-                    ", got " + type_name(node) + " " + node_text(node));
+                    ", got " + describe(node));
       }
       if (!std::isfinite(v)) return fail("must be a finite number, got " + to_toml(v));
       if (info.positive && v <= 0.0) return fail("must be > 0, got " + to_toml(v));
@@ -196,16 +217,12 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
           if (c == s->get()) return ParamValue{s->get()};
         return fail("must be one of " + quote_list(info.choices) + ", got " + toml_string(s->get()));
       }
-      return fail("must be one of " + quote_list(info.choices) + ", got " + type_name(node) + " " +
-                  node_text(node));
+      return fail("must be one of " + quote_list(info.choices) + ", got " + describe(node));
     }
   }
   return fail("unsupported parameter kind");
 }
 
-std::string unknown_param(std::string_view name) {
-  return "unknown parameter '" + std::string(name) + "'" + suggestion(name, param_names());
-}
 
 // ---------------------------------------------------------------------------------------------
 // The parser: walks the document once, collecting every issue.
@@ -245,6 +262,8 @@ class Parser {
                        "; keys belong in a table such as [sweep] or [model]");
       }
     }
+    // [axes] dimensions first, then the [[zip]] tables, whatever their order in the file.
+    for (auto& dim : zip_dims_) spec_.dims.push_back(std::move(dim));
     if (!have_sweep) issue("sweep.name", "required: a [sweep] table with name = \"...\"");
 
     for (const auto& info : reg)
@@ -263,6 +282,13 @@ class Parser {
 
  private:
   void issue(std::string key, std::string problem) { issues_.push_back({std::move(key), std::move(problem)}); }
+
+  /// An unknown parameter name; a misspelt required parameter is then not also reported missing.
+  void unknown_param(const std::string& path, const std::string& name) {
+    const auto best = nearest(name, param_names());
+    if (!best.empty()) misplaced_.insert(std::string(best));
+    issue(path, "unknown parameter '" + name + "'" + suggestion(name, param_names()));
+  }
 
   const toml::table* require_table(const std::string& key, const toml::node& node) {
     if (const auto* t = node.as_table()) return t;
@@ -294,7 +320,7 @@ class Parser {
       } else if (key == "seed") {
         const auto* i = node->as_integer();
         if (!i)
-          issue(path, "must be a non-negative integer, got " + type_name(*node) + " " + node_text(*node));
+          issue(path, "must be a non-negative integer, got " + describe(*node));
         else if (i->get() < 0)
           issue(path, "must be a non-negative integer, got " + std::to_string(i->get()));
         else
@@ -302,7 +328,7 @@ class Parser {
       } else if (key == "replicates") {
         const auto* i = node->as_integer();
         if (!i)
-          issue(path, "must be an integer >= 1, got " + type_name(*node) + " " + node_text(*node));
+          issue(path, "must be an integer >= 1, got " + describe(*node));
         else if (i->get() < 1)
           issue(path, "must be an integer >= 1, got " + std::to_string(i->get()));
         else if (i->get() > static_cast<std::int64_t>(max_grid))
@@ -325,7 +351,7 @@ class Parser {
       const std::string path = "model." + key;
       const auto idx = param_index(key);
       if (!idx) {
-        issue(path, unknown_param(key));
+        unknown_param(path, key);
         continue;
       }
       if (!claim(key, "model")) continue;
@@ -342,7 +368,7 @@ class Parser {
                                                     const std::string& path, const char* where) {
     const auto* arr = node.as_array();
     if (!arr) {
-      issue(path, std::string("must be a list (array) of values, got ") + type_name(node) + " " + node_text(node) +
+      issue(path, std::string("must be a list (array) of values, got ") + describe(node) +
                       where);
       return std::nullopt;
     }
@@ -368,7 +394,7 @@ class Parser {
       const std::string path = "axes." + key;
       const auto idx = param_index(key);
       if (!idx) {
-        issue(path, unknown_param(key));
+        unknown_param(path, key);
         continue;
       }
       if (!claim(key, "axes")) continue;
@@ -417,7 +443,7 @@ class Parser {
       const std::string path = place + "." + key;
       const auto idx = param_index(key);
       if (!idx) {
-        issue(path, unknown_param(key));
+        unknown_param(path, key);
         ok = false;
         continue;
       }
@@ -461,7 +487,7 @@ class Parser {
         ok = false;
       }
     }
-    if (ok) spec_.dims.push_back(std::move(dim));
+    if (ok) zip_dims_.push_back(std::move(dim));
   }
 
   void parse_output(const toml::table& table) {
@@ -479,7 +505,7 @@ class Parser {
       else if (s && s->get() == "all")
         spec_.output.spectra = Spectra::all;
       else
-        issue(path, "must be one of \"none\", \"last\", \"all\", got " + type_name(*node) + " " + node_text(*node));
+        issue(path, "must be one of \"none\", \"last\", \"all\", got " + describe(*node));
     }
   }
 
@@ -595,7 +621,8 @@ class Parser {
   SweepSpec spec_;
   Issues issues_;
   std::map<std::string, std::string> given_at_;  // parameter -> "model", "axes" or "zip[k]"
-  std::set<std::string> misplaced_;              // parameters written outside [model]/[axes]/[[zip]]
+  std::vector<Dim> zip_dims_;                    // [[zip]] dimensions, appended after the axes
+  std::set<std::string> misplaced_;  // parameters already reported (misplaced or misspelt): not "missing"
 };
 
 /// A plain [axes] dimension (one parameter, named after it), as opposed to a [[zip]] table.
@@ -700,8 +727,7 @@ SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name) 
     root = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& err) {
     const auto& pos = err.source().begin;
-    throw ConfigError({{"", std::string(source_name) + ":" + std::to_string(pos.line) + ":" +
-                                std::to_string(pos.column) + ": TOML syntax error at line " +
+    throw ConfigError({{"", "TOML syntax error in " + std::string(source_name) + " at line " +
                                 std::to_string(pos.line) + ", column " + std::to_string(pos.column) + ": " +
                                 std::string(err.description())}});
   }

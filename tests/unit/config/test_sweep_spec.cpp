@@ -144,6 +144,26 @@ heads = [1, 2]
   EXPECT_EQ(spec.dims[4].params, (std::vector<std::string>{"value_init", "heads"}));
 }
 
+TEST(SweepSpec, ZipsComeAfterAxesWhateverTheFileOrder) {
+  const SweepSpec spec = parse_sweep(R"(
+[sweep]
+name = "zip-first"
+[model]
+depth = 1
+[[zip]]
+T = [2, 4]
+d = [4, 8]
+[axes]
+lambda = [0.0, 1.0, 2.0]
+)");
+  ASSERT_EQ(spec.dims.size(), 2u);
+  EXPECT_EQ(spec.dims[0].name, "lambda");
+  EXPECT_EQ(spec.dims[1].name, "zip0");
+  EXPECT_EQ(spec.point_index(1), (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(param_value(spec.point(1), "T"), ParamValue{I{4}});
+  EXPECT_EQ(param_value(spec.point(1), "lambda"), ParamValue{0.0});
+}
+
 TEST(SweepSpec, DepthAxisIsNotADimension) {
   const SweepSpec spec = parse_sweep(R"(
 [sweep]
