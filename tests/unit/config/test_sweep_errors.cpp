@@ -131,6 +131,12 @@ TEST(SweepErrors, OrthonormalWithTAboveDInAnAxis) {
   EXPECT_NE(issues[0].problem.find("point 2 (T = 16)"), std::string::npos) << dump(issues);
 }
 
+TEST(SweepErrors, GridCheckVisitsEveryPointOfTwoAxes) {
+  // Only (T, d) = (16, 8) of the 2 x 2 grid is bad: the third point in row-major order.
+  expect_only(head + "[model]\ndepth = 2\n[axes]\nT = [4, 16]\nd = [8, 32]\n", "axes.T",
+              {"at 1 of 4 grid points, e.g. point 2 (T = 16, d = 8)"});
+}
+
 TEST(SweepErrors, OrthonormalWithTAboveDInModelBlamesInput) {
   expect_only(head + "[model]\nT = 16\nd = 8\ndepth = 2\n", "model.input", {"T = 16 > d = 8"});
 }
