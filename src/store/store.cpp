@@ -165,12 +165,19 @@ h5::Handle open_existing(const std::filesystem::path& path, bool read_write) {
     throw StoreError(p + ": not an HDF5 file");
   }
   try {
-    return h5::open_file(path, read_write, /*locking=*/read_write);
+    try {
+      // A reader does not lock, so `rcsweep info` works while a run writes the file.
+      return h5::open_file(path, read_write, /*locking=*/read_write);
+    } catch (const StoreError& e) {
+      // HDF5 refuses a second open in the same process with another locking flag.
+      if (read_write || std::string(e.what()).find("locking flag") == std::string::npos) throw;
+      return h5::open_file(path, false, true);
+    }
   } catch (const StoreError& e) {
     std::string msg = e.what();
     const std::string prefix = "cannot open " + p + ": ";
     if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
-    if (msg.find("lock") != std::string::npos)
+    if (msg.find("unable to lock") != std::string::npos)
       throw StoreError(p + ": cannot open (" + msg + "); is another rcsweep writing it?");
     throw StoreError(p + ": damaged HDF5 file (" + msg + ")");
   }
@@ -227,12 +234,16 @@ struct Store::Impl {
     task_replicate.resize(n_tasks);
     sv_offset.assign(n_tasks * n_layers, -1);
     sv_length.assign(n_tasks, 0);
+    std::vector<int> stored;  // layers with a spectrum (spectrum_offset costs O(L) per call)
+    for (std::size_t l = 0; l < n_layers; ++l)
+      if (plan.spectrum_at(static_cast<int>(l))) stored.push_back(static_cast<int>(l));
     for (std::uint64_t t = 0; t < n_tasks; ++t) {
+      if (plan.tasks[t].id != t) throw StoreError("plan task " + std::to_string(t) + " has id " +
+                                                  std::to_string(plan.tasks[t].id));
       task_point[t] = plan.tasks[t].point;
       task_replicate[t] = plan.tasks[t].replicate;
       sv_length[t] = static_cast<std::int64_t>(plan.spectrum_length(t));
-      for (std::size_t l = 0; l < n_layers; ++l)
-        sv_offset[t * n_layers + l] = plan.spectrum_offset(t, static_cast<int>(l));
+      for (int l : stored) sv_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.spectrum_offset(t, l);
     }
   }
 

@@ -1,0 +1,569 @@
+// The HDF5 store: schema, batched writes read back bitwise with the plain HDF5 C API, resume,
+// overwrite, and damaged files that must give a StoreError (never a crash).
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/error.hpp"
+#include "config/params.hpp"
+#include "metrics/metrics.hpp"
+#include "plan/plan.hpp"
+#include "store/store.hpp"
+
+namespace fs = std::filesystem;
+using namespace rcsweep;
+using store::Store;
+using store::TaskResult;
+using store::TaskStatus;
+
+namespace {
+
+config::ParamValue& base_value(config::SweepSpec& spec, std::string_view name) {
+  return spec.base.at(*config::param_index(name));
+}
+
+/// 2 (lambda) x 2 (norm) x 2 (zip0: T, d) points, `replicates` replicates, depth 3.
+config::SweepSpec make_spec(config::Spectra spectra, double lambda1 = 0.5, int replicates = 2, int depth = 3) {
+  config::SweepSpec spec;
+  spec.name = "store-test";
+  spec.seed = 0xfeedbeefcafeULL;
+  spec.replicates = replicates;
+  for (const auto& info : config::model_params()) spec.base.push_back(info.default_value);
+  base_value(spec, "T") = std::int64_t{4};
+  base_value(spec, "d") = std::int64_t{6};
+  base_value(spec, "depth") = std::int64_t{depth};
+  spec.dims.push_back({"lambda", {"lambda"}, {{0.0, lambda1}}});
+  spec.dims.push_back({"norm", {"norm"}, {{std::string("none"), std::string("rms")}}});
+  spec.dims.push_back({"zip0",
+                       {"T", "d"},
+                       {{std::int64_t{4}, std::int64_t{8}}, {std::int64_t{6}, std::int64_t{8}}}});
+  spec.output.spectra = spectra;
+  return spec;
+}
+
+store::Provenance prov() {
+  store::Provenance p;
+  p.rcsweep_version = "0.1.0-test";
+  p.git_commit = "abc123";
+  p.created = "2026-01-01T00:00:00Z";
+  p.host = "testhost";
+  p.blas = "OpenBLAS 0.3.21";
+  p.mpi_ranks = 3;
+  p.threads = 1;
+  return p;
+}
+
+/// A deterministic fake result: every value distinct and exactly representable.
+TaskResult fake_result(const plan::Plan& plan, std::uint64_t t, TaskStatus status = TaskStatus::done) {
+  TaskResult r;
+  r.task = t;
+  r.status = status;
+  r.wall_s = 0.125 * static_cast<double>(t + 1);
+  r.rank = static_cast<int>(t % 3);
+  r.message = status == TaskStatus::done ? "" : "diverged at layer 2: non-finite X (task " + std::to_string(t) + ")";
+  const int L1 = plan.max_depth + 1;
+  const int n_layers = status == TaskStatus::done ? L1 : 2;  // a diverged task stops early
+  for (int l = 0; l < n_layers; ++l) {
+    std::array<double, 13> row{};
+    for (std::size_t k = 0; k < row.size(); ++k)
+      row[k] = static_cast<double>(t) * 1000.0 + l * 10.0 + static_cast<double>(k) + 1.0 / 3.0;
+    r.layers.push_back(row);
+    std::vector<double> sv;
+    if (plan.spectrum_at(l))
+      for (std::size_t i = 0; i < plan.spectrum_length(t); ++i)
+        sv.push_back(static_cast<double>(t) + 0.01 * l + 1e-4 * static_cast<double>(i) + 1e-9);
+    r.spectra.push_back(std::move(sv));
+  }
+  return r;
+}
+
+bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
+
+// ---- plain HDF5 C API readers (independent of the store's own layer) ----------------------
+
+struct H5Id {
+  hid_t id;
+  explicit H5Id(hid_t i) : id(i) {}
+  ~H5Id() {
+    if (id >= 0) H5Idec_ref(id);
+  }
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+};
+
+std::vector<hsize_t> dims_of(hid_t file, const char* path) {
+  H5Id d(H5Dopen2(file, path, H5P_DEFAULT));
+  H5Id s(H5Dget_space(d.id));
+  std::vector<hsize_t> dims(static_cast<std::size_t>(H5Sget_simple_extent_ndims(s.id)));
+  H5Sget_simple_extent_dims(s.id, dims.data(), nullptr);
+  return dims;
+}
+
+template <class T>
+std::vector<T> read_dataset(hid_t file, const char* path, hid_t mem_type) {
+  H5Id d(H5Dopen2(file, path, H5P_DEFAULT));
+  EXPECT_GE(d.id, 0) << path;
+  H5Id s(H5Dget_space(d.id));
+  std::vector<T> out(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s.id)));
+  EXPECT_GE(H5Dread(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), 0) << path;
+  return out;
+}
+
+/// One field of a compound dataset, read with a one-field memory type.
+template <class T>
+std::vector<T> read_field(hid_t file, const char* path, const char* field, hid_t field_type) {
+  H5Id mem(H5Tcreate(H5T_COMPOUND, sizeof(T)));
+  H5Tinsert(mem.id, field, 0, field_type);
+  return read_dataset<T>(file, path, mem.id);
+}
+
+std::string read_str_attr(hid_t obj, const char* name) {
+  H5Id a(H5Aopen(obj, name, H5P_DEFAULT));
+  if (a.id < 0) return "<missing>";
+  H5Id t(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t.id, H5T_VARIABLE);
+  H5Tset_cset(t.id, H5T_CSET_UTF8);
+  char* p = nullptr;
+  H5Aread(a.id, t.id, &p);
+  std::string out = p ? p : "";
+  H5free_memory(p);
+  return out;
+}
+
+std::int64_t read_int_attr(hid_t obj, const char* name) {
+  H5Id a(H5Aopen(obj, name, H5P_DEFAULT));
+  std::int64_t v = -999;
+  H5Aread(a.id, H5T_NATIVE_INT64, &v);
+  return v;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(::testing::TempDir()) /
+           ("rcsweep_store_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  fs::path path(const std::string& name) const { return dir_ / name; }
+  fs::path dir_;
+};
+
+template <class F>
+std::string store_error_of(F&& f) {
+  try {
+    f();
+  } catch (const StoreError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("WRONG EXCEPTION TYPE: ") + e.what();
+  }
+  return "NO EXCEPTION";
+}
+
+}  // namespace
+
+TEST_F(StoreTest, CreateHasShapesAttributesAndAllPending) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::last));
+  const std::uint64_t n_tasks = plan.tasks.size();
+  ASSERT_EQ(n_tasks, 16u);
+  {
+    Store s = Store::create(path("a.h5"), plan, prov(), false);
+    const auto st = s.task_status();
+    ASSERT_EQ(st.size(), n_tasks);
+    EXPECT_TRUE(std::all_of(st.begin(), st.end(), [](TaskStatus x) { return x == TaskStatus::pending; }));
+  }
+  H5Id f(H5Fopen(path("a.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_GE(f.id, 0);
+  EXPECT_EQ(read_str_attr(f.id, "format"), "rcsweep");
+  EXPECT_EQ(read_int_attr(f.id, "schema_version"), 1);
+  EXPECT_EQ(read_str_attr(f.id, "plan_hash"), plan.hash);
+  EXPECT_EQ(read_str_attr(f.id, "config"), plan.spec.canonical_toml());
+  EXPECT_EQ(read_str_attr(f.id, "finished"), "");
+  EXPECT_EQ(read_str_attr(f.id, "host"), "testhost");
+  EXPECT_EQ(read_str_attr(f.id, "sweep_name"), "store-test");
+  EXPECT_FALSE(read_str_attr(f.id, "hdf5_version").empty());
+  EXPECT_EQ(read_int_attr(f.id, "mpi_ranks"), 3);
+  EXPECT_EQ(read_int_attr(f.id, "max_depth"), 3);
+  EXPECT_EQ(read_int_attr(f.id, "n_points"), 8);
+  EXPECT_EQ(read_int_attr(f.id, "n_tasks"), 16);
+  {
+    H5Id a(H5Aopen(f.id, "seed", H5P_DEFAULT));
+    std::uint64_t seed = 0;
+    H5Aread(a.id, H5T_NATIVE_UINT64, &seed);
+    EXPECT_EQ(seed, 0xfeedbeefcafeULL);
+  }
+
+  // /layers: [n_tasks, L+1], all NaN through the fill value.
+  for (auto name : metrics::layer_metric_names) {
+    const std::string p = "/layers/" + std::string(name);
+    EXPECT_EQ(dims_of(f.id, p.c_str()), (std::vector<hsize_t>{16, 4})) << p;
+    const auto v = read_dataset<double>(f.id, p.c_str(), H5T_NATIVE_DOUBLE);
+    EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) << p;
+  }
+  // /axes
+  EXPECT_EQ(read_dataset<double>(f.id, "/axes/lambda", H5T_NATIVE_DOUBLE), (std::vector<double>{0.0, 0.5}));
+  EXPECT_EQ(read_dataset<std::int64_t>(f.id, "/axes/T", H5T_NATIVE_INT64), (std::vector<std::int64_t>{4, 8}));
+  EXPECT_EQ(read_dataset<std::int64_t>(f.id, "/axes/layer", H5T_NATIVE_INT64),
+            (std::vector<std::int64_t>{0, 1, 2, 3}));
+  {
+    H5Id d(H5Dopen2(f.id, "/axes/d", H5P_DEFAULT));
+    EXPECT_EQ(read_str_attr(d.id, "dim"), "zip0");
+    H5Id n(H5Dopen2(f.id, "/axes/norm", H5P_DEFAULT));
+    EXPECT_EQ(read_str_attr(n.id, "dim"), "norm");
+    H5Id t(H5Dget_type(n.id));
+    EXPECT_EQ(H5Tget_class(t.id), H5T_STRING);
+  }
+  // /points: resolved values and the index along each dim.
+  const auto lam = read_field<double>(f.id, "/points", "lambda", H5T_NATIVE_DOUBLE);
+  const auto T = read_field<std::int64_t>(f.id, "/points", "T", H5T_NATIVE_INT64);
+  const auto idx_zip = read_field<std::int64_t>(f.id, "/points", "idx_zip0", H5T_NATIVE_INT64);
+  const auto sigma_qk = read_field<double>(f.id, "/points", "sigma_qk", H5T_NATIVE_DOUBLE);
+  ASSERT_EQ(lam.size(), 8u);
+  for (std::size_t p = 0; p < 8; ++p) {
+    EXPECT_EQ(lam[p], plan.models[p].lambda);
+    EXPECT_EQ(T[p], plan.models[p].T);
+    EXPECT_EQ(idx_zip[p], static_cast<std::int64_t>(plan.spec.point_index(p)[2]));
+    EXPECT_EQ(sigma_qk[p], plan.models[p].sigma_qk);
+  }
+  {
+    struct Choice {
+      char s[16];
+    };
+    H5Id st(H5Tcopy(H5T_C_S1));
+    H5Tset_size(st.id, 16);
+    H5Tset_strpad(st.id, H5T_STR_NULLPAD);
+    const auto norm = read_field<Choice>(f.id, "/points", "norm", st.id);
+    EXPECT_EQ(std::string(norm[0].s, strnlen(norm[0].s, 16)), "none");
+    EXPECT_EQ(std::string(norm[2].s, strnlen(norm[2].s, 16)), "rms");  // lambda slowest, zip fastest
+  }
+  // /tasks initial state.
+  EXPECT_EQ(dims_of(f.id, "/tasks"), (std::vector<hsize_t>{16}));
+  const auto rank = read_field<std::int32_t>(f.id, "/tasks", "rank", H5T_NATIVE_INT32);
+  const auto wall = read_field<double>(f.id, "/tasks", "wall_s", H5T_NATIVE_DOUBLE);
+  const auto point = read_field<std::uint64_t>(f.id, "/tasks", "point", H5T_NATIVE_UINT64);
+  for (std::size_t t = 0; t < 16; ++t) {
+    EXPECT_EQ(rank[t], -1);
+    EXPECT_TRUE(std::isnan(wall[t]));
+    EXPECT_EQ(point[t], plan.tasks[t].point);
+  }
+  // /spectra layout as the plan says.
+  const auto off = read_dataset<std::int64_t>(f.id, "/spectra/x_sv_offset", H5T_NATIVE_INT64);
+  ASSERT_EQ(off.size(), 16u * 4u);
+  for (std::uint64_t t = 0; t < 16; ++t)
+    for (int l = 0; l < 4; ++l) EXPECT_EQ(off[t * 4 + l], plan.spectrum_offset(t, l));
+  EXPECT_EQ(dims_of(f.id, "/spectra/x_sv"), (std::vector<hsize_t>{static_cast<hsize_t>(plan.spectrum_total())}));
+
+  const auto info = store::read_info(path("a.h5"));
+  EXPECT_EQ(info.n_pending, 16u);
+  EXPECT_EQ(info.n_done, 0u);
+  EXPECT_EQ(info.axes, (std::vector<std::string>{"lambda", "norm", "T", "d"}));
+  EXPECT_NE(std::find(info.datasets.begin(), info.datasets.end(), "/layers/sr_cov"), info.datasets.end());
+  EXPECT_NE(std::find(info.datasets.begin(), info.datasets.end(), "/spectra/x_sv"), info.datasets.end());
+}
+
+TEST_F(StoreTest, BatchWriteReadsBackBitwise) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::all));
+  const std::vector<std::uint64_t> ids = {9, 0, 1, 2, 15, 5, 6};  // unordered, some consecutive
+  std::vector<TaskResult> batch;
+  for (auto t : ids) batch.push_back(fake_result(plan, t, t == 6 ? TaskStatus::diverged : TaskStatus::done));
+  {
+    Store s = Store::create(path("b.h5"), plan, prov(), false);
+    s.write(batch);
+    s.mark_finished("2026-01-02T00:00:00Z");
+    s.sync();
+  }
+  H5Id f(H5Fopen(path("b.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_GE(f.id, 0);
+  EXPECT_EQ(read_str_attr(f.id, "finished"), "2026-01-02T00:00:00Z");
+  const std::size_t L1 = 4;
+  for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k) {
+    const std::string p = "/layers/" + std::string(metrics::layer_metric_names[k]);
+    const auto v = read_dataset<double>(f.id, p.c_str(), H5T_NATIVE_DOUBLE);
+    for (std::uint64_t t = 0; t < 16; ++t) {
+      const auto it = std::find(ids.begin(), ids.end(), t);
+      for (std::size_t l = 0; l < L1; ++l) {
+        const double got = v[t * L1 + l];
+        if (it == ids.end() || l >= batch[static_cast<std::size_t>(it - ids.begin())].layers.size())
+          EXPECT_TRUE(std::isnan(got)) << p << " t=" << t << " l=" << l;
+        else
+          EXPECT_TRUE(same_bits(got, batch[static_cast<std::size_t>(it - ids.begin())].layers[l][k]))
+              << p << " t=" << t << " l=" << l;
+      }
+    }
+  }
+  const auto sv = read_dataset<double>(f.id, "/spectra/x_sv", H5T_NATIVE_DOUBLE);
+  std::size_t written = 0;
+  for (std::uint64_t t = 0; t < 16; ++t) {
+    const auto it = std::find(ids.begin(), ids.end(), t);
+    for (int l = 0; l < 4; ++l) {
+      const auto off = static_cast<std::size_t>(plan.spectrum_offset(t, l));
+      for (std::size_t i = 0; i < plan.spectrum_length(t); ++i) {
+        const TaskResult* r = it == ids.end() ? nullptr : &batch[static_cast<std::size_t>(it - ids.begin())];
+        if (r && static_cast<std::size_t>(l) < r->spectra.size()) {
+          EXPECT_TRUE(same_bits(sv[off + i], r->spectra[l][i])) << "t=" << t << " l=" << l << " i=" << i;
+          ++written;
+        } else {
+          EXPECT_TRUE(std::isnan(sv[off + i])) << "t=" << t << " l=" << l << " i=" << i;
+        }
+      }
+    }
+  }
+  EXPECT_GT(written, 0u);
+
+  const auto status = read_field<std::int8_t>(f.id, "/tasks", "status", H5T_NATIVE_INT8);
+  const auto wall = read_field<double>(f.id, "/tasks", "wall_s", H5T_NATIVE_DOUBLE);
+  const auto rank = read_field<std::int32_t>(f.id, "/tasks", "rank", H5T_NATIVE_INT32);
+  struct Msg {
+    char s[256];
+  };
+  H5Id mt(H5Tcopy(H5T_C_S1));
+  H5Tset_size(mt.id, 256);
+  const auto msg = read_field<Msg>(f.id, "/tasks", "message", mt.id);
+  for (std::uint64_t t = 0; t < 16; ++t) {
+    const auto it = std::find(ids.begin(), ids.end(), t);
+    if (it == ids.end()) {
+      EXPECT_EQ(status[t], 0) << t;
+      EXPECT_EQ(rank[t], -1);
+      continue;
+    }
+    const TaskResult& r = batch[static_cast<std::size_t>(it - ids.begin())];
+    EXPECT_EQ(status[t], static_cast<std::int8_t>(r.status)) << t;
+    EXPECT_TRUE(same_bits(wall[t], r.wall_s));
+    EXPECT_EQ(rank[t], r.rank);
+    EXPECT_EQ(std::string(msg[t].s, strnlen(msg[t].s, 256)), r.message);
+  }
+  const auto info = store::read_info(path("b.h5"));
+  EXPECT_EQ(info.n_done, 6u);
+  EXPECT_EQ(info.n_diverged, 1u);
+  EXPECT_EQ(info.n_pending, 9u);
+  EXPECT_EQ(info.finished, "2026-01-02T00:00:00Z");
+}
+
+TEST_F(StoreTest, LongMessageIsCutAt255Bytes) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::none));
+  TaskResult r = fake_result(plan, 3, TaskStatus::failed);
+  r.message = std::string(300, 'x');
+  Store s = Store::create(path("m.h5"), plan, prov(), false);
+  s.write(std::span<const TaskResult>(&r, 1));
+  H5Id f(H5Fopen(path("m.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  struct Msg {
+    char s[256];
+  };
+  H5Id mt(H5Tcopy(H5T_C_S1));
+  H5Tset_size(mt.id, 256);
+  const auto msg = read_field<Msg>(f.id, "/tasks", "message", mt.id);
+  EXPECT_EQ(std::string(msg[3].s, strnlen(msg[3].s, 256)), std::string(255, 'x'));
+  EXPECT_EQ(s.task_status()[3], TaskStatus::failed);
+}
+
+TEST_F(StoreTest, BadResultIsRefusedBeforeAnythingIsWritten) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::last));
+  Store s = Store::create(path("bad.h5"), plan, prov(), false);
+  std::vector<TaskResult> batch = {fake_result(plan, 1), fake_result(plan, 2)};
+  batch[1].spectra.back().push_back(1.0);  // one value too many
+  EXPECT_NE(store_error_of([&] { s.write(batch); }).find("spectrum"), std::string::npos);
+  batch[1] = fake_result(plan, 2);
+  batch[1].task = 99;
+  EXPECT_NE(store_error_of([&] { s.write(batch); }).find("task 99"), std::string::npos);
+  const auto st = s.task_status();
+  EXPECT_TRUE(std::all_of(st.begin(), st.end(), [](TaskStatus x) { return x == TaskStatus::pending; }));
+}
+
+TEST_F(StoreTest, ResumeSamePlanSeesStatusesAndContinues) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::last));
+  {
+    Store s = Store::create(path("r.h5"), plan, prov(), false);
+    std::vector<TaskResult> batch = {fake_result(plan, 4), fake_result(plan, 7, TaskStatus::failed)};
+    s.write(batch);
+  }
+  auto p2 = prov();
+  p2.mpi_ranks = 5;
+  p2.created = "2030-01-01T00:00:00Z";
+  {
+    Store s = Store::open_resume(path("r.h5"), plan, p2);
+    const auto st = s.task_status();
+    EXPECT_EQ(st[4], TaskStatus::done);
+    EXPECT_EQ(st[7], TaskStatus::failed);
+    EXPECT_EQ(std::count(st.begin(), st.end(), TaskStatus::pending), 14);
+    std::vector<TaskResult> batch = {fake_result(plan, 7), fake_result(plan, 8)};
+    s.write(batch);
+  }
+  const auto info = store::read_info(path("r.h5"));
+  EXPECT_EQ(info.n_done, 3u);
+  EXPECT_EQ(info.n_failed, 0u);
+  EXPECT_EQ(info.mpi_ranks, 5);
+  EXPECT_EQ(info.created, "2026-01-01T00:00:00Z");  // kept from the first run
+}
+
+TEST_F(StoreTest, ResumeDifferentPlanNamesBothHashes) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::last));
+  const auto other = plan::make_plan(make_spec(config::Spectra::last, /*lambda1=*/0.75));
+  ASSERT_NE(plan.hash, other.hash);
+  { Store::create(path("h.h5"), plan, prov(), false); }
+  const std::string msg = store_error_of([&] { Store::open_resume(path("h.h5"), other, prov()); });
+  EXPECT_NE(msg.find(plan.hash), std::string::npos) << msg;
+  EXPECT_NE(msg.find(other.hash), std::string::npos) << msg;
+  EXPECT_NE(msg.find("different sweep file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("store-test"), std::string::npos) << msg;
+}
+
+TEST_F(StoreTest, CreateOnExistingNeedsOverwrite) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::none));
+  {
+    Store s = Store::create(path("o.h5"), plan, prov(), false);
+    std::vector<TaskResult> batch = {fake_result(plan, 0)};
+    s.write(batch);
+  }
+  const std::string msg = store_error_of([&] { Store::create(path("o.h5"), plan, prov(), false); });
+  EXPECT_NE(msg.find("exists; pass --resume to continue it or --overwrite to replace it"), std::string::npos) << msg;
+  EXPECT_EQ(store::read_info(path("o.h5")).n_done, 1u);  // untouched
+  { Store::create(path("o.h5"), plan, prov(), true); }
+  EXPECT_EQ(store::read_info(path("o.h5")).n_done, 0u);
+  EXPECT_EQ(store::read_info(path("o.h5")).n_pending, plan.tasks.size());
+}
+
+TEST_F(StoreTest, LargeShuffledBatchIsOneCheapWrite) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::all, 0.5, /*replicates=*/250, /*depth=*/20));
+  const std::size_t n = plan.tasks.size();
+  ASSERT_EQ(n, 2000u);
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t t = 0; t < n; t += (t % 5 == 0 ? 2 : 1)) ids.push_back(t);  // gaps: many runs
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(7));
+  std::vector<TaskResult> batch;
+  for (auto t : ids) batch.push_back(fake_result(plan, t));
+  Store s = Store::create(path("big.h5"), plan, prov(), false);
+  const auto t0 = std::chrono::steady_clock::now();
+  s.write(batch);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("wrote %zu results (%zu layers each, spectra all) in %.3f s\n", batch.size(),
+              static_cast<std::size_t>(plan.max_depth + 1), secs);
+  EXPECT_LT(secs, 10.0);
+  const auto st = s.task_status();
+  EXPECT_EQ(static_cast<std::size_t>(std::count(st.begin(), st.end(), TaskStatus::done)), ids.size());
+  H5Id f(H5Fopen(path("big.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  const auto v = read_dataset<double>(f.id, "/layers/m_gap", H5T_NATIVE_DOUBLE);
+  const auto sv = read_dataset<double>(f.id, "/spectra/x_sv", H5T_NATIVE_DOUBLE);
+  for (const auto& r : batch) {
+    EXPECT_TRUE(same_bits(v[r.task * 21 + 20], r.layers[20][11]));
+    EXPECT_TRUE(same_bits(sv[static_cast<std::size_t>(plan.spectrum_offset(r.task, 7)) + 1], r.spectra[7][1]));
+  }
+}
+
+// ---- damaged and foreign files ----------------------------------------------------------------
+
+class DamagedStoreTest : public StoreTest {
+ protected:
+  void write_bytes(const fs::path& p, const std::string& bytes) {
+    std::ofstream out(p, std::ios::binary);
+    out << bytes;
+  }
+  std::string real_store_bytes() {
+    const auto plan = plan::make_plan(make_spec(config::Spectra::all));
+    {
+      Store s = Store::create(path("real.h5"), plan, prov(), false);
+      std::vector<TaskResult> batch = {fake_result(plan, 0), fake_result(plan, 1)};
+      s.write(batch);
+    }
+    std::ifstream in(path("real.h5"), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  /// read_info and open_resume must both throw a StoreError containing `fragment`.
+  void expect_refused(const fs::path& p, const std::string& fragment) {
+    const std::string a = store_error_of([&] { store::read_info(p); });
+    EXPECT_NE(a.find(fragment), std::string::npos) << p << ": " << a;
+    const auto plan = plan::make_plan(make_spec(config::Spectra::all));
+    const std::string b = store_error_of([&] { Store::open_resume(p, plan, prov()); });
+    EXPECT_NE(b.find(fragment), std::string::npos) << p << ": " << b;
+  }
+};
+
+TEST_F(DamagedStoreTest, MissingFile) { expect_refused(path("nope.h5"), "no such file"); }
+
+TEST_F(DamagedStoreTest, EmptyFile) {
+  write_bytes(path("empty.h5"), "");
+  expect_refused(path("empty.h5"), "not an HDF5 file");
+}
+
+TEST_F(DamagedStoreTest, TextFile) {
+  write_bytes(path("text.h5"), "[sweep]\nname = \"oops, a sweep file\"\n");
+  expect_refused(path("text.h5"), "not an HDF5 file");
+}
+
+TEST_F(DamagedStoreTest, RandomBytes) {
+  std::mt19937 gen(123);
+  std::string bytes(64 * 1024, '\0');
+  for (auto& c : bytes) c = static_cast<char>(gen() & 0xff);
+  write_bytes(path("random.h5"), bytes);
+  expect_refused(path("random.h5"), "not an HDF5 file");
+}
+
+TEST_F(DamagedStoreTest, TruncatedHalf) {
+  const std::string bytes = real_store_bytes();
+  write_bytes(path("half.h5"), bytes.substr(0, bytes.size() / 2));
+  expect_refused(path("half.h5"), "damaged");
+}
+
+TEST_F(DamagedStoreTest, TruncatedToOneKiB) {
+  const std::string bytes = real_store_bytes();
+  write_bytes(path("1k.h5"), bytes.substr(0, 1024));
+  expect_refused(path("1k.h5"), "damaged");
+}
+
+TEST_F(DamagedStoreTest, HeaderOnlyGarbageAfterSignature) {
+  // A valid signature followed by garbage: HDF5 finds the signature, then must fail cleanly.
+  std::string bytes = real_store_bytes();
+  std::mt19937 gen(5);
+  for (std::size_t i = 48; i < bytes.size(); ++i) bytes[i] = static_cast<char>(gen() & 0xff);
+  write_bytes(path("garbled.h5"), bytes);
+  expect_refused(path("garbled.h5"), "damaged");
+}
+
+TEST_F(DamagedStoreTest, PlainHdf5WithoutRcsweepAttributes) {
+  {
+    H5Id f(H5Fcreate(path("plain.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t n = 3;
+    H5Id sp(H5Screate_simple(1, &n, nullptr));
+    H5Id d(H5Dcreate2(f.id, "data", H5T_NATIVE_DOUBLE, sp.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  }
+  expect_refused(path("plain.h5"), "is not an rcsweep store");
+}
+
+TEST_F(DamagedStoreTest, SchemaVersion2) {
+  real_store_bytes();
+  {
+    H5Id f(H5Fopen(path("real.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    H5Adelete(f.id, "schema_version");
+    H5Id sp(H5Screate(H5S_SCALAR));
+    H5Id a(H5Acreate2(f.id, "schema_version", H5T_STD_I32LE, sp.id, H5P_DEFAULT, H5P_DEFAULT));
+    const int v = 2;
+    H5Awrite(a.id, H5T_NATIVE_INT, &v);
+  }
+  expect_refused(path("real.h5"), "schema version 2, this rcsweep reads 1");
+}
+
+TEST_F(DamagedStoreTest, StoreWithoutTasksDataset) {
+  real_store_bytes();
+  {
+    H5Id f(H5Fopen(path("real.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    H5Ldelete(f.id, "tasks", H5P_DEFAULT);
+  }
+  expect_refused(path("real.h5"), "damaged rcsweep store");
+}
