@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install the Debian packages rcsweep needs (only those missing). Safe to run repeatedly.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  openmpi-bin libopenmpi-dev libopenblas-dev liblapacke-dev libhdf5-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev librandom123-dev
+  python3-h5py python3-numpy python3-matplotlib python3-pandas python3-xarray python3-scipy python3-pytest
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "[install] all ${#packages[@]} Debian packages present"
+  exit 0
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "[install] need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "[install] installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
