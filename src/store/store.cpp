@@ -1,6 +1,9 @@
 #include "store/store.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -159,6 +162,8 @@ h5::Handle open_existing(const std::filesystem::path& path, bool read_write) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw StoreError(p + ": no such file");
   if (!std::filesystem::is_regular_file(path, ec)) throw StoreError(p + ": not a regular file");
+  if (::access(path.c_str(), read_write ? R_OK | W_OK : R_OK) != 0)
+    throw StoreError(p + ": cannot open for " + (read_write ? "writing" : "reading") + " (" + std::strerror(errno) + ")");
   const htri_t is = H5Fis_hdf5(path.c_str());
   if (is <= 0) {
     h5::error_text();  // clear the stack
