@@ -1,7 +1,10 @@
 // The HDF5 store: schema, batched writes read back bitwise with the plain HDF5 C API, resume,
 // overwrite, and damaged files that must give a StoreError (never a crash).
 #include <hdf5.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <bit>
@@ -465,6 +468,36 @@ TEST_F(StoreTest, LargeShuffledBatchIsOneCheapWrite) {
     EXPECT_TRUE(same_bits(v[r.task * 21 + 20], r.layers[20][11]));
     EXPECT_TRUE(same_bits(sv[static_cast<std::size_t>(plan.spectrum_offset(r.task, 7)) + 1], r.spectra[7][1]));
   }
+}
+
+TEST_F(StoreTest, SigkilledWriterLeavesAResumableStore) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::all));
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // the writer: two batches, then killed without closing the file
+    try {
+      Store s = Store::create(path("killed.h5"), plan, prov(), false);
+      std::vector<TaskResult> b1 = {fake_result(plan, 0), fake_result(plan, 1)};
+      s.write(b1);
+      std::vector<TaskResult> b2 = {fake_result(plan, 5, TaskStatus::diverged)};
+      s.write(b2);
+    } catch (...) {
+      ::_exit(3);
+    }
+    std::raise(SIGKILL);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL);
+  const auto info = store::read_info(path("killed.h5"));
+  EXPECT_EQ(info.n_done, 2u);
+  EXPECT_EQ(info.n_diverged, 1u);
+  EXPECT_EQ(info.finished, "");
+  Store s = Store::open_resume(path("killed.h5"), plan, prov());
+  EXPECT_EQ(s.task_status()[1], TaskStatus::done);
+  std::vector<TaskResult> b3 = {fake_result(plan, 2)};
+  s.write(b3);
+  EXPECT_EQ(s.task_status()[2], TaskStatus::done);
 }
 
 // ---- damaged and foreign files ----------------------------------------------------------------
