@@ -1,0 +1,61 @@
+"""Shared helpers of the end-to-end tests: run the rcsweep binary (optionally under mpiexec) and
+compare stores."""
+import os
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+SOURCE = Path(os.environ.get("RCSWEEP_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BIN = os.environ.get("RCSWEEP_BIN", str(SOURCE / "build" / "rcsweep"))
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+DATA = Path(__file__).parent / "data"
+
+
+def mpi_prefix(ranks):
+    if ranks is None:
+        return []
+    cmd = [MPIEXEC, "-n", str(ranks), "--oversubscribe"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+def rcsweep(*args, ranks=None, check=None, timeout=300, **kw):
+    """Run rcsweep; return the CompletedProcess (stdout/stderr as text)."""
+    cmd = mpi_prefix(ranks) + [BIN, *map(str, args)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check is not None:
+        assert proc.returncode == check, f"{cmd} -> {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def results(path):
+    """Everything a store holds as results: /layers/*, /spectra/x_sv and the task statuses."""
+    with h5py.File(path, "r") as f:
+        out = {f"layers/{k}": f["layers"][k][...] for k in f["layers"]}
+        out["spectra/x_sv"] = f["spectra/x_sv"][...]
+        out["tasks/status"] = f["tasks"]["status"][...]
+        return out
+
+
+def assert_same_results(a, b):
+    ra, rb = results(a), results(b)
+    assert ra.keys() == rb.keys()
+    for k in ra:
+        x, y = ra[k], rb[k]
+        assert x.shape == y.shape, k
+        if x.dtype.kind == "f":  # bitwise, NaN included
+            assert np.array_equal(x.view(np.uint64), y.view(np.uint64)), f"{k} differs"
+        else:
+            assert np.array_equal(x, y), f"{k} differs"
+
+
+@pytest.fixture(scope="session")
+def reference_kill_store(tmp_path_factory):
+    """The kill-and-resume sweep run once without interruption (single process)."""
+    path = tmp_path_factory.mktemp("ref") / "kill_ref.h5"
+    rcsweep("run", DATA / "kill.toml", "-o", path, "-q", check=0)
+    return path

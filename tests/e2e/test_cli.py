@@ -1,0 +1,116 @@
+"""The command line as a user runs it: help, plan, run, info, bad input, MPI layouts."""
+import h5py
+import numpy as np
+import pytest
+
+from conftest import DATA, SOURCE, assert_same_results, rcsweep
+
+QUICK = SOURCE / "jobs" / "examples" / "quick.toml"
+
+
+@pytest.mark.parametrize("cmd,words", [
+    ([], ["run", "plan", "info"]),
+    (["run"], ["--output", "--resume", "--overwrite", "--shard", "--blas-threads", "Exit codes"]),
+    (["plan"], ["computes nothing", "--cores"]),
+    (["info"], ["store"]),
+])
+def test_help_explains_every_command(cmd, words):
+    proc = rcsweep(*cmd, "--help", check=0)
+    for w in words:
+        assert w in proc.stdout, f"'{w}' missing from {cmd} --help"
+
+
+def test_no_subcommand_is_a_usage_error():
+    assert rcsweep().returncode == 2
+
+
+def test_plan_reports_tasks_cost_memory_and_layout():
+    out = rcsweep("plan", QUICK, check=0).stdout
+    assert "36 x 3 replicates = 108 tasks" in out
+    for w in ("GFLOP", "peak memory", "suggested", "mpiexec -n", "layers        0..12"):
+        assert w in out
+
+
+def test_run_info_and_h5py_xarray_readers(tmp_path):
+    store = tmp_path / "quick.h5"
+    proc = rcsweep("run", QUICK, "-o", store, ranks=2, check=0)
+    assert "108 done" in proc.stderr
+    info = rcsweep("info", store, check=0).stdout
+    assert "100.0% finished: 108 done" in info
+    assert "mixer, d, lambda, gap_fix" in info
+    import xarray as xr
+
+    with h5py.File(store, "r") as f:
+        assert f.attrs["format"] in ("rcsweep", b"rcsweep")
+        assert int(f.attrs["schema_version"]) == 1
+        assert int(f.attrs["mpi_ranks"]) == 2
+        sr = f["layers/sr_cov"][...]
+        assert sr.shape == (108, 13)
+        assert np.all(np.isfinite(sr))
+        assert np.allclose(sr[:, 0], 32)  # orthonormal input: sr_cov of X_0 X_0^T = I_T is T
+        da = xr.DataArray(sr, dims=("task", "layer"), coords={"layer": f["axes/layer"][...]})
+        assert list(da.layer.values) == list(range(13))
+        points = f["points"][...]
+        tasks = f["tasks"][...]
+        # the grid: mixer is the slowest axis, gap_fix the fastest
+        assert [p.decode() for p in points["mixer"][:2]] == ["softmax", "softmax"]
+        assert points["idx_gap_fix"][1] == 1
+        assert np.array_equal(tasks["id"], np.arange(108))
+        assert set(tasks["rank"]) <= {0, 1}
+
+
+def test_results_are_bitwise_equal_at_1_2_3_ranks(tmp_path):
+    stores = []
+    for n in (1, 2, 3):
+        s = tmp_path / f"np{n}.h5"
+        rcsweep("run", QUICK, "-o", s, "-q", ranks=n, check=0)
+        stores.append(s)
+    assert_same_results(stores[0], stores[1])
+    assert_same_results(stores[0], stores[2])
+
+
+def test_default_output_name_and_second_run_has_nothing_to_do(tmp_path):
+    rcsweep("run", QUICK, "-q", cwd=tmp_path, check=0)
+    assert (tmp_path / "quick.h5").exists()
+    proc = rcsweep("run", QUICK, cwd=tmp_path, check=0)
+    assert "0 tasks in 0 bundles" in proc.stderr and "108 already finished" in proc.stderr
+
+
+def test_mismatched_sweep_file_is_refused_and_store_untouched(tmp_path):
+    store = tmp_path / "a.h5"
+    rcsweep("run", QUICK, "-o", store, "-q", check=0)
+    before = store.read_bytes()
+    other = tmp_path / "other.toml"
+    other.write_text(QUICK.read_text().replace("lambda = [0.0, 0.5, 1.0]", "lambda = [0.0, 0.5, 2.0]"))
+    proc = rcsweep("run", other, "-o", store, ranks=2)
+    assert proc.returncode == 2
+    assert "different sweep file" in proc.stderr
+    assert store.read_bytes() == before
+    # --overwrite replaces it
+    rcsweep("run", other, "-o", store, "--overwrite", "-q", check=0)
+    with h5py.File(store, "r") as f:
+        assert 2.0 in f["axes/lambda"][...]
+
+
+def test_resume_flag_requires_an_existing_store(tmp_path):
+    proc = rcsweep("run", QUICK, "-o", tmp_path / "missing.h5", "--resume")
+    assert proc.returncode == 2
+    assert "nothing to resume" in proc.stderr
+
+
+def test_shards_cover_the_plan_without_overlap(tmp_path):
+    a, b = tmp_path / "s0.h5", tmp_path / "s1.h5"
+    rcsweep("run", QUICK, "-o", a, "--shard", "0/2", "-q", check=0)
+    rcsweep("run", QUICK, "-o", b, "--shard", "1/2", "-q", check=0)
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        sa, sb = fa["tasks"]["status"][...], fb["tasks"]["status"][...]
+        assert np.all((sa == 1) != (sb == 1))  # every task done in exactly one shard
+        assert np.all(sa[0::2] == 1) and np.all(sb[1::2] == 1)
+
+
+def test_info_on_a_file_that_is_not_a_store(tmp_path):
+    bad = tmp_path / "junk.h5"
+    bad.write_text("not hdf5")
+    proc = rcsweep("info", bad)
+    assert proc.returncode != 0
+    assert "error:" in proc.stderr and "junk.h5" in proc.stderr

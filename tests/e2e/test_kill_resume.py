@@ -1,0 +1,136 @@
+"""Kill the run at random moments (SIGKILL of every process), resume, and get bitwise the store
+an uninterrupted run gives."""
+import os
+import random
+import signal
+import subprocess
+import time
+
+import h5py
+import numpy as np
+
+from conftest import BIN, DATA, assert_same_results, mpi_prefix, rcsweep
+
+
+def descendants(pid):
+    """All live descendant pids of `pid` (from /proc)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def mpi_rank_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    return int(item.split(b"=")[1])
+    except OSError:
+        pass
+    return None
+
+
+def run_and_kill(args, ranks, delay, victim="all"):
+    """Start rcsweep (under mpiexec when `ranks`) and SIGKILL it after `delay` seconds: every
+    process (victim "all"), only MPI rank 0 ("rank0") or only another rank ("worker"); Open MPI
+    then tears the rest of the job down. Returns True if it was killed, False if it finished first."""
+    proc = subprocess.Popen(mpi_prefix(ranks) + [BIN, *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc.wait(timeout=delay)
+        return False
+    except subprocess.TimeoutExpired:
+        pass
+    procs = descendants(proc.pid)
+    if ranks is None or victim == "all":
+        targets = [proc.pid] + procs
+    else:
+        by_rank = {mpi_rank_of(p): p for p in procs}
+        targets = [by_rank[0]] if victim == "rank0" else [p for r, p in by_rank.items() if r not in (None, 0)][:1]
+    for p in targets:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=60)
+    deadline = time.time() + 30  # every rank gone before the next run opens the store
+    while any(alive(p) for p in procs):
+        assert time.time() < deadline, "ranks survived the kill"
+        time.sleep(0.05)
+    return True
+
+
+def statuses(path):
+    with h5py.File(path, "r") as f:
+        return f["tasks"]["status"][...]
+
+
+def kill_loop(tmp_path, reference, ranks, kills, seed):
+    rng = random.Random(seed)
+    store = tmp_path / f"killed_np{ranks}.h5"
+    done_counts = []
+    killed = 0
+    for _ in range(kills):
+        victim = rng.choice(["all", "rank0", "worker"])
+        if run_and_kill(["run", DATA / "kill.toml", "-o", store, "-q"], ranks, rng.uniform(0.3, 2.0), victim):
+            killed += 1
+        if store.exists():  # the killed store is always readable, and progress never goes back
+            done = int(np.sum(statuses(store) == 1))
+            assert not done_counts or done >= done_counts[-1]
+            done_counts.append(done)
+    assert killed >= kills // 2, "the sweep finished too early to test anything"
+    proc = rcsweep("run", DATA / "kill.toml", "-o", store, ranks=ranks, check=0)
+    assert "resuming" in proc.stderr
+    assert np.all(statuses(store) == 1)
+    assert_same_results(store, reference)
+    return done_counts
+
+
+def test_sigkill_single_process_then_resume(tmp_path, reference_kill_store):
+    counts = kill_loop(tmp_path, reference_kill_store, None, kills=4, seed=1)
+    assert counts[-1] > 0  # some work survived the kills
+
+
+def test_sigkill_mpi_job_then_resume(tmp_path, reference_kill_store):
+    counts = kill_loop(tmp_path, reference_kill_store, 2, kills=5, seed=2)
+    assert counts[-1] > 0
+
+
+def test_resumed_run_computes_only_missing_tasks(tmp_path, reference_kill_store):
+    store = tmp_path / "partial.h5"
+    while True:  # kill until the store holds some but not all tasks
+        store.unlink(missing_ok=True)
+        run_and_kill(["run", DATA / "kill.toml", "-o", store, "-q"], None, 1.5)
+        if store.exists() and 0 < np.sum(statuses(store) == 1) < len(statuses(store)):
+            break
+    with h5py.File(store, "r") as f:
+        before = f["tasks"][...]
+    proc = rcsweep("run", DATA / "kill.toml", "-o", store, check=0)
+    n_done_before = int(np.sum(before["status"] == 1))
+    assert f"{len(before) - n_done_before} tasks" in proc.stderr
+    with h5py.File(store, "r") as f:
+        after = f["tasks"][...]
+    # tasks finished before the kill were not recomputed: their rows are unchanged
+    kept = before["status"] == 1
+    assert np.array_equal(after["wall_s"][kept], before["wall_s"][kept])
+    assert_same_results(store, reference_kill_store)
