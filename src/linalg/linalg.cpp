@@ -74,6 +74,24 @@ std::vector<double> singular_values(const Matrix& A) {
   return s;
 }
 
+std::vector<double> gram_eigenvalues(const Matrix& A) {
+  const std::size_t m = A.rows();
+  const std::size_t n = A.cols();
+  const std::size_t k = std::min(m, n);
+  std::vector<double> w(k);
+  if (k == 0) return w;
+  // G = A A^T (m <= n) or A^T A (m > n): k x k, lower triangle, by dsyrk at GEMM speed.
+  Matrix G(k, k);
+  const bool rows = m <= n;
+  cblas_dsyrk(CblasRowMajor, CblasLower, rows ? CblasNoTrans : CblasTrans, to_lapack(k),
+              to_lapack(rows ? n : m), 1.0, A.data(), to_lapack(n), 0.0, G.data(), to_lapack(k));
+  const lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'N', 'L', to_lapack(k), G.data(), to_lapack(k), w.data());
+  if (info != 0) throw LinalgError("dsyevd", info);
+  std::reverse(w.begin(), w.end());  // descending
+  for (double& x : w) x = std::max(x, 0.0);
+  return w;
+}
+
 Matrix thin_q(const Matrix& A) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();

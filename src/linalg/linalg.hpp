@@ -19,6 +19,12 @@ Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::
 /// Throws LinalgError if LAPACK does not converge.
 std::vector<double> singular_values(const Matrix& A);
 
+/// Eigenvalues of the smaller Gram matrix of A (A A^T if rows <= cols, else A^T A), descending
+/// and clipped at 0: the squared singular values, each with absolute error of order
+/// eps * s_1^2 (so s_i is accurate only while s_i / s_1 is well above sqrt(eps)).
+/// Costs about half a GEMM (dsyrk) plus a k x k symmetric eigensolve (dsyevd), k = min(m, n).
+std::vector<double> gram_eigenvalues(const Matrix& A);
+
 /// Thin QR of A (m x n, m >= n): returns Q (m x n) with orthonormal columns and the sign fix
 /// Q <- Q diag(sign(diag R)), so Q is the unique Haar-distributed factor for Gaussian A.
 Matrix thin_q(const Matrix& A);

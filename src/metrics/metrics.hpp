@@ -50,6 +50,20 @@ MixerMetrics mixer_metrics(const Matrix& M);
 /// ||A||_{1,inf} = sqrt(||A||_1 ||A||_inf): max column abs sum times max row abs sum, square-rooted.
 double norm_1_inf(const Matrix& A);
 
+/// The part of a spectrum the metrics need: s_1, s_2, sum (s_i/s_1)^2 and sum (s_i/s_1)^4, from
+/// the Gram eigenvalues when that is exact to ~1e-12 relative, else (or when `want_all`) from
+/// the singular-value decomposition, whose values are then in `sv` (descending).
+struct SpectralSummary {
+  enum class Route { none, gram, svd };
+  double s1 = nan, s2 = nan, sum2 = 0.0, sum4 = 0.0;
+  std::vector<double> sv;  ///< all singular values (SVD route only)
+  Route route = Route::none;
+};
+/// s_2^2 / s_1^2 above which the Gram route is used (its s_2 then has relative error
+/// <~ k eps / (2 gram_threshold); measured in tests/unit/numerics against the SVD).
+inline constexpr double gram_threshold = 1e-3;
+SpectralSummary spectral_summary(const Matrix& A, bool want_all);
+
 /// Names of the per-layer datasets (/layers/<name>), in storage order.
 inline constexpr std::array<std::string_view, 13> layer_metric_names = {
     "fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1", "m_s2", "m_gap", "m_fro"};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "linalg/linalg.hpp"
 
@@ -100,7 +102,7 @@ const Matrix& value_weight(const ModelParams& model, int layer, int head, Random
   const auto d = static_cast<std::size_t>(model.d);
   const Matrix* base = nullptr;
   if (model.value_init == config::ValueInit::orthogonal) {
-    base = &random.derived(layer, "haar_value", head, [&] {
+    base = &random.derived<Matrix>(layer, "haar_value", head, [&] {
       return linalg::thin_q(random.normal(layer, Tensor::value, head, d, d));
     });
   } else {
@@ -142,26 +144,83 @@ void apply_norm(config::Norm norm, Matrix& Y) {
   }
 }
 
+namespace {
+// The mixer of one head after gap_fix, with its metrics.
+struct MixedHead {
+  Matrix M;
+  metrics::MixerMetrics metrics;
+};
+
+MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+                          bool want_metrics) {
+  MixedHead h{mixer_matrix(model, layer, head, X, random), {}};
+  apply_gap_fix(model.gap_fix, h.M);
+  if (want_metrics) h.metrics = metrics::mixer_metrics(h.M);
+  return h;
+}
+
+// An input-independent mixer (markov, identity, uniform) is the same matrix for every task of a
+// bundle with the same mixer parameters: build it and its metrics once per layer.
+std::string shared_mixer_name(const ModelParams& model) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "mixer:%d:%d:%a", static_cast<int>(model.mixer), static_cast<int>(model.gap_fix),
+                model.mixer == Mixer::markov ? model.sigma_A : 0.0);
+  return buf;
+}
+}  // namespace
+
 void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matrix& X,
-                 metrics::MixerMetrics* mixer_metrics) {
+                 metrics::MixerMetrics* mixer_metrics, const std::string& shared_x) {
   const std::size_t T = X.rows(), d = X.cols();
+  const bool shared = !shared_x.empty();
+  char params[128];
   // lambda-skip eq. (3): Y~ = lambda X + skip_scale * sum_h M_h X W_V,h
   Matrix Y = X;
-  double beta = model.lambda;  // first accumulation into Y scales the skip term
-  Matrix V(T, d), scratch;
+  double beta = model.lambda;  // the first accumulation into Y scales the skip term
+  Matrix scratch;
   for (int h = 0; h < model.heads; ++h) {
-    Matrix M = mixer_matrix(model, layer, h, X, random);
-    apply_gap_fix(model.gap_fix, M);
-    if (h == 0 && mixer_metrics) *mixer_metrics = metrics::mixer_metrics(M);
+    const bool want_metrics = h == 0 && mixer_metrics;
+    const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random, h == 0); };
+    MixedHead own;
+    const MixedHead* mixed = &own;
+    if (!model.input_dependent_mixer()) {
+      mixed = &random.derived<MixedHead>(layer, shared_mixer_name(model), h, mix);
+    } else if (shared) {  // the same X for every task of the bundle: the same softmax M
+      std::snprintf(params, sizeof params, ":softmax:%d:%a:%d", model.d_qk, model.sigma_qk,
+                    static_cast<int>(model.gap_fix));
+      mixed = &random.derived<MixedHead>(layer, shared_x + params, h, mix);
+    } else {
+      own = make_mixed_head(model, layer, h, X, random, want_metrics);
+    }
+    if (want_metrics) *mixer_metrics = mixed->metrics;
+
     double alpha = model.skip_scale;
     const Matrix* values = &X;  // value_init identity: W_V = sigma_v I
+    Matrix own_values;
     if (model.value_init == config::ValueInit::identity) {
       alpha *= model.sigma_v;
     } else {
-      linalg::gemm(1.0, X, Op::none, value_weight(model, layer, h, random, scratch), Op::none, 0.0, V);
-      values = &V;
+      const auto product = [&] {
+        Matrix V(T, d);
+        linalg::gemm(1.0, X, Op::none, value_weight(model, layer, h, random, scratch), Op::none, 0.0, V);
+        return V;
+      };
+      if (shared) {
+        std::snprintf(params, sizeof params, ":XW_V:%d:%a", static_cast<int>(model.value_init), model.sigma_v);
+        values = &random.derived<Matrix>(layer, shared_x + params, h, product);
+      } else {
+        own_values = product();
+        values = &own_values;
+      }
     }
-    linalg::gemm(alpha, M, Op::none, *values, Op::none, beta, Y);
+    if (model.mixer == Mixer::identity && model.gap_fix == config::GapFix::none) {
+      // M = I: Y = beta Y + alpha V without a T x T product
+      const double* v = values->data();
+      double* y = Y.data();
+      for (std::size_t i = 0; i < Y.size(); ++i) y[i] = beta * y[i] + alpha * v[i];
+    } else {
+      linalg::gemm(alpha, mixed->M, Op::none, *values, Op::none, beta, Y);
+    }
     beta = 1.0;
   }
   apply_norm(model.norm, Y);

@@ -1,6 +1,8 @@
 // One layer of MODELS.md "One layer", and its parts, as pure functions of the signal and the
 // bundle's random tensors.
 #pragma once
+#include <string>
+
 #include "base/matrix.hpp"
 #include "config/params.hpp"
 #include "metrics/metrics.hpp"
@@ -31,8 +33,11 @@ const Matrix& value_weight(const config::ModelParams& model, int layer, int head
 void apply_norm(config::Norm norm, Matrix& Y);
 
 /// One layer: X <- norm(lambda X + skip_scale * sum_h gap_fix(M_h) X W_V,h). If `mixer_metrics`
-/// is non-null it receives the metrics of head 0's M after gap_fix.
+/// is non-null it receives the metrics of head 0's M after gap_fix. A non-empty `shared_x` names
+/// X as a matrix that other tasks of the bundle hold bitwise identically (the input at layer 1):
+/// the products of X with the layer's weights are then computed once and cached in `random`.
+/// The results are bitwise the same either way.
 void apply_layer(const config::ModelParams& model, int layer, RandomSource& random, Matrix& X,
-                 metrics::MixerMetrics* mixer_metrics);
+                 metrics::MixerMetrics* mixer_metrics, const std::string& shared_x = {});
 
 }  // namespace rcsweep::models

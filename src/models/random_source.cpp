@@ -17,7 +17,7 @@ rng::StreamKey RandomSource::key(int layer, rng::Tensor tensor, int head) const 
   return k;
 }
 
-const Matrix* RandomSource::find(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols) {
+const std::any* RandomSource::find(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols) {
   if (layer != cached_layer_) {
     cache_.clear();
     cached_layer_ = layer;
@@ -27,29 +27,19 @@ const Matrix* RandomSource::find(int layer, const std::string& name, int head, s
   return nullptr;
 }
 
-Matrix& RandomSource::insert(int layer, std::string name, int head, Matrix value) {
+const std::any& RandomSource::insert(int layer, std::string name, int head, std::size_t rows, std::size_t cols,
+                                     std::any value) {
   cached_layer_ = layer;
-  const std::size_t rows = value.rows(), cols = value.cols();
   cache_.push_back({std::move(name), head, rows, cols, std::move(value)});
   return cache_.back().value;
 }
 
 const Matrix& RandomSource::normal(int layer, rng::Tensor tensor, int head, std::size_t rows, std::size_t cols) {
   const std::string name = "normal" + std::to_string(static_cast<int>(tensor));
-  if (const Matrix* m = find(layer, name, head, rows, cols)) return *m;
+  if (const std::any* m = find(layer, name, head, rows, cols)) return std::any_cast<const Matrix&>(*m);
   Matrix value(rows, cols);
   rng::fill_normal(key(layer, tensor, head), value.values());
-  return insert(layer, name, head, std::move(value));
-}
-
-const Matrix& RandomSource::derived(int layer, const std::string& name, int head, const std::function<Matrix()>& make) {
-  if (layer != cached_layer_) {
-    cache_.clear();
-    cached_layer_ = layer;
-  }
-  for (const auto& e : cache_)
-    if (e.name == name && e.head == head) return e.value;
-  return insert(layer, name, head, make());
+  return std::any_cast<const Matrix&>(insert(layer, name, head, rows, cols, std::any(std::move(value))));
 }
 
 }  // namespace rcsweep::models

@@ -2,6 +2,7 @@
 // and cached for the current layer, so tasks that differ only in lambda, norm, gap_fix, mixer
 // or skip_scale use the very same weights without drawing them twice (MODELS.md "Randomness").
 #pragma once
+#include <any>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -20,9 +21,14 @@ class RandomSource {
   /// stream element i*cols + j. Cached until the layer changes.
   const Matrix& normal(int layer, rng::Tensor tensor, int head, std::size_t rows, std::size_t cols);
 
-  /// A derived matrix (e.g. a Haar orthogonal factor) built once per (layer, name, head) by
-  /// `make`, cached like normal().
-  const Matrix& derived(int layer, const std::string& name, int head, const std::function<Matrix()>& make);
+  /// Anything derived from the layer's random tensors (a Haar factor, an input-independent mixer
+  /// matrix and its metrics, ...), built once per (layer, name, head) by `make` and cached like
+  /// normal(). The name must determine the value (include every parameter it depends on).
+  template <class T>
+  const T& derived(int layer, const std::string& name, int head, const std::function<T()>& make) {
+    if (const std::any* v = find(layer, name, head, 0, 0)) return std::any_cast<const T&>(*v);
+    return std::any_cast<const T&>(insert(layer, name, head, 0, 0, std::any(make())));
+  }
 
   rng::StreamKey key(int layer, rng::Tensor tensor, int head) const;
   int T() const { return T_; }
@@ -33,10 +39,10 @@ class RandomSource {
     std::string name;
     int head;
     std::size_t rows, cols;
-    Matrix value;
+    std::any value;
   };
-  const Matrix* find(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols);
-  Matrix& insert(int layer, std::string name, int head, Matrix value);
+  const std::any* find(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols);
+  const std::any& insert(int layer, std::string name, int head, std::size_t rows, std::size_t cols, std::any value);
 
   std::uint64_t seed_;
   int replicate_, T_, d_;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/error.hpp"
+#include "base/pow2.hpp"
 #include "models/layer.hpp"
 #include "models/random_source.hpp"
 
@@ -24,22 +25,16 @@ bool all_finite(const Matrix& X) {
   return std::all_of(X.values().begin(), X.values().end(), [](double x) { return std::isfinite(x); });
 }
 
-// MODELS.md "Scale": a layer that is linear in X and has no norm is carried at unit norm,
-// renormalised by an exact power of two (no rounding, bitwise reproducible).
+// MODELS.md "Scale": a layer that is linear in X and has no norm is carried at unit scale,
+// renormalised by an exact power of two so that its largest entry is in [1/2, 1) (no rounding,
+// bitwise reproducible); log2_scale keeps the true scale.
 void renormalise(Running& r) {
-  double ss = 0.0, mx = 0.0;
+  double mx = 0.0;
   for (double x : r.X.values()) mx = std::max(mx, std::abs(x));
   if (mx == 0.0 || !std::isfinite(mx)) return;
-  int e_mx = 0;
-  std::frexp(mx, &e_mx);
-  for (double x : r.X.values()) {
-    const double y = std::ldexp(x, -e_mx);
-    ss += y * y;
-  }
-  int e = 0;
-  std::frexp(std::sqrt(ss), &e);
-  const int shift = e_mx + e;  // ||X||_F in [2^(shift-1), 2^shift)
-  for (double& x : r.X.values()) x = std::ldexp(x, -shift);
+  int shift = 0;
+  std::frexp(mx, &shift);  // max |x| in [2^(shift-1), 2^shift): after scaling, entries are <= 1
+  scale_pow2(r.X.values(), r.X.values(), -shift);
   r.log2_scale += shift;
 }
 
@@ -92,9 +87,17 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     runs.push_back(std::move(r));
   }
   using clock = std::chrono::steady_clock;
+  // Layer 0: tasks with the same input kind share X_0 and so its metrics.
+  std::map<int, const Running*> first_of_input;
   for (auto& r : runs) {
     const auto t0 = clock::now();
-    record(plan, r, 0, metrics::MixerMetrics{});
+    auto [it, inserted] = first_of_input.try_emplace(static_cast<int>(r.model->input), &r);
+    if (inserted) {
+      record(plan, r, 0, metrics::MixerMetrics{});
+    } else {
+      r.out.layers[0] = it->second->out.layers[0];
+      r.out.spectra[0] = it->second->out.spectra[0];
+    }
     r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count();
   }
 
@@ -108,7 +111,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
         ~AddTime() { r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count(); }
       } add_time{r, t0};
       metrics::MixerMetrics mm;
-      apply_layer(*r.model, layer, random, r.X, &mm);
+      // At layer 1 every task still holds its bundle's X_0 bitwise: share the products with it.
+      const std::string shared = layer == 1 ? "input" + std::to_string(static_cast<int>(r.model->input)) : "";
+      apply_layer(*r.model, layer, random, r.X, &mm, shared);
       if (!all_finite(r.X)) {
         mark_diverged(r, layer, "non-finite values in X (the layer is not scale-invariant; add a norm)");
         continue;

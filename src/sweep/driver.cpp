@@ -144,7 +144,7 @@ class Service {
       }
       progress_.report();
       if (finished) break;
-      if (!busy) std::this_thread::sleep_for(std::chrono::microseconds(500));
+      if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // idle: leave the core to compute
     }
     progress_.report(true);
   }

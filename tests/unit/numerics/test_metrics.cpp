@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <cstdio>
 #include <random>
 #include <string_view>
 #include <vector>
@@ -310,9 +311,9 @@ TEST(MetricsMixer, RowStochasticHasTopSingularValueAtLeastOne) {
     const MixerMetrics mm = mixer_metrics(m);
     EXPECT_GE(mm.m_s1, 1.0 - 1e-14);  // M 1 = 1, so s_1 >= ||M 1|| / ||1|| = 1
     const auto sv = linalg::singular_values(m);
-    EXPECT_EQ(mm.m_s1, sv[0]);
-    EXPECT_EQ(mm.m_s2, sv[1]);
-    EXPECT_EQ(mm.m_gap, sv[0] / sv[1]);
+    EXPECT_NEAR(mm.m_s1, sv[0], 1e-12 * sv[0]);  // Gram route: exact to 1e-12 relative
+    EXPECT_NEAR(mm.m_s2, sv[1], 1e-12 * sv[1]);
+    EXPECT_NEAR(mm.m_gap, sv[0] / sv[1], 1e-11 * sv[0] / sv[1]);
     double ss = 0.0;
     for (double x : m.values()) ss += x * x;
     EXPECT_NEAR(mm.m_fro, std::sqrt(ss), 1e-14);
@@ -362,6 +363,49 @@ TEST(MetricsRow, FollowsLayerMetricNames) {
   EXPECT_EQ(at("m_s2"), m.m_s2);
   EXPECT_EQ(at("m_gap"), m.m_gap);
   EXPECT_EQ(at("m_fro"), m.m_fro);
+}
+
+// The Gram route of spectral_summary against the SVD route, for matrices with prescribed singular
+// values U diag(s) V^T: s_2 / s_1 from 1 down to 1e-9, shapes wide, tall and square. Where the
+// Gram route is taken, s1, s2, sum2 and sum4 agree with the SVD to 1e-12 relative; below the
+// threshold the SVD is taken.
+TEST(MetricsSpectral, GramRouteIsExactWhereTakenAndFallsBackWhenCollapsed) {
+  std::mt19937_64 gen(123);
+  std::normal_distribution<double> nd;
+  double worst = 0.0;
+  int gram = 0, svd = 0;
+  for (auto [m, n] : {std::pair{40, 90}, std::pair{90, 40}, std::pair{60, 60}}) {
+    const std::size_t k = std::min(m, n);
+    for (double ratio : {1.0, 0.5, 0.1, 0.05, 0.0316, 0.03, 0.01, 1e-3, 1e-6, 1e-9}) {
+      Matrix G1(m, k), G2(n, k);
+      for (double& x : G1.values()) x = nd(gen);
+      for (double& x : G2.values()) x = nd(gen);
+      const Matrix U = linalg::thin_q(G1), V = linalg::thin_q(G2);
+      Matrix US = U;
+      for (std::size_t i = 0; i < static_cast<std::size_t>(m); ++i)
+        for (std::size_t j = 0; j < k; ++j) US(i, j) *= j == 0 ? 1.0 : ratio * std::pow(0.97, static_cast<double>(j));
+      const Matrix A = linalg::matmul(US, V, linalg::Op::none, linalg::Op::trans);
+      const SpectralSummary fast = spectral_summary(A, false), full = spectral_summary(A, true);
+      ASSERT_EQ(full.route, SpectralSummary::Route::svd);
+      const bool expect_gram = ratio * ratio * 0.97 * 0.97 >= gram_threshold * 1.01;
+      const bool expect_svd = ratio * ratio * 0.97 * 0.97 < gram_threshold * 0.99;
+      if (expect_gram) {
+        EXPECT_EQ(fast.route, SpectralSummary::Route::gram) << ratio;
+      }
+      if (expect_svd) {
+        EXPECT_EQ(fast.route, SpectralSummary::Route::svd) << ratio;
+      }
+      (fast.route == SpectralSummary::Route::gram ? gram : svd)++;
+      for (auto [a, b] : {std::pair{fast.s1, full.s1}, std::pair{fast.s2, full.s2}, std::pair{fast.sum2, full.sum2},
+                          std::pair{fast.sum4, full.sum4}}) {
+        worst = std::max(worst, std::abs(a - b) / std::abs(b));
+        EXPECT_NEAR(a, b, 1e-12 * std::abs(b)) << m << "x" << n << " ratio " << ratio;
+      }
+    }
+  }
+  EXPECT_GT(gram, 0);
+  EXPECT_GT(svd, 0);
+  std::printf("worst relative difference Gram vs SVD route: %.3g\n", worst);
 }
 
 }  // namespace
