@@ -3,12 +3,14 @@
 
 #include <cstdio>
 
+#include "base/allocator.hpp"
 #include "base/error.hpp"
 #include "cli/commands.hpp"
 #include "rcsweep/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace rcsweep;
+  keep_freed_memory();
   CLI::App app{
       "rcsweep: sweeps of rank collapse in randomly initialised attention and state-space stacks.\n"
       "A sweep file (TOML, see docs/CONFIG.md) names the model and the swept axes; every grid point x\n"

@@ -74,22 +74,39 @@ std::vector<double> singular_values(const Matrix& A) {
   return s;
 }
 
-std::vector<double> gram_eigenvalues(const Matrix& A) {
+GramTop gram_top(const Matrix& A) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();
   const std::size_t k = std::min(m, n);
-  std::vector<double> w(k);
-  if (k == 0) return w;
+  GramTop r;
+  if (k == 0) return r;
   // G = A A^T (m <= n) or A^T A (m > n): k x k, lower triangle, by dsyrk at GEMM speed.
   Matrix G(k, k);
   const bool rows = m <= n;
-  cblas_dsyrk(CblasRowMajor, CblasLower, rows ? CblasNoTrans : CblasTrans, to_lapack(k),
-              to_lapack(rows ? n : m), 1.0, A.data(), to_lapack(n), 0.0, G.data(), to_lapack(k));
-  const lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'N', 'L', to_lapack(k), G.data(), to_lapack(k), w.data());
-  if (info != 0) throw LinalgError("dsyevd", info);
-  std::reverse(w.begin(), w.end());  // descending
-  for (double& x : w) x = std::max(x, 0.0);
-  return w;
+  cblas_dsyrk(CblasRowMajor, CblasLower, rows ? CblasNoTrans : CblasTrans, to_lapack(k), to_lapack(rows ? n : m),
+              1.0, A.data(), to_lapack(n), 0.0, G.data(), to_lapack(k));
+  for (std::size_t i = 0; i < k; ++i) {
+    r.trace += G(i, i);
+    r.fro2 += G(i, i) * G(i, i);
+    for (std::size_t j = 0; j < i; ++j) r.fro2 += 2.0 * G(i, j) * G(i, j);
+  }
+  // Only the two largest eigenvalues: dsyevx with RANGE = 'I' (tridiagonalisation, then
+  // bisection) instead of all of them (dsyevd's dsterf was 7% of a sweep). abstol = 0 means
+  // LAPACK's default eps * ||T||_1, the accuracy the Gram route has anyway; with 2 * safmin,
+  // dstebz reported non-monotone Sturm counts (info = 2) on collapsed inputs. A failure here
+  // makes the caller fall back to the SVD. Row-major lower = column-major upper: no copy.
+  const lapack_int lk = to_lapack(k);
+  const lapack_int il = std::max<lapack_int>(1, lk - 1);
+  lapack_int found = 0;
+  std::vector<double> w(k);
+  std::vector<lapack_int> ifail(k);
+  double dummy_z = 0.0;
+  const lapack_int info = LAPACKE_dsyevx(LAPACK_COL_MAJOR, 'N', 'I', 'U', lk, G.data(), lk, 0.0, 0.0, il, lk,
+                                         0.0, &found, w.data(), &dummy_z, 1, ifail.data());
+  if (info != 0) throw LinalgError("dsyevx", info);
+  r.lambda1 = std::max(found == 2 ? w[1] : w[0], 0.0);
+  r.lambda2 = found == 2 ? std::max(w[0], 0.0) : 0.0;
+  return r;
 }
 
 Matrix thin_q(const Matrix& A) {

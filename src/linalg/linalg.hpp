@@ -19,11 +19,15 @@ Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::
 /// Throws LinalgError if LAPACK does not converge.
 std::vector<double> singular_values(const Matrix& A);
 
-/// Eigenvalues of the smaller Gram matrix of A (A A^T if rows <= cols, else A^T A), descending
-/// and clipped at 0: the squared singular values, each with absolute error of order
-/// eps * s_1^2 (so s_i is accurate only while s_i / s_1 is well above sqrt(eps)).
-/// Costs about half a GEMM (dsyrk) plus a k x k symmetric eigensolve (dsyevd), k = min(m, n).
-std::vector<double> gram_eigenvalues(const Matrix& A);
+/// What the metrics need from the smaller Gram matrix G of A (A A^T if rows <= cols, else
+/// A^T A): its two largest eigenvalues (= s_1^2, s_2^2 of A, each with absolute error of order
+/// eps * s_1^2, so s_2 is accurate only while s_2 / s_1 is well above sqrt(eps)), its trace
+/// (= sum s_i^2) and its squared Frobenius norm (= sum s_i^4).
+/// Costs about half a GEMM (dsyrk) plus a k x k tridiagonalisation (dsyevr), k = min(m, n).
+struct GramTop {
+  double lambda1 = 0.0, lambda2 = 0.0, trace = 0.0, fro2 = 0.0;
+};
+GramTop gram_top(const Matrix& A);
 
 /// Thin QR of A (m x n, m >= n): returns Q (m x n) with orthonormal columns and the sign fix
 /// Q <- Q diag(sign(diag R)), so Q is the unique Haar-distributed factor for Gaussian A.
