@@ -101,7 +101,7 @@ int plan_command(const PlanArgs& args) {
   double largest = 0.0;
   for (const auto& b : plan.bundles) {
     shard_tasks += b.tasks.size();
-    peak_bytes = std::max(peak_bytes, b.bytes);
+    peak_bytes = std::max(peak_bytes, b.bytes());
     largest = std::max(largest, b.flops);
   }
   const double flops = plan.total_flops();

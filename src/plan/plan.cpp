@@ -48,11 +48,16 @@ double layer_flops(const ModelParams& m) {
   return f;
 }
 
-std::size_t task_bytes(const ModelParams& m) {
-  const std::size_t T = m.T, d = m.d, dqk = m.d_qk;
-  // X, X_next, X W_V, metrics copy (4 T d); M, logits, SVD copy (3 T T); one layer's weights.
-  const std::size_t doubles = 4 * T * d + 3 * T * T + d * d + 2 * d * dqk + 2 * T * dqk + 5 * std::max(T, d);
-  return doubles * sizeof(double);
+MemoryEstimate memory_estimate(const ModelParams& m) {
+  const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
+  MemoryEstimate e;
+  // One layer's random tensors, cached for the bundle: W_V (and its Haar factor), W_Q, W_K per
+  // head; Markov G per head; the shared products of X_0 at layer 1 (X W_V, M).
+  e.shared = 8 * (H * (2 * d * d + 2 * d * dqk + T * T) + 2 * T * d + T * T);
+  e.state = 8 * T * d;  // X between layers
+  // Temporaries of one task's layer: Y, X W_V, Q, K, S/M, metrics copies and the Gram matrix.
+  e.scratch = 8 * (3 * T * d + 2 * T * dqk + 3 * T * T + std::min(T, d) * std::min(T, d) + 5 * std::max(T, d));
+  return e;
 }
 
 bool Plan::spectrum_at(int layer) const {
@@ -129,7 +134,10 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     auto& b = plan.bundles[it->second];
     b.tasks.push_back(t.id);
     b.flops += t.flops;
-    b.bytes += task_bytes(m);
+    const auto mem = memory_estimate(m);
+    b.shared_bytes = std::max(b.shared_bytes, mem.shared);
+    b.state_bytes += mem.state;
+    b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch);
   }
   std::stable_sort(plan.bundles.begin(), plan.bundles.end(),
                    [](const Bundle& a, const Bundle& b) { return a.flops > b.flops; });

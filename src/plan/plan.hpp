@@ -22,7 +22,11 @@ struct Task {
 struct Bundle {
   std::vector<std::uint64_t> tasks;  ///< task ids, ascending
   double flops = 0.0;                ///< sum of the tasks' flops
-  std::size_t bytes = 0;             ///< estimated peak working set of the bundle
+  std::size_t shared_bytes = 0;      ///< one layer's random tensors and shared products
+  std::size_t state_bytes = 0;       ///< the signals X of all its tasks
+  std::size_t scratch_bytes = 0;     ///< temporaries of the largest task's layer
+  /// Estimated peak working set while the bundle runs (its tasks advance layer by layer).
+  std::size_t bytes() const { return shared_bytes + state_bytes + scratch_bytes; }
 };
 
 /// Which slice of the task list a run covers (array jobs): tasks with id % count == index.
@@ -62,7 +66,11 @@ Plan make_plan(config::SweepSpec spec, Shard shard = {});
 /// Estimated flops of one layer of `model` (GEMMs, softmax, metrics with an SVD of X; the
 /// spectrum adds nothing since the SVD is always computed).
 double layer_flops(const config::ModelParams& model);
-/// Estimated bytes of one task's working set (X, M, weights of one layer, temporaries).
-std::size_t task_bytes(const config::ModelParams& model);
+/// Memory of one task in a bundle: what it shares with the bundle (one layer's weights), keeps
+/// between layers (X) and needs while its layer runs (temporaries), in bytes.
+struct MemoryEstimate {
+  std::size_t shared = 0, state = 0, scratch = 0;
+};
+MemoryEstimate memory_estimate(const config::ModelParams& model);
 
 }  // namespace rcsweep::plan

@@ -128,7 +128,7 @@ class Service {
         summary_(summary) {}
 
   void run(const std::atomic<bool>& local_finished) {
-    auto last_write = std::chrono::steady_clock::now();
+    auto last_write = std::chrono::steady_clock::now(), last_sync = last_write;
     std::vector<store::TaskResult> batch;
     for (;;) {
       bool busy = serve_one_worker(batch);
@@ -141,6 +141,11 @@ class Service {
       if (!batch.empty() && (finished || std::chrono::duration<double>(now - last_write).count() >= opt_.write_interval_s)) {
         write(batch);
         last_write = now;
+      }
+      // H5Fflush hands the data to the OS; an fsync now and then also survives a node crash.
+      if (std::chrono::duration<double>(now - last_sync).count() >= opt_.sync_interval_s) {
+        store_.sync();
+        last_sync = now;
       }
       progress_.report();
       if (finished) break;

@@ -17,7 +17,8 @@ struct RunOptions {
   bool require_existing = false;  ///< --resume: the store must exist
   int blas_threads = 1;         ///< BLAS threads per task (1: results independent of the layout)
   bool progress = true;         ///< progress and ETA on rank 0's stderr
-  double write_interval_s = 0.2;  ///< finished results are written at least this often
+  double write_interval_s = 0.2;  ///< finished results are written (and flushed) at least this often
+  double sync_interval_s = 300.0;  ///< the store is fsync'ed this often (and at the end)
 };
 
 struct RunSummary {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Whole-sweep benchmark: run a sweep file REPS times at each rank count, alternating the rank
+# counts so that drift of the machine hits all of them alike; print every wall time, the medians
+# and the speed-up, as a Markdown table for docs/BENCHMARKS.md.
+#   bash bench/run_sweep_bench.sh [SWEEP.toml] [REPS] [RANKS...]
+# Default: the Mind the Gap stable-rank grid, 3 repetitions, 1 and 2 ranks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sweep=${1:-bench/sweeps/mind_the_gap_stable_rank.toml}
+reps=${2:-3}
+shift $(( $# > 2 ? 2 : $# )) || true
+ranks=("${@:-1 2}")
+read -r -a ranks <<< "${ranks[*]}"
+bin=./build/rcsweep
+[[ -x $bin ]] || { echo "build first: bash scripts/build.sh" >&2; exit 1; }
+mpi=(mpiexec --oversubscribe)
+[[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+declare -A times
+for ((r = 1; r <= reps; r++)); do
+  for n in "${ranks[@]}"; do
+    start=$(date +%s.%N)
+    rc=0
+    "${mpi[@]}" -n "$n" "$bin" run "$sweep" -o "$out/s.h5" --overwrite -q >/dev/null 2>&1 || rc=$?
+    [[ $rc -eq 0 || $rc -eq 3 ]] || { echo "run failed with exit $rc" >&2; exit 1; }
+    t=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN {printf "%.3f", a - b}')
+    times[$n]+="$t "
+    printf 'run %d, %d rank(s): %.2f s\n' "$r" "$n" "$t" >&2
+  done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+echo "sweep: $sweep ($($bin plan "$sweep" | grep -m1 '^points'))"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+echo
+echo "| ranks | wall times (s) | median (s) | speed-up vs 1 rank |"
+echo "|---|---|---|---|"
+base=""
+for n in "${ranks[@]}"; do
+  m=$(echo "${times[$n]}" | median)
+  [[ -z $base ]] && base=$m
+  printf '| %d | %s| %.2f | %.2f |\n' "$n" "${times[$n]}" "$m" "$(awk -v a="$base" -v b="$m" 'BEGIN {print a / b}')"
+done

@@ -1,0 +1,147 @@
+// The plan: task ids, bundles (common random numbers), order, shards, spectra layout, cost model.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "base/error.hpp"
+#include "config/sweep_spec.hpp"
+#include "plan/plan.hpp"
+
+namespace rcsweep {
+namespace {
+
+plan::Plan make(const std::string& extra = "", plan::Shard shard = {}, const std::string& spectra = "none") {
+  const std::string text = R"(
+[sweep]
+name = "p"
+seed = 3
+replicates = 2
+[model]
+depth = 4
+[axes]
+mixer = ["softmax", "markov"]
+lambda = [0.0, 1.0]
+[[zip]]
+T = [8, 16, 32]
+d = [16, 32, 64]
+)" + extra + "\n[output]\nspectra = \"" + spectra + "\"\n";
+  return plan::make_plan(config::parse_sweep(text, "test"), shard);
+}
+
+TEST(Plan, TasksArePointsTimesReplicatesWithStableIds) {
+  const auto p = make();
+  ASSERT_EQ(p.points.size(), 12u);
+  ASSERT_EQ(p.tasks.size(), 24u);
+  for (std::size_t i = 0; i < p.tasks.size(); ++i) {
+    EXPECT_EQ(p.tasks[i].id, i);
+    EXPECT_EQ(p.tasks[i].point, i / 2);
+    EXPECT_EQ(p.tasks[i].replicate, static_cast<int>(i % 2));
+  }
+  EXPECT_EQ(make().hash, p.hash);  // same file, same plan
+}
+
+TEST(Plan, BundlesGroupTasksSharingRandomTensorsLargestFirst) {
+  const auto p = make();
+  ASSERT_EQ(p.bundles.size(), 6u);  // 3 (T, d) x 2 replicates
+  std::set<std::uint64_t> seen;
+  for (const auto& b : p.bundles) {
+    ASSERT_EQ(b.tasks.size(), 4u);  // mixer x lambda
+    const auto& first = p.tasks[b.tasks.front()];
+    double flops = 0;
+    for (auto id : b.tasks) {
+      const auto& t = p.tasks[id];
+      EXPECT_EQ(t.replicate, first.replicate);
+      EXPECT_EQ(p.models[t.point].T, p.models[first.point].T);
+      EXPECT_EQ(p.models[t.point].d, p.models[first.point].d);
+      EXPECT_TRUE(seen.insert(id).second) << "task in two bundles";
+      flops += t.flops;
+    }
+    EXPECT_DOUBLE_EQ(b.flops, flops);
+    EXPECT_GT(b.bytes(), 0u);
+  }
+  EXPECT_EQ(seen.size(), p.tasks.size());
+  for (std::size_t i = 1; i < p.bundles.size(); ++i) EXPECT_GE(p.bundles[i - 1].flops, p.bundles[i].flops);
+}
+
+TEST(Plan, CostGrowsWithSizeDepthAndHeads) {
+  config::ModelParams m;
+  m.T = 32;
+  m.d = m.d_qk = 64;
+  m.depth = 4;
+  const double base = plan::layer_flops(m);
+  auto bigger = m;
+  bigger.d = bigger.d_qk = 128;
+  EXPECT_GT(plan::layer_flops(bigger), 3 * base);  // the T d^2 products dominate
+  bigger = m;
+  bigger.heads = 2;
+  EXPECT_GT(plan::layer_flops(bigger), 1.5 * base);
+  bigger = m;
+  bigger.mixer = config::Mixer::identity;
+  EXPECT_LT(plan::layer_flops(bigger), base);
+  const auto mem = plan::memory_estimate(m);
+  EXPECT_EQ(mem.state, 8u * 32 * 64);
+  EXPECT_GT(mem.shared, 8u * 64 * 64);
+}
+
+TEST(Plan, ShardsPartitionTheTasks) {
+  const auto whole = make();
+  std::multiset<std::uint64_t> covered;
+  for (int i = 0; i < 3; ++i) {
+    const auto shard = make("", {i, 3});
+    EXPECT_EQ(shard.tasks.size(), whole.tasks.size());  // the store always holds every task
+    for (const auto& b : shard.bundles)
+      for (auto id : b.tasks) {
+        EXPECT_EQ(static_cast<int>(id % 3), i);
+        covered.insert(id);
+      }
+  }
+  EXPECT_EQ(covered.size(), whole.tasks.size());
+  EXPECT_EQ(std::set<std::uint64_t>(covered.begin(), covered.end()).size(), whole.tasks.size());
+  EXPECT_THROW(make("", {3, 3}), Error);
+}
+
+TEST(Plan, SpectraOffsetsTileTheStorageExactly) {
+  for (const char* spectra : {"none", "last", "all"}) {
+    const auto p = make("", {}, spectra);
+    std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+    for (const auto& t : p.tasks)
+      for (int l = 0; l <= p.max_depth; ++l) {
+        const auto off = p.spectrum_offset(t.id, l);
+        EXPECT_EQ(off >= 0, p.spectrum_at(l));
+        if (off >= 0) ranges.emplace_back(off, off + static_cast<std::int64_t>(p.spectrum_length(t.id)));
+      }
+    std::sort(ranges.begin(), ranges.end());
+    std::int64_t end = 0;
+    for (auto [a, b] : ranges) {
+      EXPECT_EQ(a, end);  // contiguous, no overlap, no gap
+      end = b;
+    }
+    EXPECT_EQ(end, p.spectrum_total());
+  }
+  const auto last = make("", {}, "last");
+  EXPECT_EQ(last.spectrum_length(0), 8u);  // min(T, d)
+  EXPECT_TRUE(last.spectrum_at(4));
+  EXPECT_FALSE(last.spectrum_at(3));
+}
+
+TEST(Plan, DepthAxisIsNotATaskDimension) {
+  const std::string text = R"(
+[sweep]
+name = "p"
+[model]
+T = 4
+d = 8
+[axes]
+depth = [2, 10, 5]
+lambda = [0.0, 1.0]
+)";
+  const auto p = plan::make_plan(config::parse_sweep(text, "test"));
+  EXPECT_EQ(p.tasks.size(), 2u);
+  EXPECT_EQ(p.max_depth, 10);
+  for (const auto& m : p.models) EXPECT_EQ(m.depth, 10);
+}
+
+}  // namespace
+}  // namespace rcsweep
