@@ -114,3 +114,27 @@ def test_info_on_a_file_that_is_not_a_store(tmp_path):
     proc = rcsweep("info", bad)
     assert proc.returncode != 0
     assert "error:" in proc.stderr and "junk.h5" in proc.stderr
+
+
+def test_summary_script_prints_table_and_writes_plot(tmp_path):
+    import subprocess
+    import sys
+
+    store, png = tmp_path / "q.h5", tmp_path / "q.png"
+    rcsweep("run", QUICK, "-o", store, "-q", check=0)
+    proc = subprocess.run([sys.executable, str(SOURCE / "scripts" / "rcsweep_summary.py"), str(store),
+                           "--png", str(png)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == f"wrote {png}"
+    lines = lines[:-1]
+    assert lines[0].split()[:4] == ["mixer", "d", "lambda", "gap_fix"]
+    assert "sr_cov@L12" in lines[0]
+    assert len(lines) == 2 + 36  # header, rule, one row per grid point
+    with h5py.File(store, "r") as f:  # the table's first cell is the mean over replicates
+        sr = f["layers/sr_cov"][:3, 12]
+    assert lines[2].split()[4] == f"{sr.mean():.4g}"
+    assert png.stat().st_size > 20000
+    bad = subprocess.run([sys.executable, str(SOURCE / "scripts" / "rcsweep_summary.py"), str(store),
+                          "--metric", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown metric" in bad.stderr
