@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 #include <bit>
 #include <cmath>
 #include <functional>
 #include <numbers>
 #include <vector>
 
+#include "rng/normal_kernels.hpp"
 #include "rng/philox.hpp"
 
 namespace rcsweep::rng {
@@ -110,29 +113,139 @@ TEST(RngPhilox, UniformAndNormalUseDifferentCounterRanges) {
   }
 }
 
-// Independent reference of the documented stream layout, straight from Random123.
+// Independent reference of the documented stream layout, straight from Random123, with the
+// textbook Box–Muller in libm: u = ((x >> 11) + 0.5) 2^-53 clamped below 1,
+// (r cos(2 pi u2), r sin(2 pi u2)) with r = sqrt(-2 ln u1) for the pairs (x0, x1), (x2, x3).
+philox4x64_ctr_t reference_block(const StreamKey& k, std::uint64_t i, std::uint64_t domain) {
+  const philox4x64_key_t key = {{k.seed, (std::uint64_t{k.replicate} << 32) | k.T}};
+  const philox4x64_ctr_t c = {{i, (std::uint64_t{k.d} << 32) | k.layer,
+                               (std::uint64_t{static_cast<std::uint32_t>(k.tensor)} << 32) | k.head, domain}};
+  return philox4x64_R(10, c, key);
+}
+double reference_unit(std::uint64_t x) {
+  return std::min((static_cast<double>(x >> 11) + 0.5) * 0x1p-53, 0x1.fffffffffffffp-1);
+}
+void reference_box_muller(std::uint64_t x1, std::uint64_t x2, double& z0, double& z1) {
+  const double r = std::sqrt(-2.0 * std::log(reference_unit(x1)));
+  const double th = 2.0 * std::numbers::pi * reference_unit(x2);
+  z0 = r * std::cos(th);
+  z1 = r * std::sin(th);
+}
+
 TEST(RngPhilox, MatchesReferenceLayout) {
   const StreamKey k = base_key();
-  const philox4x64_key_t key = {{k.seed, (std::uint64_t{k.replicate} << 32) | k.T}};
-  auto block = [&](std::uint64_t i, std::uint64_t domain) {
-    const philox4x64_ctr_t c = {{i, (std::uint64_t{k.d} << 32) | k.layer,
-                                 (std::uint64_t{static_cast<std::uint32_t>(k.tensor)} << 32) | k.head, domain}};
-    return philox4x64_R(10, c, key);
-  };
-  auto unit = [](std::uint64_t x) { return (static_cast<double>(x >> 11) + 0.5) * 0x1p-53; };
   const auto z = normals(k, 12);
   const auto u = uniforms(k, 12);
   for (std::uint64_t i = 0; i < 3; ++i) {
-    const auto xn = block(i, 0);
-    const auto xu = block(i, 1);
+    const auto xn = reference_block(k, i, 0);
+    const auto xu = reference_block(k, i, 1);
     for (std::size_t p = 0; p < 2; ++p) {
-      const double r = std::sqrt(-2.0 * std::log(unit(xn.v[2 * p])));
-      const double th = 2.0 * std::numbers::pi * unit(xn.v[2 * p + 1]);
-      EXPECT_EQ(z[4 * i + 2 * p], r * std::cos(th));
-      EXPECT_EQ(z[4 * i + 2 * p + 1], r * std::sin(th));
+      double z0 = 0.0, z1 = 0.0;
+      reference_box_muller(xn.v[2 * p], xn.v[2 * p + 1], z0, z1);
+      EXPECT_NEAR(z[4 * i + 2 * p], z0, 1e-13);
+      EXPECT_NEAR(z[4 * i + 2 * p + 1], z1, 1e-13);
     }
-    for (std::size_t j = 0; j < 4; ++j) EXPECT_EQ(u[4 * i + j], unit(xu.v[j]));
+    for (std::size_t j = 0; j < 4; ++j) EXPECT_EQ(u[4 * i + j], reference_unit(xu.v[j]));
   }
+}
+
+// The fast transform (own log/sin/cos, chunked Philox) is the same math as the reference:
+// 400'000 normals of several keys within 1e-13 (relative above 1, absolute below).
+TEST(RngPhilox, FastNormalsMatchLibmReference) {
+  double worst = 0.0;
+  for (std::uint32_t layer : {0u, 1u, 7u}) {
+    StreamKey k = base_key();
+    k.layer = layer;
+    k.seed += layer;
+    constexpr std::size_t n = 400'000 / 3 + 1;  // not a multiple of 4: the tail block too
+    const auto z = normals(k, n);
+    for (std::size_t i = 0; 4 * i < n; ++i) {
+      const auto x = reference_block(k, i, 0);
+      double ref[4];
+      reference_box_muller(x.v[0], x.v[1], ref[0], ref[1]);
+      reference_box_muller(x.v[2], x.v[3], ref[2], ref[3]);
+      for (std::size_t j = 0; j < 4 && 4 * i + j < n; ++j) {
+        const double err = std::abs(z[4 * i + j] - ref[j]) / std::max(1.0, std::abs(ref[j]));
+        worst = std::max(worst, err);
+        ASSERT_LE(err, 1e-13) << "element " << 4 * i + j << " layer " << layer;
+      }
+    }
+  }
+  RecordProperty("max_error", std::to_string(worst));
+}
+
+// Uniform map of the kernels == the documented one, on random words and the edges of the grid.
+TEST(RngKernels, OpenUnitIsTheDocumentedMap) {
+  std::vector<std::uint64_t> words = {0, 1, 0x7ff, 0x800, 0xfff, ~std::uint64_t{0}, ~std::uint64_t{0} - 0x800,
+                                      std::uint64_t{1} << 63, (std::uint64_t{1} << 63) - 1, std::uint64_t{1} << 52};
+  const auto x = uniforms(base_key(), 200'000);
+  for (double v : x) words.push_back(std::bit_cast<std::uint64_t>(v) * 0x9E3779B97F4A7C15ULL);
+  for (std::uint64_t w : words) ASSERT_EQ(detail::open_unit(w), reference_unit(w)) << w;
+  EXPECT_EQ(detail::open_unit(~std::uint64_t{0}), 0x1.fffffffffffffp-1);
+  EXPECT_EQ(detail::open_unit(0), 0x1p-54);
+}
+
+// Points of the 53-bit grid that fill_normal feeds to log and sincos: random mantissas at every
+// exponent 2^-54 .. 2^-1 (so also the tiny u near 2^-53), plus the extreme grid points.
+std::vector<double> grid_points() {
+  std::vector<double> u;
+  std::uint64_t s = 0x243F6A8885A308D3ULL;
+  auto next = [&s] {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  };
+  for (int e = 0; e <= 53; ++e) {
+    for (int j = 0; j < 40'000; ++j) {
+      // m in [2^(52-e), 2^(53-e)) except e = 53 (m = 0): u = (m + 0.5) 2^-53 in [2^-e-1, 2^-e).
+      const std::uint64_t m = e == 53 ? 0 : (std::uint64_t{1} << (52 - e)) | ((next() >> 12) >> e);
+      u.push_back(reference_unit(m << 11));
+    }
+  }
+  for (std::uint64_t m : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{2}, (std::uint64_t{1} << 53) - 1,
+                          (std::uint64_t{1} << 53) - 2, std::uint64_t{1} << 52, (std::uint64_t{1} << 52) - 1,
+                          std::uint64_t{1} << 51, (std::uint64_t{3} << 51), (std::uint64_t{1} << 50)})
+    u.push_back(reference_unit(m << 11));
+  return u;
+}
+
+TEST(RngKernels, LogRelativeErrorBelow1em14) {
+  double worst = 0.0;
+  for (double u : grid_points()) {
+    const double ref = std::log(u);
+    const double err = std::abs(detail::log_open_unit(u) - ref) / std::abs(ref);
+    worst = std::max(worst, err);
+    ASSERT_LT(err, 1e-14) << std::hexfloat << u;
+  }
+  EXPECT_LT(worst, 0x1p-52);  // measured: about 1 ulp (2.2e-16)
+  RecordProperty("max_rel_error", std::to_string(worst));
+  std::printf("log_open_unit: max relative error %.3g over the grid\n", worst);
+}
+
+TEST(RngKernels, SinCosAbsoluteErrorBelow1em15) {
+  double worst_s = 0.0, worst_c = 0.0;
+  std::vector<double> u = grid_points();
+  for (int j = 0; j <= 4096; ++j) u.push_back(j / 4096.0);  // quadrant edges and ties of 4u
+  for (double v : u) {
+    if (v <= 0.0 || v >= 1.0) continue;
+    // Reference: sin(2 pi v) with 2 pi v in long double, so the test measures the kernel's own
+    // error and not the rounding of theta that the old libm formula had.
+    const long double th = 2.0L * std::numbers::pi_v<long double> * static_cast<long double>(v);
+    double s = 0.0, c = 0.0;
+    detail::sincos_turns(v, s, c);
+    const double es = std::abs(static_cast<double>(static_cast<long double>(s) - std::sin(th)));
+    const double ec = std::abs(static_cast<double>(static_cast<long double>(c) - std::cos(th)));
+    worst_s = std::max(worst_s, es);
+    worst_c = std::max(worst_c, ec);
+    ASSERT_LT(es, 1e-15) << std::hexfloat << v;
+    ASSERT_LT(ec, 1e-15) << std::hexfloat << v;
+    // Against the double libm formula too (its theta rounding adds up to 4.4e-16).
+    const double thd = 2.0 * std::numbers::pi * v;
+    ASSERT_LT(std::abs(s - std::sin(thd)), 1e-15) << std::hexfloat << v;
+    ASSERT_LT(std::abs(c - std::cos(thd)), 1e-15) << std::hexfloat << v;
+  }
+  std::printf("sincos_turns: max absolute error sin %.3g cos %.3g\n", worst_s, worst_c);
 }
 
 TEST(RngPhilox, UniformsInOpenIntervalWithRightMoments) {
@@ -191,7 +304,8 @@ TEST(RngPhilox, NormalCdfKolmogorovSmirnov) {
 
 TEST(RngPhilox, PinnedRegressionValues) {
   // Pins the stream: stored sweep results must stay reproducible across versions, so any change
-  // of key layout, counter layout, uniform map or normal transform must fail here.
+  // of key layout, counter layout, uniform map or normal transform (including the bits of the
+  // own log/sin/cos kernels, normal_kernels.hpp) must fail here.
   StreamKey k;
   k.seed = 42;
   k.replicate = 1;
@@ -202,8 +316,10 @@ TEST(RngPhilox, PinnedRegressionValues) {
   k.head = 0;
   const auto z = normals(k, 6);
   const auto u = uniforms(k, 2);
-  const double z_pinned[6] = {0x1.d08a496b99134p-3,  0x1.ceb26d52c3d9bp-1, 0x1.2eaaa805b0b2ep+1,
-                               -0x1.f8b705147636dp-4, -0x1.f6d759ad98cc7p-1, 0x1.3766e52941ee9p-1};
+  // Normals of the own-kernel transform (normal_kernels.hpp); they differ from the earlier libm
+  // Box–Muller in the last few bits only (FastNormalsMatchLibmReference).
+  const double z_pinned[6] = {0x1.d08a496b9913p-3,   0x1.ceb26d52c3d9bp-1, 0x1.2eaaa805b0b2ep+1,
+                               -0x1.f8b705147635ep-4, -0x1.f6d759ad98cc8p-1, 0x1.3766e52941ee5p-1};
   const double u_pinned[2] = {0x1.82eea7cb4a13bp-2, 0x1.284b2e10556efp-2};
   for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(z[i], z_pinned[i]) << i;
   for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(u[i], u_pinned[i]) << i;
