@@ -74,7 +74,7 @@ std::vector<double> singular_values(const Matrix& A) {
   return s;
 }
 
-GramTop gram_top(const Matrix& A) {
+GramTop gram_top(const Matrix& A, double alpha) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();
   const std::size_t k = std::min(m, n);
@@ -84,7 +84,7 @@ GramTop gram_top(const Matrix& A) {
   Matrix G(k, k);
   const bool rows = m <= n;
   cblas_dsyrk(CblasRowMajor, CblasLower, rows ? CblasNoTrans : CblasTrans, to_lapack(k), to_lapack(rows ? n : m),
-              1.0, A.data(), to_lapack(n), 0.0, G.data(), to_lapack(k));
+              alpha, A.data(), to_lapack(n), 0.0, G.data(), to_lapack(k));
   for (std::size_t i = 0; i < k; ++i) {
     r.trace += G(i, i);
     r.fro2 += G(i, i) * G(i, i);

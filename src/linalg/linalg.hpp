@@ -23,11 +23,14 @@ std::vector<double> singular_values(const Matrix& A);
 /// A^T A): its two largest eigenvalues (= s_1^2, s_2^2 of A, each with absolute error of order
 /// eps * s_1^2, so s_2 is accurate only while s_2 / s_1 is well above sqrt(eps)), its trace
 /// (= sum s_i^2) and its squared Frobenius norm (= sum s_i^4).
-/// Costs about half a GEMM (dsyrk) plus a k x k tridiagonalisation (dsyevr), k = min(m, n).
+/// Costs about half a GEMM (dsyrk) plus a k x k tridiagonalisation (dsyevx), k = min(m, n).
+/// With `alpha` the Gram matrix is that of sqrt(alpha) A (dsyrk's alpha: no scaled copy of A);
+/// the caller must keep the products alpha * a_ij * a_kj and the raw sums a_ij * a_kj free of
+/// overflow and harmful underflow (OpenBLAS may apply alpha before or after the sum).
 struct GramTop {
   double lambda1 = 0.0, lambda2 = 0.0, trace = 0.0, fro2 = 0.0;
 };
-GramTop gram_top(const Matrix& A);
+GramTop gram_top(const Matrix& A, double alpha = 1.0);
 
 /// Thin QR of A (m x n, m >= n): returns Q (m x n) with orthonormal columns and the sign fix
 /// Q <- Q diag(sign(diag R)), so Q is the unique Haar-distributed factor for Gaussian A.

@@ -18,13 +18,6 @@ bool all_finite(std::span<const double> v) {
   return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
-// Euclidean norm of values known to be O(1) (|x| <= 4 here): one pass, no scaling needed.
-double norm_of_bounded(std::span<const double> v) {
-  double ss = 0.0;
-  for (double x : v) ss += x * x;
-  return std::sqrt(ss);
-}
-
 // Euclidean norm of finite values without overflow or harmful underflow: scale by an exact power
 // of two so the largest magnitude is in [0.5, 1), sum squares, scale back (two-pass dnrm2).
 double robust_norm(std::span<const double> v) {
@@ -43,22 +36,154 @@ double robust_norm(std::span<const double> v) {
   return std::ldexp(std::sqrt(ss), e);
 }
 
-// X - 1 xbar^T with xbar the row (token) mean. The mean is taken of differences to row 0
-// (shifted-data algorithm): more accurate, and exactly 0 when all rows are equal.
-Matrix centre_rows(const Matrix& X) {
-  const std::size_t T = X.rows();
-  const std::size_t d = X.cols();
-  Matrix C(T, d);
-  if (T == 0) return C;
-  std::vector<double> shift(d, 0.0);
-  for (std::size_t i = 1; i < T; ++i)
-    for (std::size_t j = 0; j < d; ++j) shift[j] += X(i, j) - X(0, j);
+// Largest |v_i|, with 4 independent maxima (no loop-carried latency chain). NaN entries are
+// skipped: the callers detect them through a sum of squares, which they make NaN.
+double max_abs(std::span<const double> v) {
+  double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0;
+  const std::size_t n = v.size();
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const double a0 = std::abs(v[i]), a1 = std::abs(v[i + 1]), a2 = std::abs(v[i + 2]), a3 = std::abs(v[i + 3]);
+    m0 = a0 > m0 ? a0 : m0;
+    m1 = a1 > m1 ? a1 : m1;
+    m2 = a2 > m2 ? a2 : m2;
+    m3 = a3 > m3 ? a3 : m3;
+  }
+  for (; i < n; ++i) m0 = std::abs(v[i]) > m0 ? std::abs(v[i]) : m0;
+  return std::max(std::max(m0, m1), std::max(m2, m3));
+}
+
+// The passes of signal_metrics over Y = X * f (f an exact power of two, applied on the fly so
+// that no scaled copy is made), row by row. Per-column sums live in d-vectors (independent per
+// column, so the compiler can vectorise them); the row sum uses 4 accumulators. Each returns the
+// row's sum of |.|.
+
+// Pass 1: col[j] += |y_ij|, sq[j] += y_ij^2, dif[j] += y_ij - y_0j.
+double pass_moments(const double* x, const double* x0, double f, double* col, double* sq, double* dif,
+                    std::size_t d) {
+  double r[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t j = 0;
+  for (; j + 4 <= d; j += 4)
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double y = x[j + l] * f, a = std::abs(y);
+      r[l] += a;
+      col[j + l] += a;
+      sq[j + l] += y * y;
+      dif[j + l] += y - x0[j + l] * f;
+    }
+  for (; j < d; ++j) {
+    const double y = x[j] * f, a = std::abs(y);
+    r[0] += a;
+    col[j] += a;
+    sq[j] += y * y;
+    dif[j] += y - x0[j] * f;
+  }
+  return (r[0] + r[1]) + (r[2] + r[3]);
+}
+
+// Pass 2, the centred values c_ij = (y_ij - y_0j) - shift_j without materialising them:
+// col[j] += |c_ij|, sq[j] += c_ij^2.
+double pass_centred(const double* x, const double* x0, double f, const double* shift, double* col, double* sq,
+                    std::size_t d) {
+  double r[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t j = 0;
+  for (; j + 4 <= d; j += 4)
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double c = (x[j + l] * f - x0[j + l] * f) - shift[j + l], a = std::abs(c);
+      r[l] += a;
+      col[j + l] += a;
+      sq[j + l] += c * c;
+    }
+  for (; j < d; ++j) {
+    const double c = (x[j] * f - x0[j] * f) - shift[j], a = std::abs(c);
+    r[0] += a;
+    col[j] += a;
+    sq[j] += c * c;
+  }
+  return (r[0] + r[1]) + (r[2] + r[3]);
+}
+
+double sum_of(std::span<const double> v) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  std::size_t i = 0;
+  for (; i + 4 <= v.size(); i += 4) {
+    s0 += v[i];
+    s1 += v[i + 1];
+    s2 += v[i + 2];
+    s3 += v[i + 3];
+  }
+  for (; i < v.size(); ++i) s0 += v[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Sums of X * f and of its token-centred version C = Y - 1 ybar^T, ybar the row (token) mean.
+// The mean is taken of differences to row 0 (shifted-data algorithm): more accurate, and exactly
+// 0 when all rows are equal. Entries of Y must be O(1) (|y| < 1 here).
+struct SignalSums {
+  double ss = 0.0, max_row = 0.0, max_col = 0.0;  // of Y: sum y^2, max row / column sum of |y|
+  double c_ss = 0.0, c_max_row = 0.0, c_max_col = 0.0;  // the same of C
+};
+
+SignalSums signal_sums(const Matrix& X, double f) {
+  const std::size_t T = X.rows(), d = X.cols();
+  SignalSums s;
+  std::vector<double> work(3 * d, 0.0);
+  double* col = work.data();
+  double* sq = col + d;
+  double* shift = sq + d;
+  const double* x0 = X.data();
+  for (std::size_t i = 0; i < T; ++i) s.max_row = std::max(s.max_row, pass_moments(X.row(i).data(), x0, f, col, sq, shift, d));
+  s.ss = sum_of({sq, d});
+  s.max_col = *std::max_element(col, col + d);
+  if (!std::isfinite(s.ss)) return s;  // non-finite input: the caller returns NaN metrics
   const double inv_t = 1.0 / static_cast<double>(T);
   for (std::size_t j = 0; j < d; ++j) shift[j] *= inv_t;
+  std::fill(col, col + 2 * d, 0.0);
   for (std::size_t i = 0; i < T; ++i)
-    for (std::size_t j = 0; j < d; ++j) C(i, j) = (X(i, j) - X(0, j)) - shift[j];
-  return C;
+    s.c_max_row = std::max(s.c_max_row, pass_centred(X.row(i).data(), x0, f, shift, col, sq, d));
+  s.c_ss = sum_of({sq, d});
+  s.c_max_col = *std::max_element(col, col + d);
+  return s;
 }
+
+// The Gram route of spectral_summary for the Gram matrix of sqrt(alpha) A: false (r untouched)
+// when it is not accurate enough (collapsed spectrum) or the eigensolver failed.
+bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r) {
+  const std::size_t k = std::min(A.rows(), A.cols());
+  linalg::GramTop g;
+  try {
+    g = linalg::gram_top(A, alpha);
+  } catch (const LinalgError&) {  // the eigensolver did not converge: the SVD decides
+    return false;
+  }
+  if (!(g.lambda1 > 0.0 && (k < 2 || g.lambda2 >= gram_threshold * g.lambda1))) return false;
+  r.s1 = std::sqrt(g.lambda1);
+  r.s2 = std::sqrt(g.lambda2);
+  r.sum2 = g.trace / g.lambda1;
+  r.sum4 = g.fro2 / (g.lambda1 * g.lambda1);
+  r.route = SpectralSummary::Route::gram;
+  return true;
+}
+
+SpectralSummary svd_summary(const Matrix& A) {
+  SpectralSummary r;
+  const std::size_t k = std::min(A.rows(), A.cols());
+  r.sv = linalg::singular_values(A);
+  r.s1 = r.sv[0];
+  r.s2 = k >= 2 ? r.sv[1] : 0.0;
+  for (double s : r.sv) {
+    const double ratio2 = (s / r.s1) * (s / r.s1);
+    r.sum2 += ratio2;
+    r.sum4 += ratio2 * ratio2;
+  }
+  r.route = SpectralSummary::Route::svd;
+  return r;
+}
+
+// Exponents e of max |x| (in [2^(e-1), 2^e)) for which X is used in place: 2^-e is a normal
+// double, and the Gram products x_ij x_kj (and their sums, and alpha times them) neither
+// overflow nor underflow harmfully. Outside, X * 2^-e is copied first (scale_pow2).
+constexpr int in_place_exponent = 400;
 
 }  // namespace
 
@@ -84,61 +209,46 @@ double norm_1_inf(const Matrix& A) {
 
 SpectralSummary spectral_summary(const Matrix& A, bool want_all) {
   SpectralSummary r;
-  const std::size_t k = std::min(A.rows(), A.cols());
-  if (k == 0) return r;
+  if (std::min(A.rows(), A.cols()) == 0) return r;
   // Cheapest exact route (measured in bench/, tested against the SVD route): the eigenvalues of
   // the Gram matrix give s_i^2 with absolute error ~ eps s_1^2, which is below 1e-12 relative
   // for s_1, for sum s^4 and for s_2 while s_2^2 >= gram_threshold s_1^2. Below that (a collapsed
   // signal) or when the whole spectrum is wanted, a singular-value decomposition is used.
-  if (!want_all) {
-    linalg::GramTop g;
-    try {
-      g = linalg::gram_top(A);
-    } catch (const LinalgError&) {  // the eigensolver did not converge: the SVD decides
-      g.lambda1 = 0.0;
-    }
-    if (g.lambda1 > 0.0 && (k < 2 || g.lambda2 >= gram_threshold * g.lambda1)) {
-      r.s1 = std::sqrt(g.lambda1);
-      r.s2 = std::sqrt(g.lambda2);
-      r.sum2 = g.trace / g.lambda1;
-      r.sum4 = g.fro2 / (g.lambda1 * g.lambda1);
-      r.route = SpectralSummary::Route::gram;
-      return r;
-    }
-  }
-  r.sv = linalg::singular_values(A);
-  r.s1 = r.sv[0];
-  r.s2 = k >= 2 ? r.sv[1] : 0.0;
-  for (double s : r.sv) {
-    const double ratio2 = (s / r.s1) * (s / r.s1);
-    r.sum2 += ratio2;
-    r.sum4 += ratio2 * ratio2;
-  }
-  r.route = SpectralSummary::Route::svd;
-  return r;
+  if (!want_all && gram_summary(A, 1.0, r)) return r;
+  return svd_summary(A);
 }
 
 SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum) {
   SignalMetrics r;
   const std::size_t k = std::min(X.rows(), X.cols());
   if (spectrum) spectrum->assign(k, nan);
-  if (!std::isfinite(log_scale) || !all_finite(X.values())) return r;
+  if (!std::isfinite(log_scale)) return r;
 
-  // ||X||_F = nrm * 2^e without overflow: X * 2^-e has max |entry| in [0.5, 1) (exact, except
+  // ||X||_F = nrm * 2^e without overflow: Y = X * 2^-e has max |entry| in [0.5, 1) (exact, except
   // that entries below 2^-1022 relative to the largest become subnormal: negligible).
-  double amax = 0.0;
-  for (double x : X.values()) amax = std::max(amax, std::abs(x));
-  if (amax == 0.0) {  // exact zero (or empty): the norm is known, the shape metrics are not
+  const double amax = max_abs(X.values());  // skips NaN; those make the sums below NaN
+  if (!std::isfinite(amax)) return r;
+  if (amax == 0.0) {
+    if (!all_finite(X.values())) return r;
+    // exact zero (or empty): the norm is known, the shape metrics are not
     r.fro = 0.0;
     r.log_fro = -inf;
     return r;
   }
   int e = 0;
   std::frexp(amax, &e);
-  Matrix Xu(X.rows(), X.cols());
-  scale_pow2(X.values(), Xu.values(), -e);
-  const double nrm = norm_of_bounded(Xu.values());  // entries in (-1, 1): nrm in [0.5, sqrt(size))
-  for (double& x : Xu.values()) x /= nrm;        // unit Frobenius norm
+  // Y is X with the factor f applied on the fly, or for extreme exponents an exact scaled copy.
+  const bool in_place = e >= -in_place_exponent && e <= in_place_exponent;
+  Matrix Xs;
+  if (!in_place) {
+    Xs = Matrix(X.rows(), X.cols());
+    scale_pow2(X.values(), Xs.values(), -e);
+  }
+  const Matrix& B = in_place ? X : Xs;
+  const double f = in_place ? std::ldexp(1.0, -e) : 1.0;
+  const SignalSums sums = signal_sums(B, f);
+  if (!std::isfinite(sums.ss)) return r;  // a NaN entry
+  const double nrm = std::sqrt(sums.ss);  // |y| < 1: nrm in [0.5, sqrt(size))
 
   // ln 2 = ln2_hi + ln2_lo (Cody–Waite split): e * ln2_hi and q * ln2_hi below are then exact
   // enough that log_fro and the reported scales keep ~1 ulp relative accuracy at any exponent.
@@ -157,28 +267,64 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
   auto at_scale = [&](double rel) { return std::ldexp(rel * nrm * gain, shift); };
   r.fro = at_scale(1.0);
 
-  SpectralSummary sv = spectral_summary(Xu, spectrum != nullptr);
+  // Spectrum of the unit-norm Xu = Y / nrm: the Gram route needs no copy (dsyrk's alpha applies
+  // f^2 / nrm^2); the SVD route (whole spectrum wanted, or a collapsed signal) needs Xu itself.
+  SpectralSummary sv;
+  if (spectrum || !gram_summary(B, (f * f) / sums.ss, sv)) {
+    Matrix Xu = in_place ? Matrix(X.rows(), X.cols()) : std::move(Xs);
+    if (in_place) scale_pow2(X.values(), Xu.values(), -e);
+    for (double& x : Xu.values()) x /= nrm;  // unit Frobenius norm
+    sv = svd_summary(Xu);
+  }
   r.s1 = at_scale(sv.s1);  // s1 >= 1/sqrt(k) > 0 for unit Frobenius norm
   r.s2 = at_scale(sv.s2);
   r.sr_cov = sv.sum4;  // Mind the Gap eq. (5): sum s_i^4 / s_1^4
   r.sr_x = sv.sum2;    // sum s_i^2 / s_1^2
 
-  const Matrix C = centre_rows(Xu);
-  r.mu_rel = norm_of_bounded(C.values());  // lambda-skip eq. (5), relative to ||X||_F = 1 (|C_ij| <= 2)
+  r.mu_rel = std::sqrt(sums.c_ss) / nrm;  // lambda-skip eq. (5), relative to ||X||_F
   r.mu = at_scale(r.mu_rel);
-  r.res_rel = norm_1_inf(C) / norm_1_inf(Xu);  // Dong et al. §2
+  // Dong et al. §2: ||C||_{1,inf} / ||X||_{1,inf}, scale-invariant (sqrt of each factor, as in
+  // norm_1_inf).
+  r.res_rel = (std::sqrt(sums.c_max_col) * std::sqrt(sums.c_max_row)) / (std::sqrt(sums.max_col) * std::sqrt(sums.max_row));
   if (spectrum) *spectrum = std::move(sv.sv);
   return r;
 }
 
 MixerMetrics mixer_metrics(const Matrix& M) {
   MixerMetrics r;
-  if (M.empty() || !all_finite(M.values())) return r;
+  if (M.empty()) return r;
+  // One pass for max |m| and the plain sum of squares: with max |m| in [2^-400, 2^400] the
+  // squares neither overflow nor underflow harmfully, so the sum is ||M||_F^2 unless an entry is
+  // non-finite (then it is NaN or inf). Otherwise: the finite check and the scaled two-pass norm.
+  const std::span<const double> v = M.values();
+  double m[4] = {0.0, 0.0, 0.0, 0.0}, ss[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t i = 0;
+  for (; i + 4 <= v.size(); i += 4)
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double a = std::abs(v[i + l]);
+      m[l] = a > m[l] ? a : m[l];
+      ss[l] += a * a;
+    }
+  for (; i < v.size(); ++i) {
+    const double a = std::abs(v[i]);
+    m[0] = a > m[0] ? a : m[0];
+    ss[0] += a * a;
+  }
+  const double amax = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+  const double sum_sq = (ss[0] + ss[1]) + (ss[2] + ss[3]);
+  constexpr double lo = 0x1p-400, hi = 0x1p400;
+  double fro = 0.0;
+  if (amax >= lo && amax <= hi && std::isfinite(sum_sq)) {
+    fro = std::sqrt(sum_sq);
+  } else {
+    if (!all_finite(v)) return r;
+    fro = robust_norm(v);
+  }
   const SpectralSummary sv = spectral_summary(M, false);
   r.m_s1 = sv.s1;
   r.m_s2 = sv.s2;
   r.m_gap = r.m_s1 / r.m_s2;  // huge for a rank-1 mixer (uniform: s_2 ~ 1e-17), +inf if s_2 == 0
-  r.m_fro = robust_norm(M.values());
+  r.m_fro = fro;
   return r;
 }
 

@@ -209,6 +209,25 @@ TEST(LinalgSvd, MatchesJacobiEigenvaluesOfGram) {
   }
 }
 
+// gram_top(A, alpha) is the Gram summary of sqrt(alpha) A without forming it.
+TEST(LinalgGram, AlphaScalesTheGramMatrix) {
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{6, 11}, {11, 6}, {8, 8}, {1, 5}}) {
+    const Matrix a = random_matrix(m, n, static_cast<unsigned>(300 * m + n));
+    const GramTop g1 = gram_top(a);
+    for (double alpha : {0.25, 0.37, 1e-200, 3e150}) {
+      Matrix b = a;
+      for (double& x : b.values()) x *= std::sqrt(alpha);
+      const GramTop ga = gram_top(a, alpha), gb = gram_top(b);
+      SCOPED_TRACE(testing::Message() << m << "x" << n << " alpha " << alpha);
+      EXPECT_NEAR(ga.lambda1, gb.lambda1, 1e-14 * gb.lambda1);
+      EXPECT_NEAR(ga.lambda2, gb.lambda2, 1e-14 * gb.lambda1);
+      EXPECT_NEAR(ga.trace, gb.trace, 1e-14 * gb.trace);
+      EXPECT_NEAR(ga.fro2, gb.fro2, 1e-14 * gb.fro2);
+      EXPECT_NEAR(ga.lambda1, alpha * g1.lambda1, 1e-14 * alpha * g1.lambda1);
+    }
+  }
+}
+
 TEST(LinalgSvd, EmptyMatrixHasNoSingularValues) {
   EXPECT_TRUE(singular_values(Matrix(0, 3)).empty());
   EXPECT_TRUE(singular_values(Matrix(3, 0)).empty());

@@ -267,6 +267,78 @@ TEST(MetricsSignal, NonFiniteInputGivesNaN) {
   }
 }
 
+// signal_metrics uses X in place (the scale 2^-e applied on the fly, dsyrk's alpha for the Gram
+// matrix) while max |x| is within 2^[-400, 400], and a scaled copy outside. Both routes, on both
+// sides of the boundaries, against the reference computed from an explicit unit-norm copy Xu
+// (spectral_summary of Xu; the naive centring of Xu), for random, collapsed (SVD fallback) and
+// identical-row inputs.
+TEST(MetricsSignal, InPlaceAndCopyRoutesAgree) {
+  std::vector<Matrix> inputs;
+  for (auto [t, d] : {std::pair<std::size_t, std::size_t>{20, 100}, {30, 30}, {50, 20}, {3, 17}})
+    inputs.push_back(random_matrix(t, d, static_cast<unsigned>(t * 1000 + d)));
+  {  // collapsed: rank 1 plus 1e-7 noise (s_2 / s_1 ~ 1e-7: the SVD route)
+    const Matrix u = random_matrix(24, 1, 81), v = random_matrix(1, 60, 82), noise = random_matrix(24, 60, 83);
+    Matrix x = linalg::matmul(u, v);
+    for (std::size_t i = 0; i < x.size(); ++i) x.values()[i] += 1e-7 * noise.values()[i];
+    inputs.push_back(x);
+  }
+  {  // identical rows: mu = res_rel = 0 exactly
+    const Matrix v = random_matrix(1, 40, 84);
+    Matrix x(12, 40);
+    for (std::size_t i = 0; i < 12; ++i)
+      for (std::size_t j = 0; j < 40; ++j) x(i, j) = v(0, j);
+    inputs.push_back(x);
+  }
+  for (std::size_t n = 0; n < inputs.size(); ++n) {
+    const Matrix& x0 = inputs[n];
+    // Reference: unit-norm copy, as the metrics are defined.
+    double ss = 0.0;
+    for (double v : x0.values()) ss += v * v;
+    const double fro = std::sqrt(ss);
+    const Matrix xu = scaled(x0, 1.0 / fro);
+    const SpectralSummary sv = spectral_summary(xu, false);
+    const SignalMetrics naive = naive_signal(xu, 0.0);
+    for (int p : {-1000, -600, -402, -401, -400, -399, 0, 398, 399, 400, 401, 600, 1000}) {
+      const Matrix x = scaled(x0, std::ldexp(1.0, p));
+      SCOPED_TRACE(testing::Message() << "input " << n << " p " << p);
+      const SignalMetrics m = signal_metrics(x, 0.0);
+      expect_rel(m.fro, std::ldexp(fro, p), 1e-13, "fro");
+      EXPECT_NEAR(m.log_fro, std::log(fro) + p * std::numbers::ln2, 1e-13 * std::max(1.0, std::abs(m.log_fro)));
+      expect_rel(m.s1, std::ldexp(sv.s1 * fro, p), 1e-13, "s1");
+      // s_2 of a collapsed X has absolute accuracy eps s_1 only (any route)
+      EXPECT_NEAR(m.s2, std::ldexp(sv.s2 * fro, p), 1e-13 * m.s1);
+      expect_rel(m.sr_cov, sv.sum4, 1e-13, "sr_cov");
+      expect_rel(m.sr_x, sv.sum2, 1e-13, "sr_x");
+      EXPECT_NEAR(m.mu_rel, naive.mu_rel, 1e-13);
+      EXPECT_NEAR(m.res_rel, naive.res_rel, 1e-13);
+      expect_rel(m.mu, std::ldexp(m.mu_rel * fro, p), 1e-13, "mu");
+      if (n + 1 == inputs.size()) {
+        EXPECT_EQ(m.mu, 0.0);
+        EXPECT_EQ(m.res_rel, 0.0);
+      }
+    }
+  }
+}
+
+TEST(MetricsSignal, NaNAmongZerosOrHugeValuesGivesNaN) {
+  const double qnan = std::numeric_limits<double>::quiet_NaN();
+  for (double fill : {0.0, 1.0, std::ldexp(1.0, 1000), std::ldexp(1.0, -1060)}) {
+    for (std::size_t at : {std::size_t{0}, std::size_t{5}, std::size_t{11}}) {
+      Matrix x(3, 4, fill);
+      x(1, 0) = 2.0 * fill;
+      x.values()[at] = qnan;
+      const SignalMetrics m = signal_metrics(x, 0.0);
+      SCOPED_TRACE(testing::Message() << fill << " at " << at);
+      EXPECT_TRUE(std::isnan(m.fro));
+      EXPECT_TRUE(std::isnan(m.log_fro));
+      expect_all_nan_shape(m);
+      const MixerMetrics mm = mixer_metrics(x);
+      EXPECT_TRUE(std::isnan(mm.m_fro));
+      EXPECT_TRUE(std::isnan(mm.m_s1));
+    }
+  }
+}
+
 TEST(MetricsNorm, OneInfAgainstNaiveAndHandCase) {
   Matrix a(2, 2);
   a(0, 0) = 1;
@@ -317,6 +389,19 @@ TEST(MetricsMixer, RowStochasticHasTopSingularValueAtLeastOne) {
     double ss = 0.0;
     for (double x : m.values()) ss += x * x;
     EXPECT_NEAR(mm.m_fro, std::sqrt(ss), 1e-14);
+  }
+}
+
+// m_fro: one unscaled pass while max |m| is within 2^[-400, 400], the scaled two-pass norm
+// outside; both against the naive norm.
+TEST(MetricsMixer, FrobeniusNormAtAllScales) {
+  const Matrix m0 = random_matrix(9, 9, 91);
+  double ss = 0.0;
+  for (double v : m0.values()) ss += v * v;
+  for (int p : {-1060, -1000, -401, -400, 0, 400, 401, 1000, 1020}) {
+    const MixerMetrics m = mixer_metrics(scaled(m0, std::ldexp(1.0, p)));
+    SCOPED_TRACE(p);
+    expect_rel(m.m_fro, std::ldexp(std::sqrt(ss), p), 1e-13, "m_fro");
   }
 }
 
