@@ -74,7 +74,7 @@ std::vector<double> singular_values(const Matrix& A) {
   return s;
 }
 
-GramTop gram_top(const Matrix& A, double alpha) {
+GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();
   const std::size_t k = std::min(m, n);
@@ -89,6 +89,18 @@ GramTop gram_top(const Matrix& A, double alpha) {
     r.trace += G(i, i);
     r.fro2 += G(i, i) * G(i, i);
     for (std::size_t j = 0; j < i; ++j) r.fro2 += 2.0 * G(i, j) * G(i, j);
+  }
+  // lambda_1 >= fro2 / trace (sum l^2 <= l_1 sum l) and lambda_2^2 <= fro2 - lambda_1^2: when these
+  // bounds already prove lambda_2 < decline_below * lambda_1, the eigensolve is skipped. The slack
+  // covers the rounding of fro2 and trace (relative ~k eps, so ~sqrt(k eps) on the bound).
+  if (decline_below > 0.0 && r.trace > 0.0) {
+    const double l1_low = r.fro2 / r.trace;
+    const double slack = std::sqrt(64.0 * static_cast<double>(k) * std::numeric_limits<double>::epsilon());
+    const double l2_high = std::sqrt(std::max(0.0, r.fro2 - l1_low * l1_low)) + slack * std::sqrt(r.fro2);
+    if (l2_high < decline_below * l1_low) {
+      r.solved = false;
+      return r;
+    }
   }
   // Only the two largest eigenvalues: dsyevx with RANGE = 'I' (tridiagonalisation, then
   // bisection) instead of all of them (dsyevd's dsterf was 7% of a sweep). abstol = 0 means

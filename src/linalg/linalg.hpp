@@ -29,8 +29,12 @@ std::vector<double> singular_values(const Matrix& A);
 /// overflow and harmful underflow (OpenBLAS may apply alpha before or after the sum).
 struct GramTop {
   double lambda1 = 0.0, lambda2 = 0.0, trace = 0.0, fro2 = 0.0;
+  bool solved = true;  ///< false: declined (see decline_below), lambda1/lambda2 not computed
 };
-GramTop gram_top(const Matrix& A, double alpha = 1.0);
+/// With decline_below > 0, the eigensolve is skipped (solved = false) when trace and Frobenius
+/// norm alone prove lambda_2 < decline_below * lambda_1 (a nearly rank-1 G, whose lambda_2 the
+/// Gram route could not resolve anyway).
+GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0);
 
 /// Thin QR of A (m x n, m >= n): returns Q (m x n) with orthonormal columns and the sign fix
 /// Q <- Q diag(sign(diag R)), so Q is the unique Haar-distributed factor for Gaussian A.

@@ -152,10 +152,12 @@ bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r) {
   const std::size_t k = std::min(A.rows(), A.cols());
   linalg::GramTop g;
   try {
-    g = linalg::gram_top(A, alpha);
+    // decline: lambda_2 / lambda_1 provably below the threshold (s_2 / s_1 below sqrt of it)
+    g = linalg::gram_top(A, alpha, gram_threshold);
   } catch (const LinalgError&) {  // the eigensolver did not converge: the SVD decides
     return false;
   }
+  if (!g.solved) return false;
   if (!(g.lambda1 > 0.0 && (k < 2 || g.lambda2 >= gram_threshold * g.lambda1))) return false;
   r.s1 = std::sqrt(g.lambda1);
   r.s2 = std::sqrt(g.lambda2);

@@ -275,5 +275,24 @@ TEST(LinalgInfo, BlasThreadsAndInfo) {
   EXPECT_NE(info.find(" core "), std::string::npos) << info;
 }
 
+// gram_top declines the eigensolve only when trace and Frobenius norm prove lambda_2 < ratio *
+// lambda_1: a rank-1 matrix plus 1e-6 noise (lambda_2 / lambda_1 ~ 1e-12) is declined, a Gaussian
+// matrix (lambda_2 / lambda_1 ~ 0.5) and a matrix at lambda_2 / lambda_1 = 2e-3 are solved.
+TEST(LinalgGram, DeclinesOnlyProvablyCollapsedSpectra) {
+  Matrix u = random_matrix(30, 1, 5), v = random_matrix(1, 70, 6);
+  Matrix rank1 = naive_mul(u, v), noise = random_matrix(30, 70, 7);
+  for (std::size_t i = 0; i < rank1.size(); ++i) rank1.data()[i] += 1e-6 * noise.data()[i];
+  EXPECT_FALSE(gram_top(rank1, 1.0, 1e-3).solved);
+  EXPECT_TRUE(gram_top(rank1, 1.0, 0.0).solved);  // no decline requested
+  EXPECT_TRUE(gram_top(random_matrix(30, 70, 8), 1.0, 1e-3).solved);
+  // two orthogonal directions with s_2^2 / s_1^2 = 2e-3: just above the ratio, must be solved
+  Matrix two(30, 70);
+  two(0, 0) = 1.0;
+  two(1, 1) = std::sqrt(2e-3);
+  const auto g = gram_top(two, 1.0, 1e-3);
+  ASSERT_TRUE(g.solved);
+  EXPECT_NEAR(g.lambda2 / g.lambda1, 2e-3, 1e-15);
+}
+
 }  // namespace
 }  // namespace rcsweep::linalg
