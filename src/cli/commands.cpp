@@ -14,9 +14,12 @@
 namespace rcsweep::cli {
 namespace {
 
-// Effective rate of a whole layer (GEMMs at ~80 GFLOP/s, SVDs, exp and random numbers at far
-// less) on one core of the reference machine, measured on the example sweeps (docs/BENCHMARKS.md).
-constexpr double effective_flops_per_core_second = 8e9;
+// Effective rate of the cost model's flops on one core, measured on the Mind the Gap grid
+// (docs/BENCHMARKS.md: 1380 model-GFLOP in 74 s on one rank). Small matrices run slower (the
+// quick example reaches about a third of it). A rough figure until plan calibration exists.
+constexpr double effective_flops_per_core_second = 18e9;
+// Resident memory of an idle rank (MPI, BLAS, HDF5 and the program), measured: about 37 MiB.
+constexpr double program_bytes = 40.0 * (1 << 20);
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -131,7 +134,9 @@ int plan_command(const PlanArgs& args) {
               : spec.output.spectra == config::Spectra::last ? "last layer" : "all layers");
   std::printf("work          %.3g GFLOP, about %s on one core (rough: %.0f GFLOP/s effective)\n", flops / 1e9,
               human_seconds(core_s).c_str(), effective_flops_per_core_second / 1e9);
-  std::printf("peak memory   %s per rank (largest bundle)\n", human_bytes(static_cast<double>(peak_bytes)).c_str());
+  std::printf("peak memory   %s per rank (largest bundle %s + program %s)\n",
+              human_bytes(static_cast<double>(peak_bytes) + program_bytes).c_str(),
+              human_bytes(static_cast<double>(peak_bytes)).c_str(), human_bytes(program_bytes).c_str());
   const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) * 13 +
                                     static_cast<double>(plan.spectrum_total()));
   std::printf("store size    about %s\n", human_bytes(store_bytes).c_str());

@@ -307,9 +307,16 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     store->sync();
   }
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Every rank returns the same exit code.
+  // Every rank returns the same exit code. Workers that finished early wait without spinning
+  // (a blocking MPI_Bcast busy-polls and would steal the core of a rank still computing).
   std::uint64_t counts[2] = {summary.store_failed, summary.store_diverged};
-  mpi::check(MPI_Bcast(counts, 2, MPI_UINT64_T, 0, comm), "MPI_Bcast");
+  MPI_Request request;
+  mpi::check(MPI_Ibcast(counts, 2, MPI_UINT64_T, 0, comm, &request), "MPI_Ibcast");
+  for (int done = 0;;) {
+    mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   summary.store_failed = counts[0];
   summary.store_diverged = counts[1];
   return summary;
