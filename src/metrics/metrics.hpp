@@ -69,6 +69,13 @@ inline constexpr std::array<std::string_view, 13> layer_metric_names = {
     "fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1", "m_s2", "m_gap", "m_fro"};
 inline constexpr std::size_t n_layer_metrics = layer_metric_names.size();
 
+/// Position of `name` in layer_metric_names (n_layer_metrics for an unknown name).
+constexpr std::size_t metric_index(std::string_view name) {
+  for (std::size_t i = 0; i < n_layer_metrics; ++i)
+    if (layer_metric_names[i] == name) return i;
+  return n_layer_metrics;
+}
+
 /// The values of one layer in layer_metric_names order.
 std::array<double, n_layer_metrics> to_row(const SignalMetrics& x, const MixerMetrics& m);
 

@@ -120,7 +120,8 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       }
       if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
       record(plan, r, layer, mm);
-      if (!std::isfinite(r.out.layers[layer][1])) mark_diverged(r, layer, "X vanished (all entries zero)");
+      constexpr auto log_fro = metrics::metric_index("log_fro");
+      if (!std::isfinite(r.out.layers[layer][log_fro])) mark_diverged(r, layer, "X vanished (all entries zero)");
     }
   }
   for (auto& r : runs) on_done(std::move(r.out));

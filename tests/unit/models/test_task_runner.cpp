@@ -14,11 +14,6 @@
 namespace rcsweep {
 namespace {
 
-std::size_t metric(std::string_view name) {
-  const auto& names = metrics::layer_metric_names;
-  return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
-}
-
 bool bitwise_equal(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // MODELS.md "Scale": a 200-layer linear stack without norm overflows float64 many times over
@@ -31,10 +26,10 @@ TEST(TaskRunner, DeepHomogeneousStackStaysFiniteAndExact) {
   for (int l = 0; l <= 200; ++l)
     for (auto name : {"log_fro", "sr_cov", "sr_x", "mu_rel", "res_rel", "m_s1", "m_gap"}) {
       if (l == 0 && name[0] == 'm' && name[1] == '_') continue;
-      EXPECT_TRUE(std::isfinite(out.layers[l][metric(name)])) << name << " at layer " << l;
+      EXPECT_TRUE(std::isfinite(out.layers[l][metrics::metric_index(name)])) << name << " at layer " << l;
     }
-  EXPECT_GT(out.layers[200][metric("log_fro")], 709.8);  // far beyond DBL_MAX = e^709.78
-  EXPECT_EQ(out.layers[200][metric("fro")], HUGE_VAL);     // the true norm is not representable
+  EXPECT_GT(out.layers[200][metrics::metric_index("log_fro")], 709.8);  // far beyond DBL_MAX = e^709.78
+  EXPECT_EQ(out.layers[200][metrics::metric_index("fro")], HUGE_VAL);     // the true norm is not representable
 }
 
 // Renormalising by powers of two must not change the metrics: compare a short stack (no
@@ -49,9 +44,9 @@ TEST(TaskRunner, PowerOfTwoScaleChangesOnlyLogFro) {
   ASSERT_EQ(outs.size(), 2u);
   for (int l = 0; l <= 6; ++l) {
     for (auto name : {"sr_cov", "sr_x", "mu_rel", "res_rel"})
-      EXPECT_TRUE(bitwise_equal(outs[0].layers[l][metric(name)], outs[1].layers[l][metric(name)]))
+      EXPECT_TRUE(bitwise_equal(outs[0].layers[l][metrics::metric_index(name)], outs[1].layers[l][metrics::metric_index(name)]))
           << name << " layer " << l;
-    EXPECT_NEAR(outs[1].layers[l][metric("log_fro")] - outs[0].layers[l][metric("log_fro")], l * std::log(4.0), 1e-10);
+    EXPECT_NEAR(outs[1].layers[l][metrics::metric_index("log_fro")] - outs[0].layers[l][metrics::metric_index("log_fro")], l * std::log(4.0), 1e-10);
   }
 }
 
@@ -65,8 +60,8 @@ TEST(TaskRunner, NonHomogeneousOverflowIsRecordedAsDiverged) {
   const int at = std::stoi(out.message.substr(std::string("diverged at layer ").size()));
   EXPECT_GT(at, 1);
   EXPECT_LT(at, 200);
-  EXPECT_TRUE(std::isfinite(out.layers[at - 1][metric("sr_cov")]));
-  for (int l = at; l <= 200; ++l) EXPECT_TRUE(std::isnan(out.layers[l][metric("sr_cov")]));
+  EXPECT_TRUE(std::isfinite(out.layers[at - 1][metrics::metric_index("sr_cov")]));
+  for (int l = at; l <= 200; ++l) EXPECT_TRUE(std::isnan(out.layers[l][metrics::metric_index("sr_cov")]));
 }
 
 // With a norm, softmax is safe at any depth.
@@ -74,8 +69,8 @@ TEST(TaskRunner, NormalisedSoftmaxStackRunsDeep) {
   const auto plan = test::plan_from("mixer = \"softmax\"\nT = 8\nd = 8\ndepth = 200\nnorm = \"rms\"\nlambda = 1.0");
   const auto out = models::run_task(plan, 0);
   EXPECT_EQ(out.outcome, models::Outcome::done);
-  EXPECT_TRUE(std::isfinite(out.layers[200][metric("sr_cov")]));
-  EXPECT_NEAR(out.layers[200][metric("fro")], std::sqrt(8.0), 1e-12);  // rows of unit norm
+  EXPECT_TRUE(std::isfinite(out.layers[200][metrics::metric_index("sr_cov")]));
+  EXPECT_NEAR(out.layers[200][metrics::metric_index("fro")], std::sqrt(8.0), 1e-12);  // rows of unit norm
 }
 
 // Running a task inside a bundle or alone gives bitwise the same numbers (what makes results
@@ -112,7 +107,7 @@ TEST(TaskRunner, SpectraAreStoredWhereRequestedAndNormalised) {
   double ss = 0;
   for (double s : out.spectra[3]) ss += s * s;
   EXPECT_NEAR(ss, 1.0, 1e-13);
-  EXPECT_NEAR(out.spectra[3][0] * out.layers[3][metric("fro")], out.layers[3][metric("s1")], 1e-12 * out.layers[3][metric("s1")]);
+  EXPECT_NEAR(out.spectra[3][0] * out.layers[3][metrics::metric_index("fro")], out.layers[3][metrics::metric_index("s1")], 1e-12 * out.layers[3][metrics::metric_index("s1")]);
 }
 
 }  // namespace

@@ -14,11 +14,6 @@
 namespace rcsweep {
 namespace {
 
-std::size_t metric(std::string_view name) {
-  const auto& names = metrics::layer_metric_names;
-  return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
-}
-
 Matrix markov(int T, double sigma_A, int layer, std::uint64_t seed) {
   config::ModelParams m;
   m.mixer = config::Mixer::markov;
@@ -72,7 +67,7 @@ double mean_sr_cov_layer1(int T, const char* gap_fix, int replicates) {
                                         "\ndepth = 1\ngap_fix = \"" + gap_fix + "\"",
                                     "", replicates);
   double sum = 0;
-  for (const auto& t : plan.tasks) sum += models::run_task(plan, t.id).layers[1][metric("sr_cov")];
+  for (const auto& t : plan.tasks) sum += models::run_task(plan, t.id).layers[1][metrics::metric_index("sr_cov")];
   return sum / replicates;
 }
 
