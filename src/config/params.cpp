@@ -34,10 +34,12 @@ double decode_real(const ParamValue& value) {
 const std::vector<ParamInfo>& model_params() {
   using K = ParamKind;
   static const std::vector<ParamInfo> registry = {
-      {"mixer", K::choice, std::string("softmax"), false, 0, false, {"softmax", "markov", "identity", "uniform"},
+      {"mixer", K::choice, std::string("softmax"), false, 0, false,
+       {"softmax", "markov", "identity", "uniform", "relu", "sigmoid", "ssd", "lti"},
        "token mixer M(X), MODELS.md 'Mixers'"},
       {"input", K::choice, std::string("orthonormal"), false, 0, false, {"orthonormal", "sphere", "gaussian"},
        "input X_0: orthonormal rows (needs T <= d), unit-norm Gaussian rows, or N(0,1/d) entries"},
+      {"input_scale", K::real, 1.0, false, 0, true, {}, "factor on X_0 (the input's scale matters without a norm)"},
       {"T", K::integer, std::int64_t{0}, true, 1, false, {}, "context length: tokens, rows of X"},
       {"d", K::integer, std::int64_t{0}, true, 1, false, {}, "width: features, columns of X"},
       {"depth", K::integer, std::int64_t{0}, true, 0, false, {}, "number of layers L (layers 0..L recorded)"},
@@ -49,13 +51,27 @@ const std::vector<ParamInfo>& model_params() {
       {"skip_scale", K::scale, 1.0, false, 0, true, {}, "factor on the mixer branch (number or \"inv_sqrt_d\")"},
       {"norm", K::choice, std::string("none"), false, 0, false, {"none", "rms", "layernorm"},
        "row normalisation after the skip: none, divide by row norm, or LayerNorm (eps 1e-5, no affine)"},
-      {"gap_fix", K::choice, std::string("none"), false, 0, false, {"none", "perp"},
-       "remove the spectral gap: perp is M - (1/T) 1 1^T (Mind the Gap eq. (8))"},
+      {"gap_fix", K::choice, std::string("none"), false, 0, false, {"none", "perp", "outliers"},
+       "remove the spectral gap: perp is M - (1/T) 1 1^T (Mind the Gap eq. (8)); outliers removes the leading "
+       "r singular triplets of M (App. A.5)"},
+      {"outliers_r", K::integer, std::int64_t{0}, false, 0, false, {},
+       "gap_fix = outliers: number of triplets removed; 0 means r = argmax_i (s_i - s_(i+1))"},
       {"value_init", K::choice, std::string("gaussian"), false, 0, false, {"gaussian", "orthogonal", "identity"},
        "W_V: i.i.d. N(0, sigma_v^2), Haar orthogonal x sigma_v, or sigma_v I"},
       {"sigma_v", K::scale, 1.0, false, 0, true, {}, "scale of W_V (number or \"inv_sqrt_d\")"},
       {"value_scale", K::choice, std::string("none"), false, 0, false, {"none", "inv_sqrt_d"},
        "extra factor on sigma_v: none or 1/sqrt(d) (He convention)"},
+      {"gate", K::choice, std::string("none"), false, 0, false, {"none", "silu"},
+       "output gate O * SiLU(X W_G), W_G ~ N(0, 1/d) (lambda-skip §3.1)"},
+      {"mlp", K::choice, std::string("none"), false, 0, false, {"none", "relu"},
+       "MLP sub-block norm(lambda X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d), W_2 ~ N(0, 1/m) (Dong et al. §3.2)"},
+      {"mlp_ratio", K::integer, std::int64_t{4}, false, 1, false, {}, "MLP hidden width m = mlp_ratio * d"},
+      {"state_dim", K::integer, std::int64_t{16}, false, 1, false, {}, "SSM state dimension N (ssd, lti)"},
+      {"alpha", K::real, 1.0, false, 0, false, {}, "SSM decay: L(alpha)_ji = alpha^(j-i) for j >= i (ssd, lti)"},
+      {"bc_init", K::choice, std::string("gaussian"), false, 0, false, {"gaussian", "identity"},
+       "SSM B, C: i.i.d. N(0, N^-1/2) weights, or identity (W_B = W_C = I with N = d; lti gain g = 1)"},
+      {"collapse_rate", K::real, 0.9, false, 0, true, {},
+       "rate a in (0, 1) of lambda-skip Theorem 4.1 for the /theory quantities"},
   };
   return registry;
 }
@@ -99,8 +115,15 @@ std::string to_toml(const ParamValue& value) {
 
 bool ModelParams::homogeneous() const noexcept {
   if (norm != Norm::none) return true;
-  return mixer == Mixer::markov || mixer == Mixer::identity || mixer == Mixer::uniform;
+  if (gate != Gate::none) return false;  // SiLU is not homogeneous; a ReLU MLP is (degree 1)
+  return mixer == Mixer::markov || mixer == Mixer::identity || mixer == Mixer::uniform || mixer == Mixer::lti;
 }
+
+bool ModelParams::input_dependent_mixer() const noexcept {
+  return mixer == Mixer::softmax || mixer == Mixer::relu || mixer == Mixer::sigmoid || mixer == Mixer::ssd;
+}
+
+bool ModelParams::ssm() const noexcept { return mixer == Mixer::ssd || mixer == Mixer::lti; }
 
 ModelParams resolve(const std::vector<ParamValue>& values) {
   const auto& reg = model_params();
@@ -126,6 +149,15 @@ ModelParams resolve(const std::vector<ParamValue>& values) {
   m.value_init = decode_choice<ValueInit>(get("value_init"), info("value_init"));
   m.sigma_v = decode_scale(get("sigma_v"), m.d);
   if (std::get<std::string>(get("value_scale")) == "inv_sqrt_d") m.sigma_v /= std::sqrt(static_cast<double>(m.d));
+  m.outliers_r = get_int("outliers_r");
+  m.gate = decode_choice<Gate>(get("gate"), info("gate"));
+  m.mlp = decode_choice<Mlp>(get("mlp"), info("mlp"));
+  m.mlp_ratio = get_int("mlp_ratio");
+  m.bc_init = decode_choice<BcInit>(get("bc_init"), info("bc_init"));
+  m.state_dim = m.bc_init == BcInit::identity ? m.d : get_int("state_dim");
+  m.alpha = decode_real(get("alpha"));
+  m.collapse_rate = decode_real(get("collapse_rate"));
+  m.input_scale = decode_real(get("input_scale"));
   return m;
 }
 
@@ -134,6 +166,11 @@ std::vector<std::pair<std::string, std::string>> check_model(const ModelParams& 
   if (m.input == InputKind::orthonormal && m.T > m.d)
     problems.emplace_back("input", "\"orthonormal\" needs T <= d (orthonormal rows), but T = " + std::to_string(m.T) +
                                        " > d = " + std::to_string(m.d));
+  if (!(m.collapse_rate > 0.0 && m.collapse_rate < 1.0))
+    problems.emplace_back("collapse_rate", "must be in (0, 1), got " + to_text(m.collapse_rate));
+  if (m.gap_fix == GapFix::outliers && m.outliers_r >= m.T)
+    problems.emplace_back("outliers_r", "must be < T = " + std::to_string(m.T) + " (0 = argmax gap), got " +
+                                            std::to_string(m.outliers_r));
   return problems;
 }
 

@@ -44,10 +44,14 @@ std::string to_toml(const ParamValue& value);
 /// Short text of a value for tables and messages (no quotes).
 std::string to_text(const ParamValue& value);
 
-enum class Mixer { softmax, markov, identity, uniform };
+// Enumerators in the order of the choices in the registry (decoding is by position).
+enum class Mixer { softmax, markov, identity, uniform, relu, sigmoid, ssd, lti };
 enum class InputKind { orthonormal, sphere, gaussian };
 enum class Norm { none, rms, layernorm };
-enum class GapFix { none, perp };
+enum class GapFix { none, perp, outliers };
+enum class Gate { none, silu };
+enum class Mlp { none, relu };
+enum class BcInit { gaussian, identity };
 enum class ValueInit { gaussian, orthogonal, identity };
 
 /// One task's model, resolved from a full value vector: enums decoded, "inv_sqrt_d" turned into
@@ -68,12 +72,23 @@ struct ModelParams {
   GapFix gap_fix = GapFix::none;
   ValueInit value_init = ValueInit::gaussian;
   double sigma_v = 1.0;  ///< std of W_V entries (value_scale already folded in)
+  int outliers_r = 0;    ///< gap_fix outliers: triplets removed (0: argmax gap)
+  Gate gate = Gate::none;
+  Mlp mlp = Mlp::none;
+  int mlp_ratio = 4;     ///< MLP hidden width m = mlp_ratio * d
+  int state_dim = 16;    ///< SSM state dimension N (resolved: d for bc_init identity)
+  double alpha = 1.0;    ///< SSM decay of L(alpha)
+  BcInit bc_init = BcInit::gaussian;
+  double collapse_rate = 0.9;  ///< a of lambda-skip Theorem 4.1
+  double input_scale = 1.0;    ///< factor on X_0
 
   /// True when every layer is positively homogeneous of degree 1 in X (linear mixer or a norm
   /// at the end), so X may be carried at unit norm (MODELS.md "Scale").
   bool homogeneous() const noexcept;
-  /// True when the mixer matrix depends on X (softmax).
-  bool input_dependent_mixer() const noexcept { return mixer == Mixer::softmax; }
+  /// True when the mixer matrix depends on X (softmax, relu, sigmoid attention; selective SSM).
+  bool input_dependent_mixer() const noexcept;
+  /// True for the state-space mixers, whose value map is the identity (C_V = I, no W_V).
+  bool ssm() const noexcept;
 };
 
 /// Decode a full value vector (already validated). Throws rcsweep::Error on a malformed vector.

@@ -121,6 +121,17 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
   return r;
 }
 
+Svd svd(const Matrix& A) {
+  const std::size_t m = A.rows(), n = A.cols(), k = std::min(m, n);
+  Svd r{Matrix(m, k), std::vector<double>(k), Matrix(k, n)};
+  if (k == 0) return r;
+  Matrix a = A;
+  const lapack_int info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'S', to_lapack(m), to_lapack(n), a.data(), to_lapack(n),
+                                         r.s.data(), r.U.data(), to_lapack(k), r.Vt.data(), to_lapack(n));
+  if (info != 0) throw LinalgError("dgesdd", info);
+  return r;
+}
+
 Matrix thin_q(const Matrix& A) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();

@@ -36,6 +36,14 @@ struct GramTop {
 /// Gram route could not resolve anyway).
 GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0);
 
+/// Thin SVD A = U diag(s) V^T (dgesdd): U (m x k), s (k, descending), Vt (k x n), k = min(m, n).
+struct Svd {
+  Matrix U;
+  std::vector<double> s;
+  Matrix Vt;
+};
+Svd svd(const Matrix& A);
+
 /// Thin QR of A (m x n, m >= n): returns Q (m x n) with orthonormal columns and the sign fix
 /// Q <- Q diag(sign(diag R)), so Q is the unique Haar-distributed factor for Gaussian A.
 Matrix thin_q(const Matrix& A);

@@ -53,18 +53,59 @@ void softmax_rows(Matrix& S) {
   }
 }
 
+namespace {
+// The attention logits X W_Q W_K^T X^T sigma_qk^2 / sqrt(d_qk) (Mind the Gap eq. (1)), from
+// standard-normal W_Q, W_K (the sigma_qk^2 is applied once to the product).
+Matrix attention_logits(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
+  const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
+  const auto dqk = static_cast<std::size_t>(model.d_qk);
+  const Matrix Q = linalg::matmul(X, random.normal(layer, Tensor::query, head, d, dqk));
+  const Matrix K = linalg::matmul(X, random.normal(layer, Tensor::key, head, d, dqk));
+  Matrix S(T, T);
+  const double scale = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(dqk));
+  linalg::gemm(scale, Q, Op::none, K, Op::trans, 0.0, S);
+  return S;
+}
+
+// L(alpha)_ji = alpha^(j-i) for j >= i, else 0 (lambda-skip App. A.3 eq. (12)); multiplies `M`
+// entrywise (selective SSM) or is M itself times a gain (LTI).
+void apply_decay_mask(double alpha, double gain, Matrix& M) {
+  const std::size_t T = M.rows();
+  std::vector<double> power(T);
+  power[0] = gain;
+  for (std::size_t k = 1; k < T; ++k) power[k] = power[k - 1] * alpha;
+  for (std::size_t j = 0; j < T; ++j)
+    for (std::size_t i = 0; i < T; ++i) M(j, i) = i <= j ? M(j, i) * power[j - i] : 0.0;
+}
+
+// W_B, W_C of the selective SSM or b, c of the LTI gain: i.i.d. N(0, N^-1/2) (variance N^-1/2, so
+// (C B^T)_ij has unit variance for unit-norm tokens; MODELS.md 'Mixers').
+Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::size_t cols, int N, RandomSource& random) {
+  Matrix W = random.normal(layer, tensor, head, rows, cols);
+  const double sd = std::pow(static_cast<double>(N), -0.25);
+  for (double& w : W.values()) w *= sd;
+  return W;
+}
+}  // namespace
+
 Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   switch (model.mixer) {
-    case Mixer::softmax: {
-      // Mind the Gap eq. (1): softmax(X W_Q W_K^T X^T / sqrt(d_qk)), W_Q, W_K ~ N(0, sigma_qk^2).
-      const auto dqk = static_cast<std::size_t>(model.d_qk);
-      const Matrix Q = linalg::matmul(X, random.normal(layer, Tensor::query, head, d, dqk));
-      const Matrix K = linalg::matmul(X, random.normal(layer, Tensor::key, head, d, dqk));
-      Matrix S(T, T);
-      const double scale = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(dqk));
-      linalg::gemm(scale, Q, Op::none, K, Op::trans, 0.0, S);
+    case Mixer::softmax: {  // Mind the Gap eq. (1)
+      Matrix S = attention_logits(model, layer, head, X, random);
       softmax_rows(S);
+      return S;
+    }
+    case Mixer::relu: {  // ReLU(S) / T (Mind the Gap Fig. 1(c))
+      Matrix S = attention_logits(model, layer, head, X, random);
+      const double inv_t = 1.0 / static_cast<double>(T);
+      for (double& x : S.values()) x = x > 0.0 ? x * inv_t : 0.0;
+      return S;
+    }
+    case Mixer::sigmoid: {  // sigmoid(S - ln T) (Mind the Gap Fig. 1(d))
+      Matrix S = attention_logits(model, layer, head, X, random);
+      const double shift = std::log(static_cast<double>(T));
+      for (double& x : S.values()) x = 1.0 / (1.0 + std::exp(shift - x));
       return S;
     }
     case Mixer::markov: {
@@ -88,14 +129,72 @@ Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix&
       return Matrix::identity(T);
     case Mixer::uniform:
       return Matrix(T, T, 1.0 / static_cast<double>(T));
+    case Mixer::ssd: {
+      // Selective SSM (Mamba-2 / SSD, lambda-skip §4.2.1, App. A.3): M = L(alpha) ⊙ (C B^T),
+      // B = X W_B, C = X W_C (T x N); bc_init identity: W_B = W_C = I (N = d).
+      Matrix M(T, T);
+      if (model.bc_init == config::BcInit::identity) {
+        linalg::gemm(1.0, X, Op::none, X, Op::trans, 0.0, M);
+      } else {
+        const auto N = static_cast<std::size_t>(model.state_dim);
+        const Matrix B = linalg::matmul(X, ssm_weight(layer, Tensor::ssm_b, head, d, N, model.state_dim, random));
+        const Matrix C = linalg::matmul(X, ssm_weight(layer, Tensor::ssm_c, head, d, N, model.state_dim, random));
+        linalg::gemm(1.0, C, Op::none, B, Op::trans, 0.0, M);
+      }
+      apply_decay_mask(model.alpha, 1.0, M);
+      return M;
+    }
+    case Mixer::lti: {
+      // LTI SSM with scalar gain g = c . b (lambda-skip App. A.8, A.10): M = g L(alpha).
+      double g = 1.0;
+      if (model.bc_init != config::BcInit::identity) {
+        const auto N = static_cast<std::size_t>(model.state_dim);
+        const Matrix b = ssm_weight(layer, Tensor::ssm_b, head, 1, N, model.state_dim, random);
+        const Matrix c = ssm_weight(layer, Tensor::ssm_c, head, 1, N, model.state_dim, random);
+        g = 0.0;
+        for (std::size_t n = 0; n < N; ++n) g += b(0, n) * c(0, n);
+      }
+      Matrix M(T, T, 1.0);
+      apply_decay_mask(model.alpha, g, M);
+      return M;
+    }
   }
   return {};
 }
 
-void apply_gap_fix(config::GapFix fix, Matrix& M) {
-  if (fix == config::GapFix::none) return;
-  const double c = 1.0 / static_cast<double>(M.rows());  // Mind the Gap eq. (8): A - (1/T) 1 1^T
-  for (double& m : M.values()) m -= c;
+void apply_gap_fix(config::GapFix fix, Matrix& M, int outliers_r) {
+  switch (fix) {
+    case config::GapFix::none:
+      return;
+    case config::GapFix::perp: {
+      const double c = 1.0 / static_cast<double>(M.rows());  // Mind the Gap eq. (8): A - (1/T) 1 1^T
+      for (double& m : M.values()) m -= c;
+      return;
+    }
+    case config::GapFix::outliers: {
+      // Mind the Gap App. A.5: M - sum_{i <= r} s_i u_i v_i^T, r = argmax_i (s_i - s_(i+1)) or fixed.
+      const auto svd = linalg::svd(M);
+      const std::size_t k = svd.s.size();
+      std::size_t r = static_cast<std::size_t>(outliers_r);
+      if (r == 0 && k >= 2) {
+        double best = -1.0;
+        for (std::size_t i = 0; i + 1 < k; ++i)
+          if (svd.s[i] - svd.s[i + 1] > best) {
+            best = svd.s[i] - svd.s[i + 1];
+            r = i + 1;
+          }
+      }
+      r = std::min(r, k);
+      if (r == 0) return;
+      Matrix US(M.rows(), r), Vt(r, M.cols());
+      for (std::size_t i = 0; i < M.rows(); ++i)
+        for (std::size_t j = 0; j < r; ++j) US(i, j) = svd.U(i, j) * svd.s[j];
+      for (std::size_t j = 0; j < r; ++j)
+        for (std::size_t c = 0; c < M.cols(); ++c) Vt(j, c) = svd.Vt(j, c);
+      linalg::gemm(-1.0, US, Op::none, Vt, Op::none, 1.0, M);
+      return;
+    }
+  }
 }
 
 const Matrix& value_weight(const ModelParams& model, int layer, int head, RandomSource& random, Matrix& scratch) {
@@ -149,60 +248,105 @@ namespace {
 struct MixedHead {
   Matrix M;
   metrics::MixerMetrics metrics;
+  double fro = 0.0;  // ||M||_F after gap_fix (lambda-skip C_M)
 };
 
-MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
-                          bool want_metrics) {
-  MixedHead h{mixer_matrix(model, layer, head, X, random), {}};
-  apply_gap_fix(model.gap_fix, h.M);
-  if (want_metrics) h.metrics = metrics::mixer_metrics(h.M);
+double frobenius(const Matrix& A) {
+  double ss = 0.0;
+  for (double a : A.values()) ss += a * a;
+  return std::sqrt(ss);
+}
+
+// Only head 0's metrics are reported (MODELS.md); every head's norm enters C_M.
+MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
+  MixedHead h{mixer_matrix(model, layer, head, X, random), {}, 0.0};
+  apply_gap_fix(model.gap_fix, h.M, model.outliers_r);
+  if (head == 0) {
+    h.metrics = metrics::mixer_metrics(h.M);
+    h.fro = h.metrics.m_fro;
+  } else {
+    h.fro = frobenius(h.M);
+  }
   return h;
 }
 
-// An input-independent mixer (markov, identity, uniform) is the same matrix for every task of a
-// bundle with the same mixer parameters: build it and its metrics once per layer.
-std::string shared_mixer_name(const ModelParams& model) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "mixer:%d:%d:%a", static_cast<int>(model.mixer), static_cast<int>(model.gap_fix),
-                model.mixer == Mixer::markov ? model.sigma_A : 0.0);
+// Cache name of everything a mixer matrix depends on besides the layer's random tensors and X.
+std::string mixer_key(const ModelParams& model) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "mixer:%d:%d:%d:%a:%a:%d:%d:%a:%d", static_cast<int>(model.mixer),
+                static_cast<int>(model.gap_fix), model.outliers_r, model.sigma_A, model.sigma_qk, model.d_qk,
+                model.state_dim, model.alpha, static_cast<int>(model.bc_init));
   return buf;
+}
+
+// Output gate O <- O * SiLU(X W_G), W_G ~ N(0, 1/d) (lambda-skip §3.1, footnote 1).
+void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O) {
+  const std::size_t d = X.cols();
+  Matrix Z(X.rows(), d);
+  linalg::gemm(1.0 / std::sqrt(static_cast<double>(d)), X, Op::none, random.normal(layer, Tensor::gate, 0, d, d),
+               Op::none, 0.0, Z);
+  for (std::size_t i = 0; i < O.size(); ++i) {
+    const double z = Z.data()[i];
+    O.data()[i] *= z / (1.0 + std::exp(-z));
+  }
+}
+
+// MLP sub-block X <- norm(lambda X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d) (d x m), W_2 ~ N(0, 1/m)
+// (m x d), m = mlp_ratio d (Dong et al. §3.2).
+void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix& X) {
+  const auto d = static_cast<std::size_t>(model.d), m = static_cast<std::size_t>(model.mlp_ratio) * d;
+  Matrix H(X.rows(), m);
+  linalg::gemm(std::sqrt(2.0 / static_cast<double>(d)), X, Op::none, random.normal(layer, Tensor::mlp_in, 0, d, m),
+               Op::none, 0.0, H);
+  for (double& h : H.values()) h = h > 0.0 ? h : 0.0;
+  linalg::gemm(1.0 / std::sqrt(static_cast<double>(m)), H, Op::none, random.normal(layer, Tensor::mlp_out, 0, m, d),
+               Op::none, model.lambda, X);
+  apply_norm(model.norm, X);
 }
 }  // namespace
 
-void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matrix& X,
-                 metrics::MixerMetrics* mixer_metrics, const std::string& shared_x) {
+void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
+                 const std::string& shared_x) {
   const std::size_t T = X.rows(), d = X.cols();
   const bool shared = !shared_x.empty();
+  const bool gated = model.gate == config::Gate::silu;
   char params[128];
-  // lambda-skip eq. (3): Y~ = lambda X + skip_scale * sum_h M_h X W_V,h
+  // lambda-skip eq. (3): Y~ = lambda X + skip_scale * sum_h M_h X C_V,h. Without a gate the sum is
+  // accumulated straight into Y = lambda X; with one it is formed apart first (O), gated, added.
   Matrix Y = X;
-  double beta = model.lambda;  // the first accumulation into Y scales the skip term
+  Matrix O;
+  if (gated) O.resize(T, d);
+  Matrix& acc = gated ? O : Y;
+  double beta = gated ? 0.0 : model.lambda;
   Matrix scratch;
   for (int h = 0; h < model.heads; ++h) {
-    const bool want_metrics = h == 0 && mixer_metrics;
-    const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random, h == 0); };
+    const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random); };
     MixedHead own;
     const MixedHead* mixed = &own;
-    if (!model.input_dependent_mixer()) {
-      mixed = &random.derived<MixedHead>(layer, shared_mixer_name(model), h, mix);
-    } else if (shared) {  // the same X for every task of the bundle: the same softmax M
-      std::snprintf(params, sizeof params, ":softmax:%d:%a:%d", model.d_qk, model.sigma_qk,
-                    static_cast<int>(model.gap_fix));
-      mixed = &random.derived<MixedHead>(layer, shared_x + params, h, mix);
+    if (!model.input_dependent_mixer()) {  // the same matrix for every task of the bundle
+      mixed = &random.derived<MixedHead>(layer, mixer_key(model), h, mix);
+    } else if (shared) {  // the same X for every task of the bundle: the same M
+      mixed = &random.derived<MixedHead>(layer, shared_x + mixer_key(model), h, mix);
     } else {
-      own = make_mixed_head(model, layer, h, X, random, want_metrics);
+      own = mix();
     }
-    if (want_metrics) *mixer_metrics = mixed->metrics;
 
     double alpha = model.skip_scale;
-    const Matrix* values = &X;  // value_init identity: W_V = sigma_v I
+    double cv_fro = 0.0;  // ||C_V,h||_F including skip_scale (lambda-skip S)
+    const Matrix* values = &X;
     Matrix own_values;
-    if (model.value_init == config::ValueInit::identity) {
+    if (model.ssm()) {  // C_V = I
+      cv_fro = model.skip_scale * std::sqrt(static_cast<double>(d));
+    } else if (model.value_init == config::ValueInit::identity) {  // W_V = sigma_v I
       alpha *= model.sigma_v;
+      cv_fro = std::abs(alpha) * std::sqrt(static_cast<double>(d));
     } else {
+      const Matrix& W = value_weight(model, layer, h, random, scratch);
+      std::snprintf(params, sizeof params, "value_fro:%d:%a", static_cast<int>(model.value_init), model.sigma_v);
+      cv_fro = std::abs(model.skip_scale) * random.derived<double>(layer, params, h, [&] { return frobenius(W); });
       const auto product = [&] {
         Matrix V(T, d);
-        linalg::gemm(1.0, X, Op::none, value_weight(model, layer, h, random, scratch), Op::none, 0.0, V);
+        linalg::gemm(1.0, X, Op::none, W, Op::none, 0.0, V);
         return V;
       };
       if (shared) {
@@ -213,17 +357,28 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
         values = &own_values;
       }
     }
+    if (stats) {
+      if (h == 0) stats->head0 = mixed->metrics;
+      stats->max_m_fro = std::max(stats->max_m_fro, mixed->fro);
+      stats->max_cv_fro = std::max(stats->max_cv_fro, cv_fro);
+    }
+
     if (model.mixer == Mixer::identity && model.gap_fix == config::GapFix::none) {
-      // M = I: Y = beta Y + alpha V without a T x T product
+      // M = I: acc = beta acc + alpha V without a T x T product
       const double* v = values->data();
-      double* y = Y.data();
-      for (std::size_t i = 0; i < Y.size(); ++i) y[i] = beta * y[i] + alpha * v[i];
+      double* y = acc.data();
+      for (std::size_t i = 0; i < acc.size(); ++i) y[i] = beta * y[i] + alpha * v[i];
     } else {
-      linalg::gemm(alpha, mixed->M, Op::none, *values, Op::none, beta, Y);
+      linalg::gemm(alpha, mixed->M, Op::none, *values, Op::none, beta, acc);
     }
     beta = 1.0;
   }
+  if (gated) {
+    apply_gate(layer, X, random, O);
+    for (std::size_t i = 0; i < Y.size(); ++i) Y.data()[i] = model.lambda * Y.data()[i] + O.data()[i];
+  }
   apply_norm(model.norm, Y);
+  if (model.mlp == config::Mlp::relu) apply_mlp(model, layer, random, Y);
   X = std::move(Y);
 }
 

@@ -20,8 +20,9 @@ Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const
 /// Row-wise softmax in place, max-subtracted (rows sum to 1).
 void softmax_rows(Matrix& S);
 
-/// Apply gap_fix in place: perp subtracts 1/T from every entry (Mind the Gap eq. (8), (16)).
-void apply_gap_fix(config::GapFix fix, Matrix& M);
+/// Apply gap_fix in place: perp subtracts 1/T from every entry (Mind the Gap eq. (8), (16));
+/// outliers removes the leading r singular triplets, r = outliers_r or (0) the argmax gap.
+void apply_gap_fix(config::GapFix fix, Matrix& M, int outliers_r = 0);
 
 /// The value weight W_V of a head (d x d), including sigma_v: gaussian N(0, sigma_v^2),
 /// orthogonal (Haar, from the thin QR of a Gaussian) x sigma_v. Not used for value_init identity.
@@ -32,12 +33,21 @@ const Matrix& value_weight(const config::ModelParams& model, int layer, int head
 /// layernorm subtracts the row mean and divides by sqrt(var + 1e-5) (biased variance, no affine).
 void apply_norm(config::Norm norm, Matrix& Y);
 
-/// One layer: X <- norm(lambda X + skip_scale * sum_h gap_fix(M_h) X W_V,h). If `mixer_metrics`
-/// is non-null it receives the metrics of head 0's M after gap_fix. A non-empty `shared_x` names
-/// X as a matrix that other tasks of the bundle hold bitwise identically (the input at layer 1):
-/// the products of X with the layer's weights are then computed once and cached in `random`.
-/// The results are bitwise the same either way.
-void apply_layer(const config::ModelParams& model, int layer, RandomSource& random, Matrix& X,
-                 metrics::MixerMetrics* mixer_metrics, const std::string& shared_x = {});
+/// What a layer reports besides its output.
+struct LayerStats {
+  metrics::MixerMetrics head0;  ///< metrics of head 0's M after gap_fix
+  double max_m_fro = 0.0;       ///< max over heads of ||M_h||_F (lambda-skip C_M)
+  double max_cv_fro = 0.0;      ///< max over heads of ||skip_scale C_V,h||_F (lambda-skip S)
+};
+
+/// One layer (MODELS.md "One layer"): X <- norm(lambda X + skip_scale sum_h gap_fix(M_h) X C_V,h),
+/// with C_V = W_V for attention and I for SSM mixers, the optional SiLU gate on the mixer branch
+/// and the optional MLP sub-block. `stats` (nullable) receives the mixer metrics and the norms of
+/// Theorem 4.1 (max-accumulated: initialise once per task). A non-empty `shared_x` names X as a
+/// matrix that other tasks of the bundle hold bitwise identically (the input at layer 1): the
+/// products of X with the layer's weights are then computed once and cached in `random`. The
+/// results are bitwise the same either way.
+void apply_layer(const config::ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
+                 const std::string& shared_x = {});
 
 }  // namespace rcsweep::models

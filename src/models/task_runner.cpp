@@ -19,7 +19,14 @@ struct Running {
   Matrix X;
   long log2_scale = 0;  // X_true = X * 2^log2_scale
   bool alive = true;
+  double C_M = 0.0, S = 0.0;  // maxima over layers (lambda-skip Theorem 4.1)
 };
+
+// ln mu(X_l) from the stored metrics: ln(mu_rel) + ln ||X||_F (finite where mu itself overflows).
+double log_mu(const TaskOutput& out, int layer) {
+  const auto& row = out.layers[layer];
+  return std::log(row[metrics::metric_index("mu_rel")]) + row[metrics::metric_index("log_fro")];
+}
 
 bool all_finite(const Matrix& X) {
   return std::all_of(X.values().begin(), X.values().end(), [](double x) { return std::isfinite(x); });
@@ -77,21 +84,28 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     const auto& model = plan.models.at(t.point);
     if (t.replicate != first.replicate || model.T != m0.T || model.d != m0.d)
       throw Error("run_bundle: task " + std::to_string(id) + " is not of this bundle");
-    Running r{&model, {}, {}, 0, true};
+    Running r{&model, {}, {}, 0, true, 0.0, 0.0};
     r.out.task = id;
     r.out.layers.assign(L + 1, nan_row);
     r.out.spectra.assign(L + 1, {});
     auto [it, inserted] = inputs.try_emplace(static_cast<int>(model.input));
     if (inserted) it->second = make_input(model, random);
+    if (model.input_scale != 1.0) {  // not shared with unscaled tasks: its own copy
+      r.X = it->second;
+      for (double& x : r.X.values()) x *= model.input_scale;
+      runs.push_back(std::move(r));
+      continue;
+    }
     r.X = it->second;
     runs.push_back(std::move(r));
   }
   using clock = std::chrono::steady_clock;
-  // Layer 0: tasks with the same input kind share X_0 and so its metrics.
-  std::map<int, const Running*> first_of_input;
+  // Layer 0: tasks with the same input kind and scale share X_0 and so its metrics.
+  std::map<std::pair<int, double>, const Running*> first_of_input;
   for (auto& r : runs) {
     const auto t0 = clock::now();
-    auto [it, inserted] = first_of_input.try_emplace(static_cast<int>(r.model->input), &r);
+    auto [it, inserted] =
+        first_of_input.try_emplace(std::make_pair(static_cast<int>(r.model->input), r.model->input_scale), &r);
     if (inserted) {
       record(plan, r, 0, metrics::MixerMetrics{});
     } else {
@@ -110,21 +124,31 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
         clock::time_point t0;
         ~AddTime() { r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count(); }
       } add_time{r, t0};
-      metrics::MixerMetrics mm;
+      LayerStats stats;
       // At layer 1 every task still holds its bundle's X_0 bitwise: share the products with it.
-      const std::string shared = layer == 1 ? "input" + std::to_string(static_cast<int>(r.model->input)) : "";
-      apply_layer(*r.model, layer, random, r.X, &mm, shared);
+      const bool shares_input = layer == 1 && r.model->input_scale == 1.0;
+      const std::string shared = shares_input ? "input" + std::to_string(static_cast<int>(r.model->input)) : "";
+      apply_layer(*r.model, layer, random, r.X, &stats, shared);
+      r.C_M = std::max(r.C_M, stats.max_m_fro);
+      r.S = std::max(r.S, stats.max_cv_fro);
       if (!all_finite(r.X)) {
         mark_diverged(r, layer, "non-finite values in X (the layer is not scale-invariant; add a norm)");
         continue;
       }
       if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
-      record(plan, r, layer, mm);
+      record(plan, r, layer, stats.head0);
       constexpr auto log_fro = metrics::metric_index("log_fro");
       if (!std::isfinite(r.out.layers[layer][log_fro])) mark_diverged(r, layer, "X vanished (all entries zero)");
     }
   }
-  for (auto& r : runs) on_done(std::move(r.out));
+  for (auto& r : runs) {
+    if (r.out.outcome == Outcome::done) {
+      const auto& m = *r.model;
+      r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0),
+                                 log_mu(r.out, L)});
+    }
+    on_done(std::move(r.out));
+  }
 }
 
 TaskOutput run_task(const plan::Plan& plan, std::uint64_t task) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "metrics/metrics.hpp"
+#include "models/theory.hpp"
 #include "plan/plan.hpp"
 
 namespace rcsweep::models {
@@ -25,6 +26,8 @@ struct TaskOutput {
   std::vector<std::array<double, metrics::n_layer_metrics>> layers;
   /// spectra[l]: singular values of X_l / ||X_l||_F when plan.spectrum_at(l), else empty.
   std::vector<std::vector<double>> spectra;
+  /// lambda-skip Theorem 4.1 quantities (models::theory_names order); NaN unless done.
+  TheoryRow theory = nan_theory();
 };
 
 /// Run the given tasks (all of one bundle: same replicate, T and d) to plan.max_depth.

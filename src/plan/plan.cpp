@@ -26,11 +26,13 @@ double svd_values_flops(double m, double n) {
 }  // namespace
 
 double layer_flops(const ModelParams& m) {
-  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
+  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
   double f = 0.0;
   switch (m.mixer) {
     case Mixer::softmax:
-      // per head: Q = X W_Q, K = X W_K, S = Q K^T, softmax, M X, (M X) W_V; plus weights.
+    case Mixer::relu:
+    case Mixer::sigmoid:
+      // per head: Q = X W_Q, K = X W_K, S = Q K^T, the entrywise map, M X, (M X) W_V; plus weights.
       f = H * (4.0 * T * d * dqk + 2.0 * T * T * dqk + exp_cost * T * T + 2.0 * T * T * d + 2.0 * T * d * d +
                normal_cost * (2.0 * d * dqk + d * d));
       break;
@@ -41,6 +43,18 @@ double layer_flops(const ModelParams& m) {
     case Mixer::uniform:
       f = H * (2.0 * T * d * d + normal_cost * d * d);
       break;
+    case Mixer::ssd:  // B = X W_B, C = X W_C, C B^T, mask, M X (C_V = I)
+      f = H * (4.0 * T * d * N + 2.0 * T * T * N + 2.0 * T * T * d + normal_cost * 2.0 * d * N);
+      break;
+    case Mixer::lti:
+      f = H * (2.0 * T * T * d + normal_cost * 2.0 * N);
+      break;
+  }
+  if (m.gap_fix == config::GapFix::outliers) f += H * 22.0 * T * T * T;  // SVD with vectors
+  if (m.gate == config::Gate::silu) f += 2.0 * T * d * d + normal_cost * d * d + exp_cost * T * d;
+  if (m.mlp == config::Mlp::relu) {
+    const double hidden = m.mlp_ratio * d;
+    f += 4.0 * T * d * hidden + normal_cost * 2.0 * d * hidden;
   }
   f += 10.0 * T * d;                           // skip, norm, scaling
   f += svd_values_flops(T, d) + 8.0 * T * d;  // signal metrics
@@ -53,10 +67,13 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   MemoryEstimate e;
   // One layer's random tensors, cached for the bundle: W_V (and its Haar factor), W_Q, W_K per
   // head; Markov G per head; the shared products of X_0 at layer 1 (X W_V, M).
-  e.shared = 8 * (H * (2 * d * d + 2 * d * dqk + T * T) + 2 * T * d + T * T);
+  const std::size_t mlp = m.mlp == config::Mlp::relu ? 2 * d * m.mlp_ratio * d : 0;
+  const std::size_t gate = m.gate == config::Gate::silu ? d * d : 0;
+  e.shared = 8 * (H * (2 * d * d + 2 * d * dqk + T * T + 2 * d * m.state_dim) + 2 * T * d + T * T + mlp + gate);
   e.state = 8 * T * d;  // X between layers
   // Temporaries of one task's layer: Y, X W_V, Q, K, S/M, metrics copies and the Gram matrix.
-  e.scratch = 8 * (3 * T * d + 2 * T * dqk + 3 * T * T + std::min(T, d) * std::min(T, d) + 5 * std::max(T, d));
+  e.scratch = 8 * (4 * T * d + 2 * T * dqk + 3 * T * T + std::min(T, d) * std::min(T, d) + 5 * std::max(T, d) +
+                   (m.mlp == config::Mlp::relu ? T * m.mlp_ratio * d : 0) + 2 * T * m.state_dim);
   return e;
 }
 

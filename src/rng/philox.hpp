@@ -13,6 +13,11 @@ enum class Tensor : std::uint32_t {
   query = 2,      ///< W_Q
   key = 3,        ///< W_K
   markov = 4,     ///< the Gaussian G of a Markov attention matrix
+  gate = 5,       ///< W_G of the SiLU gate
+  mlp_in = 6,     ///< W_1 of the MLP
+  mlp_out = 7,    ///< W_2 of the MLP
+  ssm_b = 8,      ///< W_B of the selective SSM, b of the LTI gain
+  ssm_c = 9,      ///< W_C of the selective SSM, c of the LTI gain
 };
 
 /// Identifies one random tensor. Never contains the rank, thread, lambda or a component switch

@@ -12,6 +12,7 @@
 
 #include "base/error.hpp"
 #include "metrics/metrics.hpp"
+#include "models/theory.hpp"
 #include "store/hdf5.hpp"
 
 namespace rcsweep::store {
@@ -35,6 +36,8 @@ namespace {
 
 static_assert(std::tuple_size_v<decltype(TaskResult::layers)::value_type> == metrics::n_layer_metrics,
               "TaskResult::layers rows must hold every layer metric");
+static_assert(std::tuple_size_v<decltype(TaskResult::theory)> == models::n_theory,
+              "TaskResult::theory must hold every theory quantity");
 
 constexpr std::size_t choice_bytes = 16;    // /points: fixed-length string fields
 constexpr std::size_t message_bytes = 256;  // /tasks: message field (255 bytes + NUL)
@@ -143,6 +146,23 @@ std::string metric_description(std::string_view name) {
   return "layer metric " + std::string(name);
 }
 
+std::string theory_description(std::string_view name) {
+  static const std::vector<std::pair<std::string_view, std::string_view>> text = {
+      {"C_M", "lambda-skip Thm 4.1: C_M = max over layers and heads of ||M||_F"},
+      {"S", "lambda-skip Thm 4.1: S = max over layers of ||C_V||_F (W_V; I_d for SSM mixers: sqrt(d))"},
+      {"lambda_min", "lambda-skip Thm 4.1: (a + sqrt a) S C_M / (1 - a), the |lambda| above which the "
+                     "condition holds (a = collapse_rate)"},
+      {"a_star", "lambda-skip Thm 4.1: lambda^2 / (S C_M + |lambda|)^2, the largest rate a the condition admits"},
+      {"b", "lambda-skip Thm 4.1: 2 |lambda| N d S C_M / (lambda^2 - a (S C_M + |lambda|)^2) / a^L; NaN when "
+            "the condition fails"},
+      {"bound_applies", "lambda-skip Thm 4.1: 1 if the condition holds and mu(X_0)^2 >= b, else 0"},
+      {"bound_holds", "lambda-skip Thm 4.1: 1 if mu(X_L)^2 >= a^L mu(X_0)^2, else 0"},
+  };
+  for (const auto& [n, d] : text)
+    if (n == name) return std::string(d) + "; NaN for a task not done";
+  return "theory quantity " + std::string(name) + "; NaN for a task not done";
+}
+
 /// Throw IdentityError unless `file` is an rcsweep store of schema 1.
 void check_identity(hid_t file, const std::string& path) {
   if (!h5::has_attr(file, "format")) throw IdentityError(path + " is not an rcsweep store (no 'format' attribute)");
@@ -225,6 +245,7 @@ struct Store::Impl {
   TaskTypes types;
   h5::Handle tasks, x_sv;
   std::array<h5::Handle, metrics::n_layer_metrics> layers;
+  std::array<h5::Handle, models::n_theory> theory;
   std::uint64_t n_tasks = 0;
   std::size_t n_layers = 0;              // L_max + 1
   std::vector<std::uint64_t> task_point;
@@ -258,6 +279,8 @@ struct Store::Impl {
     x_sv = h5::open_dataset(file.id(), "/spectra/x_sv");
     for (std::size_t k = 0; k < layers.size(); ++k)
       layers[k] = h5::open_dataset(file.id(), "/layers/" + std::string(metrics::layer_metric_names[k]));
+    for (std::size_t k = 0; k < theory.size(); ++k)
+      theory[k] = h5::open_dataset(file.id(), "/theory/" + std::string(models::theory_names[k]));
   }
 
   void write_axes(const plan::Plan& plan);
@@ -470,6 +493,22 @@ void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
     }
   }
 
+  // /theory/<name>: one NaN-filled value per task.
+  {
+    h5::Handle theory_group = h5::create_group(f, "theory");
+    h5::set_attr(theory_group.id(), "description",
+                 "per-task quantities of lambda-skip Theorem 4.1 (MODELS.md \"Per-task theory quantities\")");
+    h5::DatasetOptions opt;
+    opt.chunk = {std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, 65536))};
+    opt.fill = &nan;
+    opt.fill_type = H5T_NATIVE_DOUBLE;
+    for (std::size_t k = 0; k < theory.size(); ++k) {
+      const std::string name(models::theory_names[k]);
+      theory[k] = h5::create_dataset(theory_group.id(), name, H5T_IEEE_F64LE, {n_tasks}, opt);
+      h5::set_attr(theory[k].id(), "description", theory_description(name));
+    }
+  }
+
   // /spectra: one flat NaN-filled vector plus where each task's layer spectrum starts.
   {
     h5::Handle g = h5::create_group(f, "spectra");
@@ -555,10 +594,16 @@ Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& pl
     if (h5::get_attr_u64(f, "n_tasks") != impl->n_tasks ||
         h5::get_attr_i64(f, "max_depth") != static_cast<std::int64_t>(plan.max_depth))
       throw StoreError("n_tasks or max_depth does not match its plan hash");
+    if (!h5::link_exists(f, "theory"))
+      throw IdentityError(p + " has no /theory: made by an older rcsweep; rerun with --overwrite");
     impl->open_datasets();
     const auto dims = h5::dataset_dims(impl->layers[0].id());
     if (dims.size() != 2 || dims[0] != impl->n_tasks || dims[1] != impl->n_layers)
       throw StoreError("/layers has the wrong shape");
+    for (const h5::Handle& d : impl->theory) {
+      const auto tdims = h5::dataset_dims(d.id());
+      if (tdims.size() != 1 || tdims[0] != impl->n_tasks) throw StoreError("/theory has the wrong shape");
+    }
     read_status_column(impl->tasks.id(), impl->n_tasks);  // readable and valid
     // Provenance of the run now writing; `created` stays the first run's.
     h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
@@ -627,6 +672,13 @@ void Store::write(std::span<const TaskResult> results) {
       for (std::size_t l = 0; l < layers.size(); ++l) buf[j * L1 + l] = layers[l][k];
     }
     h5::write_rows(s.layers[k].id(), H5T_NATIVE_DOUBLE, runs, buf.data());
+  }
+
+  // 1b. Theory values, one H5Dwrite per quantity.
+  std::vector<double> tbuf(sel.size());
+  for (std::size_t k = 0; k < s.theory.size(); ++k) {
+    for (std::size_t j = 0; j < sel.size(); ++j) tbuf[j] = results[sel[j]].theory[k];
+    h5::write_rows(s.theory[k].id(), H5T_NATIVE_DOUBLE, runs, tbuf.data());
   }
 
   // 2. Spectra: segments sorted by offset, adjacent ones merged, one H5Dwrite.

@@ -5,11 +5,13 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "models/theory.hpp"
 #include "plan/plan.hpp"
 
 namespace rcsweep::store {
@@ -30,6 +32,13 @@ struct TaskResult {
   std::vector<std::array<double, 13>> layers;
   /// spectra[l]: singular values of layer l when plan.spectrum_at(l), else empty.
   std::vector<std::vector<double>> spectra;
+  /// Per-task quantities of lambda-skip Theorem 4.1, in models::theory_names order
+  /// (/theory/<name>); NaN where not computed (e.g. a failed task).
+  models::TheoryRow theory = [] {
+    models::TheoryRow t;
+    t.fill(std::numeric_limits<double>::quiet_NaN());
+    return t;
+  }();
 };
 
 struct Provenance {

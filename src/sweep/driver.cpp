@@ -52,6 +52,7 @@ store::TaskResult to_result(models::TaskOutput&& out, int rank) {
   r.message = std::move(out.message);
   r.layers = std::move(out.layers);
   r.spectra = std::move(out.spectra);
+  r.theory = out.theory;
   return r;
 }
 

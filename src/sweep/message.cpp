@@ -53,6 +53,7 @@ void pack(const store::TaskResult& r, std::vector<char>& buf) {
     put(buf, static_cast<std::uint64_t>(s.size()));
     put_bytes(buf, s.data(), s.size() * sizeof(double));
   }
+  put_bytes(buf, r.theory.data(), sizeof(r.theory));  // fixed size: models::n_theory doubles
 }
 
 std::vector<store::TaskResult> unpack(const std::vector<char>& buf) {
@@ -73,6 +74,7 @@ std::vector<store::TaskResult> unpack(const std::vector<char>& buf) {
       s.resize(in.get<std::uint64_t>());
       in.bytes(s.data(), s.size() * sizeof(double));
     }
+    in.bytes(r.theory.data(), sizeof(r.theory));
     out.push_back(std::move(r));
   }
   return out;

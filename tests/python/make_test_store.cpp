@@ -38,6 +38,14 @@ store::TaskResult fake(const plan::Plan& plan, std::uint64_t t, store::TaskStatu
   r.wall_s = 0.01 * static_cast<double>(t + 1);
   r.rank = static_cast<int>(t % 2);
   if (status == store::TaskStatus::failed) return r.message = "failed: fake LAPACK error", r;
+  // Theory quantities of a done task (b NaN for odd tasks: the condition fails there).
+  if (status == store::TaskStatus::done) {
+    for (std::size_t k = 0; k < r.theory.size(); ++k)
+      r.theory[k] = 0.5 + static_cast<double>(t) + 0.01 * static_cast<double>(k);
+    if (t % 2 == 1) r.theory[4] = std::nan("");
+    r.theory[5] = static_cast<double>(t % 2 == 0);
+    r.theory[6] = 1.0;
+  }
   const int layers = status == store::TaskStatus::diverged ? 2 : plan.max_depth + 1;
   if (status == store::TaskStatus::diverged) r.message = "diverged at layer 2: non-finite X";
   for (int l = 0; l < layers; ++l) {

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 METRICS = ["fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel",
            "m_s1", "m_s2", "m_gap", "m_fro"]
+THEORY = ["C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds"]
 PARAMS_INT = ["T", "d", "depth", "heads", "d_qk"]
 PARAMS_FLOAT = ["sigma_qk", "sigma_A", "lambda", "skip_scale", "sigma_v"]
 PARAMS_CHOICE = ["mixer", "input", "norm", "gap_fix", "value_init", "value_scale"]
@@ -60,6 +61,23 @@ def test_layers_shape_and_dtype(f, sizes):
         assert d.shape == (n_tasks, max_depth + 1), m
         assert d.dtype == np.float64, m
         assert isinstance(d.attrs["description"], str) and d.attrs["description"], m
+
+
+def test_theory(f, sizes):
+    n_tasks, _, _ = sizes
+    assert sorted(f["theory"].keys()) == sorted(THEORY)
+    status = f["tasks"]["status"]
+    for name in THEORY:
+        d = f["theory"][name]
+        assert d.shape == (n_tasks,), name
+        assert d.dtype == np.float64, name
+        assert isinstance(d.attrs["description"], str) and d.attrs["description"], name
+        v = d[...]
+        assert np.isnan(v[status != DONE]).all(), name
+    for name in ["bound_applies", "bound_holds"]:
+        v = f["theory"][name][...]
+        assert set(np.unique(v[~np.isnan(v)])) <= {0.0, 1.0}, name
+        assert not np.isnan(v[status == DONE]).any(), name
 
 
 def test_tasks(f, sizes):

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "base/error.hpp"
 #include "config/params.hpp"
 #include "metrics/metrics.hpp"
+#include "models/theory.hpp"
 #include "plan/plan.hpp"
 #include "store/store.hpp"
 
@@ -599,4 +601,83 @@ TEST_F(DamagedStoreTest, StoreWithoutTasksDataset) {
     H5Ldelete(f.id, "tasks", H5P_DEFAULT);
   }
   expect_refused(path("real.h5"), "damaged rcsweep store");
+}
+
+// ---- /theory (lambda-skip Theorem 4.1) ---------------------------------------------------------
+
+namespace {
+/// Distinct, exactly representable theory values; some NaN (b when the condition fails) and 0/1 flags.
+models::TheoryRow fake_theory(std::uint64_t t) {
+  models::TheoryRow row;
+  for (std::size_t k = 0; k < row.size(); ++k) row[k] = static_cast<double>(t) * 100.0 + static_cast<double>(k) + 0.25;
+  if (t % 2 == 1) row[4] = std::numeric_limits<double>::quiet_NaN();  // b: condition fails
+  row[5] = static_cast<double>(t % 2 == 0);
+  row[6] = static_cast<double>(t % 3 == 0);
+  return row;
+}
+}  // namespace
+
+TEST_F(StoreTest, TheoryDatasetsCreatedNaNAndWrittenBitwise) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::none));
+  const std::uint64_t n_tasks = plan.tasks.size();
+  const std::vector<std::uint64_t> ids = {7, 0, 1, 2, 12, 3};
+  std::vector<TaskResult> batch;
+  for (auto t : ids) {
+    TaskResult r = fake_result(plan, t, t == 3 ? TaskStatus::diverged : TaskStatus::done);
+    if (t != 2) r.theory = fake_theory(t);  // task 2 keeps the all-NaN default
+    batch.push_back(std::move(r));
+  }
+  TaskResult failed;
+  failed.task = 9;
+  failed.status = TaskStatus::failed;
+  failed.message = "failed: fake";
+  batch.push_back(failed);
+  EXPECT_TRUE(std::all_of(failed.theory.begin(), failed.theory.end(), [](double x) { return std::isnan(x); }));
+  {
+    Store s = Store::create(path("th.h5"), plan, prov(), false);
+    H5Id f(H5Fopen(path("th.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    ASSERT_GE(f.id, 0);
+    for (auto name : models::theory_names) {  // at creation: [n_tasks], all NaN, described
+      const std::string p = "/theory/" + std::string(name);
+      EXPECT_EQ(dims_of(f.id, p.c_str()), (std::vector<hsize_t>{n_tasks})) << p;
+      const auto v = read_dataset<double>(f.id, p.c_str(), H5T_NATIVE_DOUBLE);
+      EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) << p;
+      H5Id d(H5Dopen2(f.id, p.c_str(), H5P_DEFAULT));
+      H5Id type(H5Dget_type(d.id));
+      EXPECT_TRUE(H5Tequal(type.id, H5T_IEEE_F64LE) > 0) << p;
+      const std::string desc = read_str_attr(d.id, "description");
+      EXPECT_NE(desc.find("NaN for a task not done"), std::string::npos) << p << ": " << desc;
+    }
+  }
+  {
+    Store s = Store::open_resume(path("th.h5"), plan, prov());  // a store with /theory resumes
+    s.write(batch);
+  }
+  H5Id f(H5Fopen(path("th.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_GE(f.id, 0);
+  for (std::size_t k = 0; k < models::n_theory; ++k) {
+    const std::string p = "/theory/" + std::string(models::theory_names[k]);
+    const auto v = read_dataset<double>(f.id, p.c_str(), H5T_NATIVE_DOUBLE);
+    ASSERT_EQ(v.size(), n_tasks);
+    for (std::uint64_t t = 0; t < n_tasks; ++t) {
+      const bool written = std::find(ids.begin(), ids.end(), t) != ids.end() && t != 2;
+      const double want = written ? fake_theory(t)[k] : std::numeric_limits<double>::quiet_NaN();
+      EXPECT_TRUE(same_bits(v[t], want)) << p << " task " << t << ": " << v[t] << " vs " << want;
+    }
+  }
+  const auto info = store::read_info(path("th.h5"));
+  EXPECT_NE(std::find(info.datasets.begin(), info.datasets.end(), "/theory/lambda_min"), info.datasets.end());
+}
+
+TEST_F(DamagedStoreTest, ResumeOfStoreWithoutTheoryIsRefused) {
+  real_store_bytes();
+  {
+    H5Id f(H5Fopen(path("real.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_GE(H5Ldelete(f.id, "theory", H5P_DEFAULT), 0);
+  }
+  const auto plan = plan::make_plan(make_spec(config::Spectra::all));
+  const std::string msg = store_error_of([&] { Store::open_resume(path("real.h5"), plan, prov()); });
+  EXPECT_NE(msg.find("made by an older rcsweep; rerun with --overwrite"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("damaged"), std::string::npos) << msg;
+  EXPECT_EQ(store::read_info(path("real.h5")).n_done, 2u);  // still readable
 }
