@@ -359,6 +359,7 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     }
     if (stats) {
       if (h == 0) stats->head0 = mixed->metrics;
+      if (h == 0 && stats->keep_head0) stats->head0_M = mixed->M;
       stats->max_m_fro = std::max(stats->max_m_fro, mixed->fro);
       stats->max_cv_fro = std::max(stats->max_cv_fro, cv_fro);
     }

@@ -38,6 +38,8 @@ struct LayerStats {
   metrics::MixerMetrics head0;  ///< metrics of head 0's M after gap_fix
   double max_m_fro = 0.0;       ///< max over heads of ||M_h||_F (lambda-skip C_M)
   double max_cv_fro = 0.0;      ///< max over heads of ||skip_scale C_V,h||_F (lambda-skip S)
+  bool keep_head0 = false;      ///< set before the call: copy head 0's M (after gap_fix) into head0_M
+  Matrix head0_M;               ///< T x T, only when keep_head0
 };
 
 /// One layer (MODELS.md "One layer"): X <- norm(lambda X + skip_scale sum_h gap_fix(M_h) X C_V,h),
