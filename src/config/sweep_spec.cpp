@@ -493,17 +493,19 @@ class Parser {
   void parse_output(const toml::table& table) {
     for (const auto& [key, node] : file_order(table)) {
       const std::string path = "output." + key;
-      if (key != "spectra") {
-        issue(path, "unknown key '" + key + "' in [output]" + suggestion(key, {"spectra"}) + " (known: spectra)");
+      if (key != "spectra" && key != "mixer_spectra") {
+        issue(path, "unknown key '" + key + "' in [output]" + suggestion(key, {"spectra", "mixer_spectra"}) +
+                        " (known: spectra, mixer_spectra)");
         continue;
       }
+      Spectra& target = key == "spectra" ? spec_.output.spectra : spec_.output.mixer_spectra;
       const auto* s = node->as_string();
       if (s && s->get() == "none")
-        spec_.output.spectra = Spectra::none;
+        target = Spectra::none;
       else if (s && s->get() == "last")
-        spec_.output.spectra = Spectra::last;
+        target = Spectra::last;
       else if (s && s->get() == "all")
-        spec_.output.spectra = Spectra::all;
+        target = Spectra::all;
       else
         issue(path, "must be one of \"none\", \"last\", \"all\", got " + describe(*node));
     }
@@ -705,6 +707,7 @@ std::string SweepSpec::canonical_toml() const {
   }
   static constexpr std::array<const char*, 3> spectra_names = {"none", "last", "all"};
   out += "\n[output]\nspectra = \"" + std::string(spectra_names.at(static_cast<std::size_t>(output.spectra))) + "\"\n";
+  out += "mixer_spectra = \"" + std::string(spectra_names.at(static_cast<std::size_t>(output.mixer_spectra))) + "\"\n";
   return out;
 }
 

@@ -24,6 +24,9 @@ enum class Spectra { none, last, all };
 
 struct OutputOptions {
   Spectra spectra = Spectra::none;  ///< singular values of X_l: none, last layer only, all layers
+  /// Singular values and eigenvalues of head 0's mixer M (after gap_fix) of layers >= 1: none,
+  /// last layer only, all layers.
+  Spectra mixer_spectra = Spectra::none;
 };
 
 struct SweepSpec {

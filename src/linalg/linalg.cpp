@@ -4,6 +4,7 @@
 #include <lapacke.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string_view>
 
@@ -72,6 +73,32 @@ std::vector<double> singular_values(const Matrix& A) {
                                          s.data(), nullptr, 1, nullptr, 1);
   if (info != 0) throw LinalgError("dgesdd", info);
   return s;
+}
+
+std::vector<std::complex<double>> eigenvalues(const Matrix& A) {
+  const std::size_t n = A.rows();
+  if (A.cols() != n) throw Error("linalg::eigenvalues: needs a square matrix, got " + shape(n, A.cols()));
+  if (!std::all_of(A.values().begin(), A.values().end(), [](double x) { return std::isfinite(x); }))
+    throw Error("linalg::eigenvalues: the matrix has non-finite entries");
+  std::vector<std::complex<double>> out(n);
+  if (n == 0) return out;
+  // Row-major A is column-major A^T, which has the same eigenvalues: no transposed copy.
+  Matrix a = A;
+  std::vector<double> wr(n), wi(n);
+  double dummy = 0.0;
+  const lapack_int ln = to_lapack(n);
+  const lapack_int info =
+      LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', 'N', ln, a.data(), ln, wr.data(), wi.data(), &dummy, 1, &dummy, 1);
+  if (info != 0) throw LinalgError("dgeev", info);
+  for (std::size_t i = 0; i < n; ++i) out[i] = {wr[i], wi[i]};
+  // Finite input gives finite eigenvalues, so this is a strict weak order.
+  std::sort(out.begin(), out.end(), [](const std::complex<double>& x, const std::complex<double>& y) {
+    const double ax = std::abs(x), ay = std::abs(y);
+    if (ax != ay) return ax > ay;
+    if (x.real() != y.real()) return x.real() > y.real();
+    return x.imag() > y.imag();
+  });
+  return out;
 }
 
 GramTop gram_top(const Matrix& A, double alpha, double decline_below) {

@@ -1,5 +1,6 @@
 // The only place that calls BLAS/LAPACK. All matrices are rcsweep::Matrix (row-major).
 #pragma once
+#include <complex>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@ Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::
 /// All min(m, n) singular values of A, descending (dgesdd, values only). A is not modified.
 /// Throws LinalgError if LAPACK does not converge.
 std::vector<double> singular_values(const Matrix& A);
+
+/// All n eigenvalues of the square matrix A (n x n), complex in general (dgeev, no
+/// eigenvectors, on a copy: A is not modified). Order, deterministic for a given A: descending
+/// modulus |lambda|, then descending real part, then descending imaginary part (so a conjugate
+/// pair comes as a + bi, a - bi with b > 0). Throws Error when A is not square or has a
+/// non-finite entry, LinalgError if LAPACK does not converge.
+std::vector<std::complex<double>> eigenvalues(const Matrix& A);
 
 /// What the metrics need from the smaller Gram matrix G of A (A A^T if rows <= cols, else
 /// A^T A): its two largest eigenvalues (= s_1^2, s_2^2 of A, each with absolute error of order

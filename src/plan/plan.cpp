@@ -62,6 +62,13 @@ double layer_flops(const ModelParams& m) {
   return f;
 }
 
+double mixer_spectrum_flops(const ModelParams& m) {
+  const double T = m.T;
+  // dgesdd values only, plus dgeev without vectors (Hessenberg reduction 10/3 T^3, then the
+  // shifted QR iteration, about 10 T^3 in all).
+  return svd_values_flops(T, T) + 10.0 * T * T * T;
+}
+
 MemoryEstimate memory_estimate(const ModelParams& m) {
   const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
   MemoryEstimate e;
@@ -100,6 +107,28 @@ std::int64_t Plan::spectrum_offset(std::uint64_t t, int layer) const {
 
 std::int64_t Plan::spectrum_total() const { return spectrum_total_; }
 
+bool Plan::mixer_spectrum_at(int layer) const {
+  switch (spec.output.mixer_spectra) {
+    case config::Spectra::none: return false;
+    case config::Spectra::last: return layer >= 1 && layer == max_depth;
+    case config::Spectra::all: return layer >= 1 && layer <= max_depth;
+  }
+  return false;
+}
+
+std::size_t Plan::mixer_spectrum_length(std::uint64_t t) const {
+  return static_cast<std::size_t>(models.at(tasks.at(t).point).T);
+}
+
+std::int64_t Plan::mixer_spectrum_offset(std::uint64_t t, int layer) const {
+  if (!mixer_spectrum_at(layer)) return -1;
+  std::int64_t index = 0;  // how many stored mixer spectra of this task come before `layer`
+  for (int l = 1; l < layer; ++l) index += mixer_spectrum_at(l) ? 1 : 0;
+  return mixer_spectrum_start_.at(t) + index * static_cast<std::int64_t>(mixer_spectrum_length(t));
+}
+
+std::int64_t Plan::mixer_spectrum_total() const { return mixer_spectrum_total_; }
+
 double Plan::total_flops() const {
   double total = 0.0;
   for (const auto& b : bundles) total += b.flops;
@@ -122,10 +151,14 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     plan.models.push_back(config::resolve(plan.points.back()));
   }
 
+  int mixer_layers = 0;  // layers with a stored mixer spectrum (the same for every task)
+  for (int l = 0; l <= plan.max_depth; ++l) mixer_layers += plan.mixer_spectrum_at(l) ? 1 : 0;
+
   const int R = plan.spec.replicates;
   plan.tasks.reserve(n_points * R);
   for (std::size_t p = 0; p < n_points; ++p) {
-    const double flops = (plan.models[p].depth + 1) * layer_flops(plan.models[p]);
+    const double flops = (plan.models[p].depth + 1) * layer_flops(plan.models[p]) +
+                         mixer_layers * mixer_spectrum_flops(plan.models[p]);
     for (int r = 0; r < R; ++r) plan.tasks.push_back({plan.tasks.size(), p, r, flops});
   }
 
@@ -139,6 +172,13 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     offset += stored_layers * static_cast<std::int64_t>(plan.spectrum_length(t.id));
   }
   plan.spectrum_total_ = offset;
+  plan.mixer_spectrum_start_.resize(plan.tasks.size());
+  offset = 0;
+  for (const auto& t : plan.tasks) {
+    plan.mixer_spectrum_start_[t.id] = offset;
+    offset += mixer_layers * static_cast<std::int64_t>(plan.mixer_spectrum_length(t.id));
+  }
+  plan.mixer_spectrum_total_ = offset;
 
   // Bundles: tasks of this shard that draw the same random tensors (replicate, T, d).
   std::map<std::tuple<int, int, int>, std::size_t> bundle_of;

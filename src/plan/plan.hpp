@@ -52,12 +52,24 @@ struct Plan {
   std::int64_t spectrum_offset(std::uint64_t t, int layer) const;
   /// Total length of /spectra/x_sv.
   std::int64_t spectrum_total() const;
+  /// Which layers get a stored mixer spectrum ([output] mixer_spectra): layers 1..L_max only
+  /// (layer 0 has no mixer); "last" is layer L_max (nothing when L_max = 0).
+  bool mixer_spectrum_at(int layer) const;
+  /// Length of one stored mixer spectrum of task `t` (singular values of head 0's M, and its
+  /// eigenvalues): T.
+  std::size_t mixer_spectrum_length(std::uint64_t t) const;
+  /// Start of task t's layer-l mixer spectrum in /spectra/m_sv (and m_eig_re, m_eig_im), or -1.
+  std::int64_t mixer_spectrum_offset(std::uint64_t t, int layer) const;
+  /// Total length of /spectra/m_sv.
+  std::int64_t mixer_spectrum_total() const;
   double total_flops() const;
 
  private:
   friend Plan make_plan(config::SweepSpec spec, Shard shard);
   std::vector<std::int64_t> spectrum_start_;  ///< per task: start of its first stored spectrum
   std::int64_t spectrum_total_ = 0;
+  std::vector<std::int64_t> mixer_spectrum_start_;  ///< per task: start of its first mixer spectrum
+  std::int64_t mixer_spectrum_total_ = 0;
 };
 
 /// Expand a validated spec into the plan. Bundles only contain tasks of `shard`.
@@ -66,6 +78,8 @@ Plan make_plan(config::SweepSpec spec, Shard shard = {});
 /// Estimated flops of one layer of `model` (GEMMs, softmax, metrics with an SVD of X; the
 /// spectrum adds nothing since the SVD is always computed).
 double layer_flops(const config::ModelParams& model);
+/// Extra flops of one stored mixer spectrum (all singular values and eigenvalues of a T x T M).
+double mixer_spectrum_flops(const config::ModelParams& model);
 /// Memory of one task in a bundle: what it shares with the bundle (one layer's weights), keeps
 /// between layers (X) and needs while its layer runs (temporaries), in bytes.
 struct MemoryEstimate {

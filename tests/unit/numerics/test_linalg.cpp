@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -292,6 +294,118 @@ TEST(LinalgGram, DeclinesOnlyProvablyCollapsedSpectra) {
   const auto g = gram_top(two, 1.0, 1e-3);
   ASSERT_TRUE(g.solved);
   EXPECT_NEAR(g.lambda2 / g.lambda1, 2e-3, 1e-15);
+}
+
+// Determinant by Gaussian elimination with partial pivoting (test reference only).
+double naive_det(Matrix a) {
+  const std::size_t n = a.rows();
+  double det = 1.0;
+  for (std::size_t k = 0; k < n; ++k) {
+    std::size_t p = k;
+    for (std::size_t i = k + 1; i < n; ++i)
+      if (std::abs(a(i, k)) > std::abs(a(p, k))) p = i;
+    if (p != k) {
+      for (std::size_t j = 0; j < n; ++j) std::swap(a(k, j), a(p, j));
+      det = -det;
+    }
+    det *= a(k, k);
+    if (a(k, k) == 0.0) return 0.0;
+    for (std::size_t i = k + 1; i < n; ++i) {
+      const double f = a(i, k) / a(k, k);
+      for (std::size_t j = k; j < n; ++j) a(i, j) -= f * a(k, j);
+    }
+  }
+  return det;
+}
+
+// A triangular matrix has its diagonal as eigenvalues, here returned by descending modulus,
+// ties (3 and -3) by descending real part.
+TEST(LinalgEig, TriangularMatrixGivesItsDiagonal) {
+  Matrix a(5, 5);
+  const double diag[5] = {0.5, -3.0, 2.0, 3.0, -0.25};
+  for (std::size_t i = 0; i < 5; ++i) {
+    a(i, i) = diag[i];
+    for (std::size_t j = i + 1; j < 5; ++j) a(i, j) = 0.1 * static_cast<double>(i + 2 * j);  // upper part
+  }
+  const auto ev = eigenvalues(a);
+  const double want[5] = {3.0, -3.0, 2.0, 0.5, -0.25};
+  ASSERT_EQ(ev.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(ev[i].real(), want[i], 1e-14) << i;
+    EXPECT_EQ(ev[i].imag(), 0.0) << i;
+  }
+  // lower triangular too (the row-/column-major transpose must not matter)
+  const auto evt = eigenvalues(naive_transpose(a));
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_NEAR(evt[i].real(), want[i], 1e-14) << i;
+}
+
+// A plane rotation by 90 degrees: +i then -i (equal modulus and real part: imag descending).
+TEST(LinalgEig, RotationGivesPlusMinusI) {
+  Matrix r(2, 2);
+  r(0, 1) = -1.0;
+  r(1, 0) = 1.0;
+  const auto ev = eigenvalues(r);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_NEAR(ev[0].real(), 0.0, 1e-15);
+  EXPECT_NEAR(ev[0].imag(), 1.0, 1e-15);
+  EXPECT_NEAR(ev[1].real(), 0.0, 1e-15);
+  EXPECT_NEAR(ev[1].imag(), -1.0, 1e-15);
+  // rotation by theta in a 3-d space with an axis: 1, e^{+-i theta}
+  const double th = 0.7;
+  Matrix q(3, 3);
+  q(0, 0) = std::cos(th), q(0, 1) = -std::sin(th), q(1, 0) = std::sin(th), q(1, 1) = std::cos(th), q(2, 2) = 1.0;
+  const auto e3 = eigenvalues(q);
+  ASSERT_EQ(e3.size(), 3u);
+  EXPECT_NEAR(e3[0].real(), 1.0, 1e-15);  // |.| all 1: real part descending puts 1 first
+  EXPECT_NEAR(e3[1].real(), std::cos(th), 1e-15);
+  EXPECT_NEAR(e3[1].imag(), std::sin(th), 1e-15);
+  EXPECT_NEAR(e3[2].imag(), -std::sin(th), 1e-15);
+}
+
+// A random matrix: the eigenvalues sum to the trace and multiply to the determinant; complex
+// ones come in conjugate pairs; the order is by descending modulus; A is left unchanged.
+TEST(LinalgEig, RandomMatrixTraceDeterminantAndOrder) {
+  const Matrix a = random_matrix(40, 40, 11);
+  const Matrix copy = a;
+  const auto ev = eigenvalues(a);
+  EXPECT_EQ(max_abs_diff(a, copy), 0.0);
+  ASSERT_EQ(ev.size(), 40u);
+  std::complex<double> sum = 0.0, prod = 1.0;
+  double trace = 0.0;
+  for (std::size_t i = 0; i < 40; ++i) trace += a(i, i);
+  for (const auto& z : ev) {
+    sum += z;
+    prod *= z;
+  }
+  EXPECT_NEAR(sum.real(), trace, 1e-12);
+  EXPECT_NEAR(sum.imag(), 0.0, 1e-12);
+  const double det = naive_det(a);
+  EXPECT_NEAR(prod.real() / det, 1.0, 1e-10);
+  EXPECT_NEAR(prod.imag() / std::abs(det), 0.0, 1e-10);
+  std::size_t complex_count = 0;
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GE(std::abs(ev[i - 1]), std::abs(ev[i])) << i;
+    }
+    if (ev[i].imag() > 0.0) {  // its conjugate follows right after
+      ++complex_count;
+      ASSERT_LT(i + 1, ev.size());
+      EXPECT_EQ(ev[i + 1], std::conj(ev[i])) << i;
+    }
+  }
+  EXPECT_GT(complex_count, 0u);  // a 40x40 uniform matrix has complex eigenvalues
+  EXPECT_EQ(eigenvalues(a), ev);  // deterministic
+}
+
+TEST(LinalgEig, EdgeCases) {
+  EXPECT_TRUE(eigenvalues(Matrix(0, 0)).empty());
+  Matrix one(1, 1);
+  one(0, 0) = -2.5;
+  EXPECT_EQ(eigenvalues(one), (std::vector<std::complex<double>>{{-2.5, 0.0}}));
+  EXPECT_THROW(eigenvalues(Matrix(2, 3)), Error);
+  Matrix bad(2, 2);
+  bad(1, 0) = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(eigenvalues(bad), Error);
 }
 
 }  // namespace

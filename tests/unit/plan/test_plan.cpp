@@ -12,7 +12,8 @@
 namespace rcsweep {
 namespace {
 
-plan::Plan make(const std::string& extra = "", plan::Shard shard = {}, const std::string& spectra = "none") {
+plan::Plan make(const std::string& extra = "", plan::Shard shard = {}, const std::string& spectra = "none",
+                const std::string& mixer_spectra = "none") {
   const std::string text = R"(
 [sweep]
 name = "p"
@@ -26,7 +27,7 @@ lambda = [0.0, 1.0]
 [[zip]]
 T = [8, 16, 32]
 d = [16, 32, 64]
-)" + extra + "\n[output]\nspectra = \"" + spectra + "\"\n";
+)" + extra + "\n[output]\nspectra = \"" + spectra + "\"\nmixer_spectra = \"" + mixer_spectra + "\"\n";
   return plan::make_plan(config::parse_sweep(text, "test"), shard);
 }
 
@@ -124,6 +125,97 @@ TEST(Plan, SpectraOffsetsTileTheStorageExactly) {
   EXPECT_EQ(last.spectrum_length(0), 8u);  // min(T, d)
   EXPECT_TRUE(last.spectrum_at(4));
   EXPECT_FALSE(last.spectrum_at(3));
+}
+
+// Mixer spectra: layers 1..L_max only (layer 0 has no mixer), T values each, tiling
+// /spectra/m_sv exactly; independent of the X spectra.
+TEST(Plan, MixerSpectraOffsetsTileTheStorageExactly) {
+  for (const char* mixer : {"none", "last", "all"})
+    for (const char* spectra : {"none", "all"}) {
+      const auto p = make("", {}, spectra, mixer);
+      const std::string mode = mixer;
+      EXPECT_EQ(p.spec.output.mixer_spectra, mode == "none"   ? config::Spectra::none
+                                             : mode == "last" ? config::Spectra::last
+                                                              : config::Spectra::all);
+      std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+      for (const auto& t : p.tasks) {
+        EXPECT_EQ(p.mixer_spectrum_length(t.id), static_cast<std::size_t>(p.models[t.point].T));
+        for (int l = 0; l <= p.max_depth; ++l) {
+          const auto off = p.mixer_spectrum_offset(t.id, l);
+          const bool want = mode == "all" ? l >= 1 : mode == "last" ? l == p.max_depth : false;
+          EXPECT_EQ(p.mixer_spectrum_at(l), want) << mode << " layer " << l;
+          EXPECT_EQ(off >= 0, want);
+          if (off >= 0) ranges.emplace_back(off, off + static_cast<std::int64_t>(p.mixer_spectrum_length(t.id)));
+        }
+      }
+      std::sort(ranges.begin(), ranges.end());
+      std::int64_t end = 0;
+      for (auto [a, b] : ranges) {
+        EXPECT_EQ(a, end);  // contiguous, no overlap, no gap
+        end = b;
+      }
+      EXPECT_EQ(end, p.mixer_spectrum_total());
+      const std::int64_t per_task_layers = mode == "all" ? 4 : mode == "last" ? 1 : 0;
+      std::int64_t sum_T = 0;
+      for (const auto& t : p.tasks) sum_T += p.models[t.point].T;
+      EXPECT_EQ(p.mixer_spectrum_total(), per_task_layers * sum_T);
+      // the X spectra layout does not depend on mixer_spectra
+      EXPECT_EQ(p.spectrum_total(), make("", {}, spectra).spectrum_total());
+    }
+  // Stored mixer spectra cost flops; the plan hash depends on the option.
+  const auto none = make(), all = make("", {}, "none", "all"), last = make("", {}, "none", "last");
+  EXPECT_GT(all.tasks[0].flops, last.tasks[0].flops);
+  EXPECT_GT(last.tasks[0].flops, none.tasks[0].flops);
+  EXPECT_NE(none.hash, all.hash);
+  EXPECT_NE(last.hash, all.hash);
+}
+
+TEST(Plan, MixerSpectraLastAtDepthZeroStoresNothing) {
+  const std::string text = R"(
+[sweep]
+name = "p"
+[model]
+T = 4
+d = 8
+depth = 0
+[output]
+mixer_spectra = "last"
+)";
+  const auto p = plan::make_plan(config::parse_sweep(text, "test"));
+  EXPECT_FALSE(p.mixer_spectrum_at(0));
+  EXPECT_EQ(p.mixer_spectrum_offset(0, 0), -1);
+  EXPECT_EQ(p.mixer_spectrum_total(), 0);
+}
+
+// [output] mixer_spectra: default none, validated under its key path, part of the canonical TOML.
+TEST(Plan, MixerSpectraOption) {
+  const std::string head = "[sweep]\nname = \"p\"\n[model]\nT = 4\nd = 8\ndepth = 2\n";
+  EXPECT_EQ(config::parse_sweep(head, "test").output.mixer_spectra, config::Spectra::none);
+  const auto spec = config::parse_sweep(head + "[output]\nmixer_spectra = \"last\"\n", "test");
+  EXPECT_EQ(spec.output.mixer_spectra, config::Spectra::last);
+  EXPECT_EQ(spec.output.spectra, config::Spectra::none);
+  const std::string canon = spec.canonical_toml();
+  EXPECT_NE(canon.find("[output]\nspectra = \"none\"\nmixer_spectra = \"last\"\n"), std::string::npos) << canon;
+  const auto again = config::parse_sweep(canon, "canonical");
+  EXPECT_EQ(again.output.mixer_spectra, config::Spectra::last);
+  EXPECT_EQ(again.canonical_toml(), canon);
+  EXPECT_EQ(again.plan_hash(), spec.plan_hash());
+  try {
+    config::parse_sweep(head + "[output]\nmixer_spectra = \"some\"\n", "test");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].key, "output.mixer_spectra");
+    EXPECT_NE(e.issues()[0].problem.find("\"none\", \"last\", \"all\""), std::string::npos) << e.issues()[0].problem;
+  }
+  try {
+    config::parse_sweep(head + "[output]\nmixer_spectrum = \"all\"\n", "test");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].key, "output.mixer_spectrum");
+    EXPECT_NE(e.issues()[0].problem.find("mixer_spectra"), std::string::npos) << e.issues()[0].problem;
+  }
 }
 
 TEST(Plan, DepthAxisIsNotATaskDimension) {
