@@ -8,6 +8,7 @@
 
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
+#include "store/matrix_file.hpp"
 #include "store/store.hpp"
 #include "sweep/mpi.hpp"
 
@@ -48,6 +49,53 @@ std::string join_values(const std::vector<config::ParamValue>& values, std::size
   return out;
 }
 
+/// input = "file": read model.input_path (relative to the sweep file's folder) into the spec, and
+/// check its shape against T and d at every grid point that uses it. Problems are ConfigErrors on
+/// model.input_path (exit 2, before any work).
+void load_input_file(config::SweepSpec& spec, const std::filesystem::path& sweep_file) {
+  if (spec.input_path.empty()) return;  // parse_sweep requires it whenever input can be "file"
+  std::filesystem::path path = spec.input_path;
+  if (path.is_relative()) path = sweep_file.parent_path() / path;
+  Matrix X;
+  try {
+    X = store::read_matrix(path, spec.input_dataset);
+  } catch (const StoreError& e) {
+    throw ConfigError(std::vector<ConfigIssue>{{"model.input_path", std::string(e.what())}});
+  }
+  const auto T = static_cast<std::int64_t>(X.rows()), d = static_cast<std::int64_t>(X.cols());
+  std::size_t bad = 0, first = 0;
+  std::int64_t want_T = 0, want_d = 0;
+  for (std::size_t p = 0; p < spec.n_points(); ++p) {
+    const auto values = spec.point(p);
+    if (std::get<std::string>(config::param_value(values, "input")) != "file") continue;
+    const auto t = std::get<std::int64_t>(config::param_value(values, "T"));
+    const auto w = std::get<std::int64_t>(config::param_value(values, "d"));
+    if (t == T && w == d) continue;
+    if (bad++ == 0) {
+      first = p;
+      want_T = t;
+      want_d = w;
+    }
+  }
+  if (bad)
+    throw ConfigError({{"model.input_path",
+                        "dataset '" + spec.input_dataset + "' of '" + path.string() + "' is " + std::to_string(T) +
+                            " x " + std::to_string(d) + " (rows x columns) but must be T x d = " +
+                            std::to_string(want_T) + " x " + std::to_string(want_d) +
+                            (spec.n_points() > 1 ? " (at " + std::to_string(bad) + " of " +
+                                                       std::to_string(spec.n_points()) + " grid points, e.g. point " +
+                                                       std::to_string(first) + ")"
+                                                 : std::string())}});
+  spec.set_input_file(std::move(X));
+}
+
+/// load_sweep, then the input file if the sweep has one.
+config::SweepSpec load_spec(const std::filesystem::path& sweep_file) {
+  config::SweepSpec spec = config::load_sweep(sweep_file);
+  load_input_file(spec, sweep_file);
+  return spec;
+}
+
 }  // namespace
 
 plan::Shard parse_shard(const std::string& text) {
@@ -68,7 +116,7 @@ int run_command(const RunArgs& args) {
   mpi::Session session(nullptr, nullptr);
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   try {
-    plan::Plan plan = plan::make_plan(config::load_sweep(args.sweep_file), args.shard);
+    plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
     sweep::RunOptions opt = args.options;
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
     const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
@@ -98,7 +146,7 @@ int run_command(const RunArgs& args) {
 }
 
 int plan_command(const PlanArgs& args) {
-  const plan::Plan plan = plan::make_plan(config::load_sweep(args.sweep_file), args.shard);
+  const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
   const auto& spec = plan.spec;
   std::size_t shard_tasks = 0, peak_bytes = 0;
   double largest = 0.0;

@@ -35,10 +35,11 @@ const std::vector<ParamInfo>& model_params() {
   using K = ParamKind;
   static const std::vector<ParamInfo> registry = {
       {"mixer", K::choice, std::string("softmax"), false, 0, false,
-       {"softmax", "markov", "identity", "uniform", "relu", "sigmoid", "ssd", "lti"},
-       "token mixer M(X), MODELS.md 'Mixers'"},
-      {"input", K::choice, std::string("orthonormal"), false, 0, false, {"orthonormal", "sphere", "gaussian"},
-       "input X_0: orthonormal rows (needs T <= d), unit-norm Gaussian rows, or N(0,1/d) entries"},
+       {"softmax", "markov", "identity", "uniform", "relu", "sigmoid", "ssd", "lti", "matrix"},
+       "token mixer M(X), MODELS.md 'Mixers'; \"matrix\" is the T x T mixer_matrix of [model]"},
+      {"input", K::choice, std::string("orthonormal"), false, 0, false, {"orthonormal", "sphere", "gaussian", "matrix", "file"},
+       "input X_0: orthonormal rows (needs T <= d), unit-norm Gaussian rows, N(0,1/d) entries, the T x d "
+       "input_matrix of [model], or a T x d float64 HDF5 dataset (input_path, input_dataset)"},
       {"input_scale", K::real, 1.0, false, 0, true, {}, "factor on X_0 (the input's scale matters without a norm)"},
       {"T", K::integer, std::int64_t{0}, true, 1, false, {}, "context length: tokens, rows of X"},
       {"d", K::integer, std::int64_t{0}, true, 1, false, {}, "width: features, columns of X"},
@@ -116,7 +117,8 @@ std::string to_toml(const ParamValue& value) {
 bool ModelParams::homogeneous() const noexcept {
   if (norm != Norm::none) return true;
   if (gate != Gate::none) return false;  // SiLU is not homogeneous; a ReLU MLP is (degree 1)
-  return mixer == Mixer::markov || mixer == Mixer::identity || mixer == Mixer::uniform || mixer == Mixer::lti;
+  return mixer == Mixer::markov || mixer == Mixer::identity || mixer == Mixer::uniform || mixer == Mixer::lti ||
+         mixer == Mixer::matrix;
 }
 
 bool ModelParams::input_dependent_mixer() const noexcept {
@@ -166,6 +168,20 @@ std::vector<std::pair<std::string, std::string>> check_model(const ModelParams& 
   if (m.input == InputKind::orthonormal && m.T > m.d)
     problems.emplace_back("input", "\"orthonormal\" needs T <= d (orthonormal rows), but T = " + std::to_string(m.T) +
                                        " > d = " + std::to_string(m.d));
+  const auto shape = [](const Matrix& A) { return std::to_string(A.rows()) + " x " + std::to_string(A.cols()); };
+  const auto T = static_cast<std::size_t>(m.T), d = static_cast<std::size_t>(m.d);
+  if ((m.input == InputKind::matrix || m.input == InputKind::file) && m.input_matrix &&
+      (m.input_matrix->rows() != T || m.input_matrix->cols() != d))
+    problems.emplace_back(m.input == InputKind::matrix ? "input_matrix" : "input_path",
+                          "is " + shape(*m.input_matrix) + " (rows x columns) but must be T x d = " +
+                              std::to_string(m.T) + " x " + std::to_string(m.d));
+  if (m.input == InputKind::matrix && !m.input_matrix)
+    problems.emplace_back("input_matrix", "required with input = \"matrix\": give the T x d input as a list of T rows");
+  if (m.mixer == Mixer::matrix && !m.mixer_matrix)
+    problems.emplace_back("mixer_matrix", "required with mixer = \"matrix\": give the T x T mixer as a list of T rows");
+  if (m.mixer == Mixer::matrix && m.mixer_matrix && (m.mixer_matrix->rows() != T || m.mixer_matrix->cols() != T))
+    problems.emplace_back("mixer_matrix", "is " + shape(*m.mixer_matrix) + " (rows x columns) but must be T x T = " +
+                                              std::to_string(m.T) + " x " + std::to_string(m.T));
   if (!(m.collapse_rate > 0.0 && m.collapse_rate < 1.0))
     problems.emplace_back("collapse_rate", "must be in (0, 1), got " + to_text(m.collapse_rate));
   if (m.gap_fix == GapFix::outliers && m.outliers_r >= m.T)

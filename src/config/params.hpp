@@ -3,11 +3,14 @@
 // iterates over this registry, so any parameter may be a swept axis.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "base/matrix.hpp"
 
 namespace rcsweep::config {
 
@@ -45,8 +48,8 @@ std::string to_toml(const ParamValue& value);
 std::string to_text(const ParamValue& value);
 
 // Enumerators in the order of the choices in the registry (decoding is by position).
-enum class Mixer { softmax, markov, identity, uniform, relu, sigmoid, ssd, lti };
-enum class InputKind { orthonormal, sphere, gaussian };
+enum class Mixer { softmax, markov, identity, uniform, relu, sigmoid, ssd, lti, matrix };
+enum class InputKind { orthonormal, sphere, gaussian, matrix, file };
 enum class Norm { none, rms, layernorm };
 enum class GapFix { none, perp, outliers };
 enum class Gate { none, silu };
@@ -81,6 +84,11 @@ struct ModelParams {
   BcInit bc_init = BcInit::gaussian;
   double collapse_rate = 0.9;  ///< a of lambda-skip Theorem 4.1
   double input_scale = 1.0;    ///< factor on X_0
+  /// input "matrix" / "file": X_0 before input_scale (T x d), shared with the spec that owns it
+  /// (attached by SweepSpec::model(); null for the other inputs and before a file is loaded).
+  std::shared_ptr<const Matrix> input_matrix;
+  /// mixer "matrix": the T x T mixer of every layer and head (attached by SweepSpec::model()).
+  std::shared_ptr<const Matrix> mixer_matrix;
 
   /// True when every layer is positively homogeneous of degree 1 in X (linear mixer or a norm
   /// at the end), so X may be carried at unit norm (MODELS.md "Scale").
@@ -94,8 +102,9 @@ struct ModelParams {
 /// Decode a full value vector (already validated). Throws rcsweep::Error on a malformed vector.
 ModelParams resolve(const std::vector<ParamValue>& values);
 
-/// Problems of one resolved model that no single key shows (e.g. orthonormal input with T > d).
-/// Each entry is "key: problem" material; empty when the model is valid.
+/// Problems of one resolved model that no single key shows (e.g. orthonormal input with T > d, an
+/// input_matrix that is not T x d). Each entry is "key: problem" material; empty when the model is
+/// valid. An input "file" whose matrix is not loaded yet is not a problem here.
 std::vector<std::pair<std::string, std::string>> check_model(const ModelParams& model);
 
 }  // namespace rcsweep::config

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -76,6 +77,36 @@ std::vector<std::string_view> param_names() {
   std::vector<std::string_view> names;
   for (const auto& info : model_params()) names.push_back(info.name);
   return names;
+}
+
+/// [model] keys that are not registry parameters: matrices and the input file. Given once under
+/// [model]; never swept.
+const std::vector<std::string_view>& model_extra_keys() {
+  static const std::vector<std::string_view> keys = {"input_matrix", "mixer_matrix", "input_path", "input_dataset"};
+  return keys;
+}
+
+bool is_model_extra(std::string_view key) {
+  const auto& keys = model_extra_keys();
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+/// Registry parameters and the extra [model] keys, for suggestions.
+std::vector<std::string_view> model_key_names() {
+  auto names = param_names();
+  for (const auto k : model_extra_keys()) names.push_back(k);
+  return names;
+}
+
+/// TOML text of a matrix: a list of rows, numbers in the shortest round-trip form.
+std::string matrix_toml(const Matrix& A) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < A.rows(); ++i) {
+    out += i ? ", [" : "[";
+    for (std::size_t j = 0; j < A.cols(); ++j) out += (j ? ", " : "") + to_toml(A(i, j));
+    out += "]";
+  }
+  return out + "]";
 }
 
 std::string quote_list(const std::vector<std::string_view>& items) {
@@ -271,6 +302,8 @@ class Parser {
         issue("model." + std::string(info.name), "required parameter '" + std::string(info.name) +
                                                      "' is missing: give it under [model] or [axes]");
 
+    if (issues_.empty()) check_model_extras();
+
     std::sort(spec_.depth_axis.begin(), spec_.depth_axis.end());
     spec_.depth_axis.erase(std::unique(spec_.depth_axis.begin(), spec_.depth_axis.end()), spec_.depth_axis.end());
 
@@ -285,9 +318,122 @@ class Parser {
 
   /// An unknown parameter name; a misspelt required parameter is then not also reported missing.
   void unknown_param(const std::string& path, const std::string& name) {
-    const auto best = nearest(name, param_names());
+    const auto best = nearest(name, model_key_names());
     if (!best.empty()) misplaced_.insert(std::string(best));
-    issue(path, "unknown parameter '" + name + "'" + suggestion(name, param_names()));
+    issue(path, "unknown parameter '" + name + "'" + suggestion(name, model_key_names()));
+  }
+
+  /// An extra [model] key (matrix, input file) under [axes] or a [[zip]] table.
+  void not_sweepable(const std::string& path, const std::string& key) {
+    issue(path, "'" + key + "' is not sweepable: give it once under [model]");
+  }
+
+  /// A matrix given as a non-empty list of equally long, non-empty rows of finite numbers.
+  std::shared_ptr<const Matrix> parse_matrix(const toml::node& node, const std::string& path) {
+    const auto* arr = node.as_array();
+    if (!arr || arr->empty()) {
+      issue(path, "must be a non-empty list of rows, e.g. [[1.0, 0.0], [0.0, 1.0]], got " +
+                      (arr ? std::string("an empty list") : describe(node)));
+      return nullptr;
+    }
+    bool ok = true;
+    std::size_t cols = 0, first = 0;  // length of the first well-formed row, and its index
+    std::vector<std::vector<double>> rows;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const std::string row_path = path + "[" + std::to_string(i) + "]";
+      const auto* row = arr->get(i)->as_array();
+      if (!row || row->empty()) {
+        issue(row_path, "must be a non-empty list of numbers (row " + std::to_string(i) + "), got " +
+                            (row ? std::string("an empty list") : describe(*arr->get(i))));
+        ok = false;
+        continue;
+      }
+      std::vector<double> values;
+      for (std::size_t j = 0; j < row->size(); ++j) {
+        const toml::node& x = *row->get(j);
+        const std::string x_path = row_path + "[" + std::to_string(j) + "]";
+        double v = 0.0;
+        if (const auto* in = x.as_integer()) {
+          v = static_cast<double>(in->get());
+        } else if (const auto* f = x.as_floating_point()) {
+          v = f->get();
+        } else {
+          issue(x_path, "must be a number, got " + describe(x));
+          ok = false;
+          continue;
+        }
+        if (!std::isfinite(v)) {
+          issue(x_path, "must be a finite number, got " + to_toml(v));
+          ok = false;
+        }
+        values.push_back(v);
+      }
+      if (rows.empty()) {
+        cols = row->size();
+        first = i;
+      }
+      if (row->size() != cols) {
+        issue(row_path, "row " + std::to_string(i) + " has " + std::to_string(row->size()) + " numbers but row " +
+                            std::to_string(first) + " has " + std::to_string(cols) +
+                            ": every row needs the same length");
+        ok = false;
+      }
+      rows.push_back(std::move(values));
+    }
+    if (!ok) return nullptr;
+    auto A = std::make_shared<Matrix>(rows.size(), cols);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      for (std::size_t j = 0; j < cols; ++j) (*A)(i, j) = rows[i][j];
+    return A;
+  }
+
+  void parse_model_extra(const std::string& key, const toml::node& node, const std::string& path) {
+    extra_given_.insert(key);
+    if (key == "input_matrix") {
+      spec_.input_matrix = parse_matrix(node, path);
+    } else if (key == "mixer_matrix") {
+      spec_.mixer_matrix = parse_matrix(node, path);
+    } else {
+      const auto* s = node.as_string();
+      if (!s || s->get().empty()) {
+        issue(path, std::string("must be a non-empty string (") +
+                        (key == "input_path" ? "an HDF5 file, relative to the sweep file's folder"
+                                             : "the name of a T x d float64 dataset in input_path") +
+                        "), got " + (s ? std::string("an empty string") : describe(node)));
+        return;
+      }
+      (key == "input_path" ? spec_.input_path : spec_.input_dataset) = s->get();
+    }
+  }
+
+  /// Whether the choice parameter `name` takes the value `choice` at some grid point.
+  bool may_be(const std::string& name, std::string_view choice) const {
+    if (!swept(name)) return std::get<std::string>(param_value(spec_.base, name)) == choice;
+    const auto has = [&](const Dim& dim) {
+      for (std::size_t c = 0; c < dim.params.size(); ++c)
+        if (dim.params[c] == name)
+          for (const auto& v : dim.columns[c])
+            if (std::get<std::string>(v) == choice) return true;
+      return false;
+    };
+    return std::any_of(spec_.dims.begin(), spec_.dims.end(), has) ||
+           std::any_of(zip_dims_.begin(), zip_dims_.end(), has);
+  }
+
+  /// The extra [model] keys against the input and mixer they belong to.
+  void check_model_extras() {
+    const bool input_matrix = may_be("input", "matrix"), input_file = may_be("input", "file");
+    const auto used_with = [&](const char* key, const char* param, const char* choice, bool used) {
+      if (extra_given_.count(key) && !used)
+        issue(std::string("model.") + key, std::string("is only used with ") + param + " = \"" + choice + "\", but " +
+                                               param + " is never \"" + choice + "\" in this sweep");
+    };
+    used_with("input_matrix", "input", "matrix", input_matrix);
+    used_with("mixer_matrix", "mixer", "matrix", may_be("mixer", "matrix"));
+    used_with("input_path", "input", "file", input_file);
+    used_with("input_dataset", "input", "file", input_file);
+    if (input_file && !extra_given_.count("input_path"))
+      issue("model.input_path", "required with input = \"file\": the HDF5 file holding the T x d input");
   }
 
   const toml::table* require_table(const std::string& key, const toml::node& node) {
@@ -349,6 +495,10 @@ class Parser {
   void parse_model(const toml::table& table) {
     for (const auto& [key, node] : file_order(table)) {
       const std::string path = "model." + key;
+      if (is_model_extra(key)) {
+        parse_model_extra(key, *node, path);
+        continue;
+      }
       const auto idx = param_index(key);
       if (!idx) {
         unknown_param(path, key);
@@ -392,6 +542,10 @@ class Parser {
   void parse_axes(const toml::table& table) {
     for (const auto& [key, node] : file_order(table)) {
       const std::string path = "axes." + key;
+      if (is_model_extra(key)) {
+        not_sweepable(path, key);
+        continue;
+      }
       const auto idx = param_index(key);
       if (!idx) {
         unknown_param(path, key);
@@ -441,6 +595,11 @@ class Parser {
     std::vector<std::pair<std::string, std::size_t>> lengths;
     for (const auto& [key, node] : file_order(table)) {
       const std::string path = place + "." + key;
+      if (is_model_extra(key)) {
+        not_sweepable(path, key);
+        ok = false;
+        continue;
+      }
       const auto idx = param_index(key);
       if (!idx) {
         unknown_param(path, key);
@@ -591,7 +750,7 @@ class Parser {
           if (index[k] != 0) break;
         }
       }
-      for (auto& [param, message] : check_model(resolve(values))) {
+      for (auto& [param, message] : check_model(spec_.model(values))) {
         const std::string key = blame(param);
         const auto [it, inserted] = by_key.emplace(std::make_pair(key, param), problems.size());
         if (inserted) {
@@ -625,6 +784,7 @@ class Parser {
   std::map<std::string, std::string> given_at_;  // parameter -> "model", "axes" or "zip[k]"
   std::vector<Dim> zip_dims_;                    // [[zip]] dimensions, appended after the axes
   std::set<std::string> misplaced_;  // parameters already reported (misplaced or misspelt): not "missing"
+  std::set<std::string> extra_given_;  // extra [model] keys given (input_matrix, input_path, ...)
 };
 
 /// A plain [axes] dimension (one parameter, named after it), as opposed to a [[zip]] table.
@@ -691,6 +851,13 @@ std::string SweepSpec::canonical_toml() const {
   out += "\n[model]\n";
   for (std::size_t i = 0; i < reg.size(); ++i)
     if (!is_swept[i]) out += std::string(reg[i].name) + " = " + to_toml(base.at(i)) + "\n";
+  if (input_matrix && input_path.empty()) out += "input_matrix = " + matrix_toml(*input_matrix) + "\n";
+  if (mixer_matrix) out += "mixer_matrix = " + matrix_toml(*mixer_matrix) + "\n";
+  if (!input_path.empty()) {
+    out += "input_path = " + toml_string(input_path) + "\n";
+    out += "input_dataset = " + toml_string(input_dataset) + "\n";
+    if (!input_file_digest.empty()) out += "# input file content: " + input_file_digest + "\n";
+  }
   std::vector<ParamValue> depths(depth_axis.begin(), depth_axis.end());
   bool any_axis = !depth_axis.empty();
   for (const auto& dim : dims) any_axis = any_axis || is_axis(dim);
@@ -720,6 +887,30 @@ std::string SweepSpec::plan_hash() const {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+ModelParams SweepSpec::model(const std::vector<ParamValue>& values) const {
+  ModelParams m = resolve(values);
+  if (m.input == InputKind::matrix || m.input == InputKind::file) m.input_matrix = input_matrix;
+  if (m.mixer == Mixer::matrix) m.mixer_matrix = mixer_matrix;
+  return m;
+}
+
+void SweepSpec::set_input_file(Matrix X) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 over the float64 bytes, row-major
+  for (const double x : X.values()) {
+    unsigned char bytes[sizeof(double)];
+    std::memcpy(bytes, &x, sizeof x);
+    for (const unsigned char c : bytes) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%zu x %zu float64, FNV-1a %016llx", X.rows(), X.cols(),
+                static_cast<unsigned long long>(h));
+  input_file_digest = buf;
+  input_matrix = std::make_shared<const Matrix>(std::move(X));
 }
 
 // -------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,18 @@ struct SweepSpec {
   /// When depth is given under [axes]: the listed depths (sorted, unique); else empty.
   std::vector<std::int64_t> depth_axis;
   OutputOptions output;
+  /// The X_0 of input = "matrix" (the [model] input_matrix), or of input = "file" once the CLI has
+  /// read the dataset (set_input_file); null otherwise. Shared with every resolved model.
+  std::shared_ptr<const Matrix> input_matrix;
+  /// The [model] mixer_matrix of mixer = "matrix" (T x T), else null.
+  std::shared_ptr<const Matrix> mixer_matrix;
+  /// input = "file": the HDF5 file as written (relative paths are relative to the sweep file's
+  /// folder) and the dataset in it. Empty path when not given.
+  std::string input_path;
+  std::string input_dataset = "X";
+  /// input = "file": shape and content digest of the loaded dataset (a comment line of the
+  /// canonical text, so the plan hash changes when the file's content does); empty before.
+  std::string input_file_digest;
 
   /// Largest depth L_max: every task runs to it.
   int max_depth() const;
@@ -56,6 +69,11 @@ struct SweepSpec {
   std::string canonical_toml() const;
   /// Stable 64-bit hash of canonical_toml() (FNV-1a), as 16 hex digits.
   std::string plan_hash() const;
+  /// resolve(values) with the spec's matrices attached (input_matrix for input "matrix" and "file",
+  /// mixer_matrix for mixer "matrix"). Every resolved model of a plan must come from here.
+  ModelParams model(const std::vector<ParamValue>& values) const;
+  /// Attach the dataset read for input = "file" (shape not checked here).
+  void set_input_file(Matrix X);
 };
 
 /// Parse and validate a sweep file's text. Every problem is collected (unknown keys, wrong

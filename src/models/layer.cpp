@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/error.hpp"
 #include "linalg/linalg.hpp"
 
 namespace rcsweep::models {
@@ -12,6 +13,19 @@ using config::Mixer;
 using config::ModelParams;
 using linalg::Op;
 using rng::Tensor;
+
+namespace {
+// A matrix of the sweep file (or its input file), checked against the model's shape: the config
+// checks it, so a mismatch here is a wiring error (e.g. a model not resolved by SweepSpec::model).
+Matrix given_matrix(const Matrix* A, std::size_t rows, std::size_t cols, const char* what) {
+  if (!A) throw Error(std::string(what) + ": no matrix attached to the model (resolve it with SweepSpec::model)");
+  if (A->rows() != rows || A->cols() != cols)
+    throw Error(std::string(what) + ": the matrix is " + std::to_string(A->rows()) + " x " +
+                std::to_string(A->cols()) + ", the model needs " + std::to_string(rows) + " x " +
+                std::to_string(cols));
+  return *A;
+}
+}  // namespace
 
 Matrix make_input(const ModelParams& model, RandomSource& random) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
@@ -35,6 +49,11 @@ Matrix make_input(const ModelParams& model, RandomSource& random) {
       for (double& x : X.values()) x *= s;
       return X;
     }
+    case config::InputKind::matrix:  // the [model] input_matrix (MODELS.md "Input")
+    case config::InputKind::file:    // the dataset read by the CLI (store::read_matrix)
+      return given_matrix(model.input_matrix.get(), T, d,
+                          model.input == config::InputKind::matrix ? "input = \"matrix\" (input_matrix)"
+                                                                   : "input = \"file\" (input_path)");
   }
   return {};
 }
@@ -158,6 +177,8 @@ Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix&
       apply_decay_mask(model.alpha, g, M);
       return M;
     }
+    case Mixer::matrix:  // the [model] mixer_matrix, the same at every layer and head
+      return given_matrix(model.mixer_matrix.get(), T, T, "mixer = \"matrix\" (mixer_matrix)");
   }
   return {};
 }

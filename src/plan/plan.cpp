@@ -41,6 +41,7 @@ double layer_flops(const ModelParams& m) {
       break;
     case Mixer::identity:
     case Mixer::uniform:
+    case Mixer::matrix:
       f = H * (2.0 * T * d * d + normal_cost * d * d);
       break;
     case Mixer::ssd:  // B = X W_B, C = X W_C, C B^T, mask, M X (C_V = I)
@@ -148,7 +149,7 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
   plan.models.reserve(n_points);
   for (std::size_t p = 0; p < n_points; ++p) {
     plan.points.push_back(plan.spec.point(p));
-    plan.models.push_back(config::resolve(plan.points.back()));
+    plan.models.push_back(plan.spec.model(plan.points.back()));  // resolve + the spec's matrices
   }
 
   int mixer_layers = 0;  // layers with a stored mixer spectrum (the same for every task)
