@@ -7,6 +7,7 @@
 
 #include "base/error.hpp"
 #include "base/pow2.hpp"
+#include "linalg/linalg.hpp"
 #include "models/layer.hpp"
 #include "models/random_source.hpp"
 
@@ -54,6 +55,28 @@ void record(const plan::Plan& plan, Running& r, int layer, const metrics::MixerM
   if (want_spectrum) r.out.spectra[layer] = std::move(spectrum);
 }
 
+// The mixer spectrum of a layer: singular values and eigenvalues of head 0's M (T x T). A
+// non-finite M (possible only in overflowing attention scores) gives NaN values of the same length.
+void record_mixer(Running& r, int layer, const Matrix& M) {
+  const auto l = static_cast<std::size_t>(layer);
+  const auto T = static_cast<std::size_t>(r.model->T);
+  const bool finite = M.rows() == T && M.cols() == T && all_finite(M);
+  if (!finite) {
+    r.out.mixer_sv[l].assign(T, metrics::nan);
+    r.out.mixer_eig_re[l].assign(T, metrics::nan);
+    r.out.mixer_eig_im[l].assign(T, metrics::nan);
+    return;
+  }
+  r.out.mixer_sv[l] = linalg::singular_values(M);
+  const auto eig = linalg::eigenvalues(M);
+  r.out.mixer_eig_re[l].resize(T);
+  r.out.mixer_eig_im[l].resize(T);
+  for (std::size_t i = 0; i < T; ++i) {
+    r.out.mixer_eig_re[l][i] = eig[i].real();
+    r.out.mixer_eig_im[l][i] = eig[i].imag();
+  }
+}
+
 void mark_diverged(Running& r, int layer, const std::string& why) {
   r.alive = false;
   r.out.outcome = Outcome::diverged;
@@ -88,6 +111,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     r.out.task = id;
     r.out.layers.assign(L + 1, nan_row);
     r.out.spectra.assign(L + 1, {});
+    r.out.mixer_sv.assign(L + 1, {});
+    r.out.mixer_eig_re.assign(L + 1, {});
+    r.out.mixer_eig_im.assign(L + 1, {});
     auto [it, inserted] = inputs.try_emplace(static_cast<int>(model.input));
     if (inserted) it->second = make_input(model, random);
     if (model.input_scale != 1.0) {  // not shared with unscaled tasks: its own copy
@@ -125,6 +151,7 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
         ~AddTime() { r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count(); }
       } add_time{r, t0};
       LayerStats stats;
+      stats.keep_head0 = plan.mixer_spectrum_at(layer);
       // At layer 1 every task still holds its bundle's X_0 bitwise: share the products with it.
       const bool shares_input = layer == 1 && r.model->input_scale == 1.0;
       const std::string shared = shares_input ? "input" + std::to_string(static_cast<int>(r.model->input)) : "";
@@ -138,7 +165,11 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
       record(plan, r, layer, stats.head0);
       constexpr auto log_fro = metrics::metric_index("log_fro");
-      if (!std::isfinite(r.out.layers[layer][log_fro])) mark_diverged(r, layer, "X vanished (all entries zero)");
+      if (!std::isfinite(r.out.layers[layer][log_fro])) {
+        mark_diverged(r, layer, "X vanished (all entries zero)");
+        continue;
+      }
+      if (stats.keep_head0) record_mixer(r, layer, stats.head0_M);
     }
   }
   for (auto& r : runs) {

@@ -26,6 +26,10 @@ struct TaskOutput {
   std::vector<std::array<double, metrics::n_layer_metrics>> layers;
   /// spectra[l]: singular values of X_l / ||X_l||_F when plan.spectrum_at(l), else empty.
   std::vector<std::vector<double>> spectra;
+  /// mixer_sv[l]: all T singular values of head 0's M of layer l (after gap_fix), descending, and
+  /// mixer_eig_re/im[l]: its T eigenvalues (linalg::eigenvalues order), when
+  /// plan.mixer_spectrum_at(l) and the task reached layer l, else empty.
+  std::vector<std::vector<double>> mixer_sv, mixer_eig_re, mixer_eig_im;
   /// lambda-skip Theorem 4.1 quantities (models::theory_names order); NaN unless done.
   TheoryRow theory = nan_theory();
 };

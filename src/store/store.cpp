@@ -125,6 +125,15 @@ double scale_value(const config::ParamValue& v, int d) {
   return as_double(v);
 }
 
+const char* spectra_name(config::Spectra s) {
+  switch (s) {
+    case config::Spectra::none: return "none";
+    case config::Spectra::last: return "last";
+    case config::Spectra::all: return "all";
+  }
+  return "none";
+}
+
 std::string metric_description(std::string_view name) {
   static const std::vector<std::pair<std::string_view, std::string_view>> text = {
       {"fro", "||X_l||_F, true scale (may be +inf when it exceeds the double range; see log_fro)"},
@@ -243,7 +252,7 @@ struct Store::Impl {
   std::filesystem::path path;
   h5::Handle file;  // declared first: closed last
   TaskTypes types;
-  h5::Handle tasks, x_sv;
+  h5::Handle tasks, x_sv, m_sv, m_eig_re, m_eig_im;
   std::array<h5::Handle, metrics::n_layer_metrics> layers;
   std::array<h5::Handle, models::n_theory> theory;
   std::uint64_t n_tasks = 0;
@@ -252,6 +261,9 @@ struct Store::Impl {
   std::vector<std::int32_t> task_replicate;
   std::vector<std::int64_t> sv_offset;   // [n_tasks * n_layers]
   std::vector<std::int64_t> sv_length;   // [n_tasks]
+  std::vector<std::int64_t> m_offset;    // [n_tasks * n_layers]: mixer spectra
+  std::vector<std::int64_t> m_length;    // [n_tasks]
+  std::int64_t sv_total = 0, m_total = 0;  // lengths of x_sv and m_sv (>= 1)
 
   void load_plan(const plan::Plan& plan) {
     n_tasks = plan.tasks.size();
@@ -260,9 +272,15 @@ struct Store::Impl {
     task_replicate.resize(n_tasks);
     sv_offset.assign(n_tasks * n_layers, -1);
     sv_length.assign(n_tasks, 0);
-    std::vector<int> stored;  // layers with a spectrum (spectrum_offset costs O(L) per call)
-    for (std::size_t l = 0; l < n_layers; ++l)
+    m_offset.assign(n_tasks * n_layers, -1);
+    m_length.assign(n_tasks, 0);
+    sv_total = std::max<std::int64_t>(plan.spectrum_total(), 1);
+    m_total = std::max<std::int64_t>(plan.mixer_spectrum_total(), 1);
+    std::vector<int> stored, m_stored;  // layers with a spectrum (the offsets cost O(L) per call)
+    for (std::size_t l = 0; l < n_layers; ++l) {
       if (plan.spectrum_at(static_cast<int>(l))) stored.push_back(static_cast<int>(l));
+      if (plan.mixer_spectrum_at(static_cast<int>(l))) m_stored.push_back(static_cast<int>(l));
+    }
     for (std::uint64_t t = 0; t < n_tasks; ++t) {
       if (plan.tasks[t].id != t) throw StoreError("plan task " + std::to_string(t) + " has id " +
                                                   std::to_string(plan.tasks[t].id));
@@ -270,6 +288,9 @@ struct Store::Impl {
       task_replicate[t] = plan.tasks[t].replicate;
       sv_length[t] = static_cast<std::int64_t>(plan.spectrum_length(t));
       for (int l : stored) sv_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.spectrum_offset(t, l);
+      m_length[t] = static_cast<std::int64_t>(plan.mixer_spectrum_length(t));
+      for (int l : m_stored)
+        m_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.mixer_spectrum_offset(t, l);
     }
   }
 
@@ -277,10 +298,34 @@ struct Store::Impl {
     types = task_types();
     tasks = h5::open_dataset(file.id(), "/tasks");
     x_sv = h5::open_dataset(file.id(), "/spectra/x_sv");
+    m_sv = h5::open_dataset(file.id(), "/spectra/m_sv");
+    m_eig_re = h5::open_dataset(file.id(), "/spectra/m_eig_re");
+    m_eig_im = h5::open_dataset(file.id(), "/spectra/m_eig_im");
     for (std::size_t k = 0; k < layers.size(); ++k)
       layers[k] = h5::open_dataset(file.id(), "/layers/" + std::string(metrics::layer_metric_names[k]));
     for (std::size_t k = 0; k < theory.size(); ++k)
       theory[k] = h5::open_dataset(file.id(), "/theory/" + std::string(models::theory_names[k]));
+  }
+
+  /// Resume: the spectra datasets have the plan's lengths and the mixer offsets are the plan's.
+  void check_spectra_layout() const {
+    const auto n_of = [&](const char* name) {
+      h5::Handle d = h5::open_dataset(file.id(), std::string("/spectra/") + name);
+      return h5::dataset_dims(d.id());
+    };
+    if (n_of("x_sv") != std::vector<hsize_t>{static_cast<hsize_t>(sv_total)})
+      throw StoreError("/spectra/x_sv has the wrong length");
+    for (const char* name : {"m_sv", "m_eig_re", "m_eig_im"})
+      if (n_of(name) != std::vector<hsize_t>{static_cast<hsize_t>(m_total)})
+        throw StoreError("/spectra/" + std::string(name) + " has the wrong length");
+    if (n_of("m_offset") != std::vector<hsize_t>{n_tasks, n_layers} || n_of("m_length") != std::vector<hsize_t>{n_tasks})
+      throw StoreError("/spectra/m_offset or m_length has the wrong shape");
+    std::vector<std::int64_t> off(m_offset.size()), len(m_length.size());
+    h5::Handle o = h5::open_dataset(file.id(), "/spectra/m_offset");
+    h5::read_all(o.id(), H5T_NATIVE_INT64, off.data());
+    h5::Handle l = h5::open_dataset(file.id(), "/spectra/m_length");
+    h5::read_all(l.id(), H5T_NATIVE_INT64, len.data());
+    if (off != m_offset || len != m_length) throw StoreError("/spectra/m_offset or m_length differs from the plan");
   }
 
   void write_axes(const plan::Plan& plan);
@@ -512,11 +557,8 @@ void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
   // /spectra: one flat NaN-filled vector plus where each task's layer spectrum starts.
   {
     h5::Handle g = h5::create_group(f, "spectra");
-    const char* stored = plan.spec.output.spectra == config::Spectra::all    ? "all"
-                         : plan.spec.output.spectra == config::Spectra::last ? "last"
-                                                                             : "none";
-    h5::set_attr(g.id(), "stored", stored);
-    const auto total = static_cast<hsize_t>(std::max<std::int64_t>(plan.spectrum_total(), 1));
+    h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.spectra));
+    const auto total = static_cast<hsize_t>(sv_total);
     h5::DatasetOptions opt;
     opt.chunk = {std::min<hsize_t>(total, 65536)};
     opt.fill = &nan;
@@ -533,6 +575,33 @@ void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
     h5::Handle len = h5::create_dataset(g.id(), "x_sv_length", H5T_STD_I64LE, {n_tasks});
     h5::write_all(len.id(), H5T_NATIVE_INT64, sv_length.data());
     h5::set_attr(len.id(), "description", "length of each of task t's stored spectra: min(T, d)");
+
+    // Mixer spectra: head 0's M of layers >= 1, T values each; m_sv, m_eig_re and m_eig_im
+    // share m_offset and m_length.
+    h5::set_attr(g.id(), "mixer_stored", spectra_name(plan.spec.output.mixer_spectra));
+    const auto m_n = static_cast<hsize_t>(m_total);
+    h5::DatasetOptions m_opt = opt;
+    m_opt.chunk = {std::min<hsize_t>(m_n, 65536)};
+    const std::string where = "; task t's layer l values are [m_offset[t,l] : m_offset[t,l] + m_length[t]]";
+    m_sv = h5::create_dataset(g.id(), "m_sv", H5T_IEEE_F64LE, {m_n}, m_opt);
+    h5::set_attr(m_sv.id(), "description",
+                 "all singular values of head 0's mixer matrix M of layer l (after gap_fix), descending" + where);
+    m_eig_re = h5::create_dataset(g.id(), "m_eig_re", H5T_IEEE_F64LE, {m_n}, m_opt);
+    h5::set_attr(m_eig_re.id(), "description",
+                 "real parts of the eigenvalues of head 0's mixer matrix M of layer l (after gap_fix), by "
+                 "descending modulus, then real part, then imaginary part" + where);
+    m_eig_im = h5::create_dataset(g.id(), "m_eig_im", H5T_IEEE_F64LE, {m_n}, m_opt);
+    h5::set_attr(m_eig_im.id(), "description",
+                 "imaginary parts of the eigenvalues, same order as m_eig_re" + where);
+    h5::Handle moff = h5::create_dataset(g.id(), "m_offset", H5T_STD_I64LE, {n_tasks, L1});
+    h5::write_all(moff.id(), H5T_NATIVE_INT64, m_offset.data());
+    h5::set_attr(moff.id(), "description",
+                 "start of task t's layer-l mixer spectrum in m_sv, m_eig_re and m_eig_im; -1 when not stored "
+                 "(always at layer 0, which has no mixer)");
+    h5::attach_scale(moff.id(), layer_axis.id(), 1);
+    h5::Handle mlen = h5::create_dataset(g.id(), "m_length", H5T_STD_I64LE, {n_tasks});
+    h5::write_all(mlen.id(), H5T_NATIVE_INT64, m_length.data());
+    h5::set_attr(mlen.id(), "description", "length of each of task t's stored mixer spectra: T");
   }
 
   // Written last: a file that lacks it (creation interrupted) is not taken for a store.
@@ -596,6 +665,9 @@ Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& pl
       throw StoreError("n_tasks or max_depth does not match its plan hash");
     if (!h5::link_exists(f, "theory"))
       throw IdentityError(p + " has no /theory: made by an older rcsweep; rerun with --overwrite");
+    for (const char* name : {"m_sv", "m_eig_re", "m_eig_im", "m_offset", "m_length"})
+      if (!h5::link_exists(f, std::string("spectra/") + name))
+        throw IdentityError(p + " has no /spectra/" + name + ": made by an older rcsweep; rerun with --overwrite");
     impl->open_datasets();
     const auto dims = h5::dataset_dims(impl->layers[0].id());
     if (dims.size() != 2 || dims[0] != impl->n_tasks || dims[1] != impl->n_layers)
@@ -604,6 +676,7 @@ Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& pl
       const auto tdims = h5::dataset_dims(d.id());
       if (tdims.size() != 1 || tdims[0] != impl->n_tasks) throw StoreError("/theory has the wrong shape");
     }
+    impl->check_spectra_layout();
     read_status_column(impl->tasks.id(), impl->n_tasks);  // readable and valid
     // Provenance of the run now writing; `created` stays the first run's.
     h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
@@ -631,7 +704,8 @@ void Store::write(std::span<const TaskResult> results) {
     if (r.task >= s.n_tasks)
       throw StoreError("result for task " + std::to_string(r.task) + ", but the store has " +
                        std::to_string(s.n_tasks) + " tasks");
-    if (r.layers.size() > L1 || r.spectra.size() > L1)
+    if (r.layers.size() > L1 || r.spectra.size() > L1 || r.mixer_sv.size() > L1 || r.mixer_eig_re.size() > L1 ||
+        r.mixer_eig_im.size() > L1)
       throw StoreError("result for task " + std::to_string(r.task) + " has more than " + std::to_string(L1) +
                        " layers");
     for (std::size_t l = 0; l < r.spectra.size(); ++l) {
@@ -641,6 +715,18 @@ void Store::write(std::span<const TaskResult> results) {
         throw StoreError("result for task " + std::to_string(r.task) + ": layer " + std::to_string(l) +
                          " spectrum has " + std::to_string(r.spectra[l].size()) + " values, the store expects " +
                          (off < 0 ? std::string("none") : std::to_string(s.sv_length[r.task])));
+    }
+    const auto at = [](const std::vector<std::vector<double>>& v, std::size_t l) { return l < v.size() ? v[l].size() : 0; };
+    for (std::size_t l = 0; l < L1; ++l) {
+      const std::size_t n = at(r.mixer_sv, l);
+      if (n == 0 && at(r.mixer_eig_re, l) == 0 && at(r.mixer_eig_im, l) == 0) continue;
+      const std::int64_t off = s.m_offset[r.task * L1 + l];
+      const auto want = static_cast<std::size_t>(s.m_length[r.task]);
+      if (off < 0 || n != want || at(r.mixer_eig_re, l) != want || at(r.mixer_eig_im, l) != want)
+        throw StoreError("result for task " + std::to_string(r.task) + ": layer " + std::to_string(l) +
+                         " mixer spectrum has " + std::to_string(n) + " singular values and " +
+                         std::to_string(at(r.mixer_eig_re, l)) + "/" + std::to_string(at(r.mixer_eig_im, l)) +
+                         " eigenvalue parts, the store expects " + (off < 0 ? std::string("none") : std::to_string(want)));
     }
   }
 
@@ -681,18 +767,21 @@ void Store::write(std::span<const TaskResult> results) {
     h5::write_rows(s.theory[k].id(), H5T_NATIVE_DOUBLE, runs, tbuf.data());
   }
 
-  // 2. Spectra: segments sorted by offset, adjacent ones merged, one H5Dwrite.
-  struct Segment {
-    std::int64_t offset;
-    const std::vector<double>* values;
-  };
-  std::vector<Segment> segs;
-  for (std::size_t i : sel) {
-    const TaskResult& r = results[i];
-    for (std::size_t l = 0; l < r.spectra.size(); ++l)
-      if (!r.spectra[l].empty()) segs.push_back({s.sv_offset[r.task * L1 + l], &r.spectra[l]});
-  }
-  if (!segs.empty()) {
+  // 2. Spectra: per dataset, segments sorted by offset, adjacent ones merged, one H5Dwrite.
+  const auto write_spectra = [&](hid_t dset, const std::vector<std::int64_t>& offsets,
+                                 std::vector<std::vector<double>> TaskResult::*field) {
+    struct Segment {
+      std::int64_t offset;
+      const std::vector<double>* values;
+    };
+    std::vector<Segment> segs;
+    for (std::size_t i : sel) {
+      const TaskResult& r = results[i];
+      const auto& per_layer = r.*field;
+      for (std::size_t l = 0; l < per_layer.size(); ++l)
+        if (!per_layer[l].empty()) segs.push_back({offsets[r.task * L1 + l], &per_layer[l]});
+    }
+    if (segs.empty()) return;
     std::sort(segs.begin(), segs.end(), [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
     std::vector<h5::RowRun> sv_runs;
     std::vector<double> sv;
@@ -705,8 +794,12 @@ void Store::write(std::span<const TaskResult> results) {
         sv_runs.push_back({start, n});
       sv.insert(sv.end(), g.values->begin(), g.values->end());
     }
-    h5::write_rows(s.x_sv.id(), H5T_NATIVE_DOUBLE, sv_runs, sv.data());
-  }
+    h5::write_rows(dset, H5T_NATIVE_DOUBLE, sv_runs, sv.data());
+  };
+  write_spectra(s.x_sv.id(), s.sv_offset, &TaskResult::spectra);
+  write_spectra(s.m_sv.id(), s.m_offset, &TaskResult::mixer_sv);
+  write_spectra(s.m_eig_re.id(), s.m_offset, &TaskResult::mixer_eig_re);
+  write_spectra(s.m_eig_im.id(), s.m_offset, &TaskResult::mixer_eig_im);
   h5::flush(s.file.id());
 
   // 3. Only now the statuses: a task marked done always has its rows on disk.

@@ -32,6 +32,10 @@ struct TaskResult {
   std::vector<std::array<double, 13>> layers;
   /// spectra[l]: singular values of layer l when plan.spectrum_at(l), else empty.
   std::vector<std::vector<double>> spectra;
+  /// mixer_sv[l]: all singular values of head 0's mixer M of layer l (after gap_fix), descending,
+  /// when plan.mixer_spectrum_at(l), else empty (or absent); mixer_eig_re/im[l]: its eigenvalues
+  /// (linalg::eigenvalues order), same lengths.
+  std::vector<std::vector<double>> mixer_sv, mixer_eig_re, mixer_eig_im;
   /// Per-task quantities of lambda-skip Theorem 4.1, in models::theory_names order
   /// (/theory/<name>); NaN where not computed (e.g. a failed task).
   models::TheoryRow theory = [] {

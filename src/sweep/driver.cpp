@@ -52,6 +52,9 @@ store::TaskResult to_result(models::TaskOutput&& out, int rank) {
   r.message = std::move(out.message);
   r.layers = std::move(out.layers);
   r.spectra = std::move(out.spectra);
+  r.mixer_sv = std::move(out.mixer_sv);
+  r.mixer_eig_re = std::move(out.mixer_eig_re);
+  r.mixer_eig_im = std::move(out.mixer_eig_im);
   r.theory = out.theory;
   return r;
 }

@@ -32,6 +32,13 @@ class Reader {
     pos_ += n;
   }
   bool done() const { return pos_ == buf_.size(); }
+  /// A count of items of at least `item_bytes` each that must still fit in the message (so a
+  /// damaged count cannot make a huge allocation).
+  std::uint64_t count(std::size_t item_bytes) {
+    const auto n = get<std::uint64_t>();
+    if (n > (buf_.size() - pos_) / item_bytes) throw Error("truncated task message");
+    return n;
+  }
 
  private:
   const std::vector<char>& buf_;
@@ -48,10 +55,12 @@ void pack(const store::TaskResult& r, std::vector<char>& buf) {
   put_bytes(buf, r.message.data(), r.message.size());
   put(buf, static_cast<std::uint64_t>(r.layers.size()));
   put_bytes(buf, r.layers.data(), r.layers.size() * sizeof(r.layers[0]));
-  put(buf, static_cast<std::uint64_t>(r.spectra.size()));
-  for (const auto& s : r.spectra) {
-    put(buf, static_cast<std::uint64_t>(s.size()));
-    put_bytes(buf, s.data(), s.size() * sizeof(double));
+  for (const auto* per_layer : {&r.spectra, &r.mixer_sv, &r.mixer_eig_re, &r.mixer_eig_im}) {
+    put(buf, static_cast<std::uint64_t>(per_layer->size()));
+    for (const auto& s : *per_layer) {
+      put(buf, static_cast<std::uint64_t>(s.size()));
+      put_bytes(buf, s.data(), s.size() * sizeof(double));
+    }
   }
   put_bytes(buf, r.theory.data(), sizeof(r.theory));  // fixed size: models::n_theory doubles
 }
@@ -69,10 +78,12 @@ std::vector<store::TaskResult> unpack(const std::vector<char>& buf) {
     in.bytes(r.message.data(), r.message.size());
     r.layers.resize(in.get<std::uint64_t>());
     in.bytes(r.layers.data(), r.layers.size() * sizeof(r.layers[0]));
-    r.spectra.resize(in.get<std::uint64_t>());
-    for (auto& s : r.spectra) {
-      s.resize(in.get<std::uint64_t>());
-      in.bytes(s.data(), s.size() * sizeof(double));
+    for (auto* per_layer : {&r.spectra, &r.mixer_sv, &r.mixer_eig_re, &r.mixer_eig_im}) {
+      per_layer->resize(in.count(sizeof(std::uint64_t)));
+      for (auto& s : *per_layer) {
+        s.resize(in.count(sizeof(double)));
+        in.bytes(s.data(), s.size() * sizeof(double));
+      }
     }
     in.bytes(r.theory.data(), sizeof(r.theory));
     out.push_back(std::move(r));

@@ -28,6 +28,7 @@ config::SweepSpec make_spec() {
   spec.dims.push_back({"zip0", {"T", "d"}, {{std::int64_t{4}, std::int64_t{8}}, {std::int64_t{6}, std::int64_t{8}}}});
   spec.depth_axis = {1, 3};
   spec.output.spectra = config::Spectra::last;
+  spec.output.mixer_spectra = config::Spectra::all;
   return spec;
 }
 
@@ -64,6 +65,23 @@ store::TaskResult fake(const plan::Plan& plan, std::uint64_t t, store::TaskStatu
       for (double& s : sv) s /= std::sqrt(ss);
     }
     r.spectra.push_back(std::move(sv));
+    // Mixer spectra (layers >= 1): descending singular values with ||M||_F = m_fro of the row;
+    // eigenvalues by descending modulus: 1, then a conjugate pair, then reals.
+    std::vector<double> msv, re, im;
+    if (plan.mixer_spectrum_at(l)) {
+      const std::size_t T = plan.mixer_spectrum_length(t);
+      double ss = 0.0;
+      for (std::size_t i = 0; i < T; ++i) {
+        msv.push_back(1.0 / static_cast<double>(i + 1) + 0.01 * l);
+        ss += msv.back() * msv.back();
+        re.push_back(i == 0 ? 1.0 : i < 3 ? 0.25 : 0.1 / static_cast<double>(i));
+        im.push_back(i == 1 ? 0.125 : i == 2 ? -0.125 : 0.0);
+      }
+      r.layers.back()[12] = std::sqrt(ss);  // m_fro
+    }
+    r.mixer_sv.push_back(std::move(msv));
+    r.mixer_eig_re.push_back(std::move(re));
+    r.mixer_eig_im.push_back(std::move(im));
   }
   return r;
 }

@@ -171,6 +171,44 @@ def test_spectra(f, sizes):
             assert np.isnan(x[off[t, l]: off[t, l] + length[t]]).all()
 
 
+def test_mixer_spectra(f, sizes):
+    """/spectra/m_sv, m_eig_re, m_eig_im, m_offset, m_length (stores made since mixer_spectra)."""
+    if "m_sv" not in f["spectra"]:
+        pytest.skip("store made before mixer spectra")
+    n_tasks, _, max_depth = sizes
+    g = f["spectra"]
+    assert g.attrs["mixer_stored"] in ("none", "last", "all")
+    sv, re_, im = g["m_sv"][...], g["m_eig_re"][...], g["m_eig_im"][...]
+    off, length = g["m_offset"][...], g["m_length"][...]
+    for ds in (sv, re_, im):
+        assert ds.dtype == np.float64 and ds.shape == sv.shape and ds.ndim == 1
+    assert off.shape == (n_tasks, max_depth + 1) and off.dtype == np.int64
+    assert length.shape == (n_tasks,) and length.dtype == np.int64
+    T = f["points"]["T"][f["tasks"]["point"]]
+    assert (length == T).all()
+    assert (off[:, 0] == -1).all()  # layer 0 has no mixer
+    assert ((off == -1) | ((off >= 0) & (off + length[:, None] <= len(sv)))).all()
+    stored = g.attrs["mixer_stored"]
+    layers = np.arange(max_depth + 1)
+    want = {"none": layers < 0, "last": (layers == max_depth) & (layers >= 1), "all": layers >= 1}[stored]
+    assert ((off >= 0) == want[None, :]).all()
+    status = f["tasks"]["status"]
+    m_fro = f["layers/m_fro"][...]
+    for t in np.flatnonzero(status == DONE):
+        for l in np.flatnonzero(off[t] >= 0):
+            s = slice(off[t, l], off[t, l] + length[t])
+            v, z = sv[s], re_[s] + 1j * im[s]
+            assert np.isfinite(v).all() and np.isfinite(z).all(), (t, l)
+            assert (np.diff(v) <= 0).all(), (t, l)  # descending
+            assert (np.diff(np.abs(z)) <= 1e-12 * max(1.0, np.abs(z[0]))).all(), (t, l)  # by modulus
+            assert np.allclose(np.sort_complex(z), np.sort_complex(np.conj(z))), (t, l)  # conjugate pairs
+            assert abs(np.sum(v ** 2) / m_fro[t, l] ** 2 - 1.0) < 1e-10, (t, l)  # ||M||_F
+    for t in np.flatnonzero(status == PENDING):
+        for l in np.flatnonzero(off[t] >= 0):
+            s = slice(off[t, l], off[t, l] + length[t])
+            assert np.isnan(sv[s]).all() and np.isnan(re_[s]).all() and np.isnan(im[s]).all()
+
+
 def test_xarray_view(f, sizes):
     xr = pytest.importorskip("xarray")
     n_tasks, _, max_depth = sizes

@@ -681,3 +681,191 @@ TEST_F(DamagedStoreTest, ResumeOfStoreWithoutTheoryIsRefused) {
   EXPECT_EQ(msg.find("damaged"), std::string::npos) << msg;
   EXPECT_EQ(store::read_info(path("real.h5")).n_done, 2u);  // still readable
 }
+
+// ---- /spectra/m_* (mixer spectra) --------------------------------------------------------------
+
+namespace {
+/// Fake mixer spectra for every layer the task reached whose mixer spectrum the plan stores:
+/// distinct, exactly representable values (eigenvalues with a sign pattern, some zero imag).
+void add_fake_mixer(const plan::Plan& plan, TaskResult& r) {
+  const std::size_t n = r.layers.size();
+  r.mixer_sv.assign(n, {});
+  r.mixer_eig_re.assign(n, {});
+  r.mixer_eig_im.assign(n, {});
+  for (std::size_t l = 0; l < n; ++l) {
+    if (!plan.mixer_spectrum_at(static_cast<int>(l))) continue;
+    for (std::size_t i = 0; i < plan.mixer_spectrum_length(r.task); ++i) {
+      const double base = static_cast<double>(r.task) + 0.0625 * static_cast<double>(l) + 1e-3 * static_cast<double>(i);
+      r.mixer_sv[l].push_back(base + 1e-9);
+      r.mixer_eig_re[l].push_back(-base - 1.0 / 3.0);
+      r.mixer_eig_im[l].push_back(i % 3 == 0 ? 0.0 : (i % 2 ? 1.0 : -1.0) * (base + 0.2));
+    }
+  }
+}
+
+config::SweepSpec mixer_spec(config::Spectra mixer) {
+  auto spec = make_spec(config::Spectra::last);
+  spec.output.mixer_spectra = mixer;
+  return spec;
+}
+}  // namespace
+
+TEST_F(StoreTest, MixerSpectraCreatedAndWrittenBitwise) {
+  const auto plan = plan::make_plan(mixer_spec(config::Spectra::all));
+  const std::uint64_t n_tasks = plan.tasks.size();
+  const std::size_t L1 = static_cast<std::size_t>(plan.max_depth) + 1;
+  ASSERT_GT(plan.mixer_spectrum_total(), 0);
+  const std::vector<std::uint64_t> ids = {5, 0, 1, 3, 12, 2};
+  std::vector<TaskResult> batch;
+  for (auto t : ids) {
+    TaskResult r = fake_result(plan, t, t == 3 ? TaskStatus::diverged : TaskStatus::done);  // 3: layers 0, 1
+    add_fake_mixer(plan, r);
+    batch.push_back(std::move(r));
+  }
+  TaskResult failed;  // no rows at all
+  failed.task = 9;
+  failed.status = TaskStatus::failed;
+  batch.push_back(failed);
+  {
+    Store s = Store::create(path("m.h5"), plan, prov(), false);
+    H5Id f(H5Fopen(path("m.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    ASSERT_GE(f.id, 0);
+    H5Id g(H5Gopen2(f.id, "/spectra", H5P_DEFAULT));
+    EXPECT_EQ(read_str_attr(g.id, "mixer_stored"), "all");
+    EXPECT_EQ(read_str_attr(g.id, "stored"), "last");
+    const auto total = static_cast<hsize_t>(plan.mixer_spectrum_total());
+    for (const char* p : {"/spectra/m_sv", "/spectra/m_eig_re", "/spectra/m_eig_im"}) {
+      EXPECT_EQ(dims_of(f.id, p), (std::vector<hsize_t>{total})) << p;
+      const auto v = read_dataset<double>(f.id, p, H5T_NATIVE_DOUBLE);
+      EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) << p;
+      H5Id d(H5Dopen2(f.id, p, H5P_DEFAULT));
+      H5Id type(H5Dget_type(d.id));
+      EXPECT_TRUE(H5Tequal(type.id, H5T_IEEE_F64LE) > 0) << p;
+      EXPECT_NE(read_str_attr(d.id, "description"), "<missing>") << p;
+    }
+    EXPECT_EQ(dims_of(f.id, "/spectra/m_offset"), (std::vector<hsize_t>{n_tasks, L1}));
+    EXPECT_EQ(dims_of(f.id, "/spectra/m_length"), (std::vector<hsize_t>{n_tasks}));
+    const auto off = read_dataset<std::int64_t>(f.id, "/spectra/m_offset", H5T_NATIVE_INT64);
+    const auto len = read_dataset<std::int64_t>(f.id, "/spectra/m_length", H5T_NATIVE_INT64);
+    for (std::uint64_t t = 0; t < n_tasks; ++t) {
+      EXPECT_EQ(len[t], plan.models[plan.tasks[t].point].T);
+      EXPECT_EQ(off[t * L1], -1);  // layer 0 has no mixer
+      for (std::size_t l = 0; l < L1; ++l) EXPECT_EQ(off[t * L1 + l], plan.mixer_spectrum_offset(t, static_cast<int>(l)));
+    }
+  }
+  {
+    Store s = Store::open_resume(path("m.h5"), plan, prov());
+    s.write(batch);
+  }
+  H5Id f(H5Fopen(path("m.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_GE(f.id, 0);
+  const auto sv = read_dataset<double>(f.id, "/spectra/m_sv", H5T_NATIVE_DOUBLE);
+  const auto re = read_dataset<double>(f.id, "/spectra/m_eig_re", H5T_NATIVE_DOUBLE);
+  const auto im = read_dataset<double>(f.id, "/spectra/m_eig_im", H5T_NATIVE_DOUBLE);
+  std::vector<bool> covered(sv.size(), false);
+  for (const TaskResult& r : batch) {
+    for (std::size_t l = 0; l < r.mixer_sv.size(); ++l) {
+      if (r.mixer_sv[l].empty()) continue;
+      const auto o = static_cast<std::size_t>(plan.mixer_spectrum_offset(r.task, static_cast<int>(l)));
+      for (std::size_t i = 0; i < r.mixer_sv[l].size(); ++i) {
+        EXPECT_TRUE(same_bits(sv[o + i], r.mixer_sv[l][i])) << r.task << " " << l << " " << i;
+        EXPECT_TRUE(same_bits(re[o + i], r.mixer_eig_re[l][i])) << r.task << " " << l << " " << i;
+        EXPECT_TRUE(same_bits(im[o + i], r.mixer_eig_im[l][i])) << r.task << " " << l << " " << i;
+        covered[o + i] = true;
+      }
+    }
+  }
+  std::size_t n_covered = 0;
+  for (std::size_t i = 0; i < sv.size(); ++i) {
+    if (covered[i]) {
+      ++n_covered;
+      continue;
+    }
+    EXPECT_TRUE(std::isnan(sv[i]) && std::isnan(re[i]) && std::isnan(im[i])) << i;  // never written
+  }
+  // 5 done tasks with 3 mixer layers each, the diverged one with layer 1 only
+  std::size_t want = 0;
+  for (auto t : ids) want += (t == 3 ? 1u : 3u) * plan.mixer_spectrum_length(t);
+  EXPECT_EQ(n_covered, want);
+  // the X spectra are untouched by the mixer ones (stored = last)
+  const auto xsv = read_dataset<double>(f.id, "/spectra/x_sv", H5T_NATIVE_DOUBLE);
+  const auto o5 = static_cast<std::size_t>(plan.spectrum_offset(5, plan.max_depth));
+  EXPECT_TRUE(same_bits(xsv[o5], batch[0].spectra[static_cast<std::size_t>(plan.max_depth)][0]));
+}
+
+TEST_F(StoreTest, MixerSpectraNoneHasPlaceholderDatasets) {
+  const auto plan = plan::make_plan(mixer_spec(config::Spectra::none));
+  {
+    Store s = Store::create(path("n.h5"), plan, prov(), false);
+    std::vector<TaskResult> batch = {fake_result(plan, 0)};
+    s.write(batch);
+  }
+  H5Id f(H5Fopen(path("n.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  H5Id g(H5Gopen2(f.id, "/spectra", H5P_DEFAULT));
+  EXPECT_EQ(read_str_attr(g.id, "mixer_stored"), "none");
+  for (const char* p : {"/spectra/m_sv", "/spectra/m_eig_re", "/spectra/m_eig_im"})
+    EXPECT_EQ(dims_of(f.id, p), (std::vector<hsize_t>{1})) << p;
+  const auto off = read_dataset<std::int64_t>(f.id, "/spectra/m_offset", H5T_NATIVE_INT64);
+  EXPECT_TRUE(std::all_of(off.begin(), off.end(), [](std::int64_t o) { return o == -1; }));
+}
+
+TEST_F(StoreTest, BadMixerResultIsRefusedBeforeAnythingIsWritten) {
+  const auto plan = plan::make_plan(mixer_spec(config::Spectra::last));
+  Store s = Store::create(path("bad.h5"), plan, prov(), false);
+  const auto L = static_cast<std::size_t>(plan.max_depth);
+  auto good = fake_result(plan, 0);
+  add_fake_mixer(plan, good);
+  ASSERT_FALSE(good.mixer_sv[L].empty());
+  auto too_long = good;
+  too_long.mixer_sv[L].push_back(1.0);
+  auto eig_short = good;
+  eig_short.mixer_eig_im[L].pop_back();
+  auto wrong_layer = good;  // layer 1 is not stored with "last"
+  wrong_layer.mixer_sv[1] = good.mixer_sv[L];
+  wrong_layer.mixer_eig_re[1] = good.mixer_eig_re[L];
+  wrong_layer.mixer_eig_im[1] = good.mixer_eig_im[L];
+  auto eig_only = good;  // eigenvalues without singular values
+  eig_only.mixer_sv[L].clear();
+  for (const TaskResult* bad : {&too_long, &eig_short, &wrong_layer, &eig_only}) {
+    std::vector<TaskResult> batch = {fake_result(plan, 1), *bad};
+    const std::string msg = store_error_of([&] { s.write(batch); });
+    EXPECT_NE(msg.find("mixer spectrum"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(s.task_status()[1], TaskStatus::pending);  // nothing of the batches was written
+  std::vector<TaskResult> ok = {good};
+  s.write(ok);
+  EXPECT_EQ(s.task_status()[0], TaskStatus::done);
+}
+
+TEST_F(DamagedStoreTest, ResumeOfStoreWithoutMixerSpectraIsRefused) {
+  for (const char* name : {"spectra/m_sv", "spectra/m_offset"}) {
+    real_store_bytes();
+    {
+      H5Id f(H5Fopen(path("real.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+      ASSERT_GE(H5Ldelete(f.id, name, H5P_DEFAULT), 0);
+    }
+    const auto plan = plan::make_plan(make_spec(config::Spectra::all));
+    const std::string msg = store_error_of([&] { Store::open_resume(path("real.h5"), plan, prov()); });
+    EXPECT_NE(msg.find("has no /" + std::string(name) + ": made by an older rcsweep; rerun with --overwrite"),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(store::read_info(path("real.h5")).n_done, 2u);  // still readable
+    fs::remove(path("real.h5"));
+  }
+}
+
+TEST_F(DamagedStoreTest, ResumeWithMixerSpectraOfWrongLengthIsRefused) {
+  // Same plan, but /spectra/m_sv replaced by a dataset of another length.
+  real_store_bytes();
+  {
+    H5Id f(H5Fopen(path("real.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_GE(H5Ldelete(f.id, "spectra/m_eig_im", H5P_DEFAULT), 0);
+    const hsize_t n = 7;
+    H5Id space(H5Screate_simple(1, &n, nullptr));
+    H5Id d(H5Dcreate2(f.id, "spectra/m_eig_im", H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    ASSERT_GE(d.id, 0);
+  }
+  const auto plan = plan::make_plan(make_spec(config::Spectra::all));
+  const std::string msg = store_error_of([&] { Store::open_resume(path("real.h5"), plan, prov()); });
+  EXPECT_NE(msg.find("m_eig_im has the wrong length"), std::string::npos) << msg;
+}
