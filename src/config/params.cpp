@@ -35,7 +35,7 @@ const std::vector<ParamInfo>& model_params() {
   using K = ParamKind;
   static const std::vector<ParamInfo> registry = {
       {"mixer", K::choice, std::string("softmax"), false, 0, false,
-       {"softmax", "markov", "identity", "uniform", "relu", "sigmoid", "ssd", "lti", "matrix"},
+       {"softmax", "markov", "identity", "uniform", "relu", "sigmoid", "ssd", "lti", "matrix", "s4d"},
        "token mixer M(X), MODELS.md 'Mixers'; \"matrix\" is the T x T mixer_matrix of [model]"},
       {"input", K::choice, std::string("orthonormal"), false, 0, false, {"orthonormal", "sphere", "gaussian", "matrix", "file"},
        "input X_0: orthonormal rows (needs T <= d), unit-norm Gaussian rows, N(0,1/d) entries, the T x d "
@@ -118,14 +118,14 @@ bool ModelParams::homogeneous() const noexcept {
   if (norm != Norm::none) return true;
   if (gate != Gate::none) return false;  // SiLU is not homogeneous; a ReLU MLP is (degree 1)
   return mixer == Mixer::markov || mixer == Mixer::identity || mixer == Mixer::uniform || mixer == Mixer::lti ||
-         mixer == Mixer::matrix;
+         mixer == Mixer::matrix || mixer == Mixer::s4d;
 }
 
 bool ModelParams::input_dependent_mixer() const noexcept {
   return mixer == Mixer::softmax || mixer == Mixer::relu || mixer == Mixer::sigmoid || mixer == Mixer::ssd;
 }
 
-bool ModelParams::ssm() const noexcept { return mixer == Mixer::ssd || mixer == Mixer::lti; }
+bool ModelParams::ssm() const noexcept { return mixer == Mixer::ssd || mixer == Mixer::lti || mixer == Mixer::s4d; }
 
 ModelParams resolve(const std::vector<ParamValue>& values) {
   const auto& reg = model_params();
@@ -177,6 +177,8 @@ std::vector<std::pair<std::string, std::string>> check_model(const ModelParams& 
                               std::to_string(m.T) + " x " + std::to_string(m.d));
   if (m.input == InputKind::matrix && !m.input_matrix)
     problems.emplace_back("input_matrix", "required with input = \"matrix\": give the T x d input as a list of T rows");
+  if (m.mixer == Mixer::s4d && m.gap_fix != GapFix::none)
+    problems.emplace_back("gap_fix", "s4d has one mixer per channel and no gap fix: use gap_fix = \"none\"");
   if (m.mixer == Mixer::matrix && !m.mixer_matrix)
     problems.emplace_back("mixer_matrix", "required with mixer = \"matrix\": give the T x T mixer as a list of T rows");
   if (m.mixer == Mixer::matrix && m.mixer_matrix && (m.mixer_matrix->rows() != T || m.mixer_matrix->cols() != T))

@@ -48,7 +48,7 @@ std::string to_toml(const ParamValue& value);
 std::string to_text(const ParamValue& value);
 
 // Enumerators in the order of the choices in the registry (decoding is by position).
-enum class Mixer { softmax, markov, identity, uniform, relu, sigmoid, ssd, lti, matrix };
+enum class Mixer { softmax, markov, identity, uniform, relu, sigmoid, ssd, lti, matrix, s4d };
 enum class InputKind { orthonormal, sphere, gaussian, matrix, file };
 enum class Norm { none, rms, layernorm };
 enum class GapFix { none, perp, outliers };

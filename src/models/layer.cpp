@@ -177,6 +177,8 @@ Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix&
       apply_decay_mask(model.alpha, g, M);
       return M;
     }
+    case Mixer::s4d:  // one mixer per channel: there is no single M (see s4d_kernels)
+      throw Error("s4d has no single mixer matrix");
     case Mixer::matrix:  // the [model] mixer_matrix, the same at every layer and head
       return given_matrix(model.mixer_matrix.get(), T, T, "mixer = \"matrix\" (mixer_matrix)");
   }
@@ -324,6 +326,54 @@ void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix
                Op::none, model.lambda, X);
   apply_norm(model.norm, X);
 }
+// S4D-Real kernels, one per channel c (lambda-skip App. A.13.1, random init, not trained):
+// K_c[k] = sum_n C_cn B_cn a_cn^k, a_cn = exp(-Delta_c (n + 1)), Delta_c log-uniform in
+// [1e-3, 1e-1]; B, C i.i.d. with variance N^-1/2 like the other SSMs. Returned as T x d (column c).
+Matrix s4d_kernels(const ModelParams& model, int layer, RandomSource& random) {
+  const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
+  const auto N = static_cast<std::size_t>(model.state_dim);
+  const Matrix B = ssm_weight(layer, Tensor::ssm_b, 0, d, N, model.state_dim, random);
+  const Matrix C = ssm_weight(layer, Tensor::ssm_c, 0, d, N, model.state_dim, random);
+  std::vector<double> u(d);
+  rng::fill_uniform(random.key(layer, Tensor::s4d_step, 0), u);
+  Matrix K(T, d, 0.0);
+  for (std::size_t c = 0; c < d; ++c) {
+    const double delta = std::exp(std::log(1e-3) + u[c] * (std::log(1e-1) - std::log(1e-3)));
+    for (std::size_t n = 0; n < N; ++n) {
+      const double a = std::exp(-delta * static_cast<double>(n + 1));
+      double p = C(c, n) * B(c, n);
+      for (std::size_t k = 0; k < T; ++k, p *= a) K(k, c) += p;
+    }
+  }
+  return K;
+}
+
+// acc <- beta acc + alpha O with O[:, c] = M^(c) X[:, c], M^(c)_ji = K_c[j - i] (j >= i): a causal
+// convolution per channel.
+void s4d_mix(const Matrix& K, const Matrix& X, double alpha, double beta, Matrix& acc) {
+  const std::size_t T = X.rows(), d = X.cols();
+  std::vector<double> o(d);
+  for (std::size_t j = 0; j < T; ++j) {
+    std::fill(o.begin(), o.end(), 0.0);
+    for (std::size_t i = 0; i <= j; ++i) {
+      const double* k = K.row(j - i).data();
+      const double* x = X.row(i).data();
+      for (std::size_t c = 0; c < d; ++c) o[c] += k[c] * x[c];
+    }
+    for (std::size_t c = 0; c < d; ++c) acc(j, c) = beta * acc(j, c) + alpha * o[c];
+  }
+}
+
+// max over channels of ||M^(c)||_F = sqrt(sum_k (T - k) K_c[k]^2) (lambda-skip C_M for S4D).
+double s4d_max_fro(const Matrix& K) {
+  double best = 0.0;
+  for (std::size_t c = 0; c < K.cols(); ++c) {
+    double ss = 0.0;
+    for (std::size_t k = 0; k < K.rows(); ++k) ss += static_cast<double>(K.rows() - k) * K(k, c) * K(k, c);
+    best = std::max(best, std::sqrt(ss));
+  }
+  return best;
+}
 }  // namespace
 
 void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
@@ -340,7 +390,18 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
   Matrix& acc = gated ? O : Y;
   double beta = gated ? 0.0 : model.lambda;
   Matrix scratch;
-  for (int h = 0; h < model.heads; ++h) {
+  if (model.mixer == Mixer::s4d) {  // one mixer per channel, C_V = I; no M-metrics (NaN)
+    std::snprintf(params, sizeof params, "s4d_kernels:%d", model.state_dim);
+    const Matrix& K = random.derived<Matrix>(layer, params, 0, [&] { return s4d_kernels(model, layer, random); });
+    s4d_mix(K, X, model.skip_scale, beta, acc);
+    if (stats) {
+      stats->head0 = metrics::MixerMetrics{};
+      stats->max_m_fro = std::max(stats->max_m_fro, random.derived<double>(layer, std::string(params) + ":fro", 0,
+                                                                           [&] { return s4d_max_fro(K); }));
+      stats->max_cv_fro = std::max(stats->max_cv_fro, std::abs(model.skip_scale) * std::sqrt(static_cast<double>(d)));
+    }
+  }
+  for (int h = 0; h < model.heads && model.mixer != Mixer::s4d; ++h) {
     const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random); };
     MixedHead own;
     const MixedHead* mixed = &own;

@@ -47,6 +47,9 @@ double layer_flops(const ModelParams& m) {
     case Mixer::ssd:  // B = X W_B, C = X W_C, C B^T, mask, M X (C_V = I)
       f = H * (4.0 * T * d * N + 2.0 * T * T * N + 2.0 * T * T * d + normal_cost * 2.0 * d * N);
       break;
+    case Mixer::s4d:  // per channel: kernel T N, causal convolution T^2
+      f = 2.0 * T * N * d + 2.0 * T * T * d + normal_cost * 2.0 * d * N;
+      break;
     case Mixer::lti:
       f = H * (2.0 * T * T * d + normal_cost * 2.0 * N);
       break;

@@ -18,6 +18,7 @@ enum class Tensor : std::uint32_t {
   mlp_out = 7,    ///< W_2 of the MLP
   ssm_b = 8,      ///< W_B of the selective SSM, b of the LTI gain
   ssm_c = 9,      ///< W_C of the selective SSM, c of the LTI gain
+  s4d_step = 10,  ///< the log-uniform step sizes Delta_c of S4D
 };
 
 /// Identifies one random tensor. Never contains the rank, thread, lambda or a component switch

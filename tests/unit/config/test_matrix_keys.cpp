@@ -104,7 +104,8 @@ TEST(MatrixKeys, ChoicesAppendedAtTheEnd) {
   EXPECT_EQ(input.choices.at(static_cast<std::size_t>(InputKind::file)), "file");
   EXPECT_EQ(mixer.choices.at(static_cast<std::size_t>(Mixer::matrix)), "matrix");
   EXPECT_EQ(input.choices.back(), "file");
-  EXPECT_EQ(mixer.choices.back(), "matrix");
+  EXPECT_EQ(mixer.choices.at(static_cast<std::size_t>(Mixer::s4d)), "s4d");
+  EXPECT_EQ(mixer.choices.back(), "s4d");
 }
 
 // ---- errors ------------------------------------------------------------------------------
