@@ -75,8 +75,9 @@ struct Plan {
 /// Expand a validated spec into the plan. Bundles only contain tasks of `shard`.
 Plan make_plan(config::SweepSpec spec, Shard shard = {});
 
-/// Estimated flops of one layer of `model` (GEMMs, softmax, metrics with an SVD of X; the
-/// spectrum adds nothing since the SVD is always computed).
+/// Estimated flops of one layer of `model`: products, entrywise maps, random numbers (as flop
+/// equivalents), components, and the metrics priced as an SVD of X and of M (an upper bound: the
+/// Gram route is cheaper where it applies). A rough model, calibrated once (docs/BENCHMARKS.md).
 double layer_flops(const config::ModelParams& model);
 /// Extra flops of one stored mixer spectrum (all singular values and eigenvalues of a T x T M).
 double mixer_spectrum_flops(const config::ModelParams& model);
