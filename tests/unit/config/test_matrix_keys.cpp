@@ -6,32 +6,14 @@
 
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
+#include "config_issues.hpp"
 
 namespace rcsweep::config {
 namespace {
 
-std::vector<ConfigIssue> issues_of(const std::string& text) {
-  try {
-    parse_sweep(text, "bad.toml");
-  } catch (const ConfigError& e) {
-    return e.issues();
-  }
-  ADD_FAILURE() << "no ConfigError for:\n" << text;
-  return {};
-}
-
-std::string dump(const std::vector<ConfigIssue>& issues) {
-  std::string out;
-  for (const auto& i : issues) out += "  [" + i.key + "] " + i.problem + "\n";
-  return out;
-}
-
-void expect_only(const std::string& text, const std::string& key, std::initializer_list<std::string> fragments) {
-  const auto issues = issues_of(text);
-  ASSERT_EQ(issues.size(), 1u) << dump(issues);
-  EXPECT_EQ(issues[0].key, key) << dump(issues);
-  for (const auto& f : fragments) EXPECT_NE(issues[0].problem.find(f), std::string::npos) << f << "\n" << dump(issues);
-}
+using test::dump;
+using test::expect_only;
+using test::issues_of;
 
 const std::string head = "[sweep]\nname = \"m\"\n[model]\nT = 2\nd = 3\ndepth = 4\n";
 

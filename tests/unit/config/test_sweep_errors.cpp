@@ -5,34 +5,14 @@
 
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
+#include "config_issues.hpp"
 
 namespace rcsweep::config {
 namespace {
 
-/// The issues parse_sweep() throws for `text` (a test failure when it does not throw).
-std::vector<ConfigIssue> issues_of(const std::string& text) {
-  try {
-    parse_sweep(text, "bad.toml");
-  } catch (const ConfigError& e) {
-    return e.issues();
-  }
-  ADD_FAILURE() << "no ConfigError for:\n" << text;
-  return {};
-}
-
-std::string dump(const std::vector<ConfigIssue>& issues) {
-  std::string out;
-  for (const auto& i : issues) out += "  [" + i.key + "] " + i.problem + "\n";
-  return out;
-}
-
-/// Exactly one issue, on `key`, whose message contains every fragment.
-void expect_only(const std::string& text, const std::string& key, std::initializer_list<std::string> fragments) {
-  const auto issues = issues_of(text);
-  ASSERT_EQ(issues.size(), 1u) << dump(issues);
-  EXPECT_EQ(issues[0].key, key) << dump(issues);
-  for (const auto& f : fragments) EXPECT_NE(issues[0].problem.find(f), std::string::npos) << f << "\n" << dump(issues);
-}
+using test::dump;
+using test::expect_only;
+using test::issues_of;
 
 const std::string head = "[sweep]\nname = \"bad\"\n";
 const std::string model = "[model]\nT = 4\nd = 8\ndepth = 2\n";
