@@ -66,6 +66,8 @@ const std::vector<ParamInfo>& model_params() {
        "output gate O * SiLU(X W_G), W_G ~ N(0, 1/d) (lambda-skip §3.1)"},
       {"mlp", K::choice, std::string("none"), false, 0, false, {"none", "relu"},
        "MLP sub-block norm(lambda X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d), W_2 ~ N(0, 1/m) (Dong et al. §3.2)"},
+      {"lambda_mlp", K::real, std::string("lambda"), false, 0, false, {"lambda"},
+       "skip strength of the MLP sub-block; \"lambda\" (default) means the same as lambda"},
       {"mlp_ratio", K::integer, std::int64_t{4}, false, 1, false, {}, "MLP hidden width m = mlp_ratio * d"},
       {"state_dim", K::integer, std::int64_t{16}, false, 1, false, {}, "SSM state dimension N (ssd, lti)"},
       {"alpha", K::real, 1.0, false, 0, false, {}, "SSM decay: L(alpha)_ji = alpha^(j-i) for j >= i (ssd, lti)"},
@@ -155,6 +157,7 @@ ModelParams resolve(const std::vector<ParamValue>& values) {
   m.gate = decode_choice<Gate>(get("gate"), info("gate"));
   m.mlp = decode_choice<Mlp>(get("mlp"), info("mlp"));
   m.mlp_ratio = get_int("mlp_ratio");
+  m.lambda_mlp = std::holds_alternative<std::string>(get("lambda_mlp")) ? m.lambda : decode_real(get("lambda_mlp"));
   m.bc_init = decode_choice<BcInit>(get("bc_init"), info("bc_init"));
   m.state_dim = m.bc_init == BcInit::identity ? m.d : get_int("state_dim");
   m.alpha = decode_real(get("alpha"));

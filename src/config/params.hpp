@@ -20,7 +20,7 @@ using ParamValue = std::variant<std::int64_t, double, std::string>;
 
 enum class ParamKind {
   integer,  ///< whole number >= min_int
-  real,     ///< finite real number, optionally > 0
+  real,     ///< finite real number, optionally > 0 (or one of `choices` when listed: keywords)
   scale,    ///< a positive real or the string "inv_sqrt_d" (1/sqrt(d) of the same point)
   choice,   ///< one string of `choices`
 };
@@ -79,6 +79,7 @@ struct ModelParams {
   Gate gate = Gate::none;
   Mlp mlp = Mlp::none;
   int mlp_ratio = 4;     ///< MLP hidden width m = mlp_ratio * d
+  double lambda_mlp = 0.0;  ///< skip strength of the MLP sub-block (resolved: lambda by default)
   int state_dim = 16;    ///< SSM state dimension N (resolved: d for bc_init identity)
   double alpha = 1.0;    ///< SSM decay of L(alpha)
   BcInit bc_init = BcInit::gaussian;

@@ -233,6 +233,10 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
       } else if (const auto* s = node.as_string(); s && scale) {
         if (s->get() == "inv_sqrt_d") return ParamValue{std::string("inv_sqrt_d")};
         return fail("must be a positive number or \"inv_sqrt_d\", got " + toml_string(s->get()));
+      } else if (s && !info.choices.empty()) {  // a real that also takes keywords (lambda_mlp = "lambda")
+        for (const auto c : info.choices)
+          if (c == s->get()) return ParamValue{s->get()};
+        return fail("must be a number or one of " + quote_list(info.choices) + ", got " + toml_string(s->get()));
       } else {
         return fail(std::string(scale ? "must be a positive number or \"inv_sqrt_d\"" : "must be a number") +
                     ", got " + describe(node));

@@ -314,7 +314,7 @@ void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O) {
   }
 }
 
-// MLP sub-block X <- norm(lambda X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d) (d x m), W_2 ~ N(0, 1/m)
+// MLP sub-block X <- norm(lambda_mlp X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d) (d x m), W_2 ~ N(0, 1/m)
 // (m x d), m = mlp_ratio d (Dong et al. §3.2).
 void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix& X) {
   const auto d = static_cast<std::size_t>(model.d), m = static_cast<std::size_t>(model.mlp_ratio) * d;
@@ -323,7 +323,7 @@ void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix
                Op::none, 0.0, H);
   for (double& h : H.values()) h = h > 0.0 ? h : 0.0;
   linalg::gemm(1.0 / std::sqrt(static_cast<double>(m)), H, Op::none, random.normal(layer, Tensor::mlp_out, 0, m, d),
-               Op::none, model.lambda, X);
+               Op::none, model.lambda_mlp, X);
   apply_norm(model.norm, X);
 }
 // S4D-Real kernels, one per channel c (lambda-skip App. A.13.1, random init, not trained):

@@ -456,8 +456,10 @@ void Store::Impl::write_points(const plan::Plan& plan) {
           std::memcpy(dst, &v, sizeof v);
           break;
         }
-        case config::ParamKind::real: {
-          const double v = as_double(values[i]);
+        case config::ParamKind::real: {  // a keyword value is stored resolved (lambda_mlp = "lambda")
+          const double v = std::holds_alternative<std::string>(values[i]) && reg[i].name == "lambda_mlp"
+                               ? plan.models.at(p).lambda_mlp
+                               : as_double(values[i]);
           std::memcpy(dst, &v, sizeof v);
           break;
         }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/error.hpp"
 #include "linalg/linalg.hpp"
 #include "model_fixtures.hpp"
 #include "models/layer.hpp"
@@ -95,9 +96,16 @@ TEST(Components, LtiSsmIsGainTimesDecayMask) {
 }
 
 // The whole layer with the SiLU gate and the MLP sub-block against MODELS.md "One layer".
+TEST(Components, LambdaMlpDefaultsToLambda) {
+  EXPECT_EQ(test::plan_from("T = 2\nd = 2\ndepth = 1\nlambda = 0.7").models[0].lambda_mlp, 0.7);
+  EXPECT_EQ(test::plan_from("T = 2\nd = 2\ndepth = 1\nlambda = 0.7\nlambda_mlp = -2").models[0].lambda_mlp, -2.0);
+  EXPECT_THROW(test::plan_from("T = 2\nd = 2\ndepth = 1\nlambda_mlp = \"lamda\""), ConfigError);
+}
+
 TEST(Components, GatedLayerWithMlpMatchesNaiveReference) {
   auto m = model_of(config::Mixer::softmax, 5, 6);
   m.lambda = 0.8;
+  m.lambda_mlp = 0.3;
   m.gate = config::Gate::silu;
   m.mlp = config::Mlp::relu;
   m.mlp_ratio = 2;
@@ -117,7 +125,7 @@ TEST(Components, GatedLayerWithMlpMatchesNaiveReference) {
   Matrix H = test::naive_matmul(Y, random.normal(1, rng::Tensor::mlp_in, 0, 6, 12));
   for (double& h : H.values()) h = std::max(0.0, h * std::sqrt(2.0 / 6));  // W_1 ~ N(0, 2/d)
   const Matrix F = test::naive_matmul(H, random.normal(1, rng::Tensor::mlp_out, 0, 12, 6));
-  for (std::size_t i = 0; i < Y.size(); ++i) Y.data()[i] = 0.8 * Y.data()[i] + F.data()[i] / std::sqrt(12.0);
+  for (std::size_t i = 0; i < Y.size(); ++i) Y.data()[i] = 0.3 * Y.data()[i] + F.data()[i] / std::sqrt(12.0);
   models::apply_norm(config::Norm::rms, Y);
 
   Matrix X = X0;
