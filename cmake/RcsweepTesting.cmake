@@ -12,8 +12,8 @@ endfunction()
 # mpiexec at each rank count (oversubscribed: the machine may have fewer cores).
 function(rcsweep_mpi_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;RANKS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest rcsweep_warnings)
+  add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/mpi_gtest_main.cpp)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} rcsweep_sweep GTest::gtest rcsweep_warnings)
   foreach(n IN LISTS ARG_RANKS)
     add_test(NAME ${name}.np${n}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} --oversubscribe

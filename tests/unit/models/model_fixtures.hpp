@@ -17,6 +17,16 @@ inline plan::Plan plan_from(const std::string& model_lines, const std::string& a
   return plan::make_plan(config::parse_sweep(text, "test"));
 }
 
+/// A resolved model with the given mixer and sizes (d_qk = d, depth 3), defaults elsewhere.
+inline config::ModelParams small_model(config::Mixer mixer, int T = 6, int d = 9) {
+  config::ModelParams m;
+  m.mixer = mixer;
+  m.T = T;
+  m.d = m.d_qk = d;
+  m.depth = 3;
+  return m;
+}
+
 inline Matrix naive_matmul(const Matrix& A, const Matrix& B) {
   Matrix C(A.rows(), B.cols());
   for (std::size_t i = 0; i < A.rows(); ++i)

@@ -17,15 +17,6 @@ namespace {
 using config::ModelParams;
 using models::RandomSource;
 
-ModelParams model_of(config::Mixer mixer, int T = 6, int d = 9) {
-  ModelParams m;
-  m.mixer = mixer;
-  m.T = T;
-  m.d = m.d_qk = d;
-  m.depth = 3;
-  return m;
-}
-
 Matrix logits(const ModelParams& m, int layer, int head, const Matrix& X, RandomSource& random) {
   Matrix WQ = random.normal(layer, rng::Tensor::query, head, m.d, m.d_qk);
   Matrix WK = random.normal(layer, rng::Tensor::key, head, m.d, m.d_qk);
@@ -36,7 +27,7 @@ Matrix logits(const ModelParams& m, int layer, int head, const Matrix& X, Random
 
 TEST(Components, ReluAndSigmoidAttentionMatchTheirFormulas) {
   for (auto mixer : {config::Mixer::relu, config::Mixer::sigmoid}) {
-    auto m = model_of(mixer, 7, 10);
+    auto m = test::small_model(mixer, 7, 10);
     m.sigma_qk = 1.7;
     RandomSource random(11, 0, m.T, m.d);
     const Matrix X = models::make_input(m, random);
@@ -55,7 +46,7 @@ TEST(Components, ReluAndSigmoidAttentionMatchTheirFormulas) {
 }
 
 TEST(Components, SelectiveSsmIsDecayMaskTimesCBt) {
-  auto m = model_of(config::Mixer::ssd, 5, 8);
+  auto m = test::small_model(config::Mixer::ssd, 5, 8);
   m.state_dim = 3;
   m.alpha = 0.7;
   RandomSource random(12, 0, m.T, m.d);
@@ -79,7 +70,7 @@ TEST(Components, SelectiveSsmIsDecayMaskTimesCBt) {
 }
 
 TEST(Components, LtiSsmIsGainTimesDecayMask) {
-  auto m = model_of(config::Mixer::lti, 4, 4);
+  auto m = test::small_model(config::Mixer::lti, 4, 4);
   m.alpha = 2.0;
   m.bc_init = config::BcInit::identity;  // [Sys-1]: M = L(2) = [[1, 0], [2, 1]] for T = 2
   RandomSource random(13, 0, m.T, m.d);
@@ -103,7 +94,7 @@ TEST(Components, LambdaMlpDefaultsToLambda) {
 }
 
 TEST(Components, GatedLayerWithMlpMatchesNaiveReference) {
-  auto m = model_of(config::Mixer::softmax, 5, 6);
+  auto m = test::small_model(config::Mixer::softmax, 5, 6);
   m.lambda = 0.8;
   m.lambda_mlp = 0.3;
   m.gate = config::Gate::silu;
@@ -135,7 +126,7 @@ TEST(Components, GatedLayerWithMlpMatchesNaiveReference) {
 
 // gap_fix = outliers removes exactly the leading r singular triplets (Mind the Gap App. A.5).
 TEST(Components, OutliersRemoveExactlyTheLeadingTriplets) {
-  auto m = model_of(config::Mixer::markov, 40, 40);
+  auto m = test::small_model(config::Mixer::markov, 40, 40);
   RandomSource random(15, 0, m.T, m.d);
   const Matrix A = models::mixer_matrix(m, 1, 0, Matrix(40, 40), random);
   const auto sv = linalg::singular_values(A);
@@ -157,7 +148,7 @@ TEST(Components, OutliersRemoveExactlyTheLeadingTriplets) {
 // parts (1/T) 1 1^T and s_1 u_1 v_1^T: Mind the Gap Lemma A.6 / App. A.5 (s_1(A_perp) = s_2(A)(1 +
 // o(1)), so both leave the bulk). Measured at T = 200: the spectra differ by < 2% at the top.
 TEST(Components, PerpAndOutliersAgreeOnMarkovUpToTheRankOnePart) {
-  auto m = model_of(config::Mixer::markov, 200, 200);
+  auto m = test::small_model(config::Mixer::markov, 200, 200);
   m.sigma_A = 0.5;
   RandomSource random(16, 0, m.T, m.d);
   const Matrix A = models::mixer_matrix(m, 1, 0, Matrix(200, 200), random);
@@ -280,7 +271,7 @@ namespace {
 // against an explicit per-channel matrix built from the same keyed streams.
 TEST(Components, S4dLayerIsPerChannelCausalConvolution) {
   const int T = 6, d = 5, N = 3;
-  auto m = model_of(config::Mixer::s4d, T, d);
+  auto m = test::small_model(config::Mixer::s4d, T, d);
   m.input = config::InputKind::gaussian;  // T > d
   m.state_dim = N;
   m.skip_scale = 0.7;

@@ -12,15 +12,7 @@ namespace {
 using config::ModelParams;
 using models::RandomSource;
 
-ModelParams small_model(config::Mixer mixer, int T = 6, int d = 9) {
-  ModelParams m;
-  m.mixer = mixer;
-  m.T = T;
-  m.d = d;
-  m.d_qk = d;
-  m.depth = 3;
-  return m;
-}
+using test::small_model;
 
 TEST(Input, OrthonormalRowsAreOrthonormal) {
   auto m = small_model(config::Mixer::softmax, 7, 11);

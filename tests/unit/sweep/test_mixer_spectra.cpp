@@ -174,13 +174,3 @@ mixer_spectra = "all"
 
 }  // namespace
 }  // namespace rcsweep
-
-int main(int argc, char** argv) {
-  rcsweep::mpi::Session session(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (rcsweep::mpi::comm_rank(MPI_COMM_WORLD) != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  return RUN_ALL_TESTS();
-}
