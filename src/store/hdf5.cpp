@@ -310,22 +310,25 @@ std::string get_attr_string(hid_t obj, const std::string& name) {
   return buf;
 }
 
-std::int64_t get_attr_i64(hid_t obj, const std::string& name) {
+namespace {
+// An integer attribute read as the native type `mem_type` (the file may store any integer width).
+template <class Int>
+Int get_attr_int(hid_t obj, const std::string& name, hid_t mem_type) {
   Handle type;
   Handle attr = open_scalar_attr(obj, name, type);
   if (H5Tget_class(type.id()) != H5T_INTEGER) throw StoreError("attribute '" + name + "' is not an integer");
-  std::int64_t v = 0;
-  check(H5Aread(attr.id(), H5T_NATIVE_INT64, &v), "cannot read attribute " + name);
+  Int v = 0;
+  check(H5Aread(attr.id(), mem_type, &v), "cannot read attribute " + name);
   return v;
+}
+}  // namespace
+
+std::int64_t get_attr_i64(hid_t obj, const std::string& name) {
+  return get_attr_int<std::int64_t>(obj, name, H5T_NATIVE_INT64);
 }
 
 std::uint64_t get_attr_u64(hid_t obj, const std::string& name) {
-  Handle type;
-  Handle attr = open_scalar_attr(obj, name, type);
-  if (H5Tget_class(type.id()) != H5T_INTEGER) throw StoreError("attribute '" + name + "' is not an integer");
-  std::uint64_t v = 0;
-  check(H5Aread(attr.id(), H5T_NATIVE_UINT64, &v), "cannot read attribute " + name);
-  return v;
+  return get_attr_int<std::uint64_t>(obj, name, H5T_NATIVE_UINT64);
 }
 
 std::string library_version() {

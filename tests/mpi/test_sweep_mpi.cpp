@@ -16,6 +16,7 @@
 #include "plan/plan.hpp"
 #include "sweep/driver.hpp"
 #include "sweep/mpi.hpp"
+#include "../common/mpi_run.hpp"
 
 namespace rcsweep {
 namespace {
@@ -76,17 +77,7 @@ bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; 
 TEST(SweepMpi, StoreIsBitwiseEqualToSerialComputation) {
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   const plan::Plan plan = plan::make_plan(config::parse_sweep(sweep_text, "test"));
-  std::string path;
-  if (rank == 0)
-    path = (std::filesystem::temp_directory_path() / ("rcsweep_mpi_" + std::to_string(getpid()) + ".h5")).string();
-  path = mpi::bcast(path, 0, MPI_COMM_WORLD);
-
-  sweep::RunOptions opt;
-  opt.output = path;
-  opt.overwrite = true;
-  opt.progress = false;
-  const auto summary = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
-  MPI_Barrier(MPI_COMM_WORLD);
+  const auto [path, summary] = test::run_into_temp_store(plan, "rcsweep_mpi");
   if (rank != 0) return;
 
   EXPECT_EQ(summary.done, plan.tasks.size());

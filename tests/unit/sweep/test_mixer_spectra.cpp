@@ -21,6 +21,7 @@
 #include "plan/plan.hpp"
 #include "sweep/driver.hpp"
 #include "sweep/mpi.hpp"
+#include "../../common/mpi_run.hpp"
 
 namespace rcsweep {
 namespace {
@@ -124,16 +125,7 @@ spectra = "last"
 mixer_spectra = "all"
 )";
   const plan::Plan plan = plan::make_plan(config::parse_sweep(text, "test"));
-  std::string path;
-  if (rank == 0)
-    path = (std::filesystem::temp_directory_path() / ("rcsweep_mixer_" + std::to_string(getpid()) + ".h5")).string();
-  path = mpi::bcast(path, 0, MPI_COMM_WORLD);
-  sweep::RunOptions opt;
-  opt.output = path;
-  opt.overwrite = true;
-  opt.progress = false;
-  const auto summary = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
-  MPI_Barrier(MPI_COMM_WORLD);
+  const auto [path, summary] = test::run_into_temp_store(plan, "rcsweep_mixer");
   if (rank != 0) return;
   // uniform + perp is M = 0: X vanishes at layer 1 (diverged), its mixer spectra stay NaN
   EXPECT_EQ(summary.done, plan.tasks.size() - 2);
