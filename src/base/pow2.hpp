@@ -1,5 +1,6 @@
 // Exact scaling by powers of two (MODELS.md "Scale": renormalise without rounding error).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <span>
@@ -18,6 +19,18 @@ inline void scale_pow2(std::span<const double> in, std::span<double> out, int k)
     const double f1 = std::ldexp(1.0, k / 2), f2 = std::ldexp(1.0, k - k / 2);
     for (std::size_t i = 0; i < in.size(); ++i) out[i] = (in[i] * f1) * f2;
   }
+}
+
+/// Scale x by the power of two that brings its largest |entry| into [1/2, 1) and return the
+/// exponent k with x_before = x_after * 2^k (0, leaving x alone, when x is all zero or not finite).
+inline int renormalise_pow2(std::span<double> x) {
+  double mx = 0.0;
+  for (double v : x) mx = std::max(mx, std::abs(v));
+  if (mx == 0.0 || !std::isfinite(mx)) return 0;
+  int shift = 0;
+  std::frexp(mx, &shift);
+  scale_pow2(x, x, -shift);
+  return shift;
 }
 
 }  // namespace rcsweep

@@ -97,15 +97,15 @@ void apply_decay_mask(double alpha, double gain, Matrix& M) {
     for (std::size_t i = 0; i < T; ++i) M(j, i) = i <= j ? M(j, i) * power[j - i] : 0.0;
 }
 
-// W_B, W_C of the selective SSM or b, c of the LTI gain: i.i.d. N(0, N^-1/2) (variance N^-1/2, so
-// (C B^T)_ij has unit variance for unit-norm tokens; MODELS.md 'Mixers').
+}  // namespace
+
+// Variance N^-1/2, so (C B^T)_ij has unit variance for unit-norm tokens (MODELS.md 'Mixers').
 Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::size_t cols, int N, RandomSource& random) {
   Matrix W = random.normal(layer, tensor, head, rows, cols);
   const double sd = std::pow(static_cast<double>(N), -0.25);
   for (double& w : W.values()) w *= sd;
   return W;
 }
-}  // namespace
 
 Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
@@ -303,11 +303,15 @@ std::string mixer_key(const ModelParams& model) {
 }
 
 // Output gate O <- O * SiLU(X W_G), W_G ~ N(0, 1/d) (lambda-skip §3.1, footnote 1).
-void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O) {
+void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O, LayerTape* tape) {
   const std::size_t d = X.cols();
   Matrix Z(X.rows(), d);
-  linalg::gemm(1.0 / std::sqrt(static_cast<double>(d)), X, Op::none, random.normal(layer, Tensor::gate, 0, d, d),
-               Op::none, 0.0, Z);
+  const Matrix& W_G = random.normal(layer, Tensor::gate, 0, d, d);
+  if (tape) {
+    tape->W_G = W_G;
+    tape->O = O;
+  }
+  linalg::gemm(1.0 / std::sqrt(static_cast<double>(d)), X, Op::none, W_G, Op::none, 0.0, Z);
   for (std::size_t i = 0; i < O.size(); ++i) {
     const double z = Z.data()[i];
     O.data()[i] *= z / (1.0 + std::exp(-z));
@@ -316,14 +320,20 @@ void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O) {
 
 // MLP sub-block X <- norm(lambda_mlp X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d) (d x m), W_2 ~ N(0, 1/m)
 // (m x d), m = mlp_ratio d (Dong et al. §3.2).
-void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix& X) {
+void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerTape* tape) {
   const auto d = static_cast<std::size_t>(model.d), m = static_cast<std::size_t>(model.mlp_ratio) * d;
   Matrix H(X.rows(), m);
-  linalg::gemm(std::sqrt(2.0 / static_cast<double>(d)), X, Op::none, random.normal(layer, Tensor::mlp_in, 0, d, m),
-               Op::none, 0.0, H);
+  const Matrix& W_1 = random.normal(layer, Tensor::mlp_in, 0, d, m);
+  const Matrix& W_2 = random.normal(layer, Tensor::mlp_out, 0, m, d);
+  linalg::gemm(std::sqrt(2.0 / static_cast<double>(d)), X, Op::none, W_1, Op::none, 0.0, H);
+  if (tape) {
+    tape->W_1 = W_1;
+    tape->W_2 = W_2;
+    tape->H = H;
+  }
   for (double& h : H.values()) h = h > 0.0 ? h : 0.0;
-  linalg::gemm(1.0 / std::sqrt(static_cast<double>(m)), H, Op::none, random.normal(layer, Tensor::mlp_out, 0, m, d),
-               Op::none, model.lambda_mlp, X);
+  linalg::gemm(1.0 / std::sqrt(static_cast<double>(m)), H, Op::none, W_2, Op::none, model.lambda_mlp, X);
+  if (tape && model.norm != config::Norm::none) tape->U_mlp = X;
   apply_norm(model.norm, X);
 }
 // S4D-Real kernels, one per channel c (lambda-skip App. A.13.1, random init, not trained):
@@ -376,9 +386,40 @@ double s4d_max_fro(const Matrix& K) {
 }
 }  // namespace
 
+namespace {
+// What the reverse pass needs of head h that apply_layer does not hold (tape mode only).
+void record_head(const ModelParams& model, int layer, int h, const Matrix& X, const Matrix& M, RandomSource& random,
+                 HeadTape& tape) {
+  const auto d = static_cast<std::size_t>(model.d);
+  tape.M = M;
+  if (model.gap_fix == config::GapFix::outliers && model.input_dependent_mixer())
+    tape.M_raw = mixer_matrix(model, layer, h, X, random);
+  if (model.mixer == Mixer::softmax || model.mixer == Mixer::relu || model.mixer == Mixer::sigmoid) {
+    const auto dqk = static_cast<std::size_t>(model.d_qk);
+    tape.W_Q = random.normal(layer, Tensor::query, h, d, dqk);
+    tape.W_K = random.normal(layer, Tensor::key, h, d, dqk);
+  }
+  if (model.mixer == Mixer::ssd && model.bc_init == config::BcInit::gaussian) {
+    const auto N = static_cast<std::size_t>(model.state_dim);
+    tape.W_B = ssm_weight(layer, Tensor::ssm_b, h, d, N, model.state_dim, random);
+    tape.W_C = ssm_weight(layer, Tensor::ssm_c, h, d, N, model.state_dim, random);
+  }
+}
+
+Matrix scaled_identity(std::size_t d, double scale) {
+  Matrix I = Matrix::identity(d);
+  for (double& x : I.values()) x *= scale;
+  return I;
+}
+}  // namespace
+
 void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
-                 const std::string& shared_x) {
+                 const std::string& shared_x, LayerTape* tape) {
   const std::size_t T = X.rows(), d = X.cols();
+  if (tape) {
+    tape->X = X;
+    tape->heads.assign(static_cast<std::size_t>(model.mixer == Mixer::s4d ? 1 : model.heads), HeadTape{});
+  }
   const bool shared = !shared_x.empty();
   const bool gated = model.gate == config::Gate::silu;
   char params[128];
@@ -394,6 +435,10 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     std::snprintf(params, sizeof params, "s4d_kernels:%d", model.state_dim);
     const Matrix& K = random.derived<Matrix>(layer, params, 0, [&] { return s4d_kernels(model, layer, random); });
     s4d_mix(K, X, model.skip_scale, beta, acc);
+    if (tape) {
+      tape->s4d_K = K;
+      tape->heads[0].W_V = Matrix::identity(d);
+    }
     if (stats) {
       stats->head0 = metrics::MixerMetrics{};
       stats->max_m_fro = std::max(stats->max_m_fro, random.derived<double>(layer, std::string(params) + ":fro", 0,
@@ -439,6 +484,16 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
         values = &own_values;
       }
     }
+    if (tape) {
+      auto& ht = tape->heads[static_cast<std::size_t>(h)];
+      record_head(model, layer, h, X, mixed->M, random, ht);
+      if (model.ssm())
+        ht.W_V = Matrix::identity(d);
+      else if (model.value_init == config::ValueInit::identity)
+        ht.W_V = scaled_identity(d, model.sigma_v);
+      else
+        ht.W_V = value_weight(model, layer, h, random, scratch);
+    }
     if (stats) {
       if (h == 0) stats->head0 = mixed->metrics;
       if (h == 0 && stats->keep_head0) stats->head0_M = mixed->M;
@@ -457,11 +512,12 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     beta = 1.0;
   }
   if (gated) {
-    apply_gate(layer, X, random, O);
+    apply_gate(layer, X, random, O, tape);
     for (std::size_t i = 0; i < Y.size(); ++i) Y.data()[i] = model.lambda * Y.data()[i] + O.data()[i];
   }
+  if (tape && model.norm != config::Norm::none) tape->U = Y;
   apply_norm(model.norm, Y);
-  if (model.mlp == config::Mlp::relu) apply_mlp(model, layer, random, Y);
+  if (model.mlp == config::Mlp::relu) apply_mlp(model, layer, random, Y, tape);
   X = std::move(Y);
 }
 

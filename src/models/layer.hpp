@@ -2,6 +2,7 @@
 // bundle's random tensors.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "base/matrix.hpp"
 #include "config/params.hpp"
@@ -42,6 +43,27 @@ struct LayerStats {
   Matrix head0_M;               ///< T x T, only when keep_head0
 };
 
+/// Everything the reverse pass of one layer needs (models/gradients): the layer's input and every
+/// weight as used, and the intermediate values that the backward formulas read. Filled by
+/// apply_layer when it is given a tape (a second, recording mode of the same code, so the taped
+/// forward is bitwise the untaped one). Weights are the standard-normal draws unless noted.
+struct HeadTape {
+  Matrix M;         ///< T x T mixer after gap_fix (empty for s4d)
+  Matrix M_raw;     ///< T x T mixer before gap_fix; only for gap_fix outliers on input-dependent mixers
+  Matrix W_V;       ///< d x d value weight as used: W_V, sigma_v I (value_init identity) or I (SSMs)
+  Matrix W_Q, W_K;  ///< d x d_qk (attention mixers)
+  Matrix W_B, W_C;  ///< d x N, scaled by N^-1/4 (ssd with bc_init gaussian)
+};
+struct LayerTape {
+  Matrix X;                     ///< the layer's input as carried (true input = X 2^log2_scale)
+  long log2_scale = 0;          ///< set by the caller
+  std::vector<HeadTape> heads;  ///< one per head (one for s4d)
+  Matrix s4d_K;                 ///< T x d S4D kernels (s4d)
+  Matrix W_G, O;                ///< gate weight and the ungated mixer branch (gate = silu)
+  Matrix U;                     ///< the pre-norm sum lambda X + branch (norm != none)
+  Matrix W_1, W_2, H, U_mlp;    ///< MLP weights, its pre-ReLU hidden, its pre-norm sum (mlp = relu)
+};
+
 /// One layer (MODELS.md "One layer"): X <- norm(lambda X + skip_scale sum_h gap_fix(M_h) X C_V,h),
 /// with C_V = W_V for attention and I for SSM mixers, the optional SiLU gate on the mixer branch
 /// and the optional MLP sub-block. `stats` (nullable) receives the mixer metrics and the norms of
@@ -50,6 +72,11 @@ struct LayerStats {
 /// products of X with the layer's weights are then computed once and cached in `random`. The
 /// results are bitwise the same either way.
 void apply_layer(const config::ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
-                 const std::string& shared_x = {});
+                 const std::string& shared_x = {}, LayerTape* tape = nullptr);
+
+/// The W_B (tensor ssm_b) or W_C (ssm_c) of the selective SSM, or b, c of the LTI gain: i.i.d.
+/// N(0, N^-1/2).
+Matrix ssm_weight(int layer, rng::Tensor tensor, int head, std::size_t rows, std::size_t cols, int N,
+                  RandomSource& random);
 
 }  // namespace rcsweep::models

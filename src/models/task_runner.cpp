@@ -36,15 +36,7 @@ bool all_finite(const Matrix& X) {
 // MODELS.md "Scale": a layer that is linear in X and has no norm is carried at unit scale,
 // renormalised by an exact power of two so that its largest entry is in [1/2, 1) (no rounding,
 // bitwise reproducible); log2_scale keeps the true scale.
-void renormalise(Running& r) {
-  double mx = 0.0;
-  for (double x : r.X.values()) mx = std::max(mx, std::abs(x));
-  if (mx == 0.0 || !std::isfinite(mx)) return;
-  int shift = 0;
-  std::frexp(mx, &shift);  // max |x| in [2^(shift-1), 2^shift): after scaling, entries are <= 1
-  scale_pow2(r.X.values(), r.X.values(), -shift);
-  r.log2_scale += shift;
-}
+void renormalise(Running& r) { r.log2_scale += renormalise_pow2(r.X.values()); }
 
 void record(const plan::Plan& plan, Running& r, int layer, const metrics::MixerMetrics& mm) {
   const bool want_spectrum = plan.spectrum_at(layer);
@@ -180,6 +172,16 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     }
     on_done(std::move(r.out));
   }
+}
+
+TaskTape record_task(const plan::Plan& plan, std::uint64_t task) {
+  const auto& t = plan.tasks.at(task);
+  const auto& model = plan.models.at(t.point);
+  RandomSource random(plan.spec.seed, t.replicate, model.T, model.d);
+  Matrix X0 = make_input(model, random);
+  if (model.input_scale != 1.0)
+    for (double& x : X0.values()) x *= model.input_scale;
+  return record_task(model, random, X0, plan.max_depth);
 }
 
 TaskOutput run_task(const plan::Plan& plan, std::uint64_t task) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "metrics/metrics.hpp"
+#include "models/gradients.hpp"
 #include "models/theory.hpp"
 #include "plan/plan.hpp"
 
@@ -39,6 +40,10 @@ struct TaskOutput {
 /// Results are bitwise independent of which other tasks are in the call.
 void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
                 const std::function<void(TaskOutput&&)>& on_done);
+
+/// The taped forward pass of one task to plan.max_depth, alone (models/gradients.hpp): bitwise the
+/// same X_l as run_bundle, with every weight and intermediate the reverse pass needs.
+TaskTape record_task(const plan::Plan& plan, std::uint64_t task);
 
 /// Convenience for tests: run one task alone.
 TaskOutput run_task(const plan::Plan& plan, std::uint64_t task);

@@ -19,6 +19,7 @@ enum class Tensor : std::uint32_t {
   ssm_b = 8,      ///< W_B of the selective SSM, b of the LTI gain
   ssm_c = 9,      ///< W_C of the selective SSM, c of the LTI gain
   s4d_step = 10,  ///< the log-uniform step sizes Delta_c of S4D
+  grad_probe = 11,  ///< the Hutchinson probes v (layer = output depth L, head = probe index)
 };
 
 /// Identifies one random tensor. Never contains the rank, thread, lambda or a component switch
