@@ -3,11 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
+#include "store/dump.hpp"
 #include "store/matrix_file.hpp"
 #include "store/store.hpp"
 #include "sweep/mpi.hpp"
@@ -119,6 +123,21 @@ int run_command(const RunArgs& args) {
     plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
     sweep::RunOptions opt = args.options;
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
+    std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
+    if (args.dump_weights) {  // every rank sees the same plan: all refuse together, before any work
+      for (const auto& b : plan.bundles) dump_tasks.insert(dump_tasks.end(), b.tasks.begin(), b.tasks.end());
+      std::sort(dump_tasks.begin(), dump_tasks.end());
+      const auto bytes = store::dump_bytes(plan, dump_tasks);
+      if (bytes > store::dump_limit_bytes) {
+        if (rank == 0)
+          std::fprintf(stderr,
+                       "error: --dump-weights: the dump of %zu tasks would take about %s, more than the limit of "
+                       "%s; dump a smaller sweep (fewer tasks, or smaller T, d, heads or depth)\n",
+                       dump_tasks.size(), human_bytes(static_cast<double>(bytes)).c_str(),
+                       human_bytes(static_cast<double>(store::dump_limit_bytes)).c_str());
+        return 2;
+      }
+    }
     const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
     if (rank == 0 && !args.quiet) {
       std::fprintf(stderr, "[rcsweep] finished in %s: %llu done, %llu diverged, %llu failed this run",
@@ -129,6 +148,25 @@ int run_command(const RunArgs& args) {
       if (s.exit_code() == 3)
         std::fprintf(stderr, "[rcsweep] the store holds %llu diverged and %llu failed tasks (see /tasks/message)\n",
                      static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_failed));
+    }
+    if (args.dump_weights && rank == 0) {  // the store is closed: rank 0 records and writes the tapes
+      const auto d = store::write_dump(opt.output, plan, dump_tasks);
+      if (!args.quiet) {
+        const std::string skipped =
+            d.skipped ? "; " + std::to_string(d.skipped) + " tasks not done (no dump)" : std::string();
+        std::fprintf(stderr, "[rcsweep] --dump-weights: /dump holds %llu tasks (%s)%s\n",
+                     static_cast<unsigned long long>(d.written), human_bytes(static_cast<double>(d.bytes)).c_str(),
+                     skipped.c_str());
+      }
+    }
+    if (args.dump_weights && size > 1) {  // the others wait for rank 0's dump without busy-polling
+      MPI_Request request;
+      mpi::check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+      for (int done = 0;;) {
+        mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
     }
     return s.exit_code();
   } catch (const ConfigError& e) {  // every rank read the same file: report once

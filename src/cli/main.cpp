@@ -6,6 +6,7 @@
 #include "base/allocator.hpp"
 #include "base/error.hpp"
 #include "cli/commands.hpp"
+#include "store/dump.hpp"
 #include "rcsweep/version.hpp"
 
 int main(int argc, char** argv) {
@@ -40,6 +41,11 @@ int main(int argc, char** argv) {
                       "BLAS threads per rank (default 1: one rank per core is faster and layout-independent)")
       ->check(CLI::Range(1, 256));
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress on stderr");
+  run_cmd->add_flag("--dump-weights", run.dump_weights,
+                    "after the sweep, write every done task's X_l and weights into /dump of the store, for\n"
+                    "scripts/rcsweep_recompute.py (small sweeps only: refused with exit code 2, before any\n"
+                    "work, when the dump would exceed " +
+                        std::to_string(store::dump_limit_bytes >> 20) + " MiB)");
 
   cli::PlanArgs plan;
   std::string plan_shard = "0/1";
