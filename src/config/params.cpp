@@ -127,6 +127,11 @@ bool ModelParams::input_dependent_mixer() const noexcept {
   return mixer == Mixer::softmax || mixer == Mixer::relu || mixer == Mixer::sigmoid || mixer == Mixer::ssd;
 }
 
+bool ModelParams::linear_stack() const noexcept {
+  return !input_dependent_mixer() && mixer != Mixer::s4d && lambda == 0.0 && norm == Norm::none &&
+         gate == Gate::none && mlp == Mlp::none && heads == 1;
+}
+
 bool ModelParams::ssm() const noexcept { return mixer == Mixer::ssd || mixer == Mixer::lti || mixer == Mixer::s4d; }
 
 ModelParams resolve(const std::vector<ParamValue>& values) {

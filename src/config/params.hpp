@@ -98,6 +98,9 @@ struct ModelParams {
   bool input_dependent_mixer() const noexcept;
   /// True for the state-space mixers, whose value map is the identity (C_V = I, no W_V).
   bool ssm() const noexcept;
+  /// True when X_L = skip_scale^L M_L..M_1 X_0 W_1..W_L: one input-independent mixer matrix per
+  /// layer (not s4d), one head, lambda = 0, no norm, gate or MLP (exact gradient norms apply).
+  bool linear_stack() const noexcept;
 };
 
 /// Decode a full value vector (already validated). Throws rcsweep::Error on a malformed vector.

@@ -311,6 +311,8 @@ class Parser {
     std::sort(spec_.depth_axis.begin(), spec_.depth_axis.end());
     spec_.depth_axis.erase(std::unique(spec_.depth_axis.begin(), spec_.depth_axis.end()), spec_.depth_axis.end());
 
+    if (issues_.empty() && spec_.output.gradients != Spectra::none && spec_.max_depth() == 0)
+      issue("output.gradients", "gradient norms need depth >= 1 (the sweep's depth is 0)");
     if (issues_.empty()) check_size();
     if (issues_.empty()) check_grid();
     if (!issues_.empty()) throw ConfigError(std::move(issues_));
@@ -654,15 +656,38 @@ class Parser {
   }
 
   void parse_output(const toml::table& table) {
+    static const std::vector<std::string_view> known = {"spectra", "mixer_spectra", "gradients", "grad_method",
+                                                        "grad_probes"};
     for (const auto& [key, node] : file_order(table)) {
       const std::string path = "output." + key;
-      if (key != "spectra" && key != "mixer_spectra") {
-        issue(path, "unknown key '" + key + "' in [output]" + suggestion(key, {"spectra", "mixer_spectra"}) +
-                        " (known: spectra, mixer_spectra)");
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        issue(path, "unknown key '" + key + "' in [output]" + suggestion(key, known) +
+                        " (known: spectra, mixer_spectra, gradients, grad_method, grad_probes)");
         continue;
       }
-      Spectra& target = key == "spectra" ? spec_.output.spectra : spec_.output.mixer_spectra;
+      if (key == "grad_probes") {
+        const auto* v = node->as_integer();
+        if (!v || v->get() < 2 || v->get() > 100000)
+          issue(path, "must be an integer from 2 to 100000 (Hutchinson probes per task), got " + describe(*node));
+        else
+          spec_.output.grad_probes = static_cast<int>(v->get());
+        continue;
+      }
       const auto* s = node->as_string();
+      if (key == "grad_method") {
+        if (s && s->get() == "auto")
+          spec_.output.grad_method = GradMethod::automatic;
+        else if (s && s->get() == "exact")
+          spec_.output.grad_method = GradMethod::exact;
+        else if (s && s->get() == "hutchinson")
+          spec_.output.grad_method = GradMethod::hutchinson;
+        else
+          issue(path, "must be one of \"auto\", \"exact\", \"hutchinson\", got " + describe(*node));
+        continue;
+      }
+      Spectra& target = key == "spectra"         ? spec_.output.spectra
+                        : key == "mixer_spectra" ? spec_.output.mixer_spectra
+                                                 : spec_.output.gradients;
       if (s && s->get() == "none")
         target = Spectra::none;
       else if (s && s->get() == "last")
@@ -709,6 +734,7 @@ class Parser {
   /// is swept, else the first swept parameter the check involves (the sweep made the point bad).
   std::string blame(const std::string& key) const {
     static const std::map<std::string, std::vector<std::string>> involved = {{"input", {"input", "T", "d"}}};
+    if (key.starts_with("output.")) return key;
     if (swept(key) || !param_index(key)) return param_index(key) ? location(key) : "model." + key;
     if (const auto it = involved.find(key); it != involved.end())
       for (const auto& name : it->second)
@@ -754,7 +780,15 @@ class Parser {
           if (index[k] != 0) break;
         }
       }
-      for (auto& [param, message] : check_model(spec_.model(values))) {
+      const ModelParams model = spec_.model(values);
+      auto model_problems = check_model(model);
+      if (spec_.output.gradients != Spectra::none && spec_.output.grad_method == GradMethod::exact &&
+          !model.linear_stack())
+        model_problems.emplace_back(
+            "output.grad_method",
+            "\"exact\" needs a linear stack (input-independent mixer other than s4d, one head, lambda = 0, "
+            "no norm, gate or MLP); use \"auto\" (exact where it applies, Hutchinson elsewhere)");
+      for (auto& [param, message] : model_problems) {
         const std::string key = blame(param);
         const auto [it, inserted] = by_key.emplace(std::make_pair(key, param), problems.size());
         if (inserted) {
@@ -879,6 +913,12 @@ std::string SweepSpec::canonical_toml() const {
   static constexpr std::array<const char*, 3> spectra_names = {"none", "last", "all"};
   out += "\n[output]\nspectra = \"" + std::string(spectra_names.at(static_cast<std::size_t>(output.spectra))) + "\"\n";
   out += "mixer_spectra = \"" + std::string(spectra_names.at(static_cast<std::size_t>(output.mixer_spectra))) + "\"\n";
+  if (output.gradients != Spectra::none) {  // absent otherwise: older plan hashes stay valid
+    static constexpr std::array<const char*, 3> method_names = {"auto", "exact", "hutchinson"};
+    out += "gradients = \"" + std::string(spectra_names.at(static_cast<std::size_t>(output.gradients))) + "\"\n";
+    out += "grad_method = \"" + std::string(method_names.at(static_cast<std::size_t>(output.grad_method))) + "\"\n";
+    out += "grad_probes = " + std::to_string(output.grad_probes) + "\n";
+  }
   return out;
 }
 

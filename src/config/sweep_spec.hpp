@@ -23,11 +23,19 @@ struct Dim {
 
 enum class Spectra { none, last, all };
 
+/// How gradient norms are computed: exact (Kronecker) where the stack is linear, else Hutchinson.
+enum class GradMethod { automatic, exact, hutchinson };
+
 struct OutputOptions {
   Spectra spectra = Spectra::none;  ///< singular values of X_l: none, last layer only, all layers
   /// Singular values and eigenvalues of head 0's mixer M (after gap_fix) of layers >= 1: none,
   /// last layer only, all layers.
   Spectra mixer_spectra = Spectra::none;
+  /// Gradient norms g_{L,l} = ||dX_L/dW_{V,l}||_F^2: none, for the output depth L = L_max only
+  /// ("last"), or for every output depth L = 1..L_max ("all").
+  Spectra gradients = Spectra::none;
+  GradMethod grad_method = GradMethod::automatic;
+  int grad_probes = 8;  ///< Hutchinson probes per task and output depth (>= 2)
 };
 
 struct SweepSpec {

@@ -285,11 +285,7 @@ Matrix layer_vjp(const ModelParams& model, const LayerTape& tape, const Matrix& 
   return G_X;
 }
 
-bool exact_gradients_apply(const ModelParams& model) {
-  return !model.input_dependent_mixer() && model.mixer != Mixer::s4d && model.lambda == 0.0 &&
-         model.norm == config::Norm::none && model.gate == config::Gate::none && model.mlp == config::Mlp::none &&
-         model.heads == 1;
-}
+bool exact_gradients_apply(const ModelParams& model) { return model.linear_stack(); }
 
 namespace {
 GradientNorms empty_norms(const std::vector<int>& depths) {

@@ -164,11 +164,25 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       if (stats.keep_head0) record_mixer(r, layer, stats.head0_M);
     }
   }
+  const auto depths = plan.gradient_depths();
   for (auto& r : runs) {
     if (r.out.outcome == Outcome::done) {
       const auto& m = *r.model;
       r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0),
                                  log_mu(r.out, L)});
+    }
+    if (!depths.empty()) {
+      const auto t0 = clock::now();
+      r.out.grad_log10.assign(depths.size() * static_cast<std::size_t>(L), metrics::nan);
+      r.out.grad_stderr = r.out.grad_log10;
+      if (r.out.outcome == Outcome::done) {
+        const GradientNorms g = task_gradients(plan, r.out.task, depths);
+        for (std::size_t k = 0; k < depths.size(); ++k) {
+          std::copy(g.log10_g[k].begin(), g.log10_g[k].end(), r.out.grad_log10.begin() + k * L);
+          std::copy(g.stderr_log10[k].begin(), g.stderr_log10[k].end(), r.out.grad_stderr.begin() + k * L);
+        }
+      }
+      r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count();
     }
     on_done(std::move(r.out));
   }
@@ -182,6 +196,16 @@ TaskTape record_task(const plan::Plan& plan, std::uint64_t task) {
   if (model.input_scale != 1.0)
     for (double& x : X0.values()) x *= model.input_scale;
   return record_task(model, random, X0, plan.max_depth);
+}
+
+GradientNorms task_gradients(const plan::Plan& plan, std::uint64_t task, const std::vector<int>& depths) {
+  const auto& t = plan.tasks.at(task);
+  const auto& model = plan.models.at(t.point);
+  RandomSource random(plan.spec.seed, t.replicate, model.T, model.d);
+  const TaskTape tape = record_task(plan, task);
+  return plan.exact_gradients(model)
+             ? exact_gradient_norms(model, tape, depths)
+             : hutchinson_gradient_norms(model, tape, depths, plan.spec.output.grad_probes, random);
 }
 
 TaskOutput run_task(const plan::Plan& plan, std::uint64_t task) {

@@ -33,6 +33,10 @@ struct TaskOutput {
   std::vector<std::vector<double>> mixer_sv, mixer_eig_re, mixer_eig_im;
   /// lambda-skip Theorem 4.1 quantities (models::theory_names order); NaN unless done.
   TheoryRow theory = nan_theory();
+  /// Gradient norms when [output] gradients is set: grad_log10[k * L_max + l - 1] = log10 g_{L,l}
+  /// for L = plan.gradient_depths()[k], l = 1..L (NaN for l > L or unless done), and the standard
+  /// error of each (0 on the exact route). Empty when no gradients are asked for.
+  std::vector<double> grad_log10, grad_stderr;
 };
 
 /// Run the given tasks (all of one bundle: same replicate, T and d) to plan.max_depth.
@@ -44,6 +48,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
 /// The taped forward pass of one task to plan.max_depth, alone (models/gradients.hpp): bitwise the
 /// same X_l as run_bundle, with every weight and intermediate the reverse pass needs.
 TaskTape record_task(const plan::Plan& plan, std::uint64_t task);
+
+/// Task t's gradient norms for the output depths `depths` by the plan's route (exact or Hutchinson).
+GradientNorms task_gradients(const plan::Plan& plan, std::uint64_t task, const std::vector<int>& depths);
 
 /// Convenience for tests: run one task alone.
 TaskOutput run_task(const plan::Plan& plan, std::uint64_t task);

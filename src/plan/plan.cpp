@@ -66,6 +66,25 @@ double layer_flops(const ModelParams& m) {
   return f;
 }
 
+double gradient_flops(const ModelParams& m, int max_depth, const std::vector<int>& depths, bool exact, int probes) {
+  if (depths.empty()) return 0.0;
+  const double T = m.T, d = m.d, L = max_depth;
+  double f = L * (layer_flops(m) - svd_values_flops(T, d) - svd_values_flops(T, T));  // taped forward
+  for (int depth : depths)
+    f += exact ? depth * (2.0 * T * T * d + 2.0 * T * d * d + 2.0 * d * d * d)  // M Y, Z W, W R
+               : probes * depth * 2.0 * (layer_flops(m) - svd_values_flops(T, d) - svd_values_flops(T, T));
+  return f;
+}
+
+std::size_t tape_bytes(const ModelParams& m, int max_depth) {
+  const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.ssm() && m.mixer == Mixer::s4d ? 1 : m.heads;
+  std::size_t per_layer = 2 * T * d + H * (T * T + d * d + 2 * d * dqk + 2 * d * m.state_dim);
+  if (m.gap_fix == config::GapFix::outliers) per_layer += H * T * T;
+  if (m.gate == config::Gate::silu) per_layer += d * d + T * d;
+  if (m.mlp == config::Mlp::relu) per_layer += 2 * d * m.mlp_ratio * d + T * m.mlp_ratio * d + T * d;
+  return 8 * static_cast<std::size_t>(max_depth) * per_layer;
+}
+
 double mixer_spectrum_flops(const ModelParams& m) {
   const double T = m.T;
   // dgesdd values only, plus dgeev without vectors (Hessenberg reduction 10/3 T^3, then the
@@ -86,6 +105,24 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   e.scratch = 8 * (4 * T * d + 2 * T * dqk + 3 * T * T + std::min(T, d) * std::min(T, d) + 5 * std::max(T, d) +
                    (m.mlp == config::Mlp::relu ? T * m.mlp_ratio * d : 0) + 2 * T * m.state_dim);
   return e;
+}
+
+std::vector<int> Plan::gradient_depths() const {
+  std::vector<int> depths;
+  if (max_depth < 1) return depths;
+  switch (spec.output.gradients) {
+    case config::Spectra::none: break;
+    case config::Spectra::last: depths.push_back(max_depth); break;
+    case config::Spectra::all:
+      for (int L = 1; L <= max_depth; ++L) depths.push_back(L);
+      break;
+  }
+  return depths;
+}
+
+bool Plan::exact_gradients(const config::ModelParams& model) const {
+  const auto method = spec.output.grad_method;
+  return method == config::GradMethod::exact || (method == config::GradMethod::automatic && model.linear_stack());
 }
 
 bool Plan::spectrum_at(int layer) const {
@@ -161,8 +198,10 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
   const int R = plan.spec.replicates;
   plan.tasks.reserve(n_points * R);
   for (std::size_t p = 0; p < n_points; ++p) {
-    const double flops = (plan.models[p].depth + 1) * layer_flops(plan.models[p]) +
-                         mixer_layers * mixer_spectrum_flops(plan.models[p]);
+    const auto& m = plan.models[p];
+    const double flops = (m.depth + 1) * layer_flops(m) + mixer_layers * mixer_spectrum_flops(m) +
+                         gradient_flops(m, plan.max_depth, plan.gradient_depths(), plan.exact_gradients(m),
+                                        plan.spec.output.grad_probes);
     for (int r = 0; r < R; ++r) plan.tasks.push_back({plan.tasks.size(), p, r, flops});
   }
 
@@ -198,7 +237,8 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     const auto mem = memory_estimate(m);
     b.shared_bytes = std::max(b.shared_bytes, mem.shared);
     b.state_bytes += mem.state;
-    b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch);
+    const std::size_t tape = plan.spec.output.gradients == config::Spectra::none ? 0 : tape_bytes(m, plan.max_depth);
+    b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape);
   }
   std::stable_sort(plan.bundles.begin(), plan.bundles.end(),
                    [](const Bundle& a, const Bundle& b) { return a.flops > b.flops; });

@@ -63,6 +63,10 @@ struct Plan {
   /// Total length of /spectra/m_sv.
   std::int64_t mixer_spectrum_total() const;
   double total_flops() const;
+  /// Output depths L with stored gradient norms ([output] gradients): none, {L_max}, or 1..L_max.
+  std::vector<int> gradient_depths() const;
+  /// Whether a model's gradients use the exact (Kronecker) route rather than Hutchinson's.
+  bool exact_gradients(const config::ModelParams& model) const;
 
  private:
   friend Plan make_plan(config::SweepSpec spec, Shard shard);
@@ -81,6 +85,13 @@ Plan make_plan(config::SweepSpec spec, Shard shard = {});
 double layer_flops(const config::ModelParams& model);
 /// Extra flops of one stored mixer spectrum (all singular values and eigenvalues of a T x T M).
 double mixer_spectrum_flops(const config::ModelParams& model);
+/// Extra flops of one task's gradient norms: a taped forward pass, then the exact route's
+/// products or `probes` reverse passes per output depth (each about twice a forward layer).
+double gradient_flops(const config::ModelParams& model, int max_depth, const std::vector<int>& depths, bool exact,
+                      int probes);
+/// Bytes of one task's tape (every layer's input, weights and intermediates) kept for its reverse
+/// pass; tasks are taped one at a time.
+std::size_t tape_bytes(const config::ModelParams& model, int max_depth);
 /// Memory of one task in a bundle: what it shares with the bundle (one layer's weights), keeps
 /// between layers (X) and needs while its layer runs (temporaries), in bytes.
 struct MemoryEstimate {

@@ -218,22 +218,22 @@ void write_rows(hid_t dset, hid_t mem_type, const std::vector<RowRun>& runs, con
   if (runs.empty()) return;
   Handle fspace(H5Dget_space(dset), "H5Dget_space");
   const int nd = check(H5Sget_simple_extent_ndims(fspace.id()), "H5Sget_simple_extent_ndims");
-  if (nd < 1 || nd > 2) throw StoreError("write_rows: dataset must be 1-D or 2-D");
-  hsize_t dims[2] = {0, 1};
+  if (nd < 1 || nd > 3) throw StoreError("write_rows: dataset must be 1-D, 2-D or 3-D");
+  hsize_t dims[3] = {0, 1, 1};
   check(H5Sget_simple_extent_dims(fspace.id(), dims, nullptr), "H5Sget_simple_extent_dims");
   hsize_t total = 0;
   bool first = true;
   for (const RowRun& r : runs) {
     if (r.count == 0) continue;
-    const hsize_t start[2] = {r.start, 0};
-    const hsize_t count[2] = {r.count, dims[1]};
+    const hsize_t start[3] = {r.start, 0, 0};
+    const hsize_t count[3] = {r.count, dims[1], dims[2]};
     check(H5Sselect_hyperslab(fspace.id(), first ? H5S_SELECT_SET : H5S_SELECT_OR, start, nullptr, count, nullptr),
           "H5Sselect_hyperslab");
     first = false;
     total += r.count;
   }
   if (total == 0) return;
-  const hsize_t mdims[1] = {total * (nd == 2 ? dims[1] : 1)};
+  const hsize_t mdims[1] = {total * (nd >= 2 ? dims[1] : 1) * (nd == 3 ? dims[2] : 1)};
   Handle mspace(H5Screate_simple(1, mdims, nullptr), "H5Screate_simple");
   check(H5Dwrite(dset, mem_type, mspace.id(), fspace.id(), H5P_DEFAULT, buf), "H5Dwrite");
 }

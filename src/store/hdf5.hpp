@@ -138,8 +138,9 @@ void read_all(hid_t dset, hid_t mem_type, void* buf);
 struct RowRun {
   hsize_t start = 0, count = 0;
 };
-/// Write the rows of `runs` (sorted, disjoint) of a 1-D or 2-D dataset in one H5Dwrite: `buf`
-/// holds the rows back to back in run order, each row being `dims[1]` (or 1) elements.
+/// Write the rows of `runs` (sorted, disjoint) of a 1-D, 2-D or 3-D dataset in one H5Dwrite: `buf`
+/// holds the rows back to back in run order, each row being dims[1] x dims[2] elements (the
+/// dimensions a dataset has, 1 for the others).
 void write_rows(hid_t dset, hid_t mem_type, const std::vector<RowRun>& runs, const void* buf);
 
 // ---- dimension scales (hdf5_hl) ---------------------------------------------------------

@@ -255,6 +255,8 @@ struct Store::Impl {
   h5::Handle tasks, x_sv, m_sv, m_eig_re, m_eig_im;
   std::array<h5::Handle, metrics::n_layer_metrics> layers;
   std::array<h5::Handle, models::n_theory> theory;
+  h5::Handle grad_log10, grad_stderr, grad_log10_all, grad_stderr_all;  // only with [output] gradients
+  std::size_t n_grad_depths = 0;  // plan.gradient_depths().size()
   std::uint64_t n_tasks = 0;
   std::size_t n_layers = 0;              // L_max + 1
   std::vector<std::uint64_t> task_point;
@@ -268,6 +270,7 @@ struct Store::Impl {
   void load_plan(const plan::Plan& plan) {
     n_tasks = plan.tasks.size();
     n_layers = static_cast<std::size_t>(plan.max_depth) + 1;
+    n_grad_depths = plan.gradient_depths().size();
     task_point.resize(n_tasks);
     task_replicate.resize(n_tasks);
     sv_offset.assign(n_tasks * n_layers, -1);
@@ -305,6 +308,14 @@ struct Store::Impl {
       layers[k] = h5::open_dataset(file.id(), "/layers/" + std::string(metrics::layer_metric_names[k]));
     for (std::size_t k = 0; k < theory.size(); ++k)
       theory[k] = h5::open_dataset(file.id(), "/theory/" + std::string(models::theory_names[k]));
+    if (n_grad_depths > 0) {
+      grad_log10 = h5::open_dataset(file.id(), "/grad/log10_g");
+      grad_stderr = h5::open_dataset(file.id(), "/grad/stderr");
+    }
+    if (n_grad_depths > 1) {
+      grad_log10_all = h5::open_dataset(file.id(), "/grad/log10_g_all");
+      grad_stderr_all = h5::open_dataset(file.id(), "/grad/stderr_all");
+    }
   }
 
   /// Resume: the spectra datasets have the plan's lengths and the mixer offsets are the plan's.
@@ -556,6 +567,39 @@ void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
     }
   }
 
+  // /grad: gradient norms, NaN-filled, only when asked for.
+  if (n_grad_depths > 0) {
+    const std::size_t L = n_layers - 1;
+    h5::Handle g = h5::create_group(f, "grad");
+    static constexpr std::array<const char*, 3> methods = {"auto", "exact", "hutchinson"};
+    h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.gradients));
+    h5::set_attr(g.id(), "method", methods.at(static_cast<std::size_t>(plan.spec.output.grad_method)));
+    h5::set_attr_i32(g.id(), "probes", plan.spec.output.grad_probes);
+    h5::set_attr(g.id(), "description",
+                 "g_{L,l} = ||dX_L/dW_{V,l}||_F^2 (MODELS.md \"Gradient norms\"): exact (Kronecker) on linear "
+                 "stacks when method is auto or exact (stderr 0), else Hutchinson's estimate with `probes` probes");
+    const auto make = [&](const std::string& name, std::vector<hsize_t> dims, const std::string& text) {
+      h5::DatasetOptions opt;
+      opt.chunk = dims;
+      opt.chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, std::max<hsize_t>(1, 65536 / (L * dims.size()))));
+      opt.fill = &nan;
+      opt.fill_type = H5T_NATIVE_DOUBLE;
+      h5::Handle d = h5::create_dataset(g.id(), name, H5T_IEEE_F64LE, dims, opt);
+      h5::set_attr(d.id(), "description", text);
+      return d;
+    };
+    grad_log10 = make("log10_g", {n_tasks, L},
+                      "log10 g_{L,l} at the output depth L = L_max, column l - 1 for layer l = 1..L_max");
+    grad_stderr = make("stderr", {n_tasks, L},
+                       "standard error of log10_g (Hutchinson: relative standard error of the mean over probes "
+                       "/ ln 10; 0 when exact)");
+    if (n_grad_depths > 1) {
+      grad_log10_all = make("log10_g_all", {n_tasks, L, L},
+                            "log10 g_{L,l} for every output depth: [t, L - 1, l - 1]; NaN for l > L");
+      grad_stderr_all = make("stderr_all", {n_tasks, L, L}, "standard error of log10_g_all, same layout");
+    }
+  }
+
   // /spectra: one flat NaN-filled vector plus where each task's layer spectrum starts.
   {
     h5::Handle g = h5::create_group(f, "spectra");
@@ -678,6 +722,14 @@ Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& pl
       const auto tdims = h5::dataset_dims(d.id());
       if (tdims.size() != 1 || tdims[0] != impl->n_tasks) throw StoreError("/theory has the wrong shape");
     }
+    const std::size_t L = impl->n_layers - 1;
+    for (const h5::Handle* d : {&impl->grad_log10, &impl->grad_stderr, &impl->grad_log10_all, &impl->grad_stderr_all}) {
+      if (!*d) continue;
+      const auto gdims = h5::dataset_dims(d->id());
+      const bool all = d == &impl->grad_log10_all || d == &impl->grad_stderr_all;
+      if (gdims.size() != (all ? 3u : 2u) || gdims[0] != impl->n_tasks || gdims[1] != L || (all && gdims[2] != L))
+        throw StoreError("/grad has the wrong shape");
+    }
     impl->check_spectra_layout();
     read_status_column(impl->tasks.id(), impl->n_tasks);  // readable and valid
     // Provenance of the run now writing; `created` stays the first run's.
@@ -767,6 +819,27 @@ void Store::write(std::span<const TaskResult> results) {
   for (std::size_t k = 0; k < s.theory.size(); ++k) {
     for (std::size_t j = 0; j < sel.size(); ++j) tbuf[j] = results[sel[j]].theory[k];
     h5::write_rows(s.theory[k].id(), H5T_NATIVE_DOUBLE, runs, tbuf.data());
+  }
+
+  // 1c. Gradient norms: the last output depth into log10_g, all of them into log10_g_all.
+  if (s.n_grad_depths > 0) {
+    const std::size_t L = L1 - 1, block = s.n_grad_depths * L;
+    std::vector<double> gbuf;
+    const auto write_grad = [&](const h5::Handle& dset, std::vector<double> TaskResult::*field, bool all) {
+      if (!dset) return;
+      const std::size_t row = all ? block : L;
+      gbuf.assign(sel.size() * row, nan);
+      for (std::size_t j = 0; j < sel.size(); ++j) {
+        const auto& v = results[sel[j]].*field;
+        if (v.size() != block) continue;  // none computed (failed task): NaN
+        std::copy(v.end() - static_cast<std::ptrdiff_t>(row), v.end(), gbuf.begin() + static_cast<std::ptrdiff_t>(j * row));
+      }
+      h5::write_rows(dset.id(), H5T_NATIVE_DOUBLE, runs, gbuf.data());
+    };
+    write_grad(s.grad_log10, &TaskResult::grad_log10, false);
+    write_grad(s.grad_stderr, &TaskResult::grad_stderr, false);
+    write_grad(s.grad_log10_all, &TaskResult::grad_log10, true);
+    write_grad(s.grad_stderr_all, &TaskResult::grad_stderr, true);
   }
 
   // 2. Spectra: per dataset, segments sorted by offset, adjacent ones merged, one H5Dwrite.

@@ -43,6 +43,9 @@ struct TaskResult {
     t.fill(std::numeric_limits<double>::quiet_NaN());
     return t;
   }();
+  /// Gradient norms ([output] gradients): grad_log10[k * L_max + l - 1] = log10 g_{L,l} for
+  /// L = plan.gradient_depths()[k], and their standard errors; empty when not asked for (or failed).
+  std::vector<double> grad_log10, grad_stderr;
 };
 
 struct Provenance {

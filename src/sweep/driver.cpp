@@ -56,6 +56,8 @@ store::TaskResult to_result(models::TaskOutput&& out, int rank) {
   r.mixer_eig_re = std::move(out.mixer_eig_re);
   r.mixer_eig_im = std::move(out.mixer_eig_im);
   r.theory = out.theory;
+  r.grad_log10 = std::move(out.grad_log10);
+  r.grad_stderr = std::move(out.grad_stderr);
   return r;
 }
 

@@ -63,6 +63,10 @@ void pack(const store::TaskResult& r, std::vector<char>& buf) {
     }
   }
   put_bytes(buf, r.theory.data(), sizeof(r.theory));  // fixed size: models::n_theory doubles
+  for (const auto* v : {&r.grad_log10, &r.grad_stderr}) {
+    put(buf, static_cast<std::uint64_t>(v->size()));
+    put_bytes(buf, v->data(), v->size() * sizeof(double));
+  }
 }
 
 std::vector<store::TaskResult> unpack(const std::vector<char>& buf) {
@@ -86,6 +90,10 @@ std::vector<store::TaskResult> unpack(const std::vector<char>& buf) {
       }
     }
     in.bytes(r.theory.data(), sizeof(r.theory));
+    for (auto* v : {&r.grad_log10, &r.grad_stderr}) {
+      v->resize(in.count(sizeof(double)));
+      in.bytes(v->data(), v->size() * sizeof(double));
+    }
     out.push_back(std::move(r));
   }
   return out;

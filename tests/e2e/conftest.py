@@ -33,10 +33,13 @@ def rcsweep(*args, ranks=None, check=None, timeout=300, **kw):
 
 
 def results(path):
-    """Everything a store holds as results: /layers/*, /spectra/x_sv and the task statuses."""
+    """Everything a store holds as results: /layers/*, /spectra/x_sv, /grad/* (when there) and the
+    task statuses."""
     with h5py.File(path, "r") as f:
         out = {f"layers/{k}": f["layers"][k][...] for k in f["layers"]}
         out["spectra/x_sv"] = f["spectra/x_sv"][...]
+        for k in f.get("grad", {}):
+            out[f"grad/{k}"] = f["grad"][k][...]
         out["tasks/status"] = f["tasks"]["status"][...]
         return out
 

@@ -247,5 +247,33 @@ TEST(SweepErrors, WhatListsEveryIssue) {
   }
 }
 
+TEST(SweepErrors, GradientOptions) {
+  expect_only(head + model + "[output]\ngradients = \"every\"\n", "output.gradients",
+              {"must be one of \"none\", \"last\", \"all\"", "\"every\""});
+  expect_only(head + model + "[output]\ngradients = \"last\"\ngrad_method = \"autograd\"\n", "output.grad_method",
+              {"\"auto\", \"exact\", \"hutchinson\""});
+  expect_only(head + model + "[output]\ngradients = \"last\"\ngrad_probes = 1\n", "output.grad_probes",
+              {"from 2 to 100000"});
+  expect_only(head + model + "[output]\ngrad_probe = 4\n", "output.grad_probe", {"did you mean 'grad_probes'?"});
+  expect_only(head + "[model]\nT = 4\nd = 8\ndepth = 0\n[output]\ngradients = \"all\"\n", "output.gradients",
+              {"depth >= 1"});
+}
+
+TEST(SweepErrors, ExactGradientsNeedLinearStacksAtEveryPoint) {
+  // the softmax point of the zip is not a linear stack; the Markov points are
+  const std::string text = head + model +
+                           "[[zip]]\nmixer = [\"markov\", \"softmax\"]\n[output]\ngradients = \"last\"\n"
+                           "grad_method = \"exact\"\n";
+  expect_only(text, "output.grad_method", {"needs a linear stack", "1 of 2 grid points", "mixer = softmax"});
+  const auto spec = parse_sweep(head + model + "[[zip]]\nmixer = [\"markov\", \"lti\"]\n[output]\n"
+                                "gradients = \"all\"\ngrad_method = \"exact\"\ngrad_probes = 3\n", "ok.toml");
+  EXPECT_EQ(spec.output.gradients, Spectra::all);
+  EXPECT_EQ(spec.output.grad_method, GradMethod::exact);
+  EXPECT_EQ(spec.output.grad_probes, 3);
+  // the gradient options are part of the plan; without them the canonical text is unchanged
+  EXPECT_NE(spec.canonical_toml().find("grad_probes = 3"), std::string::npos);
+  EXPECT_EQ(parse_sweep(head + model, "a.toml").canonical_toml().find("grad"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rcsweep::config

@@ -869,3 +869,64 @@ TEST_F(DamagedStoreTest, ResumeWithMixerSpectraOfWrongLengthIsRefused) {
   const std::string msg = store_error_of([&] { Store::open_resume(path("real.h5"), plan, prov()); });
   EXPECT_NE(msg.find("m_eig_im has the wrong length"), std::string::npos) << msg;
 }
+
+// /grad: log10_g and stderr [n_tasks, L_max] hold the last output depth, log10_g_all and
+// stderr_all [n_tasks, L_max, L_max] every depth; a task without gradients stays NaN.
+TEST_F(StoreTest, GradientNormsCreatedAndWrittenBitwise) {
+  for (auto mode : {config::Spectra::last, config::Spectra::all}) {
+    auto spec = make_spec(config::Spectra::none);
+    spec.output.gradients = mode;
+    spec.output.grad_probes = 5;
+    const auto plan = plan::make_plan(spec);
+    const std::size_t L = static_cast<std::size_t>(plan.max_depth), n_depths = plan.gradient_depths().size();
+    ASSERT_EQ(n_depths, mode == config::Spectra::all ? L : 1u);
+    std::vector<TaskResult> batch;
+    for (std::uint64_t t : {4u, 1u, 2u}) {
+      TaskResult r = fake_result(plan, t, TaskStatus::done);
+      for (std::size_t i = 0; i < n_depths * L; ++i) {
+        r.grad_log10.push_back(static_cast<double>(t) + 0.01 * static_cast<double>(i) + 1.0 / 3.0);
+        r.grad_stderr.push_back(1e-3 * static_cast<double>(i + t));
+      }
+      batch.push_back(std::move(r));
+    }
+    batch.push_back(fake_result(plan, 6, TaskStatus::failed));  // no gradients: NaN
+    const std::string file = mode == config::Spectra::all ? "g_all.h5" : "g_last.h5";
+    { Store::create(path(file), plan, prov(), false).write(batch); }
+    { Store s = Store::open_resume(path(file), plan, prov()); }  // the /grad layout is accepted on resume
+    H5Id f(H5Fopen(path(file).c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    ASSERT_GE(f.id, 0);
+    H5Id g(H5Gopen2(f.id, "/grad", H5P_DEFAULT));
+    EXPECT_EQ(read_str_attr(g.id, "stored"), mode == config::Spectra::all ? "all" : "last");
+    EXPECT_EQ(read_str_attr(g.id, "method"), "auto");
+    const std::uint64_t n = plan.tasks.size();
+    EXPECT_EQ(dims_of(f.id, "/grad/log10_g"), (std::vector<hsize_t>{n, L}));
+    EXPECT_EQ(dims_of(f.id, "/grad/stderr"), (std::vector<hsize_t>{n, L}));
+    const auto lg = read_dataset<double>(f.id, "/grad/log10_g", H5T_NATIVE_DOUBLE);
+    const auto se = read_dataset<double>(f.id, "/grad/stderr", H5T_NATIVE_DOUBLE);
+    for (const TaskResult& r : batch)
+      for (std::size_t l = 0; l < L; ++l) {
+        const std::size_t at = r.task * L + l;
+        if (r.grad_log10.empty()) {
+          EXPECT_TRUE(std::isnan(lg[at]) && std::isnan(se[at]));
+          continue;
+        }
+        EXPECT_TRUE(same_bits(lg[at], r.grad_log10[(n_depths - 1) * L + l])) << r.task << " " << l;
+        EXPECT_TRUE(same_bits(se[at], r.grad_stderr[(n_depths - 1) * L + l])) << r.task << " " << l;
+      }
+    EXPECT_TRUE(std::isnan(lg[0]));  // task 0 not written
+    if (mode == config::Spectra::all) {
+      EXPECT_EQ(dims_of(f.id, "/grad/log10_g_all"), (std::vector<hsize_t>{n, L, L}));
+      const auto all = read_dataset<double>(f.id, "/grad/log10_g_all", H5T_NATIVE_DOUBLE);
+      for (const TaskResult& r : batch)
+        for (std::size_t i = 0; i < L * L && !r.grad_log10.empty(); ++i)
+          EXPECT_TRUE(same_bits(all[r.task * L * L + i], r.grad_log10[i]));
+    } else {
+      EXPECT_LT(H5Lexists(f.id, "/grad/log10_g_all", H5P_DEFAULT), 1);
+    }
+  }
+  // without [output] gradients there is no /grad
+  const auto plan = plan::make_plan(make_spec(config::Spectra::none));
+  { Store s = Store::create(path("nog.h5"), plan, prov(), false); }
+  H5Id f(H5Fopen(path("nog.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  EXPECT_EQ(H5Lexists(f.id, "/grad", H5P_DEFAULT), 0);
+}

@@ -42,6 +42,11 @@ store::TaskResult sample(std::uint64_t t) {
   for (std::size_t k = 0; k < r.theory.size(); ++k) r.theory[k] = static_cast<double>(t) * 10.0 + static_cast<double>(k) + 1.0 / 3.0;
   r.theory[4] = std::bit_cast<double>(std::uint64_t{0x7ff8000000000123});  // NaN with a payload
   r.theory[6] = -0.0;
+  if (t != 1)  // gradient norms (task 1 diverged: none)
+    for (int i = 0; i < 6; ++i) {
+      r.grad_log10.push_back(static_cast<double>(t) + 1.0 / (i + 3.0));
+      r.grad_stderr.push_back(i == 2 ? std::numeric_limits<double>::quiet_NaN() : 1e-3 * i);
+    }
   return r;
 }
 
