@@ -406,11 +406,7 @@ def check_task(group, m, layers_row):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(
-        description="Recompute every dumped task of an rcsweep store (rcsweep run --dump-weights) with "
-                    "independent NumPy code and compare X_l and the 13 metrics of /layers.",
-        epilog="Errors are relative to each quantity's natural scale (see the top of this file). Exit "
-               "code 0: all errors <= --tol; 1: some error above it; 2: no usable dump.")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("store", help="rcsweep HDF5 store written with --dump-weights")
     ap.add_argument("--tol", type=float, default=1e-10, help="largest accepted error (default 1e-10)")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
