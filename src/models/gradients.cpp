@@ -162,11 +162,9 @@ void mixer_vjp(const ModelParams& model, const HeadTape& head, const Matrix& X, 
         for (std::size_t i = 0; i < P.size(); ++i) G_S.data()[i] = G_M.data()[i] * P.data()[i] * (1.0 - P.data()[i]);
       }
       const double c = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(model.d_qk));
-      const Matrix Q = product(1.0, X, Op::none, head.W_Q, Op::none);
-      const Matrix K = product(1.0, X, Op::none, head.W_K, Op::none);
       // dS = c (dX W_Q K^T + Q W_K^T dX^T): G_X += c (G_S K W_Q^T + G_S^T Q W_K^T)
-      linalg::gemm(c, product(1.0, G_S, Op::none, K, Op::none), Op::none, head.W_Q, Op::trans, 1.0, G_X);
-      linalg::gemm(c, product(1.0, G_S, Op::trans, Q, Op::none), Op::none, head.W_K, Op::trans, 1.0, G_X);
+      linalg::gemm(c, product(1.0, G_S, Op::none, head.K, Op::none), Op::none, head.W_Q, Op::trans, 1.0, G_X);
+      linalg::gemm(c, product(1.0, G_S, Op::trans, head.Q, Op::none), Op::none, head.W_K, Op::trans, 1.0, G_X);
       return;
     }
     case Mixer::ssd: {  // M = L(alpha) * (C B^T)
@@ -175,10 +173,8 @@ void mixer_vjp(const ModelParams& model, const HeadTape& head, const Matrix& X, 
         linalg::gemm(1.0, G_M, Op::none, X, Op::none, 1.0, G_X);
         linalg::gemm(1.0, G_M, Op::trans, X, Op::none, 1.0, G_X);
       } else {  // C = X W_C, B = X W_B: G_C = G B, G_B = G^T C
-        const Matrix B = product(1.0, X, Op::none, head.W_B, Op::none);
-        const Matrix C = product(1.0, X, Op::none, head.W_C, Op::none);
-        linalg::gemm(1.0, product(1.0, G_M, Op::none, B, Op::none), Op::none, head.W_C, Op::trans, 1.0, G_X);
-        linalg::gemm(1.0, product(1.0, G_M, Op::trans, C, Op::none), Op::none, head.W_B, Op::trans, 1.0, G_X);
+        linalg::gemm(1.0, product(1.0, G_M, Op::none, head.B, Op::none), Op::none, head.W_C, Op::trans, 1.0, G_X);
+        linalg::gemm(1.0, product(1.0, G_M, Op::trans, head.C, Op::none), Op::none, head.W_B, Op::trans, 1.0, G_X);
       }
       return;
     }
@@ -277,10 +273,8 @@ Matrix layer_vjp(const ModelParams& model, const LayerTape& tape, const Matrix& 
     }
     grad_W[h] = product(1.0, X, Op::trans, G_V, Op::none);
     linalg::gemm(1.0, G_V, Op::none, head.W_V, Op::trans, 1.0, G_X);
-    if (model.input_dependent_mixer()) {  // G_M = s G_O V^T
-      const Matrix V = product(1.0, X, Op::none, head.W_V, Op::none);
-      mixer_vjp(model, head, X, product(s, G_O, Op::none, V, Op::trans), G_X);
-    }
+    if (model.input_dependent_mixer())  // G_M = s G_O V^T
+      mixer_vjp(model, head, X, product(s, G_O, Op::none, head.V, Op::trans), G_X);
   }
   return G_X;
 }

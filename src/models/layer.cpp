@@ -398,11 +398,15 @@ void record_head(const ModelParams& model, int layer, int h, const Matrix& X, co
     const auto dqk = static_cast<std::size_t>(model.d_qk);
     tape.W_Q = random.normal(layer, Tensor::query, h, d, dqk);
     tape.W_K = random.normal(layer, Tensor::key, h, d, dqk);
+    tape.Q = linalg::matmul(X, tape.W_Q);
+    tape.K = linalg::matmul(X, tape.W_K);
   }
   if (model.mixer == Mixer::ssd && model.bc_init == config::BcInit::gaussian) {
     const auto N = static_cast<std::size_t>(model.state_dim);
     tape.W_B = ssm_weight(layer, Tensor::ssm_b, h, d, N, model.state_dim, random);
     tape.W_C = ssm_weight(layer, Tensor::ssm_c, h, d, N, model.state_dim, random);
+    tape.B = linalg::matmul(X, tape.W_B);
+    tape.C = linalg::matmul(X, tape.W_C);
   }
 }
 
@@ -438,6 +442,7 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     if (tape) {
       tape->s4d_K = K;
       tape->heads[0].W_V = Matrix::identity(d);
+      tape->heads[0].V = X;
     }
     if (stats) {
       stats->head0 = metrics::MixerMetrics{};
@@ -493,6 +498,7 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
         ht.W_V = scaled_identity(d, model.sigma_v);
       else
         ht.W_V = value_weight(model, layer, h, random, scratch);
+      ht.V = linalg::matmul(X, ht.W_V);
     }
     if (stats) {
       if (h == 0) stats->head0 = mixed->metrics;

@@ -53,6 +53,9 @@ struct HeadTape {
   Matrix W_V;       ///< d x d value weight as used: W_V, sigma_v I (value_init identity) or I (SSMs)
   Matrix W_Q, W_K;  ///< d x d_qk (attention mixers)
   Matrix W_B, W_C;  ///< d x N, scaled by N^-1/4 (ssd with bc_init gaussian)
+  /// Products of the input the reverse pass reuses for every probe: V = X W_V; Q = X W_Q and
+  /// K = X W_K (attention); B = X W_B and C = X W_C (ssd, bc_init gaussian).
+  Matrix V, Q, K, B, C;
 };
 struct LayerTape {
   Matrix X;                     ///< the layer's input as carried (true input = X 2^log2_scale)
