@@ -7,6 +7,7 @@
 #include "config/params.hpp"
 #include "models/task_runner.hpp"
 #include "store/hdf5.hpp"
+#include "store/task_status.hpp"
 
 namespace rcsweep::store {
 namespace {
@@ -86,20 +87,6 @@ std::uint64_t write_signal(hid_t task_group, int layer, const Matrix& X, long lo
   return 8 * static_cast<std::uint64_t>(X.size());
 }
 
-// The status column of /tasks (SCHEMA.md: int8 enum 0 pending, 1 done, 2 failed, 3 diverged).
-std::vector<std::int8_t> read_status(hid_t file) {
-  const h5::Handle tasks = h5::open_dataset(file, "/tasks");
-  const auto dims = h5::dataset_dims(tasks.id());
-  if (dims.size() != 1) throw StoreError("/tasks is not a 1-D table");
-  const h5::Handle status =
-      h5::enum_int8_type({{"pending", 0}, {"done", 1}, {"failed", 2}, {"diverged", 3}}, true);
-  const h5::Handle mem(H5Tcreate(H5T_COMPOUND, sizeof(std::int8_t)), "H5Tcreate(status)");
-  h5::check(H5Tinsert(mem.id(), "status", 0, status.id()), "H5Tinsert status");
-  std::vector<std::int8_t> out(dims[0]);
-  if (!out.empty()) h5::read_all(tasks.id(), mem.id(), out.data());
-  return out;
-}
-
 }  // namespace
 
 std::uint64_t dump_bytes(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks) {
@@ -120,10 +107,7 @@ DumpSummary write_dump(const std::filesystem::path& path, const plan::Plan& plan
                        const std::vector<std::uint64_t>& tasks) {
   h5::init();
   const h5::Handle file = h5::open_file(path, true);
-  const auto status = read_status(file.id());
-  if (status.size() != plan.tasks.size())
-    throw StoreError(path.string() + ": /tasks has " + std::to_string(status.size()) + " rows, the plan " +
-                     std::to_string(plan.tasks.size()) + " tasks");
+  const auto status = read_status_column(h5::open_dataset(file.id(), "/tasks").id(), plan.tasks.size());
   if (h5::link_exists(file.id(), "/dump"))
     h5::check(H5Ldelete(file.id(), "/dump", H5P_DEFAULT), "cannot replace the existing /dump");
   const h5::Handle dump = h5::create_group(file.id(), "/dump");
@@ -132,9 +116,8 @@ DumpSummary write_dump(const std::filesystem::path& path, const plan::Plan& plan
                "2^log2_scale) and every layer's weights as used (docs/SCHEMA.md)");
 
   DumpSummary summary;
-  constexpr std::int8_t done = 1;
   for (const auto id : tasks) {
-    if (status.at(id) != done) {
+    if (status.at(id) != TaskStatus::done) {
       ++summary.skipped;
       continue;
     }

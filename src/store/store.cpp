@@ -1,4 +1,5 @@
 #include "store/store.hpp"
+#include "store/task_status.hpp"
 
 #include <unistd.h>
 
@@ -229,6 +230,8 @@ auto guard_damage(const std::string& path, F&& fn) {
   }
 }
 
+}  // namespace
+
 std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
   const auto dims = h5::dataset_dims(tasks);
   if (dims.size() != 1 || dims[0] != n_tasks)
@@ -246,7 +249,6 @@ std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
   return out;
 }
 
-}  // namespace
 
 struct Store::Impl {
   std::filesystem::path path;
