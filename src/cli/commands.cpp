@@ -15,6 +15,7 @@
 #include "store/matrix_file.hpp"
 #include "store/store.hpp"
 #include "sweep/mpi.hpp"
+#include "sweep/stop.hpp"
 
 namespace rcsweep::cli {
 namespace {
@@ -140,14 +141,23 @@ int run_command(const RunArgs& args) {
     }
     const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
     if (rank == 0 && !args.quiet) {
-      std::fprintf(stderr, "[rcsweep] finished in %s: %llu done, %llu diverged, %llu failed this run",
-                   human_seconds(s.wall_s).c_str(), static_cast<unsigned long long>(s.done),
+      std::fprintf(stderr, "[rcsweep] %s after %s: %llu done, %llu diverged, %llu failed this run",
+                   s.exit_code() == 4 ? "stopped" : "finished", human_seconds(s.wall_s).c_str(), static_cast<unsigned long long>(s.done),
                    static_cast<unsigned long long>(s.diverged), static_cast<unsigned long long>(s.failed));
       if (s.skipped) std::fprintf(stderr, " (%llu were already finished)", static_cast<unsigned long long>(s.skipped));
       std::fprintf(stderr, "; store %s\n", opt.output.c_str());
       if (s.exit_code() == 3)
-        std::fprintf(stderr, "[rcsweep] the store holds %llu diverged and %llu failed tasks (see /tasks/message)\n",
+        std::fprintf(stderr,
+                     "[rcsweep] the store holds %llu diverged and %llu failed tasks (see /tasks/message; "
+                     "--retry-failed runs them again)\n",
                      static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_failed));
+    }
+    if (rank == 0 && s.exit_code() == 4) {  // even with --quiet: the user must know how to go on
+      const std::string why = s.stop_signal ? "stopped by " + sweep::signal_name(s.stop_signal)
+                                            : "time limit of " + human_seconds(s.time_limit_s) + " reached";
+      std::fprintf(stderr,
+                   "[rcsweep] %s: %llu tasks left, every finished task is in %s; resume with the same command\n",
+                   why.c_str(), static_cast<unsigned long long>(s.store_pending), opt.output.c_str());
     }
     if (args.dump_weights && rank == 0) {  // the store is closed: rank 0 records and writes the tapes
       const auto d = store::write_dump(opt.output, plan, dump_tasks);

@@ -14,6 +14,7 @@ struct RunArgs {
   sweep::RunOptions options;
   plan::Shard shard;
   bool quiet = false;
+  std::string time_limit;  ///< --time-limit text (parsed into options.time_limit_s)
   /// --dump-weights: after the sweep, rank 0 writes /dump (store/dump.hpp) for the done tasks;
   /// refused (exit 2, before any work) when the dump would exceed store::dump_limit_bytes.
   bool dump_weights = false;

@@ -7,6 +7,7 @@
 #include "base/error.hpp"
 #include "cli/commands.hpp"
 #include "store/dump.hpp"
+#include "sweep/stop.hpp"
 #include "rcsweep/version.hpp"
 
 int main(int argc, char** argv) {
@@ -29,8 +30,13 @@ int main(int argc, char** argv) {
       "  mpiexec -n 4 rcsweep run sweep.toml -o out.h5\n"
       "or as a single process without mpiexec. Killing the run at any time keeps every finished task;\n"
       "running the same command again computes only what is missing.\n"
-      "Exit codes: 0 all tasks done, 1 runtime error, 2 usage/config error, 3 finished with failed or\n"
-      "diverged tasks (they are recorded in /tasks with a message).");
+      "SIGTERM, SIGINT and SIGUSR1/2 stop it cleanly: no new tasks, running ones kept if they finish\n"
+      "within --grace, store flushed, exit code 4 (a second SIGINT/SIGTERM stops at once). Under mpiexec,\n"
+      "SIGUSR1 is forwarded to every rank; SIGTERM is followed by SIGKILL after\n"
+      "odls_base_sigkill_timeout (1 s; raise it with --mca odls_base_sigkill_timeout 60).\n"
+      "Exit codes: 0 all tasks done, 1 runtime error, 2 usage/config error or store refused, 3 finished with\n"
+      "failed or diverged tasks (recorded in /tasks with a message; --retry-failed reruns them), 4 stopped\n"
+      "early by a signal or the time limit (resumable: run the same command again).");
   run_cmd->add_option("sweep", run.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
   run_cmd->add_option("-o,--output", run.options.output, "output store (HDF5); default: <sweep name>.h5");
   auto* resume_flag = run_cmd->add_flag("--resume", run.options.require_existing,
@@ -41,6 +47,13 @@ int main(int argc, char** argv) {
                       "BLAS threads per rank (default 1: one rank per core is faster and layout-independent)")
       ->check(CLI::Range(1, 256));
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress on stderr");
+  run_cmd->add_flag("--retry-failed", run.options.retry_failed, "run failed and diverged tasks of the store again");
+  run_cmd->add_option("--grace", run.options.grace_s,
+                      "seconds that running tasks get to finish after a stop signal (default 30)")
+      ->check(CLI::Range(0.0, 1e6));
+  run_cmd->add_option("--time-limit", run.time_limit,
+                      "stop cleanly before this wall time (e.g. 90m, 2h, 1h30m, 01:30:00): no task is started\n"
+                      "whose estimated time would overrun it; SLURM_JOB_END_TIME and PBS_WALLTIME are also honoured");
   run_cmd->add_flag("--dump-weights", run.dump_weights,
                     "after the sweep, write every done task's X_l and weights into /dump of the store, for\n"
                     "scripts/rcsweep_recompute.py (small sweeps only: refused with exit code 2, before any\n"
@@ -67,6 +80,7 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) {
       run.shard = cli::parse_shard(run_shard);
+      if (!run.time_limit.empty()) run.options.time_limit_s = sweep::parse_duration(run.time_limit, "--time-limit");
       run.options.progress = !run.quiet;
       return cli::run_command(run);
     }

@@ -79,7 +79,10 @@ void mark_diverged(Running& r, int layer, const std::string& why) {
 }  // namespace
 
 void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
-                const std::function<void(TaskOutput&&)>& on_done) {
+                const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled) {
+  const auto check_cancelled = [&] {
+    if (cancelled && cancelled()) throw Cancelled();
+  };
   if (tasks.empty()) return;
   const auto& first = plan.tasks.at(tasks.front());
   const auto& m0 = plan.models.at(first.point);
@@ -134,6 +137,7 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
   }
 
   for (int layer = 1; layer <= L; ++layer) {
+    check_cancelled();
     for (auto& r : runs) {
       if (!r.alive) continue;
       const auto t0 = clock::now();
@@ -172,6 +176,7 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
                                  log_mu(r.out, L)});
     }
     if (!depths.empty()) {
+      check_cancelled();
       const auto t0 = clock::now();
       r.out.grad_log10.assign(depths.size() * static_cast<std::size_t>(L), metrics::nan);
       r.out.grad_stderr = r.out.grad_log10;

@@ -39,11 +39,19 @@ struct TaskOutput {
   std::vector<double> grad_log10, grad_stderr;
 };
 
+/// Thrown by run_bundle when its `cancelled` callback says so: the bundle was abandoned; tasks
+/// already passed to `on_done` stay reported, the others are not.
+struct Cancelled : std::exception {
+  const char* what() const noexcept override { return "bundle abandoned (stop requested)"; }
+};
+
 /// Run the given tasks (all of one bundle: same replicate, T and d) to plan.max_depth.
-/// Tasks share their random tensors. `on_done` is called once per task as soon as it is finished.
-/// Results are bitwise independent of which other tasks are in the call.
+/// Tasks share their random tensors. `on_done` is called once per task after the last layer.
+/// Results are bitwise independent of which other tasks are in the call. `cancelled` (optional)
+/// is asked before every layer and every task's gradients; when it returns true the bundle is
+/// abandoned by throwing Cancelled.
 void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
-                const std::function<void(TaskOutput&&)>& on_done);
+                const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled = {});
 
 /// The taped forward pass of one task to plan.max_depth, alone (models/gradients.hpp): bitwise the
 /// same X_l as run_bundle, with every weight and intermediate the reverse pass needs.

@@ -3,7 +3,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <functional>
+#include <algorithm>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -19,14 +22,17 @@
 #include "sweep/message.hpp"
 #include "sweep/mpi.hpp"
 #include "sweep/progress.hpp"
+#include "sweep/stop.hpp"
 
 namespace rcsweep::sweep {
 namespace {
 
-constexpr int tag_result = 11;  // worker -> 0: packed results of its last bundle (empty at first): "more work"
+constexpr int tag_result = 11;  // worker -> 0: its stop signal (int32) + packed results of its last bundle: "more work"
 constexpr int tag_assign = 12;  // 0 -> worker: task ids of the next bundle; empty: stop
+constexpr int tag_cancel = 13;  // 0 -> busy worker: abandon the running bundle (grace period over)
 
 using TaskList = std::vector<std::uint64_t>;
+using steady = std::chrono::steady_clock;
 
 std::string utc_now() {
   char buf[32];
@@ -61,11 +67,16 @@ store::TaskResult to_result(models::TaskOutput&& out, int rank) {
   return r;
 }
 
-/// Compute one bundle; an exception marks all its tasks failed (the sweep goes on).
-std::vector<store::TaskResult> compute(const plan::Plan& plan, const TaskList& tasks, int rank) {
+/// Compute one bundle; an exception marks all its tasks failed (the sweep goes on). When
+/// `cancelled` says so the bundle is abandoned: only the tasks finished before are returned.
+std::vector<store::TaskResult> compute(const plan::Plan& plan, const TaskList& tasks, int rank,
+                                       const std::function<bool()>& cancelled) {
   std::vector<store::TaskResult> results;
   try {
-    models::run_bundle(plan, tasks, [&](models::TaskOutput&& out) { results.push_back(to_result(std::move(out), rank)); });
+    models::run_bundle(
+        plan, tasks, [&](models::TaskOutput&& out) { results.push_back(to_result(std::move(out), rank)); }, cancelled);
+  } catch (const models::Cancelled&) {
+    return results;
   } catch (const std::exception& e) {
     results.clear();
     for (const auto id : tasks) {
@@ -80,26 +91,69 @@ std::vector<store::TaskResult> compute(const plan::Plan& plan, const TaskList& t
   return results;
 }
 
-/// Work shared by rank 0's compute thread and its service thread.
+/// A bundle's pending tasks and their estimated cost.
+struct WorkItem {
+  TaskList tasks;
+  double flops = 0.0;
+};
+
+/// Work shared by rank 0's compute thread and its service thread. With a deadline, pop() only
+/// hands out a bundle (the largest first) whose estimated time fits before it; the estimate uses
+/// the flop rate measured on the finished tasks (the assumed rate until a second of work is done).
 class WorkQueue {
  public:
-  explicit WorkQueue(std::deque<TaskList> items) : items_(std::move(items)) {}
+  WorkQueue(std::deque<WorkItem> items, std::optional<steady::time_point> deadline, double rate)
+      : items_(std::move(items)), deadline_(deadline), rate_(rate) {}
   std::optional<TaskList> pop() {
     std::lock_guard lock(mutex_);
     if (items_.empty() || stop_) return std::nullopt;
-    TaskList t = std::move(items_.front());
-    items_.pop_front();
+    auto it = items_.begin();
+    if (deadline_) {
+      const auto now = steady::now();
+      it = std::find_if(items_.begin(), items_.end(), [&](const WorkItem& w) {
+        return now + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(w.flops / rate_)) <=
+               *deadline_;
+      });
+      if (it == items_.end()) {
+        stop_ = time_limited_ = true;
+        return std::nullopt;
+      }
+    }
+    TaskList t = std::move(it->tasks);
+    items_.erase(it);
     return t;
   }
   void stop() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
+  void calibrate(double flops, double seconds) {
+    std::lock_guard lock(mutex_);
+    done_flops_ += flops;
+    done_s_ += seconds;
+    if (done_s_ >= 1.0 && done_flops_ > 0.0) rate_ = done_flops_ / done_s_;
+  }
+  bool time_limited() {
+    std::lock_guard lock(mutex_);
+    return time_limited_;
+  }
 
  private:
   std::mutex mutex_;
-  std::deque<TaskList> items_;
-  bool stop_ = false;
+  std::deque<WorkItem> items_;
+  std::optional<steady::time_point> deadline_;
+  double rate_, done_flops_ = 0.0, done_s_ = 0.0;
+  bool stop_ = false, time_limited_ = false;
+};
+
+/// Rank 0's view of a stop: the signal (from itself or a worker) and when running bundles are
+/// abandoned. Set by the service thread, read by rank 0's compute thread.
+struct StopState {
+  std::atomic<int> signal{0};
+  std::atomic<steady::rep> abandon_at{steady::time_point::max().time_since_epoch().count()};
+  bool past_grace() const {
+    return steady::now().time_since_epoch().count() > abandon_at.load(std::memory_order_relaxed);
+  }
 };
 
 class ResultQueue {
@@ -121,15 +175,18 @@ class ResultQueue {
 /// Rank 0's service thread: hands out bundles to workers, collects results, writes the store.
 class Service {
  public:
-  Service(const plan::Plan& plan, store::Store& store, WorkQueue& work, ResultQueue& local, MPI_Comm comm,
-          const RunOptions& opt, double pending_flops, std::uint64_t pending_tasks, RunSummary& summary)
+  Service(const plan::Plan& plan, store::Store& store, WorkQueue& work, ResultQueue& local, StopState& stop,
+          MPI_Comm comm, const RunOptions& opt, double pending_flops, std::uint64_t pending_tasks, RunSummary& summary)
       : plan_(plan),
         store_(store),
         work_(work),
         local_(local),
+        stop_(stop),
         comm_(comm),
         opt_(opt),
         n_workers_(mpi::comm_size(comm) - 1),
+        busy_(static_cast<std::size_t>(n_workers_) + 1, false),
+        cancelled_(busy_),
         progress_(pending_flops, pending_tasks, opt.progress),
         summary_(summary) {}
 
@@ -137,6 +194,8 @@ class Service {
     auto last_write = std::chrono::steady_clock::now(), last_sync = last_write;
     std::vector<store::TaskResult> batch;
     for (;;) {
+      if (stop_.signal == 0 && stop_signal() != 0) begin_stop(stop_signal());
+      if (stop_.signal != 0 && stop_.past_grace()) cancel_busy_workers();
       bool busy = serve_one_worker(batch);
       const bool local_done = local_finished.load();
       auto mine = local_.take();
@@ -172,18 +231,50 @@ class Service {
     std::vector<char> buf(static_cast<std::size_t>(count));
     mpi::check(MPI_Recv(buf.data(), count, MPI_BYTE, status.MPI_SOURCE, tag_result, comm_, MPI_STATUS_IGNORE),
                "MPI_Recv");
+    std::int32_t worker_signal = 0;
+    if (buf.size() < sizeof worker_signal) throw MpiError("a worker's result message has no header");
+    std::memcpy(&worker_signal, buf.data(), sizeof worker_signal);
+    buf.erase(buf.begin(), buf.begin() + sizeof worker_signal);
     for (auto& r : unpack(buf)) batch.push_back(std::move(r));
+    if (worker_signal != 0 && stop_.signal == 0) begin_stop(worker_signal);
     const TaskList next = work_.pop().value_or(TaskList{});
+    const auto w = static_cast<std::size_t>(status.MPI_SOURCE);
+    busy_[w] = !next.empty();
     if (next.empty()) ++stopped_;
     mpi::check(MPI_Send(next.data(), static_cast<int>(next.size()), MPI_UINT64_T, status.MPI_SOURCE, tag_assign, comm_),
                "MPI_Send");
     return true;
   }
 
+  /// A stop signal on any rank: no new bundles; running ones get the grace period.
+  void begin_stop(int sig) {
+    work_.stop();
+    stop_.abandon_at = (steady::now() + std::chrono::duration_cast<steady::duration>(
+                                            std::chrono::duration<double>(opt_.grace_s)))
+                           .time_since_epoch()
+                           .count();
+    stop_.signal = sig;
+    std::fprintf(stderr,
+                 "[rcsweep] %s: no new tasks; running bundles that finish within %.0f s are kept, the rest are "
+                 "abandoned (send it again to stop at once)\n",
+                 signal_name(sig).c_str(), opt_.grace_s);
+  }
+
+  /// Grace period over: tell the workers still computing to abandon their bundles.
+  void cancel_busy_workers() {
+    for (int w = 1; w <= n_workers_; ++w) {
+      const auto i = static_cast<std::size_t>(w);
+      if (!busy_[i] || cancelled_[i]) continue;
+      mpi::check(MPI_Send(nullptr, 0, MPI_BYTE, w, tag_cancel, comm_), "MPI_Send");
+      cancelled_[i] = true;
+    }
+  }
+
   void write(std::vector<store::TaskResult>& batch) {
     store_.write(batch);
     for (const auto& r : batch) {
       progress_.add(plan_.tasks[r.task].flops);
+      if (r.status == store::TaskStatus::done) work_.calibrate(plan_.tasks[r.task].flops, r.wall_s);
       switch (r.status) {
         case store::TaskStatus::done: ++summary_.done; break;
         case store::TaskStatus::failed: ++summary_.failed; break;
@@ -200,17 +291,34 @@ class Service {
   store::Store& store_;
   WorkQueue& work_;
   ResultQueue& local_;
+  StopState& stop_;
   MPI_Comm comm_;
   const RunOptions& opt_;
   int n_workers_;
+  std::vector<bool> busy_, cancelled_;  // per rank: computing a bundle; told to abandon it
   int stopped_ = 0;
   Progress progress_;
   RunSummary& summary_;
 };
 
-void run_worker(const plan::Plan& plan, MPI_Comm comm, int rank) {
-  std::vector<char> results;  // empty on the first request
+// A cancel message from rank 0, received if there is one.
+bool take_cancel(MPI_Comm comm) {
+  int flag = 0;
+  mpi::check(MPI_Iprobe(0, tag_cancel, comm, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
+  if (flag) mpi::check(MPI_Recv(nullptr, 0, MPI_BYTE, 0, tag_cancel, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+  return flag != 0;
+}
+
+void run_worker(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, int rank) {
+  // A bundle is abandoned when this rank's own grace period is over or rank 0 says so.
+  const auto cancelled = [&] {
+    return (stop_signal() != 0 && seconds_since_stop_signal() > opt.grace_s) || take_cancel(comm);
+  };
+  std::vector<char> results;  // header: this rank's stop signal; then the packed results of its last bundle
   for (;;) {
+    const std::int32_t sig = stop_signal();
+    if (results.size() < sizeof sig) results.resize(sizeof sig);
+    std::memcpy(results.data(), &sig, sizeof sig);
     mpi::check(MPI_Send(results.data(), static_cast<int>(results.size()), MPI_BYTE, 0, tag_result, comm), "MPI_Send");
     MPI_Status status;
     mpi::check(MPI_Probe(0, tag_assign, comm, &status), "MPI_Probe");
@@ -219,21 +327,34 @@ void run_worker(const plan::Plan& plan, MPI_Comm comm, int rank) {
     TaskList tasks(static_cast<std::size_t>(count));
     mpi::check(MPI_Recv(tasks.data(), count, MPI_UINT64_T, 0, tag_assign, comm, MPI_STATUS_IGNORE), "MPI_Recv");
     if (tasks.empty()) return;
-    results.clear();
-    for (const auto& r : compute(plan, tasks, rank)) pack(r, results);
+    results.assign(sizeof sig, 0);
+    for (const auto& r : compute(plan, tasks, rank, cancelled)) pack(r, results);
   }
 }
 
 }  // namespace
 
-int RunSummary::exit_code() const { return (store_failed + store_diverged) > 0 ? 3 : 0; }
+int RunSummary::exit_code() const {
+  if ((stop_signal != 0 || time_limited) && store_pending > 0) return 4;
+  return (store_failed + store_diverged) > 0 ? 3 : 0;
+}
 
 RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm) {
   const int rank = mpi::comm_rank(comm), size = mpi::comm_size(comm);
   linalg::set_blas_threads(opt.blas_threads);
+  install_stop_handlers();
   RunSummary summary;
   summary.total = plan.tasks.size();
   const auto t0 = std::chrono::steady_clock::now();
+  // The time limit: --time-limit from now, or the scheduler's end of the job less a minute for
+  // the final flush and the MPI teardown, whichever comes first.
+  std::optional<steady::time_point> deadline;
+  if (opt.time_limit_s > 0) deadline = t0 + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(opt.time_limit_s));
+  if (const auto end = scheduler_end_time()) {
+    const auto left = std::chrono::duration_cast<steady::duration>(*end - std::chrono::system_clock::now() - std::chrono::seconds(60));
+    if (!deadline || t0 + left < *deadline) deadline = t0 + left;
+  }
+  if (deadline) summary.time_limit_s = std::chrono::duration<double>(*deadline - t0).count();
 
   // Phase 1 (rank 0): open or create the store; every rank learns whether that worked.
   std::optional<store::Store> store;
@@ -259,22 +380,28 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   if (!error.empty()) throw StoreRefused(error);
 
   if (rank != 0) {
-    run_worker(plan, comm, rank);
+    run_worker(plan, opt, comm, rank);
   } else {
-    // Phase 2 (rank 0): the pending work, largest bundle first.
+    // Phase 2 (rank 0): the pending work (with --retry-failed also failed and diverged tasks),
+    // largest bundle first.
     const auto status = store->task_status();
-    std::deque<TaskList> work;
+    const auto to_run = [&](std::uint64_t id) {
+      return status[id] == store::TaskStatus::pending ||
+             (opt.retry_failed && (status[id] == store::TaskStatus::failed || status[id] == store::TaskStatus::diverged));
+    };
+    std::deque<WorkItem> work;
     double pending_flops = 0.0;
     std::uint64_t pending_tasks = 0;
     for (const auto& b : plan.bundles) {
-      TaskList pending;
+      WorkItem item;
       for (const auto id : b.tasks)
-        if (status[id] == store::TaskStatus::pending) {
-          pending.push_back(id);
-          pending_flops += plan.tasks[id].flops;
+        if (to_run(id)) {
+          item.tasks.push_back(id);
+          item.flops += plan.tasks[id].flops;
         }
-      pending_tasks += pending.size();
-      if (!pending.empty()) work.push_back(std::move(pending));
+      pending_flops += item.flops;
+      pending_tasks += item.tasks.size();
+      if (!item.tasks.empty()) work.push_back(std::move(item));
     }
     std::uint64_t in_shard = 0;
     for (const auto& b : plan.bundles) in_shard += b.tasks.size();
@@ -286,11 +413,12 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
                    static_cast<unsigned long long>(summary.skipped));
 
     // Phase 3: compute here while the service thread feeds the workers and writes results.
-    WorkQueue queue(std::move(work));
+    WorkQueue queue(std::move(work), deadline, opt.assumed_flop_rate);
     ResultQueue local;
+    StopState stop;
     std::atomic<bool> local_finished{false};
     std::exception_ptr service_error;
-    Service service(plan, *store, queue, local, comm, opt, pending_flops, pending_tasks, summary);
+    Service service(plan, *store, queue, local, stop, comm, opt, pending_flops, pending_tasks, summary);
     std::thread service_thread([&] {
       try {
         service.run(local_finished);
@@ -299,32 +427,43 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
         queue.stop();
       }
     });
-    while (auto tasks = queue.pop()) local.push(compute(plan, *tasks, 0));
+    const auto cancelled = [&] { return stop.past_grace(); };
+    while (auto tasks = queue.pop()) local.push(compute(plan, *tasks, 0, cancelled));
     local_finished = true;
     service_thread.join();
     if (service_error) std::rethrow_exception(service_error);
 
-    // Phase 4: final state of the whole store.
-    for (const auto s : store->task_status()) {
+    // Phase 4: final state of the whole store; "finished" only when this run's shard is complete.
+    const auto final_status = store->task_status();
+    for (const auto s : final_status) {
       summary.store_failed += s == store::TaskStatus::failed;
       summary.store_diverged += s == store::TaskStatus::diverged;
     }
-    store->mark_finished(utc_now());
+    for (const auto& b : plan.bundles)
+      for (const auto id : b.tasks) summary.store_pending += final_status[id] == store::TaskStatus::pending;
+    summary.stop_signal = stop.signal;
+    summary.time_limited = queue.time_limited();
+    if (summary.store_pending == 0) store->mark_finished(utc_now());
     store->sync();
   }
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every rank returns the same exit code. Workers that finished early wait without spinning
   // (a blocking MPI_Bcast busy-polls and would steal the core of a rank still computing).
-  std::uint64_t counts[2] = {summary.store_failed, summary.store_diverged};
+  std::uint64_t counts[5] = {summary.store_failed, summary.store_diverged, summary.store_pending,
+                            static_cast<std::uint64_t>(summary.stop_signal), summary.time_limited ? 1u : 0u};
   MPI_Request request;
-  mpi::check(MPI_Ibcast(counts, 2, MPI_UINT64_T, 0, comm, &request), "MPI_Ibcast");
+  mpi::check(MPI_Ibcast(counts, 5, MPI_UINT64_T, 0, comm, &request), "MPI_Ibcast");
   for (int done = 0;;) {
     mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  if (rank != 0) take_cancel(comm);  // a cancel that crossed this rank's last result: drop it
   summary.store_failed = counts[0];
   summary.store_diverged = counts[1];
+  summary.store_pending = counts[2];
+  summary.stop_signal = static_cast<int>(counts[3]);
+  summary.time_limited = counts[4] != 0;
   return summary;
 }
 

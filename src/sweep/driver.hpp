@@ -19,6 +19,15 @@ struct RunOptions {
   bool progress = true;         ///< progress and ETA on rank 0's stderr
   double write_interval_s = 0.2;  ///< finished results are written (and flushed) at least this often
   double sync_interval_s = 300.0;  ///< the store is fsync'ed this often (and at the end)
+  bool retry_failed = false;    ///< --retry-failed: failed and diverged tasks are run again
+  /// After a stop signal (stop.hpp): running bundles that finish within this many seconds are
+  /// kept, the others abandoned (their tasks stay pending).
+  double grace_s = 30.0;
+  /// --time-limit in seconds (0: none); SLURM_JOB_END_TIME / PBS_WALLTIME also limit the run. No
+  /// bundle is started whose estimated time would overrun the limit.
+  double time_limit_s = 0.0;
+  /// Flop rate per rank assumed for those estimates until finished tasks calibrate it.
+  double assumed_flop_rate = 18e9;
 };
 
 struct RunSummary {
@@ -27,9 +36,14 @@ struct RunSummary {
   std::uint64_t done = 0, failed = 0, diverged = 0;  ///< finished by this run
   double wall_s = 0.0;
   bool resumed = false;
-  /// 0 when every task of the store is done, 3 when some failed or diverged.
+  /// 0 when every task of the store is done, 3 when some failed or diverged, 4 when the run
+  /// stopped early (signal or time limit) with tasks left (resumable).
   int exit_code() const;
   std::uint64_t store_failed = 0, store_diverged = 0;  ///< over the whole store after the run
+  std::uint64_t store_pending = 0;  ///< tasks of this run's shard still pending after the run
+  int stop_signal = 0;              ///< the signal that stopped the run early (0: none)
+  bool time_limited = false;        ///< the time limit stopped the run early
+  double time_limit_s = 0.0;        ///< the limit in effect (seconds from the start; 0: none)
 };
 
 /// The store could not be opened or created (another plan's store, not a store, exists without
