@@ -186,6 +186,21 @@ void check_identity(hid_t file, const std::string& path) {
                         std::to_string(schema_version));
 }
 
+/// Throw StoreError unless dataset `name` of `file` is float64-compatible (an HDF5 float) of shape
+/// `dims`: a resume writes rows of exactly that shape, so anything else would be silently garbled.
+void check_float_dataset(hid_t file, const std::string& name, const std::vector<hsize_t>& dims) {
+  h5::Handle d = h5::open_dataset(file, name);
+  const auto have = h5::dataset_dims(d.id());
+  const auto text = [](const std::vector<hsize_t>& v) {
+    std::string out = v.empty() ? "scalar" : "";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? " x " : "") + std::to_string(v[i]);
+    return out;
+  };
+  if (have != dims) throw StoreError(name + " is " + text(have) + " but must be " + text(dims));
+  h5::Handle type(H5Dget_type(d.id()), "H5Dget_type " + name);
+  if (H5Tget_class(type.id()) != H5T_FLOAT) throw StoreError(name + " is not a float64 dataset");
+}
+
 /// Open an existing file after checking it exists and is HDF5; damage becomes a clear StoreError.
 h5::Handle open_existing(const std::filesystem::path& path, bool read_write) {
   const std::string p = path.string();
@@ -237,13 +252,21 @@ std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
   if (dims.size() != 1 || dims[0] != n_tasks)
     throw StoreError("/tasks has " + std::to_string(dims.empty() ? 0 : dims[0]) + " rows, expected " +
                      std::to_string(n_tasks));
+  {
+    h5::Handle type(H5Dget_type(tasks), "H5Dget_type /tasks");
+    if (H5Tget_class(type.id()) != H5T_COMPOUND || H5Tget_member_index(type.id(), "status") < 0) {
+      h5::error_text();  // clear the stack of the failed lookup
+      throw StoreError("/tasks is not a task table (no 'status' field)");
+    }
+  }
   h5::Handle status = h5::enum_int8_type(status_members(), true);
   h5::Handle mem = status_only_type(status.id());
   std::vector<std::int8_t> raw(n_tasks);
   if (n_tasks > 0) h5::read_all(tasks, mem.id(), raw.data());
   std::vector<TaskStatus> out(n_tasks);
   for (std::size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] < 0 || raw[i] > 3) throw StoreError("task " + std::to_string(i) + " has an invalid status");
+    if (raw[i] < 0 || raw[i] > 3)  // HDF5 turns a value outside the enum into -1
+      throw StoreError("task " + std::to_string(i) + " has an invalid status (not one of " + status_values + ")");
     out[i] = static_cast<TaskStatus>(raw[i]);
   }
   return out;
@@ -669,6 +692,11 @@ Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, c
   std::error_code ec;
   if (!overwrite && std::filesystem::exists(path, ec))
     throw StoreError(p + " exists; pass --resume to continue it or --overwrite to replace it");
+  if (std::filesystem::is_directory(path, ec))
+    throw StoreError(p + " is a directory, not a store; --overwrite replaces only a file");
+  const auto dir = path.parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+    throw StoreError("cannot create " + p + ": directory " + dir.string() + " does not exist");
   if (plan.tasks.empty()) throw StoreError("cannot create " + p + ": the plan has no tasks");
 
   auto impl = std::make_unique<Impl>();
@@ -717,20 +745,17 @@ Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& pl
       if (!h5::link_exists(f, std::string("spectra/") + name))
         throw IdentityError(p + " has no /spectra/" + name + ": made by an older rcsweep; rerun with --overwrite");
     impl->open_datasets();
-    const auto dims = h5::dataset_dims(impl->layers[0].id());
-    if (dims.size() != 2 || dims[0] != impl->n_tasks || dims[1] != impl->n_layers)
-      throw StoreError("/layers has the wrong shape");
-    for (const h5::Handle& d : impl->theory) {
-      const auto tdims = h5::dataset_dims(d.id());
-      if (tdims.size() != 1 || tdims[0] != impl->n_tasks) throw StoreError("/theory has the wrong shape");
+    // Every dataset a task writes rows into: shape and type (a wrong one would garble the rows).
+    const hsize_t n = impl->n_tasks, L1 = impl->n_layers, L = L1 - 1;
+    for (std::string_view name : metrics::layer_metric_names) check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
+    for (std::string_view name : models::theory_names) check_float_dataset(f, "/theory/" + std::string(name), {n});
+    if (impl->grad_log10) {
+      check_float_dataset(f, "/grad/log10_g", {n, L});
+      check_float_dataset(f, "/grad/stderr", {n, L});
     }
-    const std::size_t L = impl->n_layers - 1;
-    for (const h5::Handle* d : {&impl->grad_log10, &impl->grad_stderr, &impl->grad_log10_all, &impl->grad_stderr_all}) {
-      if (!*d) continue;
-      const auto gdims = h5::dataset_dims(d->id());
-      const bool all = d == &impl->grad_log10_all || d == &impl->grad_stderr_all;
-      if (gdims.size() != (all ? 3u : 2u) || gdims[0] != impl->n_tasks || gdims[1] != L || (all && gdims[2] != L))
-        throw StoreError("/grad has the wrong shape");
+    if (impl->grad_log10_all) {
+      check_float_dataset(f, "/grad/log10_g_all", {n, L, L});
+      check_float_dataset(f, "/grad/stderr_all", {n, L, L});
     }
     impl->check_spectra_layout();
     read_status_column(impl->tasks.id(), impl->n_tasks);  // readable and valid
@@ -943,6 +968,8 @@ StoreInfo read_info(const std::filesystem::path& path) {
         case TaskStatus::diverged: ++info.n_diverged; break;
       }
     }
+    const auto n = static_cast<hsize_t>(info.n_tasks), L1 = static_cast<hsize_t>(info.max_depth) + 1;
+    for (std::string_view name : metrics::layer_metric_names) check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
     info.datasets = h5::dataset_paths(f);
     h5::Handle axes = h5::open_group(f, "/axes");
     const std::string order = h5::get_attr_string(axes.id(), "order");
