@@ -1,10 +1,14 @@
 #include "cli/commands.hpp"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -242,7 +246,8 @@ int plan_command(const PlanArgs& args) {
   return 0;
 }
 
-int info_command(const std::filesystem::path& path) {
+namespace {
+int print_info(const std::filesystem::path& path) {
   const auto info = store::read_info(path);
   std::printf("store         %s\n", path.c_str());
   std::printf("sweep config  plan %s, schema %d, rcsweep %s (%s)\n", info.plan_hash.c_str(), info.schema_version,
@@ -266,6 +271,45 @@ int info_command(const std::filesystem::path& path) {
   for (const auto& d : info.datasets) std::printf(" %s", d.c_str());
   std::printf("\nconfig:\n%s\n", info.config.c_str());
   return 0;
+}
+
+/// print_info with a refused store (not a store, damaged, another schema) as exit code 2.
+int print_info_or_refuse(const std::filesystem::path& path) {
+  try {
+    return print_info(path);
+  } catch (const StoreError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
+}  // namespace
+
+int info_command(const std::filesystem::path& path) {
+  // HDF5 1.10 reads some damaged files out of bounds instead of failing (a corrupted global heap,
+  // where variable-length string attributes live, makes H5Aread copy past its buffer: SIGSEGV). So
+  // the store is read in a child process, and a crash becomes an error message and exit code 2.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  if (child < 0) return print_info_or_refuse(path);  // no process to spare: read it here
+  if (child == 0) {
+    int rc = 1;
+    try {
+      rc = print_info_or_refuse(path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(rc);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) throw Error(std::string("waitpid: ") + std::strerror(errno));
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  std::fprintf(stderr, "error: %s: damaged HDF5 file (reading it crashed the HDF5 library: %s)\n", path.c_str(),
+               WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "unknown status");
+  return 2;
 }
 
 }  // namespace rcsweep::cli

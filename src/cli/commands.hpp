@@ -28,6 +28,8 @@ struct PlanArgs {
 };
 int plan_command(const PlanArgs& args);
 
+/// Print what a store holds. Exit code 2 when it is not a readable rcsweep store of this schema; the
+/// store is read in a child process, so a file that crashes the HDF5 library is such an error too.
 int info_command(const std::filesystem::path& store);
 
 /// Parse "i/n" into a shard (throws ConfigError on key "--shard").
