@@ -1,4 +1,8 @@
-"""Bad sweep files: exit code 2, a message naming the key, and nothing written."""
+"""Bad sweep files (docs/CONFIG.md "Validation", docs/ERRORS.md): `rcsweep run` and `rcsweep plan`
+exit with code 2, name every problem as `key: problem` with its exact key path and message, and
+write nothing (no store, not even the default `<name>.h5`)."""
+import h5py
+import numpy as np
 import pytest
 
 from conftest import rcsweep
@@ -18,48 +22,193 @@ lambda = [0.0, 1.0]
 spectra = "none"
 """
 
-# (description, transformation of GOOD, text the error must contain)
+
+def model(extra):
+    """GOOD with `extra` lines appended to [model]."""
+    return lambda s: s.replace("depth = 3", "depth = 3\n" + extra)
+
+
+def output(extra):
+    """GOOD with `extra` lines appended to [output]."""
+    return lambda s: s.replace('spectra = "none"', 'spectra = "none"\n' + extra)
+
+
+def small(T, d, extra):
+    """GOOD with T and d replaced and `extra` lines appended to [model]."""
+    return lambda s: model(extra)(s.replace("T = 8", f"T = {T}").replace("d = 16", f"d = {d}"))
+
+
+def input_files(folder):
+    """Input files next to the sweep file: a 3 x 2 matrix, a vector, a NaN matrix, a non-HDF5 file."""
+    with h5py.File(folder / "emb.h5", "w") as f:
+        f["X"] = np.ones((3, 2))
+        f["v"] = np.ones(5)
+        f["n"] = np.full((8, 16), np.nan)
+    (folder / "text.h5").write_text("not HDF5\n")
+
+
+# (id, transformation of GOOD, [(key, phrase of its message)], setup of extra files or None).
+# Every (key, phrase) must appear on one stderr line "key: ...phrase..."; key "" matches any line.
 CASES = [
-    ("unknown model key", lambda s: s.replace("depth = 3", "depth = 3\nlamda = 1.0"), "model.lamda"),
-    ("suggestion for a typo", lambda s: s.replace("depth = 3", "depth = 3\nlamda = 1.0"), "did you mean 'lambda'"),
-    ("unknown table", lambda s: s + "\n[modle]\nT = 3\n", "modle"),
-    ("wrong type", lambda s: s.replace("T = 8", 'T = "eight"'), "model.T"),
-    ("negative size", lambda s: s.replace("d = 16", "d = -4"), "model.d"),
-    ("non-finite lambda", lambda s: s.replace("lambda = [0.0, 1.0]", "lambda = [0.0, nan]"), "axes.lambda[1]"),
-    ("empty axis", lambda s: s.replace("lambda = [0.0, 1.0]", "lambda = []"), "axes.lambda"),
-    ("bad choice", lambda s: s.replace("depth = 3", 'depth = 3\nmixer = "softmx"'), "model.mixer"),
-    ("orthonormal with T > d", lambda s: s.replace("T = 8", "T = 32"), "T"),
-    ("parameter in two places", lambda s: s.replace("depth = 3", "depth = 3\nlambda = 0.5"), "lambda"),
-    ("zip lengths differ", lambda s: s + "\n[[zip]]\nsigma_v = [1.0, 2.0]\nsigma_qk = [1.0]\n", "zip[0]"),
-    ("replicates zero", lambda s: s.replace("replicates = 2", "replicates = 0"), "sweep.replicates"),
-    ("bad spectra", lambda s: s.replace('spectra = "none"', 'spectra = "some"'), "output.spectra"),
-    ("missing T", lambda s: s.replace("T = 8\n", ""), "T"),
-    ("TOML syntax error", lambda s: s.replace("seed = 1", "seed = = 1"), "line"),
-    ("depth in a zip", lambda s: s + "\n[[zip]]\ndepth = [1, 2]\nsigma_v = [1.0, 2.0]\n", "depth"),
+    ("TOML syntax error", lambda s: s.replace("seed = 1", "seed = = 1"),
+     [("", "TOML syntax error in bad.toml at line 4, column 8")], None),
+    ("unclosed table header", lambda s: s.replace("[axes]", "[axes"),
+     [("", "TOML syntax error in bad.toml at line 10")], None),
+    ("unknown model key with suggestion", model("lamda = 1.0"),
+     [("model.lamda", "unknown parameter 'lamda', did you mean 'lambda'?")], None),
+    ("unknown table", lambda s: s + "\n[modle]\nT = 3\n",
+     [("modle", "unknown table [modle], did you mean 'model'?")], None),
+    ("unknown sweep key", lambda s: s.replace("seed = 1", "seed = 1\nseeds = 3"),
+     [("sweep.seeds", "unknown key 'seeds' in [sweep], did you mean 'seed'?")], None),
+    ("unknown top-level key", lambda s: "title = 1\n" + s,
+     [("title", "unknown top-level key 'title'")], None),
+    ("unknown output key", output('spectrum = "all"'),
+     [("output.spectrum", "unknown key 'spectrum' in [output], did you mean 'spectra'?")], None),
+    ("string for an integer", lambda s: s.replace("T = 8", 'T = "eight"'),
+     [("model.T", 'must be an integer, got a string "eight"')], None),
+    ("float for an integer", lambda s: s.replace("T = 8", "T = 8.0"),
+     [("model.T", "must be an integer (write 8, not 8.0)")], None),
+    ("integer for the name", lambda s: s.replace('name = "bad"', "name = 5"),
+     [("sweep.name", "must be a string, got an integer")], None),
+    ("empty name", lambda s: s.replace('name = "bad"', 'name = ""'), [("sweep.name", "must not be empty")], None),
+    ("negative seed", lambda s: s.replace("seed = 1", "seed = -1"),
+     [("sweep.seed", "must be a non-negative integer, got -1")], None),
+    ("zero replicates", lambda s: s.replace("replicates = 2", "replicates = 0"),
+     [("sweep.replicates", "must be an integer >= 1, got 0")], None),
+    ("negative width", lambda s: s.replace("d = 16", "d = -4"), [("model.d", "must be >= 1, got -4")], None),
+    ("width above int32", lambda s: s.replace("d = 16", "d = 4294967296"),
+     [("model.d", "must be <= 2147483647, got 4294967296")], None),
+    ("sigma_A zero", model("sigma_A = 0.0"), [("model.sigma_A", "must be > 0, got 0.0")], None),
+    ("collapse rate outside (0, 1)", model("collapse_rate = 1.5"),
+     [("model.collapse_rate", "must be in (0, 1), got 1.5")], None),
+    ("unknown scale keyword", model('sigma_qk = "inv_sqrt_T"'),
+     [("model.sigma_qk", 'must be a positive number or "inv_sqrt_d", got "inv_sqrt_T"')], None),
+    ("misspelt choice", model('mixer = "softmx"'),
+     [("model.mixer", 'must be one of "softmax", "markov"'), ("model.mixer", 'got "softmx"')], None),
+    ("non-finite axis value", lambda s: s.replace("lambda = [0.0, 1.0]", "lambda = [0.0, nan]"),
+     [("axes.lambda[1]", "must be a finite number, got nan")], None),
+    ("empty axis", lambda s: s.replace("lambda = [0.0, 1.0]", "lambda = []"),
+     [("axes.lambda", "empty list: give at least one value")], None),
+    ("axis that is not a list", lambda s: s.replace("lambda = [0.0, 1.0]", "lambda = 0.5"),
+     [("axes.lambda", "must be a list (array) of values, got a float 0.5")], None),
+    ("list under [model]", lambda s: s.replace("T = 8", "T = [8]"),
+     [("model.T", "[model] takes one value; to sweep 'T' list its values under [axes]")], None),
+    ("duplicate axis value", lambda s: s.replace("lambda = [0.0, 1.0]", "lambda = [0.0, 1.0, 0.0]"),
+     [("axes.lambda[2]", "duplicate value 0 (same as [0]): it would create identical grid points")], None),
+    ("parameter in model and axes", model("lambda = 0.5"),
+     [("axes.lambda", "parameter 'lambda' is given in both model and axes; give it in one place only")], None),
+    ("parameter in two zips", lambda s: s + "\n[[zip]]\nsigma_v = [1.0, 2.0]\n[[zip]]\nsigma_v = [3.0]\n",
+     [("zip[1].sigma_v", "given in both zip[0] and zip[1]")], None),
+    ("zip lists of unequal length", lambda s: s + "\n[[zip]]\nsigma_v = [1.0, 2.0]\nsigma_qk = [1.0]\n",
+     [("zip[0]", "lists of unequal length (sigma_v has 2, sigma_qk has 1)")], None),
+    ("duplicate zip entry", lambda s: s + "\n[[zip]]\nsigma_v = [1.0, 2.0, 1.0]\nsigma_qk = [1.0, 2.0, 1.0]\n",
+     [("zip[0]", "entry 2 repeats entry 0: it would create identical grid points")], None),
+    ("depth in a zip", lambda s: s + "\n[[zip]]\ndepth = [1, 2]\nsigma_v = [1.0, 2.0]\n",
+     [("zip[0].depth", "depth is not a task dimension")], None),
+    ("missing T", lambda s: s.replace("T = 8\n", ""),
+     [("model.T", "required parameter 'T' is missing: give it under [model] or [axes]")], None),
+    ("missing [sweep]", lambda s: s.replace('[sweep]\nname = "bad"\nseed = 1\nreplicates = 2\n', ""),
+     [("sweep.name", 'required: a [sweep] table with name = "..."')], None),
+    ("orthonormal input with T > d", lambda s: s.replace("T = 8", "T = 32"),
+     [("model.input", '"orthonormal" needs T <= d (orthonormal rows), but T = 32 > d = 16; at 2 of 2 grid points')],
+     None),
+    ("swept T > d at some points", lambda s: s.replace("T = 8\n", "").replace("[axes]", "[axes]\nT = [8, 32]"),
+     [("axes.T", "needs T <= d (orthonormal rows), but T = 32 > d = 16; at 2 of 4 grid points, e.g. point 2")],
+     None),
+    ("outliers_r not below T", model('gap_fix = "outliers"\noutliers_r = 8'),
+     [("model.outliers_r", "must be < T = 8 (0 = argmax gap), got 8")], None),
+    ("too many tasks", lambda s: s.replace("replicates = 2", "replicates = 6000000"),
+     [("sweep.replicates", "2 points x 6000000 replicates is more than 10000000 tasks")], None),
+    ("matrix input of the wrong shape", small(2, 3, 'input = "matrix"\ninput_matrix = [[1.0, 0.0], [0.0, 1.0]]'),
+     [("model.input_matrix", "is 2 x 2 (rows x columns) but must be T x d = 2 x 3")], None),
+    ("ragged matrix", small(2, 3, 'input = "matrix"\ninput_matrix = [[1.0, 0.0, 1.0], [0.0, 1.0]]'),
+     [("model.input_matrix[1]", "row 1 has 2 numbers but row 0 has 3")], None),
+    ("matrix mixer without its matrix", small(2, 2, 'mixer = "matrix"'),
+     [("model.mixer_matrix", 'required with mixer = "matrix"')], None),
+    ("matrix no point uses", model("mixer_matrix = [[1.0]]"),
+     [("model.mixer_matrix", 'is only used with mixer = "matrix", but mixer is never "matrix"')], None),
+    ("swept matrix", lambda s: s.replace("lambda = [0.0, 1.0]", "lambda = [0.0, 1.0]\ninput_matrix = [[1.0]]"),
+     [("axes.input_matrix", "'input_matrix' is not sweepable: give it once under [model]")], None),
+    ("missing input file", model('input = "file"\ninput_path = "nope.h5"'),
+     [("model.input_path", "input file 'nope.h5' does not exist")], None),
+    ("input file that is not HDF5", model('input = "file"\ninput_path = "text.h5"'),
+     [("model.input_path", "input file 'text.h5' is not an HDF5 file")], input_files),
+    ("input file without the dataset", model('input = "file"\ninput_path = "emb.h5"\ninput_dataset = "Y"'),
+     [("model.input_path", "input file 'emb.h5' has no dataset 'Y'")], input_files),
+    ("input dataset of rank 1", model('input = "file"\ninput_path = "emb.h5"\ninput_dataset = "v"'),
+     [("model.input_path", "dataset 'v' in input file 'emb.h5' has rank 1 (5), expected a 2-D T x d matrix")],
+     input_files),
+    ("input dataset of the wrong shape", model('input = "file"\ninput_path = "emb.h5"'),
+     [("model.input_path", "dataset 'X' of 'emb.h5' is 3 x 2 (rows x columns) but must be T x d = 8 x 16")],
+     input_files),
+    ("input dataset with NaN", model('input = "file"\ninput_path = "emb.h5"\ninput_dataset = "n"'),
+     [("model.input_path", "dataset 'n' in input file 'emb.h5' has a non-finite value at [0, 0]")], input_files),
+    ("bad spectra", lambda s: s.replace('spectra = "none"', 'spectra = "some"'),
+     [("output.spectra", 'must be one of "none", "last", "all", got a string "some"')], None),
+    ("bad gradients", output('gradients = "every"'),
+     [("output.gradients", 'must be one of "none", "last", "all", got a string "every"')], None),
+    ("bad grad_method", output('gradients = "last"\ngrad_method = "exakt"'),
+     [("output.grad_method", 'must be one of "auto", "exact", "hutchinson", got a string "exakt"')], None),
+    ("grad_probes below 2", output('gradients = "last"\ngrad_probes = 1'),
+     [("output.grad_probes", "must be an integer from 2 to 100000 (Hutchinson probes per task), got an integer 1")],
+     None),
+    ("exact gradients of a non-linear stack", output('gradients = "last"\ngrad_method = "exact"'),
+     [("output.grad_method", '"exact" needs a linear stack'), ("output.grad_method", "at 2 of 2 grid points")],
+     None),
+    ("several problems at once",
+     lambda s: (s.replace("T = 8", 'T = "x"').replace("replicates = 2", "replicates = 0")
+                .replace("lambda = [0.0, 1.0]", 'lambda = [0.0, inf]\nnorm = ["rms", "l2"]')
+                .replace('spectra = "none"', 'spectra = "x"\ngrad_probes = 0')),
+     [("sweep.replicates", "must be an integer >= 1, got 0"),
+      ("model.T", 'must be an integer, got a string "x"'),
+      ("axes.lambda[1]", "must be a finite number, got inf"),
+      ("axes.norm[1]", 'must be one of "none", "rms", "layernorm", got "l2"'),
+      ("output.spectra", 'got a string "x"'),
+      ("output.grad_probes", "got an integer 0")], None),
 ]
+assert len({c[0] for c in CASES}) == len(CASES) >= 20
+
+# `run` with -o, `run` with the default output <name>.h5, and `plan`.
+COMMANDS = {"run": ["run", "bad.toml", "-o", "out.h5"], "run-default-output": ["run", "bad.toml"],
+            "plan": ["plan", "bad.toml"]}
 
 
-@pytest.mark.parametrize("name,transform,expect", CASES, ids=[c[0] for c in CASES])
-@pytest.mark.parametrize("command", ["run", "plan"])
-def test_bad_config_exit_2_names_key_writes_nothing(tmp_path, name, transform, expect, command):
-    sweep = tmp_path / "bad.toml"
-    sweep.write_text(transform(GOOD))
-    out = tmp_path / "out.h5"
-    args = [command, sweep] + (["-o", out] if command == "run" else [])
-    proc = rcsweep(*args)
+def message_lines(stderr):
+    """The `key: problem` lines of stderr (`plan` prefixes the first with `error: `)."""
+    return [line.removeprefix("error: ") for line in stderr.splitlines()]
+
+
+def assert_reported(stderr, key, phrase):
+    lines = message_lines(stderr)
+    hits = [line for line in lines if (not key or line.startswith(key + ": ")) and phrase in line]
+    assert hits, f"no line '{key}: ...{phrase}...' in stderr:\n{stderr}"
+
+
+@pytest.mark.parametrize("name,transform,expects,setup", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_bad_config_exit_2_names_key_writes_nothing(tmp_path, name, transform, expects, setup, command):
+    if setup:
+        setup(tmp_path)
+    text = transform(GOOD)
+    assert text != GOOD, "the transformation changed nothing"
+    (tmp_path / "bad.toml").write_text(text)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    proc = rcsweep(*COMMANDS[command], cwd=tmp_path, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert expect in proc.stderr, proc.stderr
-    assert not out.exists()
+    for key, phrase in expects:
+        assert_reported(proc.stderr, key, phrase)
+    # Only the listed problems, one line each (run adds an "invalid sweep file" header line).
+    lines = [line for line in message_lines(proc.stderr) if not line.startswith("invalid sweep file")]
+    assert len(lines) == len({key for key, _ in expects}), proc.stderr
+    assert proc.stdout == ""  # plan prints no table for a bad file
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no other file
 
 
-def test_all_errors_are_reported_at_once(tmp_path):
-    sweep = tmp_path / "bad.toml"
-    sweep.write_text(GOOD.replace("T = 8", 'T = "x"').replace("replicates = 2", "replicates = 0")
-                     .replace('spectra = "none"', 'spectra = "x"'))
-    proc = rcsweep("run", sweep, "-o", tmp_path / "o.h5")
-    assert proc.returncode == 2
-    for key in ("model.T", "sweep.replicates", "output.spectra"):
-        assert key in proc.stderr
+def test_good_file_passes_so_the_cases_test_their_change(tmp_path):
+    (tmp_path / "good.toml").write_text(GOOD)
+    proc = rcsweep("plan", "good.toml", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 x 2 replicates = 4 tasks" in proc.stdout
 
 
 def test_bad_config_under_mpi_reports_once(tmp_path):
@@ -67,12 +216,18 @@ def test_bad_config_under_mpi_reports_once(tmp_path):
     sweep.write_text(GOOD.replace("T = 8", "T = -1"))
     proc = rcsweep("run", sweep, "-o", tmp_path / "o.h5", ranks=2)
     assert proc.returncode == 2
-    assert proc.stderr.count("model.T") == 1
+    assert proc.stderr.count("model.T: must be >= 1, got -1") == 1
+    assert not (tmp_path / "o.h5").exists()
 
 
 def test_bad_command_line_values(tmp_path):
     from conftest import DATA
-    assert rcsweep("run", DATA / "kill.toml", "--shard", "2/2", "-o", tmp_path / "x.h5").returncode == 2
-    assert rcsweep("run", DATA / "kill.toml", "--blas-threads", "0").returncode == 2
-    assert rcsweep("run", tmp_path / "missing.toml").returncode == 2
+    proc = rcsweep("run", DATA / "kill.toml", "--shard", "2/2", "-o", tmp_path / "x.h5")
+    assert proc.returncode == 2 and "--shard: expected i/n with 0 <= i < n, got '2/2'" in proc.stderr
+    proc = rcsweep("run", DATA / "kill.toml", "--blas-threads", "0")
+    assert proc.returncode == 2 and "--blas-threads" in proc.stderr
+    proc = rcsweep("run", tmp_path / "missing.toml")
+    assert proc.returncode == 2 and "missing.toml" in proc.stderr
+    proc = rcsweep("plan", tmp_path / "missing.toml")
+    assert proc.returncode == 2 and "missing.toml" in proc.stderr
     assert not (tmp_path / "x.h5").exists()
