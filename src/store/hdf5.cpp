@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "base/error.hpp"
 
@@ -14,6 +15,11 @@ void init() {
   // HDF5 prints its error stack to stderr by default; we turn it into exceptions instead. In a
   // thread-safe HDF5 build (Debian's is) the setting is per thread, and the store may be used
   // from a writer thread, so every thread silences it once.
+  // No library clean-up at exit: every handle is closed by its owner, and after a failed write
+  // (a full disk) HDF5's own clean-up would try to flush the damaged state again (and crashed
+  // doing so); the file keeps what the last successful flush wrote.
+  static std::once_flag no_atexit;
+  std::call_once(no_atexit, [] { H5dont_atexit(); });
   thread_local bool silenced = false;
   if (!silenced) {
     H5open();
@@ -190,6 +196,9 @@ Handle create_dataset(hid_t loc, const std::string& name, hid_t file_type, const
     check(H5Pset_chunk(dcpl.id(), static_cast<int>(options.chunk.size()), options.chunk.data()),
           "H5Pset_chunk " + name);
   if (options.fill) check(H5Pset_fill_value(dcpl.id(), options.fill_type, options.fill), "H5Pset_fill_value " + name);
+  // All storage now, filled: a store that could be created never needs more disk space for its
+  // results (a disk filling up later cannot stop it halfway, docs/GUARANTEES.md).
+  check(H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time " + name);
   return Handle(H5Dcreate2(loc, name.c_str(), file_type, space.id(), H5P_DEFAULT, dcpl.id(), H5P_DEFAULT),
                 "cannot create dataset " + name);
 }

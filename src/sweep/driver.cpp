@@ -209,7 +209,7 @@ class Service {
       }
       // H5Fflush hands the data to the OS; an fsync now and then also survives a node crash.
       if (std::chrono::duration<double>(now - last_sync).count() >= opt_.sync_interval_s) {
-        store_.sync();
+        guard_io([&] { store_.sync(); });
         last_sync = now;
       }
       progress_.report();
@@ -246,6 +246,21 @@ class Service {
     return true;
   }
 
+  /// A failed write (a full disk, a lost file system) ends the run: say what is safe and what to do.
+  template <class F>
+  void guard_io(F&& f) {
+    try {
+      f();
+    } catch (const StoreError& e) {
+      const std::string what = e.what();
+      const bool full = what.find("No space left on device") != std::string::npos ||
+                        what.find("errno = 28") != std::string::npos;
+      throw StoreError("cannot write " + opt_.output.string() + (full ? ": the disk is full" : "") + " (" + what +
+                       "). Every task marked done in the store is safe; " +
+                       (full ? "free space and run" : "fix the cause and run") + " the same command to resume.");
+    }
+  }
+
   /// A stop signal on any rank: no new bundles; running ones get the grace period.
   void begin_stop(int sig) {
     work_.stop();
@@ -271,7 +286,7 @@ class Service {
   }
 
   void write(std::vector<store::TaskResult>& batch) {
-    store_.write(batch);
+    guard_io([&] { store_.write(batch); });
     for (const auto& r : batch) {
       progress_.add(plan_.tasks[r.task].flops);
       if (r.status == store::TaskStatus::done) work_.calibrate(plan_.tasks[r.task].flops, r.wall_s);

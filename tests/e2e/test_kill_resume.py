@@ -62,22 +62,42 @@ def run_and_kill(args, ranks, delay, victim="all"):
     except subprocess.TimeoutExpired:
         pass
     procs = descendants(proc.pid)
-    if ranks is None or victim == "all":
+    by_rank = {mpi_rank_of(p): p for p in procs}
+    if victim == "rank0" and 0 in by_rank:
+        targets = [by_rank[0]]
+    elif victim == "worker" and any(r not in (None, 0) for r in by_rank):
+        targets = [p for r, p in by_rank.items() if r not in (None, 0)][:1]
+    else:  # everything (also when the chosen rank has not started yet)
         targets = [proc.pid] + procs
-    else:
-        by_rank = {mpi_rank_of(p): p for p in procs}
-        targets = [by_rank[0]] if victim == "rank0" else [p for r, p in by_rank.items() if r not in (None, 0)][:1]
     for p in targets:
         try:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
     proc.wait(timeout=60)
-    deadline = time.time() + 30  # every rank gone before the next run opens the store
-    while any(alive(p) for p in procs):
+    # Every rank gone before the next run opens the store. A rank that mpiexec was spawning at the
+    # kill is not in `procs`: it notices its parent's death and aborts within a few seconds, so
+    # wait until no process names the store for a few consecutive checks.
+    deadline = time.time() + 30
+    path, quiet = str(args[args.index("-o") + 1]), 0
+    while quiet < 3:
         assert time.time() < deadline, "ranks survived the kill"
-        time.sleep(0.05)
+        quiet = 0 if any(alive(p) for p in procs) or using(path) else quiet + 1
+        time.sleep(0.1)
     return True
+
+
+def using(path):
+    """Whether a live process has `path` on its command line (a rank started after the kill's scan)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if path.encode() in f.read() and alive(int(entry)):
+                        return True
+            except OSError:
+                continue
+    return False
 
 
 def statuses(path):
@@ -134,3 +154,58 @@ def test_resumed_run_computes_only_missing_tasks(tmp_path, reference_kill_store)
     kept = before["status"] == 1
     assert np.array_equal(after["wall_s"][kept], before["wall_s"][kept])
     assert_same_results(store, reference_kill_store)
+
+
+def test_fifty_sigkills_every_task_done_exactly_once(tmp_path, reference_kill_store):
+    """At least 50 SIGKILLs at random moments (every process, rank 0 only, or a worker only) of
+    2- and 3-rank runs, each followed by a resume. Across the runs of a store, a task that was done
+    never changes again (its /tasks row is bitwise the same: not recomputed, not rewritten) and the
+    pending -> done transitions add up to exactly the number of tasks; the completed store equals
+    an uninterrupted run bitwise. When a store completes, the next cycle starts a fresh one."""
+    rng = random.Random(50)
+    store = tmp_path / "fifty.h5"
+    kills = cycles = 0
+    rows_before = None
+    completions = 0
+
+    def finish_cycle():
+        nonlocal cycles, rows_before, completions
+        with h5py.File(store, "r") as f:
+            n = len(f["tasks"])
+        assert completions == n, f"{completions} completions for {n} tasks"
+        assert_same_results(store, reference_kill_store)
+        store.unlink()
+        cycles += 1
+        rows_before, completions = None, 0
+
+    for _ in range(150):
+        if kills >= 50:
+            break
+        ranks = rng.choice([2, 3])
+        victim = rng.choice(["all", "rank0", "worker"])
+        kills += run_and_kill(["run", DATA / "kill.toml", "-o", store, "-q"], ranks, rng.uniform(0.3, 1.6), victim)
+        if not store.exists():
+            continue
+        with h5py.File(store, "r") as f:
+            rows = f["tasks"][...]
+        done = rows["status"] == 1
+        if rows_before is not None:
+            kept = rows_before["status"] == 1
+            assert np.all(done[kept]), "a done task was lost"
+            assert np.array_equal(rows[kept], rows_before[kept]), "a done task was recomputed or rewritten"
+            completions += int(np.sum(done & ~kept))
+        else:
+            completions += int(np.sum(done))
+        rows_before = rows
+        if done.all():
+            finish_cycle()
+    assert kills >= 50, f"only {kills} kills landed"
+    if store.exists():  # the last store: finish it without a kill
+        rcsweep("run", DATA / "kill.toml", "-o", store, "-q", ranks=2, check=0)
+        with h5py.File(store, "r") as f:
+            rows = f["tasks"][...]
+        kept = rows_before["status"] == 1
+        assert np.array_equal(rows[kept], rows_before[kept])
+        completions += int(np.sum((rows["status"] == 1) & ~kept))
+        finish_cycle()
+    assert cycles >= 1
