@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +51,38 @@ std::string human_seconds(double s) {
   else if (s < 7200) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
   else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
   return buf;
+}
+
+double physical_memory_bytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+/// The memory budget of one rank: --mem-per-rank, else this node's physical memory shared by
+/// `ranks_on_node` ranks. `source` says which, for messages.
+double memory_budget(const std::string& mem_per_rank, int ranks_on_node, std::string& source) {
+  if (!mem_per_rank.empty()) {
+    source = "--mem-per-rank " + mem_per_rank;
+    return parse_bytes(mem_per_rank, "--mem-per-rank");
+  }
+  source = "this machine's " + human_bytes(physical_memory_bytes()) + " / " + std::to_string(ranks_on_node) +
+           " rank" + (ranks_on_node == 1 ? "" : "s") + "; set --mem-per-rank";
+  return physical_memory_bytes() / ranks_on_node;
+}
+
+/// Refuse (ConfigError on --mem-per-rank) a plan whose largest bundle does not fit the budget.
+void check_memory(const plan::Plan& plan, double budget, const std::string& source) {
+  const plan::Bundle* worst = nullptr;
+  for (const auto& b : plan.bundles)
+    if (!worst || b.bytes() > worst->bytes()) worst = &b;
+  if (!worst || static_cast<double>(worst->bytes()) + program_bytes <= budget) return;
+  const auto& m = plan.models.at(plan.tasks.at(worst->tasks.front()).point);
+  throw ConfigError({{"--mem-per-rank",
+                      "the largest bundle (" + std::to_string(worst->tasks.size()) + " tasks with T = " +
+                          std::to_string(m.T) + ", d = " + std::to_string(m.d) + ", " +
+                          std::to_string(plan.max_depth) + " layers) needs about " +
+                          human_bytes(static_cast<double>(worst->bytes()) + program_bytes) +
+                          " per rank, more than the budget of " + human_bytes(budget) + " (" + source +
+                          "); give each rank more memory (fewer ranks per node) or make the tasks smaller"}});
 }
 
 std::string join_values(const std::vector<config::ParamValue>& values, std::size_t max_shown = 8) {
@@ -107,6 +141,33 @@ config::SweepSpec load_spec(const std::filesystem::path& sweep_file) {
 
 }  // namespace
 
+double parse_bytes(const std::string& text, const std::string& what) {
+  const auto bad = [&] {
+    return ConfigError({{what, "expected a size like 4G, 512M, 2GiB or a number of bytes, got '" + text + "'"}});
+  };
+  std::size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  std::string unit = text.substr(used);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();  // GiB = G
+  double scale = 1.0;
+  if (unit.size() == 1) {
+    const std::string units = "KMGT";
+    const auto k = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+    if (k == std::string::npos) throw bad();
+    scale = std::pow(1024.0, static_cast<double>(k + 1));
+  } else if (!unit.empty()) {
+    throw bad();
+  }
+  if (!(value > 0.0) || text[0] == '+' || !std::isfinite(value * scale)) throw bad();
+  return value * scale;
+}
+
 plan::Shard parse_shard(const std::string& text) {
   const auto slash = text.find('/');
   try {
@@ -126,6 +187,15 @@ int run_command(const RunArgs& args) {
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   try {
     plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
+    {  // every rank checks the same plan against its node's budget: all refuse together
+      MPI_Comm node;
+      mpi::check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                 "MPI_Comm_split_type");
+      const int on_node = mpi::comm_size(node);
+      MPI_Comm_free(&node);
+      std::string source;
+      check_memory(plan, memory_budget(args.mem_per_rank, on_node, source), source);
+    }
     sweep::RunOptions opt = args.options;
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
     std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
@@ -184,7 +254,10 @@ int run_command(const RunArgs& args) {
     }
     return s.exit_code();
   } catch (const ConfigError& e) {  // every rank read the same file: report once
-    if (rank == 0) std::fprintf(stderr, "error: invalid sweep file %s:\n%s\n", args.sweep_file.c_str(), e.what());
+    const bool option = !e.issues().empty() && e.issues().front().key.starts_with("--");
+    if (rank == 0 && option) std::fprintf(stderr, "error: %s\n", e.what());
+    if (rank == 0 && !option)
+      std::fprintf(stderr, "error: invalid sweep file %s:\n%s\n", args.sweep_file.c_str(), e.what());
     return 2;
   } catch (const sweep::StoreRefused& e) {  // thrown on every rank
     if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
@@ -212,6 +285,9 @@ int plan_command(const PlanArgs& args) {
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int ranks = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, plan.bundles.size())));
   const double makespan = std::max(core_s / ranks, largest / effective_flops_per_core_second);
+  std::string budget_source;
+  const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
+  check_memory(plan, budget, budget_source);
 
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
               static_cast<unsigned long long>(spec.seed));
@@ -237,6 +313,7 @@ int plan_command(const PlanArgs& args) {
   std::printf("peak memory   %s per rank (largest bundle %s + program %s)\n",
               human_bytes(static_cast<double>(peak_bytes) + program_bytes).c_str(),
               human_bytes(static_cast<double>(peak_bytes)).c_str(), human_bytes(program_bytes).c_str());
+  std::printf("memory budget %s per rank (%s)\n", human_bytes(budget).c_str(), budget_source.c_str());
   const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) * 13 +
                                     static_cast<double>(plan.spectrum_total()));
   std::printf("store size    about %s\n", human_bytes(store_bytes).c_str());

@@ -15,6 +15,7 @@ struct RunArgs {
   plan::Shard shard;
   bool quiet = false;
   std::string time_limit;  ///< --time-limit text (parsed into options.time_limit_s)
+  std::string mem_per_rank;  ///< --mem-per-rank (default: physical memory / ranks on the node)
   /// --dump-weights: after the sweep, rank 0 writes /dump (store/dump.hpp) for the done tasks;
   /// refused (exit 2, before any work) when the dump would exceed store::dump_limit_bytes.
   bool dump_weights = false;
@@ -25,12 +26,16 @@ struct PlanArgs {
   std::filesystem::path sweep_file;
   plan::Shard shard;
   int cores = 0;  ///< 0: this machine's
+  std::string mem_per_rank;  ///< --mem-per-rank (default: physical memory / planned ranks)
 };
 int plan_command(const PlanArgs& args);
 
 /// Print what a store holds. Exit code 2 when it is not a readable rcsweep store of this schema; the
 /// store is read in a child process, so a file that crashes the HDF5 library is such an error too.
 int info_command(const std::filesystem::path& store);
+
+/// Parse a size ("4G", "512M", "2GiB", "1.5g", bytes) into bytes; ConfigError on key `what`.
+double parse_bytes(const std::string& text, const std::string& what);
 
 /// Parse "i/n" into a shard (throws ConfigError on key "--shard").
 plan::Shard parse_shard(const std::string& text);

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
                       "BLAS threads per rank (default 1: one rank per core is faster and layout-independent)")
       ->check(CLI::Range(1, 256));
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress on stderr");
+  run_cmd->add_option("--mem-per-rank", run.mem_per_rank,
+                      "memory budget of one rank (e.g. 4G, 512M); a sweep whose largest bundle would not fit is\n"
+                      "refused before any work (exit 2). Default: physical memory / ranks on the node");
   run_cmd->add_flag("--retry-failed", run.options.retry_failed, "run failed and diverged tasks of the store again");
   run_cmd->add_option("--grace", run.options.grace_s,
                       "seconds that running tasks get to finish after a stop signal (default 30)")
@@ -66,6 +69,9 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("sweep", plan.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
   plan_cmd->add_option("--shard", plan_shard, "plan only shard i/n");
   plan_cmd->add_option("--cores", plan.cores, "cores to plan for (default: this machine's)")->check(CLI::Range(1, 1 << 20));
+  plan_cmd->add_option("--mem-per-rank", plan.mem_per_rank,
+                       "memory budget of one rank (e.g. 4G); refused (exit 2) if the largest bundle does not fit.\n"
+                       "Default: physical memory / planned ranks");
 
   std::filesystem::path info_store;
   auto* info_cmd = app.add_subcommand("info", "Show what a store holds: provenance, progress, datasets.");

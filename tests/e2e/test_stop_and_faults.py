@@ -279,3 +279,24 @@ def test_retry_failed_reruns_diverged_tasks(tmp_path):
         after = f["tasks"][...]
     assert np.array_equal(after["status"], before["status"])  # deterministic: diverges again
     assert np.array_equal(after["wall_s"][~diverged], before["wall_s"][~diverged])  # done ones untouched
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_memory_budget_refuses_a_sweep_that_does_not_fit(tmp_path, command):
+    out = tmp_path / "m.h5"
+    args = [command, DATA / "kill.toml", "--mem-per-rank", "10M"] + (["-o", out] if command == "run" else [])
+    proc = rcsweep(*args, check=2, ranks=2 if command == "run" else None)
+    assert re.search(r"--mem-per-rank: the largest bundle \(4 tasks with T = 48, d = 96, 16 layers\) needs "
+                     r"about [\d.]+ MiB per rank, more than the budget of 10.0 MiB", proc.stderr), proc.stderr
+    assert proc.stderr.count("largest bundle") == 1  # once, not per rank
+    assert not out.exists()
+    ok = rcsweep(command, DATA / "kill.toml", "--mem-per-rank", "1G", *(["-o", out, "-q"] if command == "run" else []),
+                 check=0)
+    if command == "plan":
+        assert "memory budget 1.0 GiB per rank (--mem-per-rank 1G)" in ok.stdout
+
+
+@pytest.mark.parametrize("text", ["10X", "-1G", "G", "0"])
+def test_bad_memory_size_is_a_usage_error(text):
+    proc = rcsweep("plan", DATA / "kill.toml", "--mem-per-rank", text, check=2)
+    assert f"--mem-per-rank: expected a size like 4G, 512M, 2GiB or a number of bytes, got '{text}'" in proc.stderr
