@@ -114,5 +114,37 @@ TEST(SweepMpi, StoreIsBitwiseEqualToSerialComputation) {
   std::filesystem::remove(path);
 }
 
+// A task that throws is recorded as failed with its message and the sweep goes on (exit 3): here
+// every bundle throws, because the input file of input = "file" is never loaded (the CLI loads it).
+TEST(SweepMpi, ThrowingTasksAreRecordedFailedAndTheSweepGoesOn) {
+  const int rank = mpi::comm_rank(MPI_COMM_WORLD);
+  const plan::Plan plan = plan::make_plan(config::parse_sweep(R"(
+[sweep]
+name = "mpi-failed"
+seed = 1
+replicates = 2
+[model]
+depth = 2
+input = "file"
+input_path = "never-loaded.h5"
+input_dataset = "X"
+[[zip]]
+T = [4, 6, 8]
+d = [8, 8, 8]
+)", "test"));
+  const auto [path, summary] = test::run_into_temp_store(plan, "rcsweep_mpi_failed");
+  EXPECT_EQ(summary.exit_code(), 3);
+  EXPECT_EQ(summary.store_failed, plan.tasks.size());
+  if (rank != 0) return;
+  EXPECT_EQ(summary.failed, plan.tasks.size());
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  for (const auto& t : read_tasks(file)) EXPECT_EQ(t.status, 2) << "task " << t.id;
+  const auto fro = read_all(file, "/layers/fro");
+  for (double x : fro) EXPECT_TRUE(std::isnan(x));
+  H5Fclose(file);
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace rcsweep
