@@ -86,17 +86,7 @@ Matrix norm_vjp(config::Norm norm, const Matrix& U, const Matrix& G) {
 // dU = U Omega_U, dV = V Omega_V antisymmetric). The backward pass applies the adjoint of K -> D.
 Matrix outliers_vjp(const Matrix& M_raw, int outliers_r, const Matrix& G) {
   const auto svd = linalg::svd(M_raw);
-  const std::size_t k = svd.s.size();
-  std::size_t r = static_cast<std::size_t>(outliers_r);
-  if (r == 0 && k >= 2) {  // the same choice as apply_gap_fix
-    double best = -1.0;
-    for (std::size_t i = 0; i + 1 < k; ++i)
-      if (svd.s[i] - svd.s[i + 1] > best) {
-        best = svd.s[i] - svd.s[i + 1];
-        r = i + 1;
-      }
-  }
-  r = std::min(r, k);
+  const std::size_t k = svd.s.size(), r = outliers_rank(svd.s, outliers_r);  // as apply_gap_fix
   if (r == 0) return G;
   const Matrix V = [&] {  // V = Vt^T
     Matrix out(svd.Vt.cols(), svd.Vt.rows());
@@ -122,16 +112,6 @@ Matrix outliers_vjp(const Matrix& M_raw, int outliers_r, const Matrix& G) {
   Matrix out = G;  // G_raw = G - U GK V^T
   linalg::gemm(-1.0, product(1.0, svd.U, Op::none, GK, Op::none), Op::none, V, Op::trans, 1.0, out);
   return out;
-}
-
-// L(alpha)_ji = alpha^(j-i) for j >= i, else 0 (lambda-skip App. A.3 eq. (12)), applied to G.
-void mask_decay(double alpha, Matrix& G) {
-  const std::size_t T = G.rows();
-  std::vector<double> power(T);
-  power[0] = 1.0;
-  for (std::size_t k = 1; k < T; ++k) power[k] = power[k - 1] * alpha;
-  for (std::size_t j = 0; j < T; ++j)
-    for (std::size_t i = 0; i < T; ++i) G(j, i) = i <= j ? G(j, i) * power[j - i] : 0.0;
 }
 
 // Adds to G_X the cotangent of X through an input-dependent mixer M(X), given G_M (cotangent of
@@ -168,7 +148,7 @@ void mixer_vjp(const ModelParams& model, const HeadTape& head, const Matrix& X, 
       return;
     }
     case Mixer::ssd: {  // M = L(alpha) * (C B^T)
-      mask_decay(model.alpha, G_M);
+      apply_decay_mask(model.alpha, 1.0, G_M);  // the mask is linear: G <- L * G
       if (model.bc_init == config::BcInit::identity) {  // C = B = X: G_X += (G + G^T) X
         linalg::gemm(1.0, G_M, Op::none, X, Op::none, 1.0, G_X);
         linalg::gemm(1.0, G_M, Op::trans, X, Op::none, 1.0, G_X);

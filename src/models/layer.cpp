@@ -86,8 +86,8 @@ Matrix attention_logits(const ModelParams& model, int layer, int head, const Mat
   return S;
 }
 
-// L(alpha)_ji = alpha^(j-i) for j >= i, else 0 (lambda-skip App. A.3 eq. (12)); multiplies `M`
-// entrywise (selective SSM) or is M itself times a gain (LTI).
+}  // namespace
+
 void apply_decay_mask(double alpha, double gain, Matrix& M) {
   const std::size_t T = M.rows();
   std::vector<double> power(T);
@@ -96,8 +96,6 @@ void apply_decay_mask(double alpha, double gain, Matrix& M) {
   for (std::size_t j = 0; j < T; ++j)
     for (std::size_t i = 0; i < T; ++i) M(j, i) = i <= j ? M(j, i) * power[j - i] : 0.0;
 }
-
-}  // namespace
 
 // Variance N^-1/2, so (C B^T)_ij has unit variance for unit-norm tokens (MODELS.md 'Mixers').
 Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::size_t cols, int N, RandomSource& random) {
@@ -185,6 +183,19 @@ Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix&
   return {};
 }
 
+std::size_t outliers_rank(const std::vector<double>& s, int outliers_r) {
+  std::size_t r = static_cast<std::size_t>(std::max(outliers_r, 0));
+  if (r == 0 && s.size() >= 2) {
+    double best = -1.0;
+    for (std::size_t i = 0; i + 1 < s.size(); ++i)
+      if (s[i] - s[i + 1] > best) {
+        best = s[i] - s[i + 1];
+        r = i + 1;
+      }
+  }
+  return std::min(r, s.size());
+}
+
 void apply_gap_fix(config::GapFix fix, Matrix& M, int outliers_r) {
   switch (fix) {
     case config::GapFix::none:
@@ -197,17 +208,7 @@ void apply_gap_fix(config::GapFix fix, Matrix& M, int outliers_r) {
     case config::GapFix::outliers: {
       // Mind the Gap App. A.5: M - sum_{i <= r} s_i u_i v_i^T, r = argmax_i (s_i - s_(i+1)) or fixed.
       const auto svd = linalg::svd(M);
-      const std::size_t k = svd.s.size();
-      std::size_t r = static_cast<std::size_t>(outliers_r);
-      if (r == 0 && k >= 2) {
-        double best = -1.0;
-        for (std::size_t i = 0; i + 1 < k; ++i)
-          if (svd.s[i] - svd.s[i + 1] > best) {
-            best = svd.s[i] - svd.s[i + 1];
-            r = i + 1;
-          }
-      }
-      r = std::min(r, k);
+      const std::size_t r = outliers_rank(svd.s, outliers_r);
       if (r == 0) return;
       Matrix US(M.rows(), r), Vt(r, M.cols());
       for (std::size_t i = 0; i < M.rows(); ++i)

@@ -21,6 +21,14 @@ Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const
 /// Row-wise softmax in place, max-subtracted (rows sum to 1).
 void softmax_rows(Matrix& S);
 
+/// The number r of leading singular triplets gap_fix outliers removes, given the singular values s
+/// (descending): outliers_r when positive, else the argmax of s_i - s_(i+1); at most s.size().
+std::size_t outliers_rank(const std::vector<double>& s, int outliers_r);
+
+/// M <- L(alpha) * M entrywise (times `gain`): L(alpha)_ji = gain alpha^(j-i) for j >= i, else 0
+/// (lambda-skip App. A.3 eq. (12)).
+void apply_decay_mask(double alpha, double gain, Matrix& M);
+
 /// Apply gap_fix in place: perp subtracts 1/T from every entry (Mind the Gap eq. (8), (16));
 /// outliers removes the leading r singular triplets, r = outliers_r or (0) the argmax gap.
 void apply_gap_fix(config::GapFix fix, Matrix& M, int outliers_r = 0);
