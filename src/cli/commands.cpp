@@ -4,13 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +86,41 @@ void check_memory(const plan::Plan& plan, double budget, const std::string& sour
                           human_bytes(static_cast<double>(worst->bytes()) + program_bytes) +
                           " per rank, more than the budget of " + human_bytes(budget) + " (" + source +
                           "); give each rank more memory (fewer ranks per node) or make the tasks smaller"}});
+}
+
+/// Run `read` (returning an exit code) in a child process, so that a crash of the HDF5 library on
+/// a damaged file cannot take this process down: HDF5 1.10 reads some damaged files out of bounds
+/// instead of failing (a corrupted global heap, where variable-length string attributes live,
+/// makes H5Aread copy past its buffer: SIGSEGV). Returns the child's exit code, or nullopt with
+/// `crash` set to the signal's description when the child was killed.
+std::optional<int> in_child(const std::function<int()>& read, std::string& crash) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  if (child < 0) return read();  // no process to spare: read it here
+  if (child == 0) {
+    // the plain default action: no crash report from a handler inherited from MPI
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
+    int rc = 1;
+    try {
+      rc = read();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(rc);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) throw Error(std::string("waitpid: ") + std::strerror(errno));
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  crash = WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "unknown status";
+  return std::nullopt;
+}
+
+std::string crashed_message(const std::filesystem::path& path, const std::string& crash) {
+  return path.string() + ": damaged HDF5 file (reading it crashed the HDF5 library: " + crash + ")";
 }
 
 std::string join_values(const std::vector<config::ParamValue>& values, std::size_t max_shown = 8) {
@@ -198,6 +236,21 @@ int run_command(const RunArgs& args) {
     }
     sweep::RunOptions opt = args.options;
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
+    // A store to resume is first read in a child process (rank 0): a file that crashes HDF5 is
+    // refused like any damaged store instead of taking the job down.
+    std::string crash;
+    if (rank == 0 && !opt.overwrite && std::filesystem::is_regular_file(opt.output))
+      in_child(
+          [&] {
+            try {  // only a crash matters here: errors are reported by the real open below
+              store::read_info(opt.output);
+            } catch (const std::exception&) {
+            }
+            return 0;
+          },
+          crash);
+    crash = mpi::bcast(crash, 0, MPI_COMM_WORLD);
+    if (!crash.empty()) throw sweep::StoreRefused(crashed_message(opt.output, crash));
     std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
     if (args.dump_weights) {  // every rank sees the same plan: all refuse together, before any work
       for (const auto& b : plan.bundles) dump_tasks.insert(dump_tasks.end(), b.tasks.begin(), b.tasks.end());
@@ -362,30 +415,9 @@ int print_info_or_refuse(const std::filesystem::path& path) {
 }  // namespace
 
 int info_command(const std::filesystem::path& path) {
-  // HDF5 1.10 reads some damaged files out of bounds instead of failing (a corrupted global heap,
-  // where variable-length string attributes live, makes H5Aread copy past its buffer: SIGSEGV). So
-  // the store is read in a child process, and a crash becomes an error message and exit code 2.
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t child = ::fork();
-  if (child < 0) return print_info_or_refuse(path);  // no process to spare: read it here
-  if (child == 0) {
-    int rc = 1;
-    try {
-      rc = print_info_or_refuse(path);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-    }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::_Exit(rc);
-  }
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) throw Error(std::string("waitpid: ") + std::strerror(errno));
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  std::fprintf(stderr, "error: %s: damaged HDF5 file (reading it crashed the HDF5 library: %s)\n", path.c_str(),
-               WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "unknown status");
+  std::string crash;
+  if (const auto rc = in_child([&] { return print_info_or_refuse(path); }, crash)) return *rc;
+  std::fprintf(stderr, "error: %s\n", crashed_message(path, crash).c_str());
   return 2;
 }
 
