@@ -88,11 +88,18 @@ void check_memory(const plan::Plan& plan, double budget, const std::string& sour
                           "); give each rank more memory (fewer ranks per node) or make the tasks smaller"}});
 }
 
+/// How long reading a store may take in in_child (RCSWEEP_STORE_READ_TIMEOUT overrides, for tests).
+unsigned read_timeout_s() {
+  const char* v = std::getenv("RCSWEEP_STORE_READ_TIMEOUT");
+  const long t = v ? std::strtol(v, nullptr, 10) : 0;
+  return t > 0 ? static_cast<unsigned>(t) : 120u;
+}
+
 /// Run `read` (returning an exit code) in a child process, so that a crash of the HDF5 library on
 /// a damaged file cannot take this process down: HDF5 1.10 reads some damaged files out of bounds
 /// instead of failing (a corrupted global heap, where variable-length string attributes live,
-/// makes H5Aread copy past its buffer: SIGSEGV). Returns the child's exit code, or nullopt with
-/// `crash` set to the signal's description when the child was killed.
+/// makes H5Aread copy past its buffer: SIGSEGV), or loops forever (read_timeout_s). Returns the
+/// child's exit code, or nullopt with `crash` saying what happened when the child was killed.
 std::optional<int> in_child(const std::function<int()>& read, std::string& crash) {
   std::fflush(stdout);
   std::fflush(stderr);
@@ -101,6 +108,7 @@ std::optional<int> in_child(const std::function<int()>& read, std::string& crash
   if (child == 0) {
     // the plain default action: no crash report from a handler inherited from MPI
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
+    alarm(read_timeout_s());  // a damaged file can also make HDF5 loop forever
     int rc = 1;
     try {
       rc = read();
@@ -115,12 +123,16 @@ std::optional<int> in_child(const std::function<int()>& read, std::string& crash
   while (::waitpid(child, &status, 0) < 0)
     if (errno != EINTR) throw Error(std::string("waitpid: ") + std::strerror(errno));
   if (WIFEXITED(status)) return WEXITSTATUS(status);
-  crash = WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "unknown status";
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+    crash = "reading it did not finish within " + std::to_string(read_timeout_s()) + " s";
+  else
+    crash = std::string("reading it crashed the HDF5 library: ") +
+            (WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "unknown status");
   return std::nullopt;
 }
 
 std::string crashed_message(const std::filesystem::path& path, const std::string& crash) {
-  return path.string() + ": damaged HDF5 file (reading it crashed the HDF5 library: " + crash + ")";
+  return path.string() + ": damaged HDF5 file (" + crash + ")";
 }
 
 std::string join_values(const std::vector<config::ParamValue>& values, std::size_t max_shown = 8) {

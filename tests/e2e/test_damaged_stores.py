@@ -3,15 +3,17 @@
 message, never crash (killed by a signal) or hang, and leave the file exactly as it was;
 `--overwrite` replaces it when asked."""
 import hashlib
+import os
 import shutil
 import struct
 import subprocess
+import time
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import BIN, mpi_prefix
+from conftest import BIN, DATA, SOURCE, mpi_prefix
 
 SWEEP = """
 [sweep]
@@ -349,3 +351,18 @@ def test_run_on_a_corrupt_global_heap_of_the_plan_hash(tmp_path, made):
     assert cli("info", path).returncode == 2
     proc = cli("run", made["sweep"], "-o", path, "-q", "--resume")  # asserts it was not killed by a signal
     assert proc.returncode == 2 and "damaged" in proc.stderr
+
+
+def test_a_store_that_makes_hdf5_loop_forever_is_refused_after_the_read_timeout(tmp_path):
+    """A zero-size free object in a global heap makes HDF5 1.10.8 loop forever (fuzzer finding,
+    docs/FUZZING.md): info and run give up after the read timeout (120 s; 2 s here)."""
+    path = tmp_path / "hang.h5"
+    path.write_bytes((SOURCE / "tests/fuzz/regressions/store/hdf5-1.10-global-heap-free-object-size-0-hangs.h5")
+                     .read_bytes())
+    env = {**os.environ, "RCSWEEP_STORE_READ_TIMEOUT": "2"}
+    for args in (["info", path], ["run", DATA / "kill.toml", "-o", path, "--resume"]):
+        start = time.time()
+        proc = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, env=env, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert "damaged HDF5 file (reading it did not finish within 2 s)" in proc.stderr
+        assert time.time() - start < 20
