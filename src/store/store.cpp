@@ -685,6 +685,10 @@ Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
+bool is_disk_full(const std::string& message) {
+  return message.find("No space left on device") != std::string::npos || message.find("errno = 28") != std::string::npos;
+}
+
 Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov,
                     bool overwrite) {
   h5::init();
@@ -702,17 +706,31 @@ Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, c
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->load_plan(plan);
+  // Every dataset's storage is allocated here, so a full disk shows now, before any work.
+  const auto disk_full = [&](const StoreError& e) {
+    return StoreError("cannot create " + p + ": the disk is full (" + e.what() +
+                      "); the store is allocated in full when it is created: free space or write it elsewhere");
+  };
   try {
     impl->file = h5::create_file(path, overwrite);
   } catch (const StoreError& e) {
+    if (is_disk_full(e.what())) {
+      std::filesystem::remove(path, ec);  // what H5Fcreate began
+      throw disk_full(e);
+    }
     if (!overwrite && std::filesystem::exists(path, ec))  // created by someone else meanwhile
       throw StoreError(p + " exists; pass --resume to continue it or --overwrite to replace it");
     throw;
   }
   try {
     impl->create_all(plan, prov);
-  } catch (...) {
+  } catch (const StoreError& e) {
     impl.reset();  // close every handle, then do not leave a half-made store behind
+    std::filesystem::remove(path, ec);
+    if (is_disk_full(e.what())) throw disk_full(e);
+    throw;
+  } catch (...) {
+    impl.reset();
     std::filesystem::remove(path, ec);
     throw;
   }

@@ -48,6 +48,9 @@ struct TaskResult {
   std::vector<double> grad_log10, grad_stderr;
 };
 
+/// Whether an error message (an HDF5 write failure) says the file system is full (ENOSPC).
+bool is_disk_full(const std::string& message);
+
 struct Provenance {
   std::string rcsweep_version, git_commit, created, host, blas, hdf5_version;
   int mpi_ranks = 1;

@@ -253,8 +253,7 @@ class Service {
       f();
     } catch (const StoreError& e) {
       const std::string what = e.what();
-      const bool full = what.find("No space left on device") != std::string::npos ||
-                        what.find("errno = 28") != std::string::npos;
+      const bool full = store::is_disk_full(what);
       throw StoreError("cannot write " + opt_.output.string() + (full ? ": the disk is full" : "") + " (" + what +
                        "). Every task marked done in the store is safe; " +
                        (full ? "free space and run" : "fix the cause and run") + " the same command to resume.");

@@ -2,6 +2,7 @@
 disk, --retry-failed. Every interrupted store must resume to bitwise the uninterrupted one."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -300,3 +301,47 @@ def test_memory_budget_refuses_a_sweep_that_does_not_fit(tmp_path, command):
 def test_bad_memory_size_is_a_usage_error(text):
     proc = rcsweep("plan", DATA / "kill.toml", "--mem-per-rank", text, check=2)
     assert f"--mem-per-rank: expected a size like 4G, 512M, 2GiB or a number of bytes, got '{text}'" in proc.stderr
+
+
+def fill(directory):
+    """Write a file into `directory` until the file system is full."""
+    try:
+        with open(directory / "filler", "wb", buffering=0) as f:
+            while True:
+                f.write(b"\0" * 65536)
+    except OSError:
+        pass
+
+
+def test_real_tmpfs_filled_mid_run_and_a_full_one(tmp_path, long_sweep):
+    """On a real (tmpfs) file system: the store's storage is allocated when it is created, so
+    filling the disk mid-run does not stop the run; creating a store on a full disk is refused
+    with a clear message and leaves no file."""
+    sweep, reference = long_sweep
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)")
+    proc = None
+    try:
+        store = mnt / "s.h5"
+        proc = start(["run", sweep, "-o", store, "-q"])
+        while not store.exists() and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        fill(mnt)
+        assert shutil.disk_usage(mnt).free < 65536
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert_same_results(store, reference)
+        store.unlink()
+        fill(mnt)
+        refused = rcsweep("run", sweep, "-o", store, check=2)
+        assert f"cannot create {store}: the disk is full" in refused.stderr
+        assert "free space or write it elsewhere" in refused.stderr
+        assert not store.exists()
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
