@@ -1,0 +1,477 @@
+// Layer efficiency (issue 5, target 1): in one run, the machine's own limits (single-thread dgemm
+// at the layer's shapes, dgesdd of T x d) and the time of one models::apply_layer call plus the
+// metrics the task runner computes for it (metrics::signal_metrics, as task_runner.cpp `record`
+// does; the mixer metrics are computed inside apply_layer), against the bound
+//   bound = sum over the layer's GEMMs of the measured time of that GEMM shape
+//           (+ the measured dgesdd time of T x d when the spectrum of X is stored).
+// Then a breakdown (random numbers, products, elementwise, metrics) of every layer.
+//   bash bench/run_layer_bench.sh BUILD_DIR        (prints the Markdown table)
+//   BUILD_DIR/bench/bench_layers --benchmark_filter=layer/softmax
+//
+// GEMM flops of one layer (heads = 1, d_qk = d, N = state_dim = 16, no gate/MLP; from layer.cpp):
+//   softmax, relu, sigmoid: Q = X W_Q, K = X W_K     2 * 2 T d d_qk
+//                           S = Q K^T                2 T T d_qk
+//                           V = X W_V                2 T d d
+//                           M V                      2 T T d
+//                           total (T = d = n)        10 n^3
+//   markov:                 V = X W_V, M V           2 T d d + 2 T T d          (4 n^3)
+//   ssd (bc_init gaussian): B = X W_B, C = X W_C     2 * 2 T d N
+//                           C B^T                    2 T T N
+//                           M X (C_V = I)            2 T T d                    (2 n^3 + 6 n^2 N)
+//   lti:                    M X                      2 T T d                    (2 n^3)
+//   s4d:                    no GEMM: a causal convolution per channel, T(T+1)/2 d multiply-adds;
+//                           its bound counts these T(T+1) d flops at the square dgemm rate (a
+//                           "GEMM-speed" reference, not a true lower bound: an FFT needs fewer).
+// Not in the bound (the issue's definition): the metrics' dsyrk + eigensolve (or dgesdd
+// fallback) of M (T x T) and of X (T x d), random numbers, softmax/elementwise, norm, copies.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "base/allocator.hpp"
+#include "config/params.hpp"
+#include "linalg/linalg.hpp"
+#include "metrics/metrics.hpp"
+#include "models/layer.hpp"
+#include "models/random_source.hpp"
+#include "rng/philox.hpp"
+
+namespace {
+using rcsweep::Matrix;
+using rcsweep::config::Mixer;
+using rcsweep::linalg::Op;
+namespace linalg = rcsweep::linalg;
+namespace models = rcsweep::models;
+namespace metrics = rcsweep::metrics;
+namespace rng = rcsweep::rng;
+using clock_type = std::chrono::steady_clock;
+
+constexpr int state_dim = 16;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Matrix random_matrix(std::size_t m, std::size_t n, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> nd;
+  Matrix a(m, n);
+  for (double& x : a.values()) x = nd(gen);
+  return a;
+}
+
+// One GEMM of a layer: C (m x n) = A (m x k) * op(B), op(B) = B or B^T.
+struct Product {
+  std::size_t m, n, k;
+  bool trans_b;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+};
+
+// Median time of one linalg::gemm of this shape (1 BLAS thread), measured once per shape and
+// cached: the machine limit the bound uses, taken in the same run as the layers.
+double gemm_seconds(const Product& p) {
+  static std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>, double> cache;
+  const auto key = std::make_tuple(p.m, p.n, p.k, p.trans_b);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  linalg::set_blas_threads(1);
+  const Matrix A = random_matrix(p.m, p.k, 11);
+  const Matrix B = p.trans_b ? random_matrix(p.n, p.k, 12) : random_matrix(p.k, p.n, 12);
+  Matrix C(p.m, p.n);
+  const auto once = [&] {
+    const auto t0 = clock_type::now();
+    linalg::gemm(1.0, A, Op::none, B, p.trans_b ? Op::trans : Op::none, 0.0, C);
+    return seconds_since(t0);
+  };
+  once();  // warm-up (packing buffers, page faults)
+  std::vector<double> t;
+  double total = 0.0;
+  while (t.size() < 5 || (total < 0.3 && t.size() < 200)) {
+    t.push_back(once());
+    total += t.back();
+  }
+  return cache[key] = median(t);
+}
+
+// Median time of linalg::singular_values (dgesdd, values only) of a unit-norm T x d matrix.
+double gesdd_seconds(std::size_t T, std::size_t d) {
+  static std::map<std::pair<std::size_t, std::size_t>, double> cache;
+  if (auto it = cache.find({T, d}); it != cache.end()) return it->second;
+  linalg::set_blas_threads(1);
+  Matrix X = random_matrix(T, d, 13);
+  double ss = 0.0;
+  for (double x : X.values()) ss += x * x;
+  for (double& x : X.values()) x /= std::sqrt(ss);
+  std::vector<double> t;
+  benchmark::DoNotOptimize(linalg::singular_values(X));
+  double total = 0.0;
+  while (t.size() < 3 || (total < 0.3 && t.size() < 50)) {
+    const auto t0 = clock_type::now();
+    benchmark::DoNotOptimize(linalg::singular_values(X));
+    t.push_back(seconds_since(t0));
+    total += t.back();
+  }
+  return cache[{T, d}] = median(t);
+}
+
+bool attention(Mixer m) { return m == Mixer::softmax || m == Mixer::relu || m == Mixer::sigmoid; }
+
+// The GEMMs of one layer (see the table at the top; from apply_layer / mixer_matrix).
+std::vector<Product> layer_products(Mixer mixer, std::size_t T, std::size_t d) {
+  const std::size_t dqk = d, N = state_dim;
+  switch (mixer) {
+    case Mixer::softmax:
+    case Mixer::relu:
+    case Mixer::sigmoid:
+      return {{T, dqk, d, false}, {T, dqk, d, false}, {T, T, dqk, true}, {T, d, d, false}, {T, d, T, false}};
+    case Mixer::markov:
+      return {{T, d, d, false}, {T, d, T, false}};
+    case Mixer::ssd:
+      return {{T, N, d, false}, {T, N, d, false}, {T, T, N, true}, {T, d, T, false}};
+    case Mixer::lti:
+      return {{T, d, T, false}};
+    default:
+      return {};
+  }
+}
+
+struct Bound {
+  double gemm_flops = 0.0;  // flops of the layer's GEMMs (s4d: its convolution flops)
+  double seconds = 0.0;     // at the measured dgemm time of each shape
+};
+
+Bound layer_bound(Mixer mixer, std::size_t T, std::size_t d) {
+  Bound b;
+  if (mixer == Mixer::s4d) {  // T(T+1)/2 d multiply-adds at the square n x n x n dgemm rate
+    const std::size_t n = std::max(T, d);
+    const Product sq{n, n, n, false};
+    b.gemm_flops = static_cast<double>(T) * static_cast<double>(T + 1) * static_cast<double>(d);
+    b.seconds = b.gemm_flops / (sq.flops() / gemm_seconds(sq));
+    return b;
+  }
+  for (const Product& p : layer_products(mixer, T, d)) {
+    b.gemm_flops += p.flops();
+    b.seconds += gemm_seconds(p);
+  }
+  return b;
+}
+
+rcsweep::config::ModelParams layer_model(Mixer mixer, int T, int d) {
+  rcsweep::config::ModelParams m;
+  m.mixer = mixer;
+  m.input = rcsweep::config::InputKind::sphere;
+  m.T = T;
+  m.d = d;
+  m.depth = 1;
+  m.d_qk = d;
+  m.lambda = 1.0;
+  m.lambda_mlp = 1.0;
+  m.norm = rcsweep::config::Norm::rms;
+  m.state_dim = state_dim;
+  m.alpha = 1.0;
+  return m;
+}
+
+const char* mixer_name(Mixer m) {
+  switch (m) {
+    case Mixer::softmax: return "softmax";
+    case Mixer::relu: return "relu";
+    case Mixer::sigmoid: return "sigmoid";
+    case Mixer::markov: return "markov";
+    case Mixer::ssd: return "ssd";
+    case Mixer::lti: return "lti";
+    case Mixer::s4d: return "s4d";
+    default: return "?";
+  }
+}
+
+constexpr Mixer all_mixers[] = {Mixer::softmax, Mixer::relu, Mixer::sigmoid, Mixer::markov,
+                                Mixer::ssd,     Mixer::lti,  Mixer::s4d};
+constexpr std::pair<int, int> sizes[] = {{512, 512}, {1024, 1024}, {1024, 512}};
+
+// ---------------------------------------------------------------------------------------------
+// (1) Machine limits.
+
+void BM_dgemm(benchmark::State& state, Product p) {
+  linalg::set_blas_threads(1);
+  const Matrix A = random_matrix(p.m, p.k, 1);
+  const Matrix B = p.trans_b ? random_matrix(p.n, p.k, 2) : random_matrix(p.k, p.n, 2);
+  Matrix C(p.m, p.n);
+  for (auto _ : state) linalg::gemm(1.0, A, Op::none, B, p.trans_b ? Op::trans : Op::none, 0.0, C);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(p.flops() * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_dgesdd(benchmark::State& state, std::size_t T, std::size_t d) {
+  linalg::set_blas_threads(1);
+  const Matrix X = random_matrix(T, d, 3);
+  for (auto _ : state) benchmark::DoNotOptimize(linalg::singular_values(X));
+}
+
+// ---------------------------------------------------------------------------------------------
+// (2) One layer as a task pays it: fresh weights (a new layer index per iteration, so the
+// RandomSource cache never serves a previous iteration's draws), apply_layer with LayerStats
+// (mixer metrics inside), then signal_metrics of the output (with the spectrum when `spectra`).
+
+void BM_layer(benchmark::State& state, Mixer mixer, int T, int d, bool spectra) {
+  linalg::set_blas_threads(1);
+  const auto model = layer_model(mixer, T, d);
+  models::RandomSource random(1, 0, T, d);
+  const Matrix X0 = models::make_input(model, random);
+  const Bound b = layer_bound(mixer, static_cast<std::size_t>(T), static_cast<std::size_t>(d));
+  const double svd = spectra ? gesdd_seconds(static_cast<std::size_t>(T), static_cast<std::size_t>(d)) : 0.0;
+  int layer = 0;
+  double total = 0.0;
+  std::vector<double> spectrum;
+  for (auto _ : state) {
+    Matrix X = X0;  // outside the timer
+    ++layer;
+    const auto t0 = clock_type::now();
+    models::LayerStats stats;
+    models::apply_layer(model, layer, random, X, &stats);
+    const auto sm = metrics::signal_metrics(X, 0.0, spectra ? &spectrum : nullptr);
+    benchmark::DoNotOptimize(sm);
+    benchmark::DoNotOptimize(stats.head0);
+    const double t = seconds_since(t0);
+    state.SetIterationTime(t);
+    total += t;
+  }
+  const double per_layer = total / static_cast<double>(state.iterations());
+  const double bound = b.seconds + svd;
+  state.counters["gemm_flops"] = b.gemm_flops;
+  state.counters["dgemm_GFLOPs"] = b.gemm_flops / b.seconds / 1e9;  // the rate the bound uses
+  state.counters["gesdd_s"] = svd;
+  state.counters["bound_s"] = bound;
+  state.counters["layer_s"] = per_layer;
+  state.counters["ratio"] = per_layer / bound;
+}
+
+// ---------------------------------------------------------------------------------------------
+// (3) Breakdown of one layer into parts, each timed on its own (manual timers, per iteration):
+//   rng          the layer's normals, drawn through the RandomSource exactly as apply_layer draws
+//                them (pre-drawn here, so the apply_layer call below finds them cached);
+//   products     the layer's GEMMs, done here with linalg::gemm on the actual weights;
+//   elementwise  the mixer's nonlinearity (softmax_rows; ReLU / sigmoid / Markov exp loops as in
+//                layer.cpp; apply_decay_mask) and apply_norm (rms);
+//   mixer_metr   metrics::mixer_metrics of the actual M (its Gram / SVD route depends on M);
+//   signal_metr  metrics::signal_metrics of the layer output;
+//   layer        apply_layer (weights cached: rng excluded) + signal_metrics, the same call as (2);
+//   other        layer - (products + elementwise + mixer_metr + signal_metr): copies, allocation;
+//   mixer_route, signal_route: the route of the metrics' spectrum (1 Gram + eigensolve, 2 dgesdd
+//                fallback for a collapsed spectrum, s_2^2 / s_1^2 < 1e-3).
+// s4d has no products: `elementwise` is its kernel build + causal convolution + norm (from two
+// apply_layer calls: the second finds the kernels cached; kernels = first - second).
+
+void BM_breakdown(benchmark::State& state, Mixer mixer, int T, int d) {
+  linalg::set_blas_threads(1);
+  const auto model = layer_model(mixer, T, d);
+  const auto uT = static_cast<std::size_t>(T), ud = static_cast<std::size_t>(d), N = std::size_t{state_dim};
+  models::RandomSource random(1, 0, T, d);
+  const Matrix X0 = models::make_input(model, random);
+  using rcsweep::rng::Tensor;
+  double t_rng = 0, t_prod = 0, t_elem = 0, t_mm = 0, t_sm = 0, t_layer = 0, t_kernels = 0;
+  double mixer_route = 0.0, signal_route = 0.0;  // SpectralSummary::Route: 1 Gram, 2 SVD fallback
+  int layer = 0;
+  for (auto _ : state) {
+    ++layer;
+    auto t0 = clock_type::now();
+    const Matrix* WQ = nullptr;
+    const Matrix* WK = nullptr;
+    const Matrix* WV = nullptr;
+    const Matrix* G = nullptr;
+    Matrix WB, WC;
+    if (attention(mixer)) {
+      WQ = &random.normal(layer, Tensor::query, 0, ud, ud);
+      WK = &random.normal(layer, Tensor::key, 0, ud, ud);
+    }
+    if (attention(mixer) || mixer == Mixer::markov) WV = &random.normal(layer, Tensor::value, 0, ud, ud);
+    if (mixer == Mixer::markov) G = &random.normal(layer, Tensor::markov, 0, uT, uT);
+    if (mixer == Mixer::ssd || mixer == Mixer::s4d) {
+      WB = models::ssm_weight(layer, Tensor::ssm_b, 0, ud, N, state_dim, random);
+      WC = models::ssm_weight(layer, Tensor::ssm_c, 0, ud, N, state_dim, random);
+    }
+    if (mixer == Mixer::lti) {
+      WB = models::ssm_weight(layer, Tensor::ssm_b, 0, 1, N, state_dim, random);
+      WC = models::ssm_weight(layer, Tensor::ssm_c, 0, 1, N, state_dim, random);
+    }
+    t_rng += seconds_since(t0);
+
+    // The layer itself (weights now cached), as in BM_layer.
+    {
+      Matrix X = X0;
+      t0 = clock_type::now();
+      models::LayerStats stats;
+      models::apply_layer(model, layer, random, X, &stats);
+      benchmark::DoNotOptimize(metrics::signal_metrics(X, 0.0));
+      const double t = seconds_since(t0);
+      t_layer += t;
+      state.SetIterationTime(t);
+    }
+
+    // The parts, on the same weights.
+    Matrix M(uT, uT), Y = X0;
+    if (mixer == Mixer::s4d) {
+      Matrix X = X0;
+      t0 = clock_type::now();
+      models::apply_layer(model, layer, random, X, nullptr);  // kernels cached by the call above
+      const double mix = seconds_since(t0);
+      t_elem += mix;
+      Y = X;
+    } else {
+      if (attention(mixer)) {
+        Matrix Q(uT, ud), K(uT, ud);
+        t0 = clock_type::now();
+        linalg::gemm(1.0, X0, Op::none, *WQ, Op::none, 0.0, Q);
+        linalg::gemm(1.0, X0, Op::none, *WK, Op::none, 0.0, K);
+        linalg::gemm(1.0 / std::sqrt(static_cast<double>(d)), Q, Op::none, K, Op::trans, 0.0, M);
+        t_prod += seconds_since(t0);
+        t0 = clock_type::now();
+        if (mixer == Mixer::softmax) {
+          models::softmax_rows(M);
+        } else if (mixer == Mixer::relu) {
+          const double inv_t = 1.0 / static_cast<double>(T);
+          for (double& x : M.values()) x = x > 0.0 ? x * inv_t : 0.0;
+        } else {
+          const double shift = std::log(static_cast<double>(T));
+          for (double& x : M.values()) x = 1.0 / (1.0 + std::exp(shift - x));
+        }
+        t_elem += seconds_since(t0);
+      } else if (mixer == Mixer::markov) {
+        const double s2 = std::log1p(model.sigma_A * model.sigma_A), s = std::sqrt(s2);
+        t0 = clock_type::now();
+        M = *G;
+        for (std::size_t i = 0; i < uT; ++i) {
+          auto row = M.row(i);
+          double sum = 0.0;
+          for (double& z : row) {
+            z = std::exp(s * z - 0.5 * s2);
+            sum += z;
+          }
+          const double inv = 1.0 / sum;
+          for (double& z : row) z *= inv;
+        }
+        t_elem += seconds_since(t0);
+      } else if (mixer == Mixer::ssd) {
+        Matrix B(uT, N), C(uT, N);
+        t0 = clock_type::now();
+        linalg::gemm(1.0, X0, Op::none, WB, Op::none, 0.0, B);
+        linalg::gemm(1.0, X0, Op::none, WC, Op::none, 0.0, C);
+        linalg::gemm(1.0, C, Op::none, B, Op::trans, 0.0, M);
+        t_prod += seconds_since(t0);
+        t0 = clock_type::now();
+        models::apply_decay_mask(model.alpha, 1.0, M);
+        t_elem += seconds_since(t0);
+      } else if (mixer == Mixer::lti) {
+        double g = 0.0;
+        for (std::size_t n = 0; n < N; ++n) g += WB(0, n) * WC(0, n);
+        t0 = clock_type::now();
+        M = Matrix(uT, uT, 1.0);
+        models::apply_decay_mask(model.alpha, g, M);
+        t_elem += seconds_since(t0);
+      }
+      t0 = clock_type::now();
+      benchmark::DoNotOptimize(metrics::mixer_metrics(M));
+      t_mm += seconds_since(t0);
+      mixer_route = static_cast<double>(metrics::spectral_summary(M, false).route);
+      t0 = clock_type::now();
+      const Matrix* values = &X0;
+      Matrix V(uT, ud);
+      if (WV) {
+        linalg::gemm(1.0, X0, Op::none, *WV, Op::none, 0.0, V);
+        values = &V;
+      }
+      linalg::gemm(1.0, M, Op::none, *values, Op::none, model.lambda, Y);
+      t_prod += seconds_since(t0);
+      t0 = clock_type::now();
+      models::apply_norm(model.norm, Y);
+      t_elem += seconds_since(t0);
+    }
+    t0 = clock_type::now();
+    benchmark::DoNotOptimize(metrics::signal_metrics(Y, 0.0));
+    t_sm += seconds_since(t0);
+    signal_route = static_cast<double>(metrics::spectral_summary(Y, false).route);
+
+    if (mixer == Mixer::s4d) {  // kernel build = (layer with kernels built) - (layer with them cached)
+      const double with_kernels = t_layer, cached = t_elem + t_sm;
+      t_kernels = with_kernels - cached;  // cumulative over iterations, like the others
+    }
+  }
+  const double n = static_cast<double>(state.iterations());
+  const double parts = t_prod + t_elem + t_mm + t_sm + t_kernels;
+  state.counters["rng_s"] = t_rng / n;
+  state.counters["products_s"] = t_prod / n;
+  state.counters["elementwise_s"] = t_elem / n;
+  state.counters["s4d_kernels_s"] = t_kernels / n;
+  state.counters["mixer_metrics_s"] = t_mm / n;
+  state.counters["signal_metrics_s"] = t_sm / n;
+  state.counters["layer_s"] = (t_layer + t_rng) / n;  // what BM_layer measures (fresh weights)
+  state.counters["other_s"] = (t_layer - parts) / n;
+  state.counters["mixer_route"] = mixer_route;
+  state.counters["signal_route"] = signal_route;
+}
+
+void register_all() {
+  // (1) limits: square dgemm and every GEMM shape of the layers; dgesdd of every T x d.
+  std::vector<Product> shapes = {{512, 512, 512, false}, {1024, 1024, 1024, false}};
+  for (auto [T, d] : sizes)
+    for (Mixer m : all_mixers)
+      for (const Product& p : layer_products(m, static_cast<std::size_t>(T), static_cast<std::size_t>(d)))
+        if (std::none_of(shapes.begin(), shapes.end(), [&](const Product& q) {
+              return q.m == p.m && q.n == p.n && q.k == p.k && q.trans_b == p.trans_b;
+            }))
+          shapes.push_back(p);
+  for (const Product& p : shapes) {
+    const std::string name = "limits/dgemm/m=" + std::to_string(p.m) + "/n=" + std::to_string(p.n) +
+                             "/k=" + std::to_string(p.k) + (p.trans_b ? "/B^T" : "");
+    benchmark::RegisterBenchmark(name.c_str(), BM_dgemm, p)->Unit(benchmark::kMillisecond);
+  }
+  for (auto [T, d] : sizes) {
+    const std::string name = "limits/dgesdd/" + std::to_string(T) + "x" + std::to_string(d);
+    benchmark::RegisterBenchmark(name.c_str(), BM_dgesdd, static_cast<std::size_t>(T), static_cast<std::size_t>(d))
+        ->Unit(benchmark::kMillisecond);
+  }
+  // (2) layers.
+  for (bool spectra : {false, true})
+    for (auto [T, d] : sizes)
+      for (Mixer m : all_mixers) {
+        const std::string name = std::string("layer/") + mixer_name(m) + "/T=" + std::to_string(T) +
+                                 "/d=" + std::to_string(d) + "/spectra=" + (spectra ? "1" : "0");
+        benchmark::RegisterBenchmark(name.c_str(), BM_layer, m, T, d, spectra)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+  // (3) breakdown.
+  for (auto [T, d] : sizes)
+    for (Mixer m : all_mixers) {
+      const std::string name = std::string("breakdown/") + mixer_name(m) + "/T=" + std::to_string(T) +
+                               "/d=" + std::to_string(d);
+      benchmark::RegisterBenchmark(name.c_str(), BM_breakdown, m, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rcsweep::keep_freed_memory();  // as the rcsweep program does
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("blas", linalg::blas_info());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
