@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "plan/plan.hpp"
 #include "sweep/driver.hpp"
@@ -33,6 +34,15 @@ int plan_command(const PlanArgs& args);
 /// Print what a store holds. Exit code 2 when it is not a readable rcsweep store of this schema; the
 /// store is read in a child process, so a file that crashes the HDF5 library is such an error too.
 int info_command(const std::filesystem::path& store);
+
+struct MergeArgs {
+  std::filesystem::path output;
+  std::vector<std::filesystem::path> shards;
+  bool overwrite = false;
+};
+/// Join the stores of `run --shard i/n` runs of one sweep into one store: refused (exit 2) unless
+/// they are of the same plan and every task is finished in exactly one of them.
+int merge_command(const MergeArgs& args);
 
 /// Parse a size ("4G", "512M", "2GiB", "1.5g", bytes) into bytes; ConfigError on key `what`.
 double parse_bytes(const std::string& text, const std::string& what);

@@ -77,6 +77,16 @@ int main(int argc, char** argv) {
   auto* info_cmd = app.add_subcommand("info", "Show what a store holds: provenance, progress, datasets.");
   info_cmd->add_option("store", info_store, "rcsweep HDF5 store")->required();
 
+  cli::MergeArgs merge;
+  auto* merge_cmd = app.add_subcommand(
+      "merge", "Join the stores of an array job (run --shard i/n) into one store, equal to a single run's.");
+  merge_cmd->add_option("output", merge.output, "merged store to create (HDF5)")->required();
+  merge_cmd->add_option("shards", merge.shards, "the shard stores, in any order")->required()->check(CLI::ExistingFile);
+  merge_cmd->add_flag("--overwrite", merge.overwrite, "replace an existing output store");
+  merge_cmd->footer(
+      "The shards must come from the same sweep file (plan hash) and together finish every task exactly\n"
+      "once; otherwise nothing is written and the exit code is 2. /dump groups are not merged.");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -94,6 +104,7 @@ int main(int argc, char** argv) {
       plan.shard = cli::parse_shard(plan_shard);
       return cli::plan_command(plan);
     }
+    if (*merge_cmd) return cli::merge_command(merge);
     return cli::info_command(info_store);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -738,11 +738,29 @@ Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, c
 }
 
 Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov) {
+  Store store = open_checked(path, plan, /*read_write=*/true);
+  const hid_t f = store.impl_->file.id();
+  guard_damage(path.string(), [&] {
+    // Provenance of the run now writing; `created` stays the first run's.
+    h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
+    h5::set_attr_i32(f, "threads", prov.threads);
+    h5::set_attr(f, "finished", "");
+    h5::flush(f);
+    return 0;
+  });
+  return store;
+}
+
+Store Store::open_read(const std::filesystem::path& path, const plan::Plan& plan) {
+  return open_checked(path, plan, /*read_write=*/false);
+}
+
+Store Store::open_checked(const std::filesystem::path& path, const plan::Plan& plan, bool read_write) {
   h5::init();
   const std::string p = path.string();
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  impl->file = open_existing(path, /*read_write=*/true);
+  impl->file = open_existing(path, read_write);
   const hid_t f = impl->file.id();
   guard_damage(p, [&] {
     check_identity(f, p);
@@ -777,14 +795,63 @@ Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& pl
     }
     impl->check_spectra_layout();
     read_status_column(impl->tasks.id(), impl->n_tasks);  // readable and valid
-    // Provenance of the run now writing; `created` stays the first run's.
-    h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
-    h5::set_attr_i32(f, "threads", prov.threads);
-    h5::set_attr(f, "finished", "");
-    h5::flush(f);
     return 0;
   });
   return Store(std::move(impl));
+}
+
+std::vector<TaskResult> Store::read_results(std::span<const std::uint64_t> tasks) const {
+  h5::init();
+  const Impl& s = *impl_;
+  const std::size_t L1 = s.n_layers, L = L1 - 1;
+  const auto read = [](const h5::Handle& d) {
+    std::size_t n = 1;
+    for (auto x : h5::dataset_dims(d.id())) n *= static_cast<std::size_t>(x);
+    std::vector<double> v(n);
+    if (n) h5::read_all(d.id(), H5T_NATIVE_DOUBLE, v.data());
+    return v;
+  };
+  std::vector<std::vector<double>> layers, theory;
+  for (const auto& d : s.layers) layers.push_back(read(d));
+  for (const auto& d : s.theory) theory.push_back(read(d));
+  const bool all = static_cast<bool>(s.grad_log10_all);
+  const std::vector<double> g = s.n_grad_depths ? read(all ? s.grad_log10_all : s.grad_log10) : std::vector<double>{};
+  const std::vector<double> ge = s.n_grad_depths ? read(all ? s.grad_stderr_all : s.grad_stderr) : std::vector<double>{};
+  const std::vector<double> x_sv = read(s.x_sv), m_sv = read(s.m_sv), m_re = read(s.m_eig_re), m_im = read(s.m_eig_im);
+  std::vector<TaskRow> rows(s.n_tasks);
+  if (s.n_tasks) h5::read_all(s.tasks.id(), s.types.mem.id(), rows.data());
+
+  std::vector<TaskResult> out;
+  out.reserve(tasks.size());
+  const std::size_t g_row = s.n_grad_depths * L;
+  const auto slice = [](const std::vector<double>& v, std::int64_t off, std::int64_t n) {
+    return off < 0 ? std::vector<double>{} : std::vector<double>(v.begin() + off, v.begin() + off + n);
+  };
+  for (const auto t : tasks) {
+    if (t >= s.n_tasks) throw StoreError("read_results: task " + std::to_string(t) + " is not in the store");
+    TaskResult r;
+    r.task = t;
+    r.status = static_cast<TaskStatus>(rows[t].status);
+    r.wall_s = rows[t].wall_s;
+    r.rank = rows[t].rank;
+    r.message.assign(rows[t].message, strnlen(rows[t].message, message_bytes));
+    r.layers.resize(L1);
+    for (std::size_t l = 0; l < L1; ++l)
+      for (std::size_t k = 0; k < layers.size(); ++k) r.layers[l][k] = layers[k][t * L1 + l];
+    for (std::size_t k = 0; k < theory.size(); ++k) r.theory[k] = theory[k][t];
+    if (g_row) {
+      r.grad_log10.assign(g.begin() + static_cast<std::ptrdiff_t>(t * g_row), g.begin() + static_cast<std::ptrdiff_t>((t + 1) * g_row));
+      r.grad_stderr.assign(ge.begin() + static_cast<std::ptrdiff_t>(t * g_row), ge.begin() + static_cast<std::ptrdiff_t>((t + 1) * g_row));
+    }
+    for (std::size_t l = 0; l < L1; ++l) {
+      r.spectra.push_back(slice(x_sv, s.sv_offset[t * L1 + l], s.sv_length[t]));
+      r.mixer_sv.push_back(slice(m_sv, s.m_offset[t * L1 + l], s.m_length[t]));
+      r.mixer_eig_re.push_back(slice(m_re, s.m_offset[t * L1 + l], s.m_length[t]));
+      r.mixer_eig_im.push_back(slice(m_im, s.m_offset[t * L1 + l], s.m_length[t]));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 std::vector<TaskStatus> Store::task_status() const {

@@ -78,6 +78,8 @@ class Store {
   /// Open an existing store to resume `plan`. Throws StoreError naming both hashes when the
   /// store was made from another plan, or when it is not an rcsweep store of schema 1.
   static Store open_resume(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov);
+  /// Open an existing store of `plan` read-only, with the same checks as open_resume (merge).
+  static Store open_read(const std::filesystem::path& path, const plan::Plan& plan);
 
   Store(Store&&) noexcept;
   Store& operator=(Store&&) noexcept;
@@ -85,6 +87,10 @@ class Store {
 
   /// Status of every task (index = task id).
   std::vector<TaskStatus> task_status() const;
+
+  /// The stored results of `tasks`, as they would be passed to write(): writing them into another
+  /// store of the same plan reproduces the rows bitwise (NaN included).
+  std::vector<TaskResult> read_results(std::span<const std::uint64_t> tasks) const;
   /// Write a batch of results: all rows, flush, then all statuses, flush.
   void write(std::span<const TaskResult> results);
   /// Set the `finished` attribute (ISO-8601 UTC) and flush.
@@ -93,6 +99,7 @@ class Store {
   void sync();
 
  private:
+  static Store open_checked(const std::filesystem::path& path, const plan::Plan& plan, bool read_write);
   struct Impl;
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

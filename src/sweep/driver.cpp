@@ -34,21 +34,6 @@ constexpr int tag_cancel = 13;  // 0 -> busy worker: abandon the running bundle 
 using TaskList = std::vector<std::uint64_t>;
 using steady = std::chrono::steady_clock;
 
-std::string utc_now() {
-  char buf[32];
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
 store::TaskResult to_result(models::TaskOutput&& out, int rank) {
   store::TaskResult r;
   r.task = out.task;
@@ -347,6 +332,21 @@ void run_worker(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, in
 }
 
 }  // namespace
+
+std::string utc_now() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
 
 int RunSummary::exit_code() const {
   if ((stop_signal != 0 || time_limited) && store_pending > 0) return 4;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "base/error.hpp"
 #include "plan/plan.hpp"
@@ -52,6 +53,10 @@ class StoreRefused : public StoreError {
  public:
   using StoreError::StoreError;
 };
+
+/// The current UTC time as ISO 8601 ("2026-11-22T04:32:25Z"), and this host's name (provenance).
+std::string utc_now();
+std::string hostname();
 
 /// Run `plan` into the store at opt.output, collectively on `comm`. Throws StoreRefused (on every
 /// rank) when the store cannot be created or belongs to another plan; any other exception is

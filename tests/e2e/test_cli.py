@@ -9,10 +9,12 @@ QUICK = SOURCE / "jobs" / "examples" / "quick.toml"
 
 
 @pytest.mark.parametrize("cmd,words", [
-    ([], ["run", "plan", "info"]),
-    (["run"], ["--output", "--resume", "--overwrite", "--shard", "--blas-threads", "Exit codes"]),
-    (["plan"], ["computes nothing", "--cores"]),
+    ([], ["run", "plan", "info", "merge"]),
+    (["run"], ["--output", "--resume", "--overwrite", "--shard", "--blas-threads", "--grace", "--time-limit",
+               "--retry-failed", "--mem-per-rank", "SIGUSR1", "Exit codes", "4 stopped"]),
+    (["plan"], ["computes nothing", "--cores", "--mem-per-rank"]),
     (["info"], ["store"]),
+    (["merge"], ["--shard", "shards", "--overwrite", "exactly", "once"]),
 ])
 def test_help_explains_every_command(cmd, words):
     proc = rcsweep(*cmd, "--help", check=0)
