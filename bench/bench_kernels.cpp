@@ -3,10 +3,10 @@
 //   ./build/bench/bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <string_view>
 
 #include "base/allocator.hpp"
+#include "bench_common.hpp"
 
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
@@ -15,13 +15,7 @@
 namespace {
 using rcsweep::Matrix;
 
-Matrix random_matrix(std::size_t m, std::size_t n, unsigned seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> nd;
-  Matrix a(m, n);
-  for (double& x : a.values()) x = nd(gen);
-  return a;
-}
+using rcsweep::bench::random_matrix;
 
 void shapes(benchmark::internal::Benchmark* b) {
   for (auto [T, d] : {std::pair{20, 100}, std::pair{60, 300}, std::pair{150, 150}, std::pair{150, 750}}) b->Args({T, d});

@@ -31,13 +31,13 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <random>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
 
 #include "base/allocator.hpp"
+#include "bench_common.hpp"
 #include "config/params.hpp"
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
@@ -67,13 +67,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Matrix random_matrix(std::size_t m, std::size_t n, unsigned seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> nd;
-  Matrix a(m, n);
-  for (double& x : a.values()) x = nd(gen);
-  return a;
-}
+using rcsweep::bench::random_matrix;
 
 // One GEMM of a layer: C (m x n) = A (m x k) * op(B), op(B) = B or B^T.
 struct Product {
@@ -340,30 +334,12 @@ void BM_breakdown(benchmark::State& state, Mixer mixer, int T, int d) {
         linalg::gemm(1.0 / std::sqrt(static_cast<double>(d)), Q, Op::none, K, Op::trans, 0.0, M);
         t_prod += seconds_since(t0);
         t0 = clock_type::now();
-        if (mixer == Mixer::softmax) {
-          models::softmax_rows(M);
-        } else if (mixer == Mixer::relu) {
-          const double inv_t = 1.0 / static_cast<double>(T);
-          for (double& x : M.values()) x = x > 0.0 ? x * inv_t : 0.0;
-        } else {
-          const double shift = std::log(static_cast<double>(T));
-          for (double& x : M.values()) x = 1.0 / (1.0 + std::exp(shift - x));
-        }
+        models::attention_map(mixer, M);
         t_elem += seconds_since(t0);
       } else if (mixer == Mixer::markov) {
-        const double s2 = std::log1p(model.sigma_A * model.sigma_A), s = std::sqrt(s2);
         t0 = clock_type::now();
         M = *G;
-        for (std::size_t i = 0; i < uT; ++i) {
-          auto row = M.row(i);
-          double sum = 0.0;
-          for (double& z : row) {
-            z = std::exp(s * z - 0.5 * s2);
-            sum += z;
-          }
-          const double inv = 1.0 / sum;
-          for (double& z : row) z *= inv;
-        }
+        models::markov_rows(model.sigma_A, M);
         t_elem += seconds_since(t0);
       } else if (mixer == Mixer::ssd) {
         Matrix B(uT, N), C(uT, N);

@@ -72,6 +72,41 @@ void softmax_rows(Matrix& S) {
   }
 }
 
+void attention_map(Mixer mixer, Matrix& S) {
+  const double T = static_cast<double>(S.rows());
+  switch (mixer) {
+    case Mixer::softmax:
+      softmax_rows(S);
+      return;
+    case Mixer::relu: {  // ReLU(S) / T (Mind the Gap Fig. 1(c))
+      const double inv_t = 1.0 / T;
+      for (double& x : S.values()) x = x > 0.0 ? x * inv_t : 0.0;
+      return;
+    }
+    case Mixer::sigmoid: {  // sigmoid(S - ln T) (Mind the Gap Fig. 1(d))
+      const double shift = std::log(T);
+      for (double& x : S.values()) x = 1.0 / (1.0 + std::exp(shift - x));
+      return;
+    }
+    default:
+      throw Error("attention_map: not an attention mixer");
+  }
+}
+
+void markov_rows(double sigma_A, Matrix& G) {
+  const double s2 = std::log1p(sigma_A * sigma_A), s = std::sqrt(s2);
+  for (std::size_t i = 0; i < G.rows(); ++i) {
+    auto row = G.row(i);
+    double sum = 0.0;
+    for (double& z : row) {
+      z = std::exp(s * z - 0.5 * s2);
+      sum += z;
+    }
+    const double inv = 1.0 / sum;
+    for (double& z : row) z *= inv;
+  }
+}
+
 namespace {
 // The attention logits X W_Q W_K^T X^T sigma_qk^2 / sqrt(d_qk) (Mind the Gap eq. (1)), from
 // standard-normal W_Q, W_K (the sigma_qk^2 is applied once to the product).
@@ -108,38 +143,16 @@ Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::siz
 Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   switch (model.mixer) {
-    case Mixer::softmax: {  // Mind the Gap eq. (1)
+    case Mixer::softmax:  // Mind the Gap eq. (1)
+    case Mixer::relu:
+    case Mixer::sigmoid: {
       Matrix S = attention_logits(model, layer, head, X, random);
-      softmax_rows(S);
-      return S;
-    }
-    case Mixer::relu: {  // ReLU(S) / T (Mind the Gap Fig. 1(c))
-      Matrix S = attention_logits(model, layer, head, X, random);
-      const double inv_t = 1.0 / static_cast<double>(T);
-      for (double& x : S.values()) x = x > 0.0 ? x * inv_t : 0.0;
-      return S;
-    }
-    case Mixer::sigmoid: {  // sigmoid(S - ln T) (Mind the Gap Fig. 1(d))
-      Matrix S = attention_logits(model, layer, head, X, random);
-      const double shift = std::log(static_cast<double>(T));
-      for (double& x : S.values()) x = 1.0 / (1.0 + std::exp(shift - x));
+      attention_map(model.mixer, S);
       return S;
     }
     case Mixer::markov: {
-      // Mind the Gap Def. 3.1 / App. A.5: Z = exp(G), G ~ N(-s^2/2, s^2), s^2 = ln(1 + sigma_A^2),
-      // so E Z = 1 and Var Z = sigma_A^2; rows normalised.
-      const double s2 = std::log1p(model.sigma_A * model.sigma_A), s = std::sqrt(s2);
       Matrix M = random.normal(layer, Tensor::markov, head, T, T);
-      for (std::size_t i = 0; i < T; ++i) {
-        auto row = M.row(i);
-        double sum = 0.0;
-        for (double& z : row) {
-          z = std::exp(s * z - 0.5 * s2);
-          sum += z;
-        }
-        const double inv = 1.0 / sum;
-        for (double& z : row) z *= inv;
-      }
+      markov_rows(model.sigma_A, M);
       return M;
     }
     case Mixer::identity:

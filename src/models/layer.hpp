@@ -21,6 +21,14 @@ Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const
 /// Row-wise softmax in place, max-subtracted (rows sum to 1).
 void softmax_rows(Matrix& S);
 
+/// The entrywise part of an attention mixer, in place on the T x T logits S: softmax rows,
+/// ReLU(S)/T or sigmoid(S - ln T) (Mind the Gap eq. (1), Fig. 1(c), 1(d)).
+void attention_map(config::Mixer mixer, Matrix& S);
+
+/// An i.i.d. Markov matrix from standard normals G, in place (Mind the Gap Def. 3.1 / App. A.5):
+/// Z = exp(s G - s^2/2), s^2 = ln(1 + sigma_A^2), so E Z = 1 and Var Z = sigma_A^2; rows normalised.
+void markov_rows(double sigma_A, Matrix& G);
+
 /// The number r of leading singular triplets gap_fix outliers removes, given the singular values s
 /// (descending): outliers_r when positive, else the argmax of s_i - s_(i+1); at most s.size().
 std::size_t outliers_rank(const std::vector<double>& s, int outliers_r);

@@ -33,15 +33,19 @@ def rcsweep(*args, ranks=None, check=None, timeout=300, **kw):
 
 
 def results(path):
-    """Everything a store holds as results: /layers/*, /spectra/x_sv, /grad/* (when there) and the
-    task statuses."""
+    """Every result a store holds: all datasets except the grid description (/axes, /points) and a
+    weights dump, with /tasks reduced to what was computed (id, point, replicate, status, message;
+    not wall_s and rank, which record how a run went)."""
+    out = {}
     with h5py.File(path, "r") as f:
-        out = {f"layers/{k}": f["layers"][k][...] for k in f["layers"]}
-        out["spectra/x_sv"] = f["spectra/x_sv"][...]
-        for k in f.get("grad", {}):
-            out[f"grad/{k}"] = f["grad"][k][...]
-        out["tasks/status"] = f["tasks"]["status"][...]
-        return out
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset) and not name.startswith(("axes", "points", "dump")):
+                out[name] = obj[...]
+        f.visititems(visit)
+    tasks = out.pop("tasks")
+    for field in ("id", "point", "replicate", "status", "message"):
+        out[f"tasks/{field}"] = tasks[field]
+    return out
 
 
 def assert_same_results(a, b):

@@ -6,36 +6,9 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import DATA, rcsweep
+from conftest import DATA, assert_same_results, rcsweep
 
 SWEEP = DATA / "grad.toml"  # gradients (all depths), several mixers: every dataset family
-
-
-def everything(path):
-    """Every result dataset of a store (the /tasks table without wall_s and rank, which record
-    how a run went, not what it computed)."""
-    out = {}
-    with h5py.File(path, "r") as f:
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and not name.startswith(("axes", "points", "dump")):
-                out[name] = obj[...]
-        f.visititems(visit)
-    tasks = out.pop("tasks")
-    for field in ("id", "point", "replicate", "status", "message"):
-        out[f"tasks/{field}"] = tasks[field]
-    return out
-
-
-def assert_bitwise_equal(a, b):
-    ea, eb = everything(a), everything(b)
-    assert ea.keys() == eb.keys()
-    for k in ea:
-        x, y = ea[k], eb[k]
-        assert x.shape == y.shape, k
-        if x.dtype.kind == "f":
-            assert np.array_equal(x.view(np.uint64), y.view(np.uint64)), f"{k} differs"
-        else:
-            assert np.array_equal(x, y), f"{k} differs"
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +30,7 @@ def test_shards_in_any_order_merge_to_the_single_run_store(tmp_path, shards):
         out = tmp_path / f"merged_{''.join(map(str, order))}.h5"
         proc = rcsweep("merge", out, *[paths[i] for i in order], check=0)
         assert "merged 3 shards" in proc.stderr
-        assert_bitwise_equal(out, single)
+        assert_same_results(out, single)
         merged.append(out)
     with h5py.File(merged[0], "r") as a, h5py.File(merged[1], "r") as b:
         assert np.array_equal(a["tasks"][...], b["tasks"][...])  # wall_s and rank too
