@@ -1,0 +1,8 @@
+"""rcsweep_tools: read rcsweep HDF5 stores in Python and redraw the seed papers' figures.
+
+Run with Debian's interpreter /usr/bin/python3 (it has h5py, numpy, matplotlib, xarray, pandas):
+    import sys; sys.path.insert(0, "scripts")
+    from rcsweep_tools import load
+    ds = load("out/quick.h5")          # xarray.Dataset: swept axes x replicate x layer
+"""
+from .load import load, tidy  # noqa: F401

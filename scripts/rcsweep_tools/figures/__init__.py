@@ -1,0 +1,44 @@
+"""Figure registry: every figure of the seed papers that rcsweep redraws.
+
+A figure module decorates its draw function with @figure(...); importing this package imports
+every module listed in MODULES, so FIGURES then holds them all.
+
+    draw(ds: xarray.Dataset, fig: matplotlib.figure.Figure) -> None
+
+draws into `fig` (it adds its own axes) from the loaded store `ds` (rcsweep_tools.load). The
+sweep file that makes the store lives in jobs/examples/<sweep>.
+"""
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str          # command-line name, e.g. "mtg-fig1"
+    paper: str         # "Mind the Gap" | "Lambda-skip" | "Dong et al."
+    title: str         # what it shows, one line (with the paper's figure number)
+    sweep: str         # file name under jobs/examples/ whose store it draws
+    draw: Callable
+
+
+FIGURES: dict = {}
+
+
+def figure(name, paper, title, sweep):
+    """Register `draw` under `name` (unique)."""
+    def register(draw):
+        if name in FIGURES:
+            raise ValueError(f"figure {name!r} registered twice")
+        FIGURES[name] = Figure(name, paper, title, sweep, draw)
+        return draw
+    return register
+
+
+MODULES = ("mind_the_gap", "lambda_skip", "dong")
+for _module in MODULES:
+    try:
+        import_module(f"{__name__}.{_module}")
+    except ModuleNotFoundError as e:  # a module not written yet
+        if e.name != f"{__name__}.{_module}":
+            raise
