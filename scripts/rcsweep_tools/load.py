@@ -1,0 +1,323 @@
+"""Read an rcsweep HDF5 store (docs/SCHEMA.md) as labelled arrays.
+
+    load(path)      -> xarray.Dataset   one dimension per grid dimension, then `replicate`, `layer`
+    tidy(path)      -> pandas.DataFrame one row per (task, layer)
+    spectrum(src, name, layer, **sel)   one stored spectrum (singular values or eigenvalues)
+
+Dimensions of `load`:
+  - one per grid dimension, in grid order (docs/CONFIG.md "The grid"): an `[axes]` entry is a
+    dimension named after its parameter, with the swept values as its coordinate (str for choices);
+    a `[[zip]]` table is ONE dimension named `zip0`, `zip1`, ... whose index coordinate is
+    0..n-1 and every member parameter is a coordinate along it (e.g. `T` and `d` on `zip0`), so
+    `ds.sel(zip0=2)` or `ds.where(ds.T == 64, drop=True)` select a (T, d) pair;
+  - `replicate` (0..replicates-1) and `layer` (0..L_max).
+Data variables:
+  - the 13 `/layers` metrics, dims (grid..., replicate, layer);
+  - `/theory/<q>` as `theory_<q>`, dims (grid..., replicate);
+  - `/grad` (when stored): `grad_log10_g`, `grad_stderr` on (grid..., replicate, layer) with layer 0
+    NaN (the gradient of layer l = 1..L_max sits at layer l), and with gradients = "all"
+    `grad_log10_g_all`, `grad_stderr_all` on (grid..., replicate, L, layer): L = 1..L_max is the
+    output depth;
+  - `status` (int8, 0 pending 1 done 2 failed 3 diverged), `task` (the task id, = row of /tasks),
+    `wall_s`, `rank`, `message` (str), dims (grid..., replicate).
+Coordinates besides the dimensions: every `/points` parameter that is not a dimension coordinate,
+as a scalar when it is the same at every point, else over the grid dimensions (a swept scale axis
+written as a string, e.g. skip_scale = [1.0, "inv_sqrt_d"], also gets `<name>_value`, the resolved
+number). `depth` is L_max; a swept `depth` list is in attrs["requested_depths"].
+Attributes: every root attribute of the store (config, plan_hash, git_commit, ...) plus `path`;
+each variable has `long_name`, `symbol` (matplotlib mathtext), `units` ("1" = dimensionless) and
+the store's `description`.
+
+Missing values: rows of tasks that are pending or failed are NaN (a pending task may hold partial
+rows in a live store; they are masked), a diverged task keeps the layers it reached. So a store
+being written, a killed one, a `--shard` one or a merged one all load; open read-only with HDF5
+file locking off, so a running sweep can be read (what you see is its last flush).
+"""
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+
+STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged"}
+
+# name -> (long name, mathtext symbol, units). "1": dimensionless; "X" : in units of the input X_0.
+METRICS = {
+    "fro": ("Frobenius norm of X_l", r"$\|X_\ell\|_F$", "X"),
+    "log_fro": ("log Frobenius norm of X_l", r"$\ln\|X_\ell\|_F$", "ln X"),
+    "s1": ("largest singular value of X_l", r"$s_1(X_\ell)$", "X"),
+    "s2": ("second singular value of X_l", r"$s_2(X_\ell)$", "X"),
+    "sr_cov": ("stable rank of the covariance", r"$\mathrm{sr}(X_\ell X_\ell^\top)$", "1"),
+    "sr_x": ("stable rank of the signal", r"$\mathrm{sr}(X_\ell)$", "1"),
+    "mu": ("rank-collapse measure mu", r"$\mu(X_\ell)$", "X"),
+    "mu_rel": ("normalised rank-collapse measure", r"$\mu(X_\ell)/\|X_\ell\|_F$", "1"),
+    "res_rel": ("relative l1,inf residual", r"$\|\mathrm{res}(X_\ell)\|_{1,\infty}/\|X_\ell\|_{1,\infty}$", "1"),
+    "m_s1": ("largest singular value of M_l", r"$s_1(M_\ell)$", "1"),
+    "m_s2": ("second singular value of M_l", r"$s_2(M_\ell)$", "1"),
+    "m_gap": ("spectral gap s1/s2 of M_l", r"$s_1(M_\ell)/s_2(M_\ell)$", "1"),
+    "m_fro": ("Frobenius norm of M_l", r"$\|M_\ell\|_F$", "1"),
+    "theory_C_M": ("max Frobenius norm of the mixer", r"$C_M$", "1"),
+    "theory_S": ("max Frobenius norm of C_V", r"$S$", "1"),
+    "theory_lambda_min": ("smallest |lambda| of Thm 4.1's condition", r"$\lambda_{\min}$", "1"),
+    "theory_a_star": ("largest rate the condition admits", r"$a^*$", "1"),
+    "theory_b": ("Thm 4.1 threshold b", r"$b$", "X^2"),
+    "theory_bound_applies": ("Thm 4.1 bound applies (0/1)", r"applies", "1"),
+    "theory_bound_holds": ("observed mu respects the bound (0/1)", r"holds", "1"),
+    "grad_log10_g": ("log10 gradient norm at L = L_max", r"$\log_{10}\|\partial X_L/\partial W_{V,\ell}\|_F^2$", "1"),
+    "grad_stderr": ("standard error of grad_log10_g", r"$\sigma(\log_{10} g)$", "1"),
+    "grad_log10_g_all": ("log10 gradient norm for every output depth L", r"$\log_{10}\|\partial X_L/\partial W_{V,\ell}\|_F^2$", "1"),
+    "grad_stderr_all": ("standard error of grad_log10_g_all", r"$\sigma(\log_{10} g)$", "1"),
+    "status": ("task status: 0 pending, 1 done, 2 failed, 3 diverged", "status", "1"),
+    "task": ("task id (row of /tasks)", "task", "1"),
+    "wall_s": ("wall time of the task", r"$t$", "s"),
+    "rank": ("MPI rank that ran the task (-1 before)", "rank", "1"),
+    "message": ("why the task failed or diverged", "message", ""),
+}
+PARAMS = {  # coordinate name -> (long name, symbol)
+    "T": ("context length", r"$T$"), "d": ("width", r"$d$"), "lambda": ("skip strength", r"$\lambda$"),
+    "sigma_A": ("Markov relative std", r"$\sigma_A$"), "sigma_qk": ("std of W_Q, W_K", r"$\sigma_{qk}$"),
+    "sigma_v": ("scale of W_V", r"$\sigma_v$"), "skip_scale": ("mixer-branch factor", r"$s$"),
+    "layer": ("layer", r"$\ell$"), "L": ("output depth", r"$L$"), "replicate": ("replicate", "replicate"),
+    "depth": ("depth L_max", r"$L$"), "heads": ("heads", r"$H$"), "alpha": ("SSM decay", r"$\alpha$"),
+}
+SPECTRA = {  # name -> (value datasets, offset dataset, length dataset, stored attribute)
+    "x_sv": (("x_sv",), "x_sv_offset", "x_sv_length", "stored"),
+    "m_sv": (("m_sv",), "m_offset", "m_length", "mixer_stored"),
+    "m_eig": (("m_eig_re", "m_eig_im"), "m_offset", "m_length", "mixer_stored"),
+}
+
+
+def open_store(path):
+    """h5py.File read-only, HDF5 file locking off (readable while rcsweep writes it); checks it is a store."""
+    path = os.fspath(path)
+    try:
+        f = h5py.File(path, "r", locking=False)
+    except TypeError:  # h5py < 3.5
+        os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
+        f = h5py.File(path, "r")
+    if f.attrs.get("format") != "rcsweep":
+        f.close()
+        raise ValueError(f"{path}: not an rcsweep store (no root attribute format = 'rcsweep')")
+    return f
+
+
+def _str(a):
+    return a.decode() if isinstance(a, bytes) else a
+
+
+def _axis_values(dset):
+    if h5py.check_string_dtype(dset.dtype) is not None:
+        return np.array(dset.asstr()[...], dtype=object).astype(str)
+    return dset[...]
+
+
+def _grid(f):
+    """[(dim, {param: values})] in grid order, and the replicates count."""
+    order = [p for p in _str(f["axes"].attrs.get("order", "")).split(",") if p]
+    dims = []
+    for p in order:
+        dset = f["axes"][p]
+        dim = _str(dset.attrs["dim"])
+        if dim == "layer":  # a swept depth list: not a grid dimension
+            continue
+        if not dims or dims[-1][0] != dim:
+            dims.append((dim, {}))
+        dims[-1][1][p] = _axis_values(dset)
+    return dims
+
+
+def _attrs(name, description=None):
+    long_name, symbol, units = METRICS.get(name, (name, name, "1"))
+    a = {"long_name": long_name, "symbol": symbol, "units": units}
+    if description:
+        a["description"] = _str(description)
+    return a
+
+
+def load(path):
+    """The store at `path` as an xarray.Dataset (see the module docstring)."""
+    import xarray as xr
+
+    with open_store(path) as f:
+        reps = int(f.attrs["replicates"])
+        lmax = int(f.attrs["max_depth"])
+        n_tasks = int(f.attrs["n_tasks"])
+        grid = _grid(f)
+        gdims = [g[0] for g in grid]
+        gshape = [len(next(iter(m.values()))) for _, m in grid]
+        points = f["points"][...]
+        tasks = f["tasks"][...]
+        if int(np.prod(gshape)) != len(points) or len(points) * reps != n_tasks:
+            raise ValueError(f"{path}: /axes ({gshape}) do not match {len(points)} points x {reps} replicates")
+        # Points are row-major over the grid dimensions: check against the idx_<dim> columns.
+        idx = np.stack(np.unravel_index(np.arange(len(points)), gshape), axis=1) if gdims else None
+        for k, dim in enumerate(gdims):
+            if not np.array_equal(points[f"idx_{dim}"], idx[:, k]):
+                raise ValueError(f"{path}: /points.idx_{dim} is not in row-major grid order")
+        tdims = gdims + ["replicate"]
+        tshape = gshape + [reps]
+        status = tasks["status"].astype(np.int8)
+        masked = (status == 0) | (status == 2)  # pending (maybe partial rows) or failed: no rows
+
+        def per_task(a):
+            a = np.array(a, dtype=np.float64)
+            a[masked] = np.nan
+            return a.reshape(tshape + list(a.shape[1:]))
+
+        coords = {"replicate": np.arange(reps), "layer": f["axes/layer"][...]}
+        for dim, members in grid:
+            if len(members) == 1 and dim in members:
+                coords[dim] = members[dim]
+            else:
+                coords[dim] = np.arange(len(next(iter(members.values()))))
+                for p, v in members.items():
+                    coords[p] = (dim, v)
+        # every /points parameter not already a coordinate
+        for name in points.dtype.names:
+            if name.startswith("idx_"):
+                continue
+            v = points[name]
+            if v.dtype.kind == "S":
+                v = np.char.decode(v).astype(str)
+            cname = name
+            if name in coords:
+                if np.asarray(coords[name] if not isinstance(coords[name], tuple) else coords[name][1]).dtype.kind != "U":
+                    continue
+                if v.dtype.kind == "U":
+                    continue
+                cname = f"{name}_value"  # a string scale axis ("inv_sqrt_d"): its resolved numbers
+            if np.all(v == v[0]):
+                coords[cname] = v[0]
+                continue
+            # over the grid dimensions it varies along (e.g. sigma_qk = "inv_sqrt_d" on d's dimension)
+            a, keep = v.reshape(gshape), []
+            for k, dim in enumerate(gdims):
+                first = np.take(a, [0], axis=k)
+                if np.all(a == first):
+                    a = first
+                else:
+                    keep.append(k)
+            a = a.reshape([gshape[k] for k in keep])
+            coords[cname] = ([gdims[k] for k in keep], a)
+
+        data = {}
+        for m in f["layers"]:
+            data[m] = (tdims + ["layer"], per_task(f["layers"][m][...]), _attrs(m, f["layers"][m].attrs.get("description")))
+        if "theory" in f:
+            for q in f["theory"]:
+                data[f"theory_{q}"] = (tdims, per_task(f["theory"][q][...]),
+                                       _attrs(f"theory_{q}", f["theory"][q].attrs.get("description")))
+        if "grad" in f:
+            for q in ("log10_g", "stderr"):
+                if q in f["grad"]:
+                    a = np.full((n_tasks, lmax + 1), np.nan)
+                    a[:, 1:] = f["grad"][q][...]
+                    data[f"grad_{q}"] = (tdims + ["layer"], per_task(a), _attrs(f"grad_{q}", f["grad"][q].attrs.get("description")))
+                if f"{q}_all" in f["grad"]:
+                    a = np.full((n_tasks, lmax, lmax + 1), np.nan)
+                    a[:, :, 1:] = f["grad"][f"{q}_all"][...]
+                    data[f"grad_{q}_all"] = (tdims + ["L", "layer"], per_task(a),
+                                             _attrs(f"grad_{q}_all", f["grad"][f"{q}_all"].attrs.get("description")))
+                    coords["L"] = np.arange(1, lmax + 1)
+        data["status"] = (tdims, status.reshape(tshape), _attrs("status"))
+        data["task"] = (tdims, tasks["id"].astype(np.int64).reshape(tshape), _attrs("task"))
+        data["wall_s"] = (tdims, tasks["wall_s"].reshape(tshape), _attrs("wall_s"))
+        data["rank"] = (tdims, tasks["rank"].reshape(tshape), _attrs("rank"))
+        data["message"] = (tdims, np.char.decode(tasks["message"]).astype(str).reshape(tshape), _attrs("message"))
+
+        attrs = {k: (v.item() if isinstance(v, np.generic) else _str(v)) for k, v in f.attrs.items()}
+        attrs["path"] = os.path.abspath(os.fspath(path))
+        if "depth" in f["axes"]:
+            attrs["requested_depths"] = [int(x) for x in f["axes/depth"][...]]
+        if "spectra" in f:
+            attrs["spectra_stored"] = _str(f["spectra"].attrs.get("stored", "none"))
+            attrs["mixer_spectra_stored"] = _str(f["spectra"].attrs.get("mixer_stored", "none"))
+        if "grad" in f:
+            for k in ("stored", "method", "probes"):
+                v = f["grad"].attrs.get(k)
+                attrs[f"grad_{k}"] = v.item() if isinstance(v, np.generic) else _str(v)
+
+    ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    for c in ds.coords:
+        if c in PARAMS:
+            ds[c].attrs.update(long_name=PARAMS[c][0], symbol=PARAMS[c][1])
+    return ds
+
+
+def spectrum(src, name, layer, **sel):
+    """One stored spectrum: `name` is "x_sv" (singular values of X_l/||X_l||_F, descending),
+    "m_sv" (singular values of head 0's mixer M_l) or "m_eig" (eigenvalues of M_l, complex).
+
+    `src`: a Dataset from load() or a store path. `sel`: coordinates that pick the tasks, e.g.
+    spectrum(ds, "m_eig", layer=1, gap_fix="none", zip0=2), or task=<id>. Returns a numpy array of
+    shape (selected tasks..., length) — the dimensions left unselected stay, in Dataset order —
+    with NaN rows where nothing is stored (layer not stored, task not done). Raises KeyError when
+    the store has no such spectra and ValueError when the selected tasks' lengths differ."""
+    if name not in SPECTRA:
+        raise KeyError(f"unknown spectrum {name!r}; one of {', '.join(SPECTRA)}")
+    ds = src if not isinstance(src, (str, os.PathLike)) else load(src)
+    if "task" in sel:
+        ids = np.asarray(sel.pop("task"), dtype=np.int64)
+        if sel:
+            raise ValueError("give either task= or coordinates, not both")
+    else:
+        ids = np.asarray(ds["task"].sel(**sel).values, dtype=np.int64)
+    shape = ids.shape
+    ids = ids.ravel()
+    values, off_name, len_name, stored_attr = SPECTRA[name]
+    with open_store(ds.attrs["path"]) as f:
+        if "spectra" not in f or off_name not in f["spectra"] or _str(f["spectra"].attrs.get(stored_attr, "none")) == "none":
+            which = "[output] spectra" if name == "x_sv" else "[output] mixer_spectra"
+            raise KeyError(f"{ds.attrs['path']}: no {name} spectra stored (the sweep needs {which} = \"last\" or \"all\")")
+        g = f["spectra"]
+        layer = int(layer)
+        lengths = g[len_name][...][ids]
+        if len(set(lengths.tolist())) > 1:
+            raise ValueError(f"the selected tasks' {name} spectra have different lengths {sorted(set(lengths.tolist()))}; select fewer")
+        n = int(lengths[0]) if len(lengths) else 0
+        offs = g[off_name][:, layer][ids]
+        status = f["tasks"]["status"][ids]
+        out = np.full((len(ids), n), np.nan, dtype=complex if name == "m_eig" else float)
+        for k, (o, st) in enumerate(zip(offs, status)):
+            if o < 0 or st in (0, 2):
+                continue
+            v = g[values[0]][o:o + n]
+            if name == "m_eig":
+                v = v + 1j * g[values[1]][o:o + n]
+            out[k] = v
+    return out.reshape(shape + (n,))
+
+
+def tidy(path):
+    """One row per (task, layer): task, point, replicate, status, the grid coordinates (every swept
+    parameter, zip members included), layer, the 13 metrics, the per-task /theory quantities and,
+    when stored, grad_log10_g / grad_stderr (NaN at layer 0). Masked like load()."""
+    import pandas as pd
+
+    ds = load(path)
+    tdims = list(ds["status"].dims)
+    cols = {}
+    flat = {v: ds[v].transpose(*tdims).values.ravel() for v in ("task", "status")}
+    n_t = flat["task"].size
+    nl = ds.sizes["layer"]
+    order = np.argsort(flat["task"], kind="stable")
+    rep = lambda a: np.repeat(np.asarray(a).ravel()[order], nl)  # noqa: E731
+    cols["task"] = rep(flat["task"])
+    cols["point"] = cols["task"] // int(ds.attrs["replicates"])
+    for c in tdims:
+        cols[c] = rep(ds[c].broadcast_like(ds["status"]).transpose(*tdims).values)
+    for c, v in ds.coords.items():
+        if c in cols or c in ("layer", "L") or v.ndim == 0:
+            continue
+        if set(v.dims) <= set(tdims):
+            cols[c] = rep(v.broadcast_like(ds["status"]).transpose(*tdims).values)
+    cols["status"] = rep(flat["status"])
+    cols["layer"] = np.tile(ds["layer"].values, n_t)
+    for v in ds.data_vars:
+        dims = ds[v].dims
+        if dims == tuple(tdims) + ("layer",):
+            cols[v] = ds[v].transpose(*tdims, "layer").values.reshape(n_t, nl)[order].ravel()
+        elif dims == tuple(tdims) and v.startswith("theory_"):
+            cols[v] = rep(ds[v].transpose(*tdims).values)
+    return pd.DataFrame(cols)

@@ -1,0 +1,65 @@
+"""Shared fixtures of the Python toolkit tests (loader, rcsweep-plot, figures, report).
+
+`run_sweep(toml, ranks=1, args=(), ok=(0, 3))` runs `$RCSWEEP_BIN run` (under `$MPIEXEC` when
+ranks > 1) on a sweep file given as a path or as TOML text, into a fresh store under pytest's tmp
+dir, and returns the store's path. Exit code 3 (some tasks diverged) is accepted by default; pass
+`ok=(4,)` for a `--time-limit` run. Identical calls within a session share one store (do not
+modify it). The toolkit (scripts/) is importable as `rcsweep_tools`.
+"""
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ.get("RCSWEEP_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BIN = os.environ.get("RCSWEEP_BIN", str(SOURCE / "build" / "rcsweep"))
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+SCRIPTS = SOURCE / "scripts"
+PLOT = SCRIPTS / "rcsweep-plot"
+PYTHON = "/usr/bin/python3"
+sys.path.insert(0, str(SCRIPTS))
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def mpi_prefix(ranks):
+    if ranks <= 1:
+        return []
+    cmd = [MPIEXEC, "-n", str(ranks), "--oversubscribe"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+@pytest.fixture(scope="session")
+def run_sweep(tmp_path_factory):
+    cache = {}
+
+    def run(toml, ranks=1, args=(), ok=(0, 3), timeout=300):
+        text = Path(toml).read_text() if isinstance(toml, Path) or (
+            isinstance(toml, str) and "\n" not in toml and toml.endswith(".toml")) else toml
+        key = hashlib.sha1(repr((text, ranks, tuple(map(str, args)), tuple(ok))).encode()).hexdigest()[:12]
+        if key in cache:
+            return cache[key]
+        d = tmp_path_factory.mktemp(f"sweep_{key}")
+        sweep = d / "sweep.toml"
+        if isinstance(toml, (str, Path)) and str(toml).endswith(".toml") and "\n" not in str(toml):
+            sweep = Path(toml).resolve()  # keep its folder: input_path is relative to it
+        else:
+            sweep.write_text(text)
+        out = d / "store.h5"
+        cmd = mpi_prefix(ranks) + [BIN, "run", str(sweep), "-o", str(out), "-q", *map(str, args)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        assert proc.returncode in ok, f"{cmd} -> {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        cache[key] = out
+        return out
+
+    return run
+
+
+def plot_cli(*args, timeout=120):
+    """Run scripts/rcsweep-plot with Debian's python; CompletedProcess with text output."""
+    return subprocess.run([PYTHON, str(PLOT), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "MPLBACKEND": "Agg"})
