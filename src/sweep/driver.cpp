@@ -54,11 +54,11 @@ store::TaskResult to_result(models::TaskOutput&& out, int rank) {
 
 /// Compute one bundle; an exception marks all its tasks failed (the sweep goes on). When
 /// `cancelled` says so the bundle is abandoned: only the tasks finished before are returned.
-std::vector<store::TaskResult> compute(const plan::Plan& plan, const TaskList& tasks, int rank,
-                                       const std::function<bool()>& cancelled) {
+std::vector<store::TaskResult> compute(const BundleRunner& runner, const plan::Plan& plan, const TaskList& tasks,
+                                       int rank, const std::function<bool()>& cancelled) {
   std::vector<store::TaskResult> results;
   try {
-    models::run_bundle(
+    runner(
         plan, tasks, [&](models::TaskOutput&& out) { results.push_back(to_result(std::move(out), rank)); }, cancelled);
   } catch (const models::Cancelled&) {
     return results;
@@ -181,11 +181,13 @@ class Service {
     for (;;) {
       if (stop_.signal == 0 && stop_signal() != 0) begin_stop(stop_signal());
       if (stop_.signal != 0 && stop_.past_grace()) cancel_busy_workers();
+      const bool was_empty = batch.empty();
       bool busy = serve_one_worker(batch);
       const bool local_done = local_finished.load();
       auto mine = local_.take();
       busy = busy || !mine.empty();
       for (auto& r : mine) batch.push_back(std::move(r));
+      if (was_empty && !batch.empty()) oldest_ = steady::now();  // the batch's first arrival
       const bool finished = local_done && stopped_ == n_workers_;
       const auto now = std::chrono::steady_clock::now();
       if (!batch.empty() && (finished || std::chrono::duration<double>(now - last_write).count() >= opt_.write_interval_s)) {
@@ -270,7 +272,14 @@ class Service {
   }
 
   void write(std::vector<store::TaskResult>& batch) {
+    const auto start = steady::now();
     guard_io([&] { store_.write(batch); });
+    const auto end = steady::now();
+    summary_.write_s += std::chrono::duration<double>(end - start).count();
+    ++summary_.write_batches;
+    summary_.max_batch = std::max<std::uint64_t>(summary_.max_batch, batch.size());
+    summary_.max_write_latency_s =
+        std::max(summary_.max_write_latency_s, std::chrono::duration<double>(end - oldest_).count());
     for (const auto& r : batch) {
       progress_.add(plan_.tasks[r.task].flops);
       if (r.status == store::TaskStatus::done) work_.calibrate(plan_.tasks[r.task].flops, r.wall_s);
@@ -296,6 +305,7 @@ class Service {
   int n_workers_;
   std::vector<bool> busy_, cancelled_;  // per rank: computing a bundle; told to abandon it
   int stopped_ = 0;
+  steady::time_point oldest_{};  // arrival of the oldest result not yet written
   Progress progress_;
   RunSummary& summary_;
 };
@@ -308,7 +318,8 @@ bool take_cancel(MPI_Comm comm) {
   return flag != 0;
 }
 
-void run_worker(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, int rank) {
+void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, int rank,
+                RunSummary& summary) {
   // A bundle is abandoned when this rank's own grace period is over or rank 0 says so.
   const auto cancelled = [&] {
     return (stop_signal() != 0 && seconds_since_stop_signal() > opt.grace_s) || take_cancel(comm);
@@ -318,6 +329,7 @@ void run_worker(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, in
     const std::int32_t sig = stop_signal();
     if (results.size() < sizeof sig) results.resize(sizeof sig);
     std::memcpy(results.data(), &sig, sizeof sig);
+    const auto sent = steady::now();
     mpi::check(MPI_Send(results.data(), static_cast<int>(results.size()), MPI_BYTE, 0, tag_result, comm), "MPI_Send");
     MPI_Status status;
     mpi::check(MPI_Probe(0, tag_assign, comm, &status), "MPI_Probe");
@@ -325,9 +337,13 @@ void run_worker(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, in
     mpi::check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
     TaskList tasks(static_cast<std::size_t>(count));
     mpi::check(MPI_Recv(tasks.data(), count, MPI_UINT64_T, 0, tag_assign, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    const double waited = std::chrono::duration<double>(steady::now() - sent).count();
+    summary.wait_s += waited;
+    summary.max_wait_s = std::max(summary.max_wait_s, waited);
     if (tasks.empty()) return;
+    ++summary.bundles;
     results.assign(sizeof sig, 0);
-    for (const auto& r : compute(plan, tasks, rank, cancelled)) pack(r, results);
+    for (const auto& r : compute(runner, plan, tasks, rank, cancelled)) pack(r, results);
   }
 }
 
@@ -353,7 +369,8 @@ int RunSummary::exit_code() const {
   return (store_failed + store_diverged) > 0 ? 3 : 0;
 }
 
-RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm) {
+RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, const BundleRunner& runner_) {
+  const BundleRunner runner = runner_ ? runner_ : BundleRunner(models::run_bundle);
   const int rank = mpi::comm_rank(comm), size = mpi::comm_size(comm);
   linalg::set_blas_threads(opt.blas_threads);
   install_stop_handlers();
@@ -394,7 +411,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   if (!error.empty()) throw StoreRefused(error);
 
   if (rank != 0) {
-    run_worker(plan, opt, comm, rank);
+    run_worker(runner, plan, opt, comm, rank, summary);
   } else {
     // Phase 2 (rank 0): the pending work (with --retry-failed also failed and diverged tasks),
     // largest bundle first.
@@ -442,7 +459,10 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       }
     });
     const auto cancelled = [&] { return stop.past_grace(); };
-    while (auto tasks = queue.pop()) local.push(compute(plan, *tasks, 0, cancelled));
+    while (auto tasks = queue.pop()) {
+      ++summary.bundles;
+      local.push(compute(runner, plan, *tasks, 0, cancelled));
+    }
     local_finished = true;
     service_thread.join();
     if (service_error) std::rethrow_exception(service_error);

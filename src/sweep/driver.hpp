@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "base/error.hpp"
+#include "models/task_runner.hpp"
 #include "plan/plan.hpp"
 
 namespace rcsweep::sweep {
@@ -45,7 +48,23 @@ struct RunSummary {
   int stop_signal = 0;              ///< the signal that stopped the run early (0: none)
   bool time_limited = false;        ///< the time limit stopped the run early
   double time_limit_s = 0.0;        ///< the limit in effect (seconds from the start; 0: none)
+  /// Scheduler counters of this rank (docs/SCALING.md; not shared between ranks). Rank 0's
+  /// writer: time spent in Store::write, batches written, the largest batch, and the longest a
+  /// result waited at rank 0 between its arrival and the end of its write. Every rank: bundles it
+  /// computed, and (workers) the time spent waiting for the next bundle after sending results.
+  double write_s = 0.0;
+  std::uint64_t write_batches = 0, max_batch = 0;
+  double max_write_latency_s = 0.0;
+  std::uint64_t bundles = 0;
+  double wait_s = 0.0, max_wait_s = 0.0;
 };
+
+/// Computes the tasks of one bundle, calling `on_done` once per finished task (the signature and
+/// contract of models::run_bundle, the default). The seam lets tests run the scheduler on tasks
+/// of synthetic cost; every rank must pass the same function.
+using BundleRunner = std::function<void(const plan::Plan&, const std::vector<std::uint64_t>& tasks,
+                                        const std::function<void(models::TaskOutput&&)>& on_done,
+                                        const std::function<bool()>& cancelled)>;
 
 /// The store could not be opened or created (another plan's store, not a store, exists without
 /// --overwrite, ...). Thrown on every rank with the same message, so the caller can exit cleanly.
@@ -60,7 +79,8 @@ std::string hostname();
 
 /// Run `plan` into the store at opt.output, collectively on `comm`. Throws StoreRefused (on every
 /// rank) when the store cannot be created or belongs to another plan; any other exception is
-/// local to the rank that threw it (the caller aborts the job).
-RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm);
+/// local to the rank that threw it (the caller aborts the job). `runner` computes the bundles
+/// (empty: models::run_bundle).
+RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, const BundleRunner& runner = {});
 
 }  // namespace rcsweep::sweep
