@@ -3,13 +3,16 @@
 //   ./build/bench/bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "base/allocator.hpp"
 #include "bench_common.hpp"
 
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
+#include "rng/normal_kernels.hpp"  // the ISA variants of fill_normal
 #include "rng/philox.hpp"
 
 namespace {
@@ -58,18 +61,30 @@ void BM_signal_metrics(benchmark::State& state) {
 }
 BENCHMARK(BM_signal_metrics)->Apply(shapes);
 
-// Keyed normals (Philox4x64-10 + Box–Muller).
-void BM_fill_normal(benchmark::State& state) {
+// Keyed normals (Philox4x64-10 + Box–Muller), at the sizes the models draw: T x T Markov
+// matrices and d x d weights of the grid (20², 60², 100², 150², 300², 750²) and 2^20.
+// BM_fill_normal is what the models call (the AVX2 variant on an AVX2 CPU); the _portable one is
+// the baseline x86-64 build of the same code (the generator before issue 5), in the same run.
+template <void (*Fill)(const rcsweep::rng::StreamKey&, std::span<double>)>
+void fill_normal_bench(benchmark::State& state) {
   std::vector<double> out(static_cast<std::size_t>(state.range(0)));
   rcsweep::rng::StreamKey key;
   for (auto _ : state) {
-    rcsweep::rng::fill_normal(key, out);
+    Fill(key, out);
     benchmark::DoNotOptimize(out.data());
     ++key.layer;
   }
   state.counters["normals/s"] = benchmark::Counter(static_cast<double>(out.size()), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_fill_normal)->Arg(1 << 16)->Arg(1 << 20);
+void fill_sizes(benchmark::internal::Benchmark* b) {
+  for (int n : {20 * 20, 60 * 60, 100 * 100, 150 * 150, 300 * 300, 750 * 750, 1 << 20}) b->Arg(n);
+}
+void BM_fill_normal(benchmark::State& state) { fill_normal_bench<rcsweep::rng::fill_normal>(state); }
+void BM_fill_normal_portable(benchmark::State& state) {
+  fill_normal_bench<rcsweep::rng::detail::fill_normal_portable>(state);
+}
+BENCHMARK(BM_fill_normal)->Apply(fill_sizes);
+BENCHMARK(BM_fill_normal_portable)->Apply(fill_sizes);
 
 }  // namespace
 

@@ -8,7 +8,8 @@
 // instruction set the compiler picks (SSE2 packed, AVX, scalar) as long as a*b+c is not contracted
 // into an FMA: rcsweep_rng is compiled with -ffp-contract=off (src/rng/CMakeLists.txt). Written
 // as plain scalar code on doubles and uint64 bit patterns so that g++ -O3 auto-vectorises the
-// loop that calls them with baseline SSE2 (2 doubles per instruction).
+// loop that calls them: with baseline SSE2 (2 doubles per instruction) in fill_normal_portable,
+// with AVX2 (4 doubles) in fill_normal_avx2, which fill_normal picks at run time (issue 5).
 //
 // Accuracy (tests/unit/numerics/test_rng.cpp measures it against libm over millions of points):
 //   log_open_unit(u):   relative error < 2^-52 on the whole 53-bit grid of (0, 1) (fdlibm's
@@ -22,9 +23,30 @@
 //   log_open_unit measured: 2.2e-16 relative (test_rng.cpp, 2.2 M points incl. u = 2^-54).
 #pragma once
 #include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <span>
+
+#include "rng/philox.hpp"
+
+// Every function of fill_normal's inner loops is forced inline, so that each ISA variant of the
+// fill (philox.cpp) compiles its own copy of them for its instruction set: the out-of-line
+// copies that other callers (the unit test) may use stay baseline x86-64.
+#define RCSWEEP_RNG_KERNEL [[gnu::always_inline]] inline
 
 namespace rcsweep::rng::detail {
+
+// The ISA variants of fill_normal (philox.cpp). They give bitwise the same values (tested):
+// the same IEEE basic operations in the same order, never contracted into FMAs. fill_normal
+// calls fill_normal_avx2 when avx2_available() says that the CPU and the OS support AVX2, else
+// fill_normal_portable (baseline x86-64: SSE2). Exposed for the unit test and the benchmark.
+void fill_normal_portable(const StreamKey& key, std::span<double> out);
+void fill_normal_avx2(const StreamKey& key, std::span<double> out);  ///< only if avx2_available()
+bool avx2_available();
+// The Box–Muller step of each variant alone: out[2p], out[2p + 1] = the normals of the words
+// (a[p], b[p]), p < pairs (the unit test feeds it the extreme words).
+void box_muller_portable(const std::uint64_t* a, const std::uint64_t* b, double* out, std::size_t pairs);
+void box_muller_avx2(const std::uint64_t* a, const std::uint64_t* b, double* out, std::size_t pairs);
 
 inline constexpr double two_pow_m53 = 0x1p-53;
 // Largest double below 1. ((2^53 - 1) + 0.5) * 2^-53 rounds (ties-to-even) to exactly 1.0, so
@@ -33,7 +55,7 @@ inline constexpr double below_one = 0x1.fffffffffffffp-1;
 
 // Exact double of an integer 0 <= v < 2^52: place it in the mantissa of 2^52 and subtract 2^52.
 // (A conversion instruction from 64-bit integers to packed doubles needs AVX-512.)
-inline double small_uint_to_double(std::uint64_t v) {
+RCSWEEP_RNG_KERNEL double small_uint_to_double(std::uint64_t v) {
   return std::bit_cast<double>(v | 0x4330000000000000ULL) - 0x1p52;
 }
 
@@ -42,7 +64,7 @@ inline double small_uint_to_double(std::uint64_t v) {
 // (tested): with x >> 11 = hi 2^21 + lo, the mantissa fields give H = 2^20 + hi 2^-32 and
 // L = 1/2 + lo 2^-53 exactly; H - 2^20 and L - (1/2 - 2^-54) = (lo + 1/2) 2^-53 are exact, and
 // their sum is the one rounding of the original formula (scaled by a power of two).
-inline double open_unit(std::uint64_t x) {
+RCSWEEP_RNG_KERNEL double open_unit(std::uint64_t x) {
   const double h = std::bit_cast<double>((x >> 32) | 0x4130000000000000ULL) - 0x1p20;
   const double l = std::bit_cast<double>(((x >> 11) & 0x1fffffULL) | 0x3fe0000000000000ULL) - (0.5 - 0x1p-54);
   const double u = h + l;  // in (0, 1]
@@ -54,7 +76,7 @@ inline double open_unit(std::uint64_t x) {
 
 // Natural log of a positive normal double u < 2 (here u in [2^-54, 1)); fdlibm __ieee754_log
 // without the special cases (musl's reduction on the 64-bit pattern).
-inline double log_open_unit(double u) {
+RCSWEEP_RNG_KERNEL double log_open_unit(double u) {
   constexpr double ln2_hi = 0x1.62e42fee00000p-1;  // 6.93147180369123816490e-01
   constexpr double ln2_lo = 0x1.a39ef35793c76p-33; // 1.90821492927058770002e-10
   constexpr double lg1 = 6.666666666666735130e-01;
@@ -349,7 +371,7 @@ alignas(16) inline constexpr SinCos sincos_table[257] = {
 // u = k/256 + t with k = round(256 u) and t exact, |t| <= 1/512 (|2 pi t| <= 0.0123); then
 // sin(2 pi u) = S_k C(t) + C_k S(t), cos(2 pi u) = C_k C(t) - S_k S(t) with the table (S_k, C_k)
 // and Taylor polynomials S(t) (to t^5) and C(t) (to t^6), truncation error < 1e-17.
-inline void sincos_turns(double u, double& sin_out, double& cos_out) {
+RCSWEEP_RNG_KERNEL void sincos_turns(double u, double& sin_out, double& cos_out) {
   constexpr double s1 = 0x1.921fb54442d18p+2;  // 2 pi
   constexpr double s3 = -0x1.4abbce625be53p+5; // -(2 pi)^3 / 3!
   constexpr double s5 = 0x1.466bc6775aae2p+6;  // (2 pi)^5 / 5!

@@ -1,14 +1,16 @@
-// rng: Philox4x64-10 streams (MODELS.md "Randomness").
+// rng: Philox4x64-10 streams (MODELS.md "Randomness") and the ISA variants of fill_normal.
 #include <Random123/philox.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <string>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <numbers>
+#include <span>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "rng/normal_kernels.hpp"
@@ -149,29 +151,197 @@ TEST(RngPhilox, MatchesReferenceLayout) {
   }
 }
 
+using FillFn = void (*)(const StreamKey&, std::span<double>);
+
+// The ISA variants of fill_normal this CPU can run (the AVX2 one only where it is supported).
+std::vector<std::pair<const char*, FillFn>> variants() {
+  std::vector<std::pair<const char*, FillFn>> v = {{"fill_normal", fill_normal},
+                                                   {"portable", detail::fill_normal_portable}};
+  if (detail::avx2_available()) v.emplace_back("avx2", detail::fill_normal_avx2);
+  return v;
+}
+
+std::vector<double> normals_with(FillFn fill, const StreamKey& k, std::size_t n) {
+  std::vector<double> v(n);
+  fill(k, v);
+  return v;
+}
+
 // The fast transform (own log/sin/cos, chunked Philox) is the same math as the reference:
-// 400'000 normals of several keys within 1e-13 (relative above 1, absolute below).
+// 400'000 normals of several keys within 1e-13 (relative above 1, absolute below), in every
+// ISA variant.
 TEST(RngPhilox, FastNormalsMatchLibmReference) {
   double worst = 0.0;
-  for (std::uint32_t layer : {0u, 1u, 7u}) {
-    StreamKey k = base_key();
-    k.layer = layer;
-    k.seed += layer;
-    constexpr std::size_t n = 400'000 / 3 + 1;  // not a multiple of 4: the tail block too
-    const auto z = normals(k, n);
-    for (std::size_t i = 0; 4 * i < n; ++i) {
-      const auto x = reference_block(k, i, 0);
-      double ref[4];
-      reference_box_muller(x.v[0], x.v[1], ref[0], ref[1]);
-      reference_box_muller(x.v[2], x.v[3], ref[2], ref[3]);
-      for (std::size_t j = 0; j < 4 && 4 * i + j < n; ++j) {
-        const double err = std::abs(z[4 * i + j] - ref[j]) / std::max(1.0, std::abs(ref[j]));
-        worst = std::max(worst, err);
-        ASSERT_LE(err, 1e-13) << "element " << 4 * i + j << " layer " << layer;
+  for (const auto& [name, fill] : variants()) {
+    for (std::uint32_t layer : {0u, 1u, 7u}) {
+      StreamKey k = base_key();
+      k.layer = layer;
+      k.seed += layer;
+      constexpr std::size_t n = 400'000 / 3 + 1;  // not a multiple of 4: the tail block too
+      const auto z = normals_with(fill, k, n);
+      for (std::size_t i = 0; 4 * i < n; ++i) {
+        const auto x = reference_block(k, i, 0);
+        double ref[4];
+        reference_box_muller(x.v[0], x.v[1], ref[0], ref[1]);
+        reference_box_muller(x.v[2], x.v[3], ref[2], ref[3]);
+        for (std::size_t j = 0; j < 4 && 4 * i + j < n; ++j) {
+          const double err = std::abs(z[4 * i + j] - ref[j]) / std::max(1.0, std::abs(ref[j]));
+          worst = std::max(worst, err);
+          ASSERT_LE(err, 1e-13) << name << " element " << 4 * i + j << " layer " << layer;
+        }
       }
     }
   }
   RecordProperty("max_error", std::to_string(worst));
+}
+
+// Random123's own known-answer vectors for philox4x64_R(10, ctr, key) (kat_vectors of the
+// Random123 distribution): the installed library is the generator the stream layout documents.
+TEST(RngPhilox, Random123KnownAnswerVectors) {
+  struct Kat {
+    philox4x64_ctr_t ctr;
+    philox4x64_key_t key;
+    std::uint64_t out[4];
+  };
+  const std::uint64_t ones = ~std::uint64_t{0};
+  const Kat kats[3] = {
+      {{{0, 0, 0, 0}}, {{0, 0}}, {0x16554d9eca36314cULL, 0xdb20fe9d672d0fdcULL, 0xd7e772cee186176bULL, 0x7e68b68aec7ba23bULL}},
+      {{{ones, ones, ones, ones}}, {{ones, ones}},
+       {0x87b092c3013fe90bULL, 0x438c3c67be8d0224ULL, 0x9cc7d7c69cd777b6ULL, 0xa09caebf594f0ba0ULL}},
+      {{{0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL, 0xa4093822299f31d0ULL, 0x082efa98ec4e6c89ULL}},
+       {{0x452821e638d01377ULL, 0xbe5466cf34e90c6cULL}},
+       {0xa528f45403e61d95ULL, 0x38c72dbd566e9788ULL, 0xa5a1610e72fd18b5ULL, 0x57bd43b5e52b7fe6ULL}},
+  };
+  for (const Kat& kat : kats) {
+    const philox4x64_ctr_t x = philox4x64_R(10, kat.ctr, kat.key);
+    for (std::size_t j = 0; j < 4; ++j) EXPECT_EQ(x.v[j], kat.out[j]) << std::hex << kat.ctr.v[0] << " word " << j;
+  }
+}
+
+// The all-zero StreamKey has Philox key {0, 0} and block 0 counter {0, 0, 0, 0}: its first four
+// normals are the Box–Muller transform of the first known-answer vector, in every variant (this
+// ties fill_normal's own hoisted Philox to the published numbers, not only to Random123's code).
+TEST(RngPhilox, ZeroKeyStreamIsTheKnownAnswerVector) {
+  const std::uint64_t a[2] = {0x16554d9eca36314cULL, 0xd7e772cee186176bULL};  // x0, x2
+  const std::uint64_t b[2] = {0xdb20fe9d672d0fdcULL, 0x7e68b68aec7ba23bULL};  // x1, x3
+  double kernel[4];
+  detail::box_muller_portable(a, b, kernel, 2);
+  for (const auto& [name, fill] : variants()) {
+    const auto z = normals_with(fill, StreamKey{}, 4);
+    for (std::size_t p = 0; p < 2; ++p) {
+      double z0 = 0.0, z1 = 0.0;
+      reference_box_muller(a[p], b[p], z0, z1);
+      EXPECT_EQ(z[2 * p], kernel[2 * p]) << name << " pair " << p;
+      EXPECT_EQ(z[2 * p + 1], kernel[2 * p + 1]) << name << " pair " << p;
+      EXPECT_NEAR(z[2 * p], z0, 1e-14) << name << " pair " << p;
+      EXPECT_NEAR(z[2 * p + 1], z1, 1e-14) << name << " pair " << p;
+    }
+  }
+}
+
+// The ISA variants are bitwise equal: every length around the chunk (64 blocks = 256 normals) and
+// block (4 normals) boundaries, several keys, and a long fill.
+TEST(RngDispatch, VariantsAreBitwiseEqual) {
+  if (!detail::avx2_available()) GTEST_SKIP() << "no AVX2 on this CPU: only the portable variant runs";
+  std::vector<std::size_t> lengths;
+  for (std::size_t n = 0; n <= 40; ++n) lengths.push_back(n);
+  for (std::size_t c : {1, 2, 3, 7}) {
+    for (std::size_t dn = 0; dn <= 5; ++dn) {
+      lengths.push_back(256 * c + dn);
+      lengths.push_back(256 * c - dn);
+    }
+  }
+  lengths.push_back(100'003);
+  lengths.push_back(562'500);  // a 750 x 750 weight
+  for (std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{42}, ~std::uint64_t{0}}) {
+    StreamKey k = base_key();
+    k.seed = seed;
+    for (std::size_t n : lengths) {
+      k.layer = static_cast<std::uint32_t>(n);
+      const auto p = normals_with(detail::fill_normal_portable, k, n);
+      ASSERT_TRUE(bitwise_equal(p, normals_with(detail::fill_normal_avx2, k, n))) << "seed " << seed << " n " << n;
+      ASSERT_TRUE(bitwise_equal(p, normals(k, n))) << "fill_normal, seed " << seed << " n " << n;
+    }
+  }
+}
+
+// Philox words whose uniforms reach the ends of the grid: u1 = 2^-54 (the largest normal,
+// sqrt(108 ln 2) = 8.65), u1 -> 1 (r -> 0), and angles on every 1/4096 of a turn (quadrant edges,
+// the sincos table's nodes and the ties between them), plus pseudo-random words.
+void extreme_words(std::vector<std::uint64_t>& a, std::vector<std::uint64_t>& b) {
+  const std::uint64_t ones = ~std::uint64_t{0};
+  const std::vector<std::uint64_t> radial = {0, 1, 0x7ff, 0x800, 0x1000, std::uint64_t{1} << 32, std::uint64_t{1} << 63,
+                                             (std::uint64_t{1} << 63) - 1, ones - 0x800, ones - 0x7ff, ones};
+  std::vector<std::uint64_t> angular = {0, 0x7ff, 0x800, ones, ones - 0x800, ones - 0x7ff};
+  for (std::uint64_t j = 1; j < 4096; ++j) {
+    angular.push_back(j << 52);              // u2 = j / 4096 (+ half a grid step)
+    angular.push_back((j << 52) - 0x800);    // the grid point below
+  }
+  std::uint64_t s = 0x9E3779B97F4A7C15ULL;
+  for (std::uint64_t w : angular) {
+    for (std::uint64_t r : radial) {
+      a.push_back(r);
+      b.push_back(w);
+    }
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    a.push_back(s >> (s % 53));  // radial words at every exponent: u1 down to 2^-54
+    b.push_back(w);
+  }
+}
+
+// The Box–Muller step of each variant on those words: bitwise equal across variants, and within
+// a stated tolerance of the libm formula: |z - z_libm| <= 8 * 2^-52 * max(r, 1), where r is the
+// radius (up to 8.65). The error budget: log 1 ulp, sqrt and products 1.5 ulp, sincos 1.2e-16
+// absolute, and the libm formula's own rounding of theta = 2 pi u2 (up to 4.4e-16 absolute).
+TEST(RngKernels, BoxMullerVariantsMatchLibmOnExtremeWords) {
+  std::vector<std::uint64_t> a, b;
+  extreme_words(a, b);
+  const std::size_t pairs = a.size();
+  std::vector<double> z(2 * pairs), z_avx2(2 * pairs);
+  detail::box_muller_portable(a.data(), b.data(), z.data(), pairs);
+  if (detail::avx2_available()) {
+    detail::box_muller_avx2(a.data(), b.data(), z_avx2.data(), pairs);
+    ASSERT_TRUE(bitwise_equal(z, z_avx2));
+  }
+  double worst = 0.0, largest = 0.0;
+  for (std::size_t p = 0; p < pairs; ++p) {
+    double z0 = 0.0, z1 = 0.0;
+    reference_box_muller(a[p], b[p], z0, z1);
+    const double r = std::sqrt(z0 * z0 + z1 * z1);
+    const double scale = 0x1p-52 * std::max(r, 1.0);
+    const double err = std::max(std::abs(z[2 * p] - z0), std::abs(z[2 * p + 1] - z1)) / scale;
+    worst = std::max(worst, err);
+    largest = std::max({largest, std::abs(z[2 * p]), std::abs(z[2 * p + 1])});
+    ASSERT_LE(err, 8.0) << std::hex << a[p] << " " << b[p];
+  }
+  EXPECT_GT(largest, 8.6);  // the extreme u1 = 2^-54 was reached
+  EXPECT_LT(largest, 8.7);
+  std::printf("Box-Muller: max error %.2f x 2^-52 max(r, 1) against libm over %zu pairs\n", worst, pairs);
+}
+
+// Threads drawing different streams at the same time (and racing to the first-call dispatch)
+// get the numbers of a sequential run.
+TEST(RngDispatch, ConcurrentFillsEqualSequentialOnes) {
+  constexpr int threads = 4, per_thread = 6;
+  constexpr std::size_t n = 5'000;
+  std::vector<std::vector<double>> par(threads * per_thread, std::vector<double>(n));
+  auto key_of = [](int t, int j) {
+    StreamKey k = base_key();
+    k.head = static_cast<std::uint32_t>(t);
+    k.layer = static_cast<std::uint32_t>(j);
+    return k;
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int j = 0; j < per_thread; ++j) fill_normal(key_of(t, j), par[static_cast<std::size_t>(t * per_thread + j)]);
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t)
+    for (int j = 0; j < per_thread; ++j)
+      EXPECT_TRUE(bitwise_equal(par[static_cast<std::size_t>(t * per_thread + j)],
+                                normals_with(detail::fill_normal_portable, key_of(t, j), n)))
+          << t << " " << j;
 }
 
 // Uniform map of the kernels == the documented one, on random words and the edges of the grid.
