@@ -1,0 +1,292 @@
+"""Mind the Gap (Nait Saada, Naderi, Tanner, ICML 2025): the random-initialisation figures.
+
+Every draw function reads a loaded store (rcsweep_tools.load) and marks its artists so that a
+test can read them back:
+  - a mean line is a Line2D whose label names the variant (e.g. "l=2 ⊥", "A + skip + LN ⊥");
+    its 95% band (t-based, plot.mean_band) is a PolyCollection with gid "band:<label>";
+  - a theory curve is a Line2D with gid "theory:<what>";
+  - eigenvalues are scatter PathCollections with gid "eig:<panel>", the leading one of each task
+    "outlier:<panel>"; histogram bars are Rectangles with gid "hist:<panel>".
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import FIGURES, figure
+from ..load import spectrum
+from ..plot import FigureDataError, axis_label, line_band, need, scalar, select
+
+PAPER = "Mind the Gap"
+PERP = "⊥"
+
+
+def _need(ds, name, **kw):
+    need(ds, FIGURES[name], **kw)
+
+
+def _grid_dims(ds):
+    return [d for d in ds["status"].dims if d != "replicate"]
+
+
+def _points(ds, dims):
+    """Every index combination over `dims` (row-major), as dicts for isel."""
+    shape = [ds.sizes[d] for d in dims]
+    for flat in range(int(np.prod(shape)) if dims else 1):
+        yield dict(zip(dims, np.unravel_index(flat, shape))) if dims else {}
+
+
+def _value(ds, name, default=None):
+    if name not in ds.coords:
+        return default
+    v = np.unique(np.asarray(ds[name].values).ravel())
+    if len(v) != 1:
+        return default
+    return v[0].item() if hasattr(v[0], "item") else v[0]
+
+
+def variant_label(ds):
+    """Mind the Gap's legend names: A (Markov) / A(X) (softmax) / ..., + skip, + LN, ⊥."""
+    mixer = _value(ds, "mixer", "")
+    name = {"markov": "A", "softmax": "A(X)", "identity": "Identity A"}.get(mixer, str(mixer))
+    lam = _value(ds, "lambda", 0.0)
+    if lam not in (0, 0.0):
+        ss = _value(ds, "skip_scale", 1.0)
+        name += " + skip" if ss == 1.0 else " + skip (scaled)"
+    if _value(ds, "norm", "none") not in ("none", None):
+        name += " + LN" if _value(ds, "norm") == "layernorm" else " + RMS"
+    if _value(ds, "gap_fix", "none") == "perp":
+        name += f" {PERP}"
+    elif _value(ds, "gap_fix", "none") == "outliers":
+        name += " no outliers"
+    return name
+
+
+def _tdim(ds, name):
+    if "T" not in ds.coords or ds["T"].ndim != 1:
+        raise FigureDataError(f"{ds.attrs.get('path')}: {name} needs T swept (an [axes] or [[zip]] list); "
+                              f"make the store with jobs/examples/{FIGURES[name].sweep}")
+    return ds["T"].dims[0]
+
+
+def _panels(n, fig, width=4.6, height=3.8):
+    fig.set_size_inches(width * n, height)
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    return list(axes)
+
+
+# --------------------------------------------------------------------------------------------
+def circle_radius(mixer, T, sigma_A, sigma_qk):
+    """Radius of the bulk of M's eigenvalues: sigma / sqrt(T) (circular law of sqrt(T) M; Mind the
+    Gap Fig. 1, Thm A.1). Markov: sigma = sigma_A (exact in the limit). Softmax A(X) on an
+    orthonormal input: the logits are close to N(0, sigma_qk^4), so Z = exp(logit) has relative
+    std sigma = sqrt(exp(sigma_qk^4) - 1) (an approximation). None for other mixers."""
+    if mixer == "markov":
+        return sigma_A / np.sqrt(T)
+    if mixer == "softmax":
+        return np.sqrt(np.expm1(sigma_qk ** 4)) / np.sqrt(T)
+    return None
+
+
+@figure("mtg-fig1", PAPER, "Fig. 1: eigenvalues of the attention matrix M in the complex plane, "
+        "bulk radius sigma/sqrt(T)", "mtg_fig1.toml")
+def fig1(ds, fig):
+    _need(ds, "mtg-fig1", coords=["mixer", "T", "sigma_A", "sigma_qk"],
+          attrs={"mixer_spectra_stored": {"last", "all"}})
+    layer = int(ds["layer"].values[-1])
+    mixers = list(np.atleast_1d(ds["mixer"].values))
+    axes = _panels(len(mixers), fig, 4.2, 4.2)
+    t = np.linspace(0, 2 * np.pi, 361)
+    for ax, m in zip(axes, mixers):
+        sub = select(ds, mixer=m)
+        T, sA, sqk = scalar(sub, "T"), scalar(sub, "sigma_A"), scalar(sub, "sigma_qk")
+        eig = spectrum(sub, "m_eig", layer).reshape(-1, int(T))
+        eig = eig[~np.isnan(eig).all(axis=1)]
+        if eig.size == 0:
+            raise FigureDataError(f"no done task with mixer {m!r} in {ds.attrs.get('path')}")
+        ax.scatter(eig.real.ravel(), eig.imag.ravel(), s=4, alpha=0.6, color="C0", gid=f"eig:{m}",
+                   label=f"eigenvalues ({len(eig)} draws)")
+        ax.scatter(eig[:, 0].real, eig[:, 0].imag, s=18, color="k", gid=f"outlier:{m}", label="largest |λ|")
+        r = circle_radius(m, T, sA, sqk)
+        if r is not None:
+            what = r"$\sigma_A/\sqrt{T}$" if m == "markov" else r"$\sqrt{e^{\sigma_{qk}^4}-1}/\sqrt{T}$ (approx.)"
+            ax.plot(r * np.cos(t), r * np.sin(t), "r--", lw=1, gid="theory:circle", label=f"radius {what}")
+        ax.axhline(0, color="0.8", lw=0.5, zorder=0)
+        ax.axvline(0, color="0.8", lw=0.5, zorder=0)
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_xlabel(r"Re $\lambda(M)$")
+        ax.set_ylabel(r"Im $\lambda(M)$")
+        ax.set_title(f"{m}, T = {T}, layer {layer}")
+        ax.legend(fontsize=7, loc="upper left")
+
+
+# --------------------------------------------------------------------------------------------
+@figure("mtg-fig4a", PAPER, "Fig. 3a/4a: stable rank of X X^T vs T at every layer, with and without perp",
+        "mtg_width.toml")
+def fig4a(ds, fig):
+    _need(ds, "mtg-fig4a", vars=["sr_cov"], coords=["gap_fix", "T"], values={"gap_fix": ["none", "perp"]})
+    tdim = _tdim(ds, "mtg-fig4a")
+    if ds["gap_fix"].ndim != 1:
+        raise FigureDataError("gap_fix must be swept")
+    gdim = ds["gap_fix"].dims[0]
+    if gdim == tdim:
+        raise FigureDataError("gap_fix and T must be separate grid dimensions")
+    others = [d for d in _grid_dims(ds) if d not in (tdim, gdim)]
+    panels = list(_points(ds, others))
+    axes = _panels(len(panels), fig)
+    T = ds["T"].values.astype(float)
+    for ax, at in zip(axes, panels):
+        sub = ds.isel(**at)
+        for ell in ds["layer"].values:
+            color = f"C{int(ell) % 10}"
+            for gf, ls in (("none", "-"), ("perp", "--")):
+                da = select(sub, gap_fix=gf)["sr_cov"].sel(layer=ell).transpose(tdim, "replicate")
+                label = f"ℓ={int(ell)}" + (f" {PERP}" if gf == "perp" else "")
+                line_band(ax, T, da, label, color=color, ls=ls, marker=".")
+        ax.plot(T, np.ones_like(T), ":", color="k", lw=1, gid="theory:sr=1", label="sr = 1 (Prop. 3.4, T→∞)")
+        ax.plot(T, T, ":", color="0.5", lw=1, gid="theory:sr=T", label=r"sr = T (input; $\perp$ grows ∝ T, Prop. 3.7)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(axis_label(ds, "T"))
+        ax.set_ylabel(axis_label(ds, "sr_cov"))
+        ax.set_title(variant_label(select(sub, gap_fix="none")).strip())
+        ax.legend(fontsize=6, ncol=2)
+
+
+# --------------------------------------------------------------------------------------------
+@figure("mtg-fig4b", PAPER, "Fig. 4b: stable rank of X X^T vs depth for A, + LN, + skip, + skip + LN, "
+        "with and without perp", "mtg_depth.toml")
+def fig4b(ds, fig):
+    _need(ds, "mtg-fig4b", vars=["sr_cov"], coords=["gap_fix", "lambda", "norm"], values={"gap_fix": ["none", "perp"]})
+    axes = _panels(1, fig, 6.5, 4.5)
+    ax = axes[0]
+    dims = _grid_dims(ds)
+    x = ds["layer"].values
+    bases, seen = [], set()
+    for at in _points(ds, dims):
+        sub = ds.isel(**at)
+        label = variant_label(sub)
+        if label in seen:  # a grid dimension the legend names do not cover (e.g. T): spell it out
+            label += " (" + ", ".join(f"{d}={sub[d].values.item()}" for d in dims) + ")"
+        seen.add(label)
+        base = label.replace(f" {PERP}", "")
+        if base not in bases:
+            bases.append(base)
+        line_band(ax, x, sub["sr_cov"].transpose("layer", "replicate"), label,
+                  color=f"C{bases.index(base) % 10}", ls="--" if _value(sub, "gap_fix") == "perp" else "-")
+    ax.set_yscale("log")
+    ax.set_xlabel(axis_label(ds, "layer"))
+    ax.set_ylabel(axis_label(ds, "sr_cov"))
+    ax.set_title(f"T = {_value(ds, 'T', '…')}, d = {_value(ds, 'd', '…')}")
+    ax.legend(fontsize=7, ncol=2)
+
+
+# --------------------------------------------------------------------------------------------
+@figure("mtg-fig5", PAPER, "Fig. 5: gradient norm of the first layer's W_V vs depth L and vs T, "
+        "with the T^(L-1) reference", "mtg_gradients.toml")
+def fig5(ds, fig):
+    _need(ds, "mtg-fig5", vars=["grad_log10_g_all"], coords=["T"])
+    tdim = _tdim(ds, "mtg-fig5")
+    others = [d for d in _grid_dims(ds) if d != tdim]
+    g = ds["grad_log10_g_all"].sel(layer=1)  # g_{L,1}: the first layer's value weight
+    Ls = ds["L"].values.astype(float)
+    T = ds["T"].values.astype(float)
+    imax = int(np.argmax(T))
+    ax_l, ax_t = _panels(2, fig, 5.2, 4.2)
+    plain = None
+    for at in _points(ds, others):
+        sub = ds.isel(**at)
+        label = variant_label(sub)
+        gsub = g.isel(**at)
+        line_band(ax_l, Ls, gsub.isel({tdim: imax}).transpose("L", "replicate"), label, marker=".")
+        line_band(ax_t, T, gsub.sel(L=Ls[-1]).transpose(tdim, "replicate"), label, marker=".")
+        if plain is None and _value(sub, "gap_fix", "none") == "none" and _value(sub, "norm", "none") == "none" \
+                and _value(sub, "lambda", 0.0) == 0.0:
+            plain = gsub
+    # Prop. 3.6: g_{L,1} >= C T^{L-1}. Reference slopes through the plain variant's first point
+    # (through the lowest mean when the store has no plain A).
+    ref = plain if plain is not None else g
+    m_l = ref.isel({tdim: imax}).mean("replicate")
+    m_l = m_l.min([d for d in m_l.dims if d != "L"]) if m_l.ndim > 1 else m_l
+    y0 = float(m_l.sel(L=Ls[0]))
+    ax_l.plot(Ls, y0 + (Ls - Ls[0]) * np.log10(T[imax]), "k:", gid="theory:T^(L-1) vs L",
+              label=rf"$\propto T^{{L-1}}$, T = {int(T[imax])} (Prop. 3.6)")
+    m_t = ref.sel(L=Ls[-1]).mean("replicate")
+    m_t = m_t.min([d for d in m_t.dims if d != tdim]) if m_t.ndim > 1 else m_t
+    i0 = int(np.argmin(T))
+    y0t = float(m_t.isel({tdim: i0}))
+    ax_t.plot(T, y0t + (Ls[-1] - 1) * (np.log10(T) - np.log10(T[i0])), "k:", gid="theory:T^(L-1) vs T",
+              label=rf"$\propto T^{{L-1}}$, L = {int(Ls[-1])} (Prop. 3.6)")
+    ylabel = r"$\log_{10}\|\partial X_L/\partial W_{V,1}\|_F^2$"
+    ax_l.set_xlabel(axis_label(ds, "L"))
+    ax_l.set_ylabel(ylabel)
+    ax_l.set_title(f"vs depth, T = d = {int(T[imax])}")
+    ax_t.set_xscale("log")
+    ax_t.set_xlabel(axis_label(ds, "T"))
+    ax_t.set_ylabel(ylabel)
+    ax_t.set_title(f"vs T, L = {int(Ls[-1])}")
+    for ax in (ax_l, ax_t):
+        ax.legend(fontsize=7)
+
+
+# --------------------------------------------------------------------------------------------
+def fig7_layers(lmax, n=6):
+    """The layers Fig. 7 shows: up to n, evenly spaced from 1 to L_max."""
+    return sorted(set(int(round(x)) for x in np.linspace(1, lmax, min(n, lmax))))
+
+
+@figure("mtg-fig7", PAPER, "Fig. 7: eigenvalues of the softmax attention matrix across layers",
+        "mtg_fig7.toml")
+def fig7(ds, fig):
+    _need(ds, "mtg-fig7", coords=["T"], attrs={"mixer_spectra_stored": {"all"}})
+    T = int(scalar(ds, "T"))
+    layers = fig7_layers(int(ds["layer"].values[-1]))
+    axes = _panels(len(layers), fig, 3.4, 3.6)
+    for ax, ell in zip(axes, layers):
+        eig = spectrum(ds, "m_eig", ell).reshape(-1, T)
+        eig = eig[~np.isnan(eig).all(axis=1)]
+        ax.scatter(eig.real.ravel(), eig.imag.ravel(), s=4, alpha=0.6, gid=f"eig:layer {ell}")
+        ax.axhline(0, color="0.8", lw=0.5, zorder=0)
+        ax.axvline(0, color="0.8", lw=0.5, zorder=0)
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_title(f"layer ℓ = {ell}")
+        ax.set_xlabel(r"Re $\lambda(M_\ell)$")
+    axes[0].set_ylabel(r"Im $\lambda(M_\ell)$")
+
+
+# --------------------------------------------------------------------------------------------
+def quarter_circle(x, sigma):
+    """Lemma A.6: density of the quarter-circle law on [0, 2 sigma]."""
+    x = np.asarray(x, dtype=float)
+    return np.where((x >= 0) & (x <= 2 * sigma), np.sqrt(np.clip(4 * sigma ** 2 - x ** 2, 0, None)) / (np.pi * sigma ** 2), 0.0)
+
+
+def histogram_bins(values, sigma, n=30):
+    """n equal bins on [0, max(2 sigma, largest value)]."""
+    return np.linspace(0.0, max(2 * sigma, float(np.nanmax(values))), n + 1)
+
+
+@figure("mtg-lemma-a6", PAPER, "Lemma A.6: singular values of sqrt(T) A^perp against the quarter-circle law",
+        "mtg_quarter_circle.toml")
+def lemma_a6(ds, fig):
+    _need(ds, "mtg-lemma-a6", coords=["gap_fix", "mixer", "sigma_A", "T"], values={"gap_fix": ["perp"], "mixer": ["markov"]},
+          attrs={"mixer_spectra_stored": {"last", "all"}})
+    ds = select(ds, gap_fix="perp", mixer="markov")
+    sigmas = list(np.atleast_1d(ds["sigma_A"].values))
+    axes = _panels(len(sigmas), fig, 4.4, 3.8)
+    for ax, s in zip(axes, sigmas):
+        sub = select(ds, sigma_A=s)
+        T = int(scalar(sub, "T"))
+        sv = np.sqrt(T) * spectrum(sub, "m_sv", 1).reshape(-1, T)
+        sv = sv[~np.isnan(sv).all(axis=1)].ravel()
+        if sv.size == 0:
+            raise FigureDataError(f"no done task with sigma_A = {s}")
+        bins = histogram_bins(sv, s)
+        ax.hist(sv, bins=bins, density=True, alpha=0.6, gid=f"hist:sigma_A={s}",
+                label=f"{sv.size // T} draws, T = {T}")
+        x = np.linspace(0, 2 * s, 201)
+        ax.plot(x, quarter_circle(x, s), "r-", gid="theory:quarter-circle",
+                label=r"$\sqrt{4\sigma_A^2-x^2}/(\pi\sigma_A^2)$")
+        ax.set_xlabel(r"singular value of $\sqrt{T}\,A^\perp$")
+        ax.set_ylabel("density")
+        ax.set_title(rf"$\sigma_A$ = {s}")
+        ax.legend(fontsize=7)
