@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
+#include <string_view>
 
 #include "rng/normal_kernels.hpp"
 
@@ -162,7 +164,11 @@ RCSWEEP_RNG_KERNEL void fill_normal_kernel(const StreamKey& key, std::span<doubl
 
 using FillNormal = void (*)(const StreamKey&, std::span<double>);
 
+// RCSWEEP_RNG_ISA=portable forces the baseline variant (for timing it against the AVX2 one in
+// whole sweeps; the numbers are the same either way).
 FillNormal select_fill_normal() {
+  const char* isa = std::getenv("RCSWEEP_RNG_ISA");
+  if (isa != nullptr && std::string_view(isa) == "portable") return detail::fill_normal_portable;
   return detail::avx2_available() ? detail::fill_normal_avx2 : detail::fill_normal_portable;
 }
 
@@ -187,8 +193,12 @@ void box_muller_portable(const std::uint64_t* a, const std::uint64_t* b, double*
   box_muller_pairs(a, b, out, pairs);
 }
 
-// libgcc's check: CPUID says AVX2, and XGETBV says the OS saves the YMM registers.
-bool avx2_available() { return __builtin_cpu_supports("avx2") != 0; }
+// libgcc's check: CPUID says AVX2, and XGETBV says the OS saves the YMM registers. (The explicit
+// init makes it safe even when the first fill runs in a static constructor.)
+bool avx2_available() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}
 
 }  // namespace detail
 
