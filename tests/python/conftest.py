@@ -63,3 +63,29 @@ def plot_cli(*args, timeout=120):
     """Run scripts/rcsweep-plot with Debian's python; CompletedProcess with text output."""
     return subprocess.run([PYTHON, str(PLOT), *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "MPLBACKEND": "Agg"})
+
+
+_plot_module = None
+
+
+def plot_main(*args):
+    """rcsweep-plot's main() in this process (the same code as the command, without the ~2-5 s
+    of a new interpreter importing matplotlib, xarray and scipy): (exit code, stdout, stderr)."""
+    import contextlib
+    import importlib.machinery
+    import importlib.util
+    import io
+
+    global _plot_module
+    if _plot_module is None:
+        loader = importlib.machinery.SourceFileLoader("rcsweep_plot", str(PLOT))
+        spec = importlib.util.spec_from_loader("rcsweep_plot", loader)
+        _plot_module = importlib.util.module_from_spec(spec)
+        loader.exec_module(_plot_module)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = _plot_module.main([str(a) for a in args])
+        except SystemExit as e:  # argparse usage errors
+            code = e.code
+    return code, out.getvalue(), err.getvalue()

@@ -2,7 +2,7 @@
 extension, and every usage error exits 2 with a message naming the problem, writing nothing."""
 import h5py
 
-from conftest import PLOT, plot_cli
+from conftest import PLOT, plot_cli, plot_main
 
 from rcsweep_tools.figures import FIGURES
 
@@ -85,7 +85,7 @@ def test_not_a_store_missing_file_bad_extension_and_missing_args_exit_2(run_swee
                           ([tmp_path / "missing.h5", "mtg-fig4a"], "no such file"),
                           ([run_sweep(SWEEP), "mtg-fig4a", "-o", tmp_path / "x.pdf"], "must end in .png or .svg"),
                           ([run_sweep(SWEEP)], "give STORE and FIGURE")):
-        proc = plot_cli(*args)
-        assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
-        assert message in proc.stderr, (args, proc.stderr)
+        code, _, err = plot_main(*args)  # in process: a subprocess per case is slow (same main())
+        assert code == 2, (args, code, err)
+        assert message in err, (args, err)
     assert not (tmp_path / "x.pdf").exists()
