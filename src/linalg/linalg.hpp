@@ -43,6 +43,9 @@ struct GramTop {
 /// norm alone prove lambda_2 < decline_below * lambda_1 (a nearly rank-1 G, whose lambda_2 the
 /// Gram route could not resolve anyway).
 GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0);
+/// From this order k on, gram_top finds the two eigenvalues by Lanczos (top_singular_values, to
+/// 1e-13 relative) instead of dsyevx, falling back to dsyevx when Lanczos does not converge.
+inline constexpr std::size_t gram_lanczos_min_order = 384;
 
 /// Thin SVD A = U diag(s) V^T (dgesdd): U (m x k), s (k, descending), Vt (k x n), k = min(m, n).
 struct Svd {

@@ -44,8 +44,10 @@ struct MixerMetrics {
 /// A zero or non-finite X gives NaN metrics (the caller decides whether that is a divergence).
 SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum = nullptr);
 
-/// Compute MixerMetrics of M.
+/// Compute MixerMetrics of M. s_1, s_2 to 1e-12 relative: by Lanczos (linalg::top_singular_values)
+/// for T >= mixer_lanczos_min_order, else (or when Lanczos does not converge) by spectral_summary.
 MixerMetrics mixer_metrics(const Matrix& M);
+inline constexpr std::size_t mixer_lanczos_min_order = 256;
 
 /// ||A||_{1,inf} = sqrt(||A||_1 ||A||_inf): max column abs sum times max row abs sum, square-rooted.
 double norm_1_inf(const Matrix& A);

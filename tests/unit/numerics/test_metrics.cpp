@@ -405,6 +405,37 @@ TEST(MetricsMixer, FrobeniusNormAtAllScales) {
   }
 }
 
+// From T = mixer_lanczos_min_order on, s_1 and s_2 come from Golub–Kahan–Lanczos: the same values
+// as the SVD to 1e-12 relative, for attention mixers from nearly uniform (collapsed, s_2 / s_1 ~
+// 1e-3) to sharp, with and without perp, at extreme scales, and for the identity (s_1 = s_2).
+TEST(MetricsMixer, LargeMixersByLanczosMatchTheSvd) {
+  for (std::size_t t : {mixer_lanczos_min_order, std::size_t{300}})
+    for (double logit_sd : {0.003, 0.3, 3.0})
+      for (bool perp : {false, true})
+        for (int p : {0, -300, 300}) {
+          Matrix m = random_matrix(t, t, static_cast<unsigned>(t + 7));
+          for (std::size_t i = 0; i < t; ++i) {
+            double sum = 0.0;
+            for (std::size_t j = 0; j < t; ++j) sum += m(i, j) = std::exp(logit_sd * m(i, j));
+            for (std::size_t j = 0; j < t; ++j) m(i, j) = m(i, j) / sum - (perp ? 1.0 / static_cast<double>(t) : 0.0);
+          }
+          m = scaled(m, std::ldexp(1.0, p));
+          const auto sv = linalg::singular_values(m);
+          const MixerMetrics mm = mixer_metrics(m);
+          SCOPED_TRACE(testing::Message() << "T " << t << " sd " << logit_sd << " perp " << perp << " 2^" << p);
+          expect_rel(mm.m_s1, sv[0], 1e-12, "m_s1");
+          // s_2 of a nearly rank-one matrix is known to ~eps s_1 only (for the SVD too)
+          EXPECT_NEAR(mm.m_s2, sv[1], 1e-12 * sv[1] + 1e-14 * sv[0]);
+          if (!perp && p == 0) EXPECT_GE(mm.m_s1, 1.0 - 1e-14);
+        }
+  const MixerMetrics id = mixer_metrics(Matrix::identity(200));
+  EXPECT_NEAR(id.m_s1, 1.0, 1e-14);
+  EXPECT_NEAR(id.m_s2, 1.0, 1e-14);
+  const MixerMetrics uniform = mixer_metrics(Matrix(200, 200, 1.0 / 200.0));
+  EXPECT_NEAR(uniform.m_s1, 1.0, 1e-14);
+  EXPECT_NEAR(uniform.m_s2, 0.0, 1e-14);
+}
+
 TEST(MetricsMixer, SingleTokenHasZeroSecondValue) {
   const MixerMetrics m = mixer_metrics(Matrix(1, 1, 0.5));
   EXPECT_EQ(m.m_s1, 0.5);

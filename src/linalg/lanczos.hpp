@@ -1,0 +1,30 @@
+// The two largest singular values of a matrix without a full decomposition: Golub–Kahan–Lanczos
+// bidiagonalisation with full reorthogonalisation, stopped by a certified residual bound.
+#pragma once
+#include <cstddef>
+
+#include "base/matrix.hpp"
+
+namespace rcsweep::linalg {
+
+/// Result of top_singular_values. When `converged`, A has singular values within `err1` of s1 and
+/// within `err2` of s2 (the residual bounds of the Ritz triplets, Golub & Van Loan §10.4); s1 and
+/// s2 are Ritz values, so s1 <= s_1(A) and s2 <= s_2(A) (interlacing).
+struct TopSingular {
+  double s1 = 0.0, s2 = 0.0;
+  double err1 = 0.0, err2 = 0.0;
+  int steps = 0;           ///< bidiagonalisation steps taken (matrix-vector products with A and A^T each)
+  bool converged = false;  ///< false: max_steps reached before both bounds were below the tolerance
+};
+
+/// s_1 and s_2 of A (m x n) by Golub–Kahan–Lanczos with full (twice classical Gram–Schmidt)
+/// reorthogonalisation of both Lanczos bases, from a fixed start vector (so the result depends on
+/// A only). Stops when err1 <= rel_tol * s1 and err2 <= rel_tol * s2, or after max_steps steps
+/// (converged = false; the caller then uses a dense method). Cost per step: one product with A and
+/// one with A^T (4 m n flops) plus the reorthogonalisation (8 j (m + n) flops at step j); memory
+/// (max_steps + 1) (m + n) doubles. An exact invariant subspace (a zero alpha or beta) restarts the
+/// recurrence with a new vector orthogonal to the basis, so repeated singular values are found.
+/// A must be finite. min(m, n) < 2 gives s2 = 0.
+TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps);
+
+}  // namespace rcsweep::linalg
