@@ -11,7 +11,7 @@ reps=${2:-3}
 shift $(( $# > 2 ? 2 : $# )) || true
 ranks=("${@:-1 2}")
 read -r -a ranks <<< "${ranks[*]}"
-bin=./build/rcsweep
+bin=${RCSWEEP_BIN:-./build/rcsweep}  # another build: RCSWEEP_BIN=/path/to/rcsweep
 [[ -x $bin ]] || { echo "build first: bash scripts/build.sh" >&2; exit 1; }
 mpi=(mpiexec --oversubscribe)
 [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
