@@ -68,10 +68,15 @@ def _tdim(ds, name):
     return ds["T"].dims[0]
 
 
-def _panels(n, fig, width=4.6, height=3.8):
-    fig.set_size_inches(width * n, height)
-    axes = fig.subplots(1, n, squeeze=False)[0]
-    return list(axes)
+def _panels(n, fig, width=4.6, height=3.8, ncols=None):
+    """n axes in one row (or rows of ncols), left to right then top to bottom."""
+    ncols = min(n, ncols or n)
+    nrows = -(-n // ncols)
+    fig.set_size_inches(width * ncols, height * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[n:]:
+        ax.remove()
+    return list(axes[:n])
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,7 +99,7 @@ def fig1(ds, fig):
           attrs={"mixer_spectra_stored": {"last", "all"}})
     layer = int(ds["layer"].values[-1])
     mixers = list(np.atleast_1d(ds["mixer"].values))
-    axes = _panels(len(mixers), fig, 4.2, 4.2)
+    axes = _panels(len(mixers), fig, 4.2, 4.2, ncols=2 if len(mixers) == 4 else 3)
     t = np.linspace(0, 2 * np.pi, 361)
     for ax, m in zip(axes, mixers):
         sub = select(ds, mixer=m)
