@@ -66,8 +66,6 @@ done
 WANT="${ARGS[0]}"
 RANKS="${ARGS[1]:-$(nproc)}"
 [[ "$RANKS" =~ ^[1-9][0-9]*$ ]] || die "RANKS must be a positive integer, got '$RANKS'"
-[[ -x "$BIN" ]] || die "no rcsweep binary at $BIN (build it: bash scripts/build.sh, or set RCSWEEP_BIN)"
-[[ -d "$SWEEPS" ]] || die "--sweeps: no folder $SWEEPS"
 
 declare -A SWEEP_OF=()
 ORDER=()
@@ -86,6 +84,9 @@ else
         [[ -n "${SWEEP_OF[$name]+x}" ]] || die "unknown figure '$name'; known: ${ORDER[*]} (or 'all')"
     done
 fi
+
+[[ -x "$BIN" ]] || die "no rcsweep binary at $BIN (build it: bash scripts/build.sh, or set RCSWEEP_BIN)"
+[[ -d "$SWEEPS" ]] || die "--sweeps: no folder $SWEEPS"
 
 MPI=()
 if [[ "$RANKS" -gt 1 ]]; then
@@ -151,8 +152,14 @@ for name in "${SELECTED[@]}"; do
 done
 
 if [[ -n "$REPORT" ]]; then
+    rc=0
     PYTHONPATH="$ROOT/scripts" MPLBACKEND=Agg "$PY" -m rcsweep_tools.report build --out "$REPORT" \
-        --stores "$OUT" --figures "$OUT" --sweeps "$SWEEPS" "${SELECTED[@]}" || true
+        --stores "$OUT" --figures "$OUT" --sweeps "$SWEEPS" "${SELECTED[@]}" || rc=$?
+    # 1: some figure is missing from the page (already counted in FAILED); anything else: no page
+    if [[ "$rc" -ne 0 && ( "$rc" -ne 1 || ${#FAILED[@]} -eq 0 ) ]]; then
+        echo "reproduce.sh: writing the report $REPORT/index.html failed" >&2
+        FAILED+=(report)
+    fi
 fi
 if [[ ${#FAILED[@]} -gt 0 ]]; then
     echo "reproduce.sh: failed: ${FAILED[*]}" >&2

@@ -116,6 +116,26 @@ def test_changed_sweep_file_replaces_store(made, tmp_path):
         assert f.attrs["replicates"] == 2 and f.attrs["finished"]
 
 
+def test_partial_store_is_resumed(made, tmp_path):
+    """A store with tasks pending (here a --shard 0/2 run) is resumed, not replaced or skipped."""
+    out = tmp_path / "out"
+    out.mkdir()
+    store = out / "ls_thm41.h5"
+    p = subprocess.run([BIN, "run", str(made["sweeps"] / "ls_thm41.toml"), "-o", str(store), "--shard", "0/2", "-q"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    with h5py.File(store, "r") as f:
+        pending = int((f["tasks"]["status"][...] == 0).sum())
+        n_tasks = int(f.attrs["n_tasks"])
+        assert 0 < pending < n_tasks
+    p = reproduce("--sweeps", made["sweeps"], "-o", out, "ls-thm41", 1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "resuming" in p.stdout and "up to date" not in p.stdout and "replaced" not in p.stdout
+    assert f"{pending} tasks in" in p.stderr and f"({n_tasks - pending} already finished)" in p.stderr, p.stderr
+    with h5py.File(store, "r") as f:
+        assert (f["tasks"]["status"][...] == 1).all()
+
+
 @pytest.mark.parametrize("args,message", [
     (["no-such-figure"], "unknown figure 'no-such-figure'"),
     (["ls-fig4,nope"], "unknown figure 'nope'"),
