@@ -35,9 +35,13 @@ def t_quantile(n, level=LEVEL):
 
 def mean_band(da, dim="replicate", level=LEVEL):
     """(mean, lo, hi) over `dim` as xarray DataArrays; see the module docstring."""
+    import warnings
+
     n = da.count(dim)
-    mean = da.mean(dim, skipna=True)
-    sd = da.std(dim, ddof=1, skipna=True)
+    with warnings.catch_warnings():  # fewer than 2 replicates (or none) done: NaN, by design
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = da.mean(dim, skipna=True)
+        sd = da.std(dim, ddof=1, skipna=True)
     half = sd / np.sqrt(n) * t_quantile(n.values, level)
     return mean, mean - half, mean + half
 
