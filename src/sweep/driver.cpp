@@ -337,9 +337,11 @@ void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOpt
     mpi::check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
     TaskList tasks(static_cast<std::size_t>(count));
     mpi::check(MPI_Recv(tasks.data(), count, MPI_UINT64_T, 0, tag_assign, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-    const double waited = std::chrono::duration<double>(steady::now() - sent).count();
-    summary.wait_s += waited;
-    summary.max_wait_s = std::max(summary.max_wait_s, waited);
+    if (summary.bundles > 0) {  // the first request waits for the start-up, not for a hand-out
+      const double waited = std::chrono::duration<double>(steady::now() - sent).count();
+      summary.wait_s += waited;
+      summary.max_wait_s = std::max(summary.max_wait_s, waited);
+    }
     if (tasks.empty()) return;
     ++summary.bundles;
     results.assign(sizeof sig, 0);

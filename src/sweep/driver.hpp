@@ -51,7 +51,8 @@ struct RunSummary {
   /// Scheduler counters of this rank (docs/SCALING.md; not shared between ranks). Rank 0's
   /// writer: time spent in Store::write, batches written, the largest batch, and the longest a
   /// result waited at rank 0 between its arrival and the end of its write. Every rank: bundles it
-  /// computed, and (workers) the time spent waiting for the next bundle after sending results.
+  /// computed, and (workers) the time spent waiting for the next bundle (or the stop) after
+  /// sending a bundle's results, in all and at most.
   double write_s = 0.0;
   std::uint64_t write_batches = 0, max_batch = 0;
   double max_write_latency_s = 0.0;

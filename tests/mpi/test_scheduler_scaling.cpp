@@ -4,9 +4,9 @@
 //   - every task is written once, with the values its rank produced;
 //   - makespan <= 1.05 * max(total work / ranks, largest bundle) + start-up cost, where the
 //     start-up cost is what a run of the same plan with zero-cost tasks takes (capped);
-//   - the writer is never the bottleneck: rank 0 spends a small share of the run writing, every
+//   - the writer is never the bottleneck: rank 0 spends under 10% of the run writing, every
 //     result is written within write_interval + 0.25 s of its arrival, and the workers' mean wait
-//     for their next bundle stays far below a task's duration.
+//     for their next bundle stays under 50 ms.
 // Registered at 64 ranks only, label `scaling` (tests/mpi/CMakeLists.txt).
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -173,11 +173,11 @@ void report(const char* name, const Bound& b, const Run& r, std::size_t bundles)
   const auto& s = r.summary;
   const auto& g = r.ranks;
   const double waits = std::accumulate(g.wait_s.begin() + 1, g.wait_s.end(), 0.0);
-  const double handed = std::accumulate(g.bundles.begin() + 1, g.bundles.end(), 0.0) + static_cast<double>(g.bundles.size() - 1);
+  const double handed = std::accumulate(g.bundles.begin() + 1, g.bundles.end(), 0.0);
   std::printf(
       "[scaling] %s: %zu bundles, work %.1f s, work/ranks %.2f s, largest bundle %.2f s -> bound %.2f s; "
       "makespan %.2f s (%.1f%% over); writer: %llu batches (max %llu results), %.3f s writing (%.1f%% of the run), "
-      "max latency %.3f s; workers: mean wait per message %.1f ms, max %.1f ms; bundles on rank 0: %.0f, "
+      "max latency %.3f s; workers: mean wait per hand-out %.1f ms, max %.1f ms; bundles on rank 0: %.0f, "
       "per worker %.0f..%.0f\n",
       name, bundles, b.work, b.per_rank, b.largest, b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0),
       static_cast<unsigned long long>(s.write_batches), static_cast<unsigned long long>(s.max_batch), s.write_s,
@@ -234,10 +234,12 @@ void check_run(const char* name, int replicates, double lo, double hi) {  // tas
   // The writer is never the bottleneck.
   EXPECT_LE(s.write_s, 0.10 * s.wall_s) << "rank 0 spent " << s.write_s << " s of " << s.wall_s << " s writing";
   EXPECT_LE(s.max_write_latency_s, sweep::RunOptions{}.write_interval_s + 0.25);
-  // Time the workers spent between sending results and receiving their next bundle (hand-out
-  // latency, including the final "stop"): lost compute time, at most 2% of the work.
+  // Hand-out latency: a worker's wait between sending a bundle's results and receiving its next
+  // bundle (or the stop). Measured 4-15 ms per hand-out with 64 ranks on 2 loaded cores; a writer
+  // that held up the service thread would show here.
   const double waits = std::accumulate(r.ranks.wait_s.begin() + 1, r.ranks.wait_s.end(), 0.0);
-  EXPECT_LE(waits, 0.02 * b.work) << "workers waited " << waits << " s in all for " << b.work << " s of work";
+  const double handouts = std::accumulate(r.ranks.bundles.begin() + 1, r.ranks.bundles.end(), 0.0);
+  EXPECT_LE(waits / handouts, 0.05) << "workers waited " << waits / handouts << " s per hand-out on average";
 }
 
 // Many more bundles than ranks: the bound is total work / ranks (about 12 s per rank).
