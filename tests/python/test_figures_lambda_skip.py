@@ -4,6 +4,7 @@ over replicates recomputed here from the raw h5py datasets, every 95% band equal
 the Theorem 4.1 curves and maps equal their formulas (computed here by another route: through
 /theory/lambda_min and /theory/b instead of S and C_M), and the sweep files of the figures plan."""
 import subprocess
+import warnings
 
 import h5py
 import numpy as np
@@ -133,8 +134,9 @@ def mean_band(a):
     """mean over axis 0 ignoring NaN and the t-based 95% half width (NaN where n < 2)."""
     a = np.asarray(a, float)
     n = np.isfinite(a).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.nanmean(a, axis=0) if a.size else a
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: every replicate diverged
+        mean = np.nanmean(a, axis=0)
         sd = np.array([np.std(c[np.isfinite(c)], ddof=1) if np.isfinite(c).sum() >= 2 else np.nan for c in a.T])
     half = sd / np.sqrt(np.maximum(n, 1)) * np.where(n >= 2, stats.t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
     return mean, mean - half, mean + half
@@ -279,7 +281,6 @@ def test_ablations(stores, name, switch, labels):
 def thm41_expected(raw):
     lams = raw.points["lambda"]
     a = float(raw.points["collapse_rate"][0])
-    N, d = float(raw.points["T"][0]), float(raw.points["d"][0])
     L = int(raw.attrs["max_depth"])
     depths = np.arange(1, L + 1)
     rows = np.array([raw.rows(**{"lambda": v}) for v in lams])        # [lambda, replicate]

@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 import h5py
-import numpy as np
 import pytest
 
 from conftest import BIN, MPIEXEC, PYTHON, SCRIPTS, SOURCE

@@ -13,6 +13,8 @@ b(L) = 2 |lambda| N d S C_M / (lambda^2 - a (S C_M + |lambda|)^2) / a^L (N = T t
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import figure
@@ -31,11 +33,6 @@ def _values(ds, name):
 def _panels(fig, n, width=5.2, height=4.0):
     fig.set_size_inches(width * n, height)
     return [fig.add_subplot(1, n, k + 1) for k in range(n)]
-
-
-def _sel(ds, **where):
-    """select() that tolerates a scalar coordinate equal to the value (a parameter not swept)."""
-    return select(ds, **where)
 
 
 def condition_holds(lam, S, C_M, a):
@@ -60,6 +57,12 @@ def normalised_bound(ds_point, a):
     return np.sqrt(a ** layers) * ds_point["mu"].isel(layer=0) / ds_point["fro"]
 
 
+def _registered(name):
+    from . import FIGURES
+
+    return FIGURES[name]
+
+
 def _a(ds):
     a = np.unique(np.atleast_1d(ds["collapse_rate"].values))
     if len(a) != 1:
@@ -78,15 +81,15 @@ def _lambdas(ds):
 @figure("ls-fig1", PAPER, "Fig. 1: normalised mu vs layer for several lambda (softmax attention and SSD)",
         "ls_fig1.toml")
 def fig1(ds, fig):
-    need(ds, FIGURES_["ls-fig1"], vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M"),
+    need(ds, _registered("ls-fig1"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M"),
          coords=("mixer", "lambda", "collapse_rate"))
     a = _a(ds)
     mixers, lams = _mixers(ds), _lambdas(ds)
     cmap = _cmap(len(lams))
     for ax, mixer in zip(_panels(fig, len(mixers)), mixers):
-        dm = _sel(ds, mixer=mixer)
+        dm = select(ds, mixer=mixer)
         for k, lam in enumerate(lams):
-            p = _sel(dm, **{"lambda": lam})
+            p = select(dm, **{"lambda": lam})
             label = rf"$\lambda$ = {lam:g}"
             line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label, color=cmap[k])
             ok = condition_holds(lam, p["theory_S"].values, p["theory_C_M"].values, a)
@@ -108,7 +111,7 @@ def fig1(ds, fig):
 @figure("ls-fig2", PAPER, "Fig. 2: last-layer normalised mu vs lambda, with Theorem 4.1's lambda_min and bound",
         "ls_fig2.toml")
 def fig2(ds, fig):
-    need(ds, FIGURES_["ls-fig2"], vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M", "theory_lambda_min"),
+    need(ds, _registered("ls-fig2"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M", "theory_lambda_min"),
          coords=("mixer", "lambda", "collapse_rate"))
     if "lambda" not in ds.dims:
         raise FigureDataError("ls-fig2 needs lambda swept under [axes]; make the store with jobs/examples/ls_fig2.toml")
@@ -116,7 +119,7 @@ def fig2(ds, fig):
     L = int(ds["layer"].values[-1])
     mixers = _mixers(ds)
     for ax, mixer in zip(_panels(fig, len(mixers)), mixers):
-        dm = _sel(ds, mixer=mixer)
+        dm = select(ds, mixer=mixer)
         lam = dm["lambda"].values.astype(float)
         last = dm["mu_rel"].isel(layer=-1).transpose("lambda", "replicate")
         line_band(ax, lam, last.T, "data", marker="o", ms=3)
@@ -130,7 +133,7 @@ def fig2(ds, fig):
         bound = (np.sqrt(a ** L) * dm["mu"].isel(layer=0) / dm["fro"].isel(layer=-1)).mean("replicate")
         y = np.where(ok, bound.transpose("lambda").values, np.nan)
         ax.plot(lam, y, ls="--", color="C3", marker="_", gid="theory:bound",
-                label=rf"Thm 4.1 bound $a^{{L/2}}\mu(X_0)/\|X_L\|_F$ where (7) holds")
+                label=r"Thm 4.1 bound $a^{L/2}\mu(X_0)/\|X_L\|_F$ where (7) holds")
         ax.set_xscale("symlog", linthresh=1.0)
         ax.set_title(f"mixer = {mixer}, norm = {_scalar_str(dm, 'norm')}, L = {L}")
         ax.set_xlabel(r"skip strength $\lambda$ (symlog)")
@@ -143,19 +146,21 @@ def fig2(ds, fig):
 
 def _ablation(ds, fig, name, switch, switch_label, panel_dim, title):
     """Curves of mu_rel vs layer for every (switch, norm) pair, one panel per value of panel_dim."""
-    need(ds, FIGURES_[name], vars=("mu_rel",), coords=(switch, "norm"))
+    need(ds, _registered(name), vars=("mu_rel",), coords=(switch, "norm"))
     panel_values = _values(ds, panel_dim) if panel_dim in ds.dims else [None]
     for ax, pv in zip(_panels(fig, len(panel_values)), panel_values):
-        dp = _sel(ds, **{panel_dim: pv}) if pv is not None else ds
+        dp = select(ds, **{panel_dim: pv}) if pv is not None else ds
         k = 0
         for sv in _values(dp, switch):
             for nv in _values(dp, "norm"):
-                p = _sel(_sel(dp, **{switch: sv}), norm=nv)
+                p = select(select(dp, **{switch: sv}), norm=nv)
                 label = f"{switch_label(sv)}, norm = {nv}"
                 da = p["mu_rel"].transpose("replicate", "layer")
                 line = line_band(ax, p["layer"].values, da, label, color=f"C{k}")
                 k += 1
-                mean = da.mean("replicate").values
+                with warnings.catch_warnings():  # layers where every replicate diverged: NaN
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    mean = da.mean("replicate").values
                 alive = np.isfinite(mean)
                 if not alive.all() and alive.any():  # every replicate diverged from some layer on
                     last = np.nonzero(alive)[0][-1]
@@ -174,14 +179,14 @@ def _ablation(ds, fig, name, switch, switch_label, panel_dim, title):
 @figure("ls-fig3", PAPER, "Fig. 3: SSD (Mamba-2 mixer) with/without SiLU gate and LayerNorm, normalised mu vs layer",
         "ls_fig3.toml")
 def fig3(ds, fig):
-    need(ds, FIGURES_["ls-fig3"], coords=("gate", "norm", "lambda"))
+    need(ds, _registered("ls-fig3"), coords=("gate", "norm", "lambda"))
     _ablation(ds, fig, "ls-fig3", "gate", lambda g: "gate" if g == "silu" else "no gate", "lambda",
               f"Lambda-skip Fig. 3 at initialisation: mixer = {_scalar_str(ds, 'mixer')}")
 
 
 @figure("ls-fig4", PAPER, "Fig. 4: S4D with/without skip and LayerNorm, normalised mu vs layer", "ls_fig4.toml")
 def fig4(ds, fig):
-    need(ds, FIGURES_["ls-fig4"], coords=("lambda", "norm"))
+    need(ds, _registered("ls-fig4"), coords=("lambda", "norm"))
     _ablation(ds, fig, "ls-fig4", "lambda", lambda v: f"skip (lambda = {v:g})" if v != 0 else "no skip",
               "gate", f"Lambda-skip Fig. 4 (App. A.13.1) at initialisation: mixer = {_scalar_str(ds, 'mixer')}")
 
@@ -221,7 +226,7 @@ def thm41(ds, fig):
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    need(ds, FIGURES_["ls-thm41"], vars=("mu", "theory_S", "theory_C_M"), coords=("lambda", "T", "d", "collapse_rate"))
+    need(ds, _registered("ls-thm41"), vars=("mu", "theory_S", "theory_C_M"), coords=("lambda", "T", "d", "collapse_rate"))
     if "lambda" not in ds.dims or ds["T"].ndim or ds["d"].ndim:
         raise FigureDataError("ls-thm41 needs lambda swept under [axes] and one T and d; "
                               "make the store with jobs/examples/ls_thm41.toml")
@@ -268,5 +273,3 @@ def _cmap(n):
     cm = matplotlib.colormaps["viridis"]
     return [cm(x) for x in np.linspace(0, 0.9, max(n, 1))]
 
-
-from . import FIGURES as FIGURES_  # noqa: E402  (the registry, for need()'s messages)
