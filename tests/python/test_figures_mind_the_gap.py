@@ -124,7 +124,27 @@ sigma_A = [0.5, 1.0]
 [output]
 mixer_spectra = "last"
 """
-STORES = {"mtg-fig1": FIG1, "mtg-fig4a": WIDTH, "mtg-fig4b": DEPTH, "mtg-fig5": GRAD, "mtg-fig7": FIG7,
+FIG6 = """
+[sweep]
+name = "t-fig6"
+seed = 3
+replicates = 3
+[model]
+mixer = "softmax"
+input = "orthonormal"
+depth = 2
+sigma_qk = "inv_sqrt_d"
+norm = "layernorm"
+[axes]
+gap_fix = ["none", "perp", "outliers"]
+[[zip]]
+T = [4, 8]
+d = [4, 8]
+[output]
+gradients = "all"
+grad_probes = 2
+"""
+STORES = {"mtg-fig1": FIG1, "mtg-fig6": FIG6, "mtg-fig4a": WIDTH, "mtg-fig4b": DEPTH, "mtg-fig5": GRAD, "mtg-fig7": FIG7,
           "mtg-lemma-a6": QC}
 
 
@@ -350,7 +370,20 @@ def test_figure_command_writes_png_and_svg(stores, name, tmp_path):
             assert b"<svg" in data[:2000] and data.count(b"<path") > 10
 
 
-@pytest.mark.parametrize("name,wrong", [("mtg-fig1", "mtg-fig4a"), ("mtg-fig4a", "mtg-fig7"), ("mtg-fig4b", "mtg-fig1"),
+def test_fig6_perp_against_no_outliers(stores):
+    s = stores["mtg-fig6"]
+    raw, fig = Raw(s), draw("mtg-fig6", s)
+    ax_w, ax_d, ax_g = fig.axes
+    assert ax_w.get_xscale() == "log" and ax_w.get_yscale() == "log" and ax_d.get_yscale() == "log"
+    for gf, name in (("none", "A(X) + LN"), ("perp", "A(X) + LN ⊥"), ("outliers", "A(X) + LN no outliers")):
+        assert_line_and_band(ax_w, name, [4, 8], [raw.layers["sr_cov"][raw.rows(gap_fix=gf, T=T), 1] for T in (4, 8)])
+        rows = raw.rows(gap_fix=gf, T=8)
+        assert len(rows) == 3
+        assert_line_and_band(ax_d, name, [0, 1, 2], [raw.layers["sr_cov"][rows, ell] for ell in range(3)])
+        assert_line_and_band(ax_g, name, [1, 2], [raw.grad[rows, L - 1, 0] for L in (1, 2)])
+
+
+@pytest.mark.parametrize("name,wrong", [("mtg-fig1", "mtg-fig4a"), ("mtg-fig6", "mtg-fig5"), ("mtg-fig4a", "mtg-fig7"), ("mtg-fig4b", "mtg-fig1"),
                                         ("mtg-fig5", "mtg-fig4b"), ("mtg-fig7", "mtg-fig1"), ("mtg-lemma-a6", "mtg-fig5")])
 def test_store_of_another_sweep_is_refused(stores, name, wrong, tmp_path):
     with pytest.raises(FigureDataError, match=FIGURES[name].sweep):
