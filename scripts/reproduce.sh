@@ -116,7 +116,7 @@ except OSError:
     sys.exit(1)
 EOF
         then
-            echo "== $(basename "$file"): $store is from another sweep or damaged: replaced"
+            echo "== $(basename "$file"): $store was made by another version of the sweep file (or is damaged): replaced"
             args+=(--overwrite)
         else
             echo "== $(basename "$file"): resuming $store"
