@@ -234,6 +234,47 @@ def fig5(ds, fig):
 
 
 # --------------------------------------------------------------------------------------------
+@figure("mtg-fig6", PAPER, "Fig. 6: perp against removing all outliers: stable rank vs T and vs depth, "
+        "gradient norm vs depth", "mtg_fig6.toml")
+def fig6(ds, fig):
+    _need(ds, "mtg-fig6", vars=["sr_cov", "grad_log10_g_all"], coords=["gap_fix", "T"],
+          values={"gap_fix": ["none", "perp", "outliers"]})
+    tdim = _tdim(ds, "mtg-fig6")
+    if ds["gap_fix"].ndim != 1 or ds["gap_fix"].dims[0] == tdim:
+        raise FigureDataError("gap_fix and T must be separate grid dimensions")
+    gdim = ds["gap_fix"].dims[0]
+    others = [d for d in _grid_dims(ds) if d not in (tdim, gdim)]
+    if others:
+        raise FigureDataError(f"mtg-fig6 draws one attention variant; the store also sweeps {others}")
+    T = ds["T"].values.astype(float)
+    imax = int(np.argmax(T))
+    ax_w, ax_d, ax_g = _panels(3, fig, 4.6, 4.0)
+    for k, gf in enumerate(ds["gap_fix"].values):
+        sub = select(ds, gap_fix=str(gf))
+        label = variant_label(sub)
+        style = dict(color=f"C{k}", marker=".")
+        line_band(ax_w, T, sub["sr_cov"].sel(layer=1).transpose(tdim, "replicate"), label, **style)
+        line_band(ax_d, ds["layer"].values, sub["sr_cov"].isel({tdim: imax}).transpose("layer", "replicate"),
+                  label, **style)
+        line_band(ax_g, ds["L"].values, sub["grad_log10_g_all"].sel(layer=1).isel({tdim: imax})
+                  .transpose("L", "replicate"), label, **style)
+    ax_w.set_xscale("log")
+    ax_w.set_yscale("log")
+    ax_w.set_xlabel(axis_label(ds, "T"))
+    ax_w.set_ylabel(axis_label(ds, "sr_cov"))
+    ax_w.set_title("width, layer ℓ = 1")
+    ax_d.set_yscale("log")
+    ax_d.set_xlabel(axis_label(ds, "layer"))
+    ax_d.set_ylabel(axis_label(ds, "sr_cov"))
+    ax_d.set_title(f"depth, T = d = {int(T[imax])}")
+    ax_g.set_xlabel(axis_label(ds, "L"))
+    ax_g.set_ylabel(r"$\log_{10}\|\partial X_L/\partial W_{V,1}\|_F^2$")
+    ax_g.set_title(f"gradients, T = d = {int(T[imax])}")
+    for ax in (ax_w, ax_d, ax_g):
+        ax.legend(fontsize=7)
+
+
+# --------------------------------------------------------------------------------------------
 def fig7_layers(lmax, n=6):
     """The layers Fig. 7 shows: up to n, evenly spaced from 1 to L_max."""
     return sorted(set(int(round(x)) for x in np.linspace(1, lmax, min(n, lmax))))
@@ -294,46 +335,4 @@ def lemma_a6(ds, fig):
         ax.set_xlabel(r"singular value of $\sqrt{T}\,A^\perp$")
         ax.set_ylabel("density")
         ax.set_title(rf"$\sigma_A$ = {s}")
-        ax.legend(fontsize=7)
-
-
-# --------------------------------------------------------------------------------------------
-@figure("mtg-fig6", PAPER, "Fig. 6: perp against removing all outliers: stable rank vs T and vs depth, "
-        "gradient norm vs depth", "mtg_fig6.toml")
-def fig6(ds, fig):
-    _need(ds, "mtg-fig6", vars=["sr_cov", "grad_log10_g_all"], coords=["gap_fix", "T"],
-          values={"gap_fix": ["none", "perp", "outliers"]})
-    tdim = _tdim(ds, "mtg-fig6")
-    if ds["gap_fix"].ndim != 1 or ds["gap_fix"].dims[0] == tdim:
-        raise FigureDataError("gap_fix and T must be separate grid dimensions")
-    gdim = ds["gap_fix"].dims[0]
-    others = [d for d in _grid_dims(ds) if d not in (tdim, gdim)]
-    if others:
-        raise FigureDataError(f"mtg-fig6 draws one attention variant; the store also sweeps {others}")
-    T = ds["T"].values.astype(float)
-    imax = int(np.argmax(T))
-    lmax = int(ds["layer"].values[-1])
-    ax_w, ax_d, ax_g = _panels(3, fig, 4.6, 4.0)
-    for k, gf in enumerate(ds["gap_fix"].values):
-        sub = select(ds, gap_fix=str(gf))
-        label = variant_label(sub)
-        style = dict(color=f"C{k}", marker=".")
-        line_band(ax_w, T, sub["sr_cov"].sel(layer=1).transpose(tdim, "replicate"), label, **style)
-        line_band(ax_d, ds["layer"].values, sub["sr_cov"].isel({tdim: imax}).transpose("layer", "replicate"),
-                  label, **style)
-        line_band(ax_g, ds["L"].values, sub["grad_log10_g_all"].sel(layer=1).isel({tdim: imax})
-                  .transpose("L", "replicate"), label, **style)
-    ax_w.set_xscale("log")
-    ax_w.set_yscale("log")
-    ax_w.set_xlabel(axis_label(ds, "T"))
-    ax_w.set_ylabel(axis_label(ds, "sr_cov"))
-    ax_w.set_title("width, layer ℓ = 1")
-    ax_d.set_yscale("log")
-    ax_d.set_xlabel(axis_label(ds, "layer"))
-    ax_d.set_ylabel(axis_label(ds, "sr_cov"))
-    ax_d.set_title(f"depth, T = d = {int(T[imax])}")
-    ax_g.set_xlabel(axis_label(ds, "L"))
-    ax_g.set_ylabel(r"$\log_{10}\|\partial X_L/\partial W_{V,1}\|_F^2$")
-    ax_g.set_title(f"gradients, T = d = {int(T[imax])}")
-    for ax in (ax_w, ax_d, ax_g):
         ax.legend(fontsize=7)
