@@ -265,3 +265,56 @@ gap_fix = "perp"
     assert np.all(np.isfinite(a[:, :3])) and np.all(np.isnan(a[:, 3]))
     assert np.all(ds["status"].values == 3)
     assert all("diverged at layer 3" in m for m in ds["message"].values.ravel())
+
+
+def test_reads_a_sweep_while_rcsweep_writes_it(tmp_path):
+    # The writer is paused (SIGSTOP) while it holds the file, mid-run: the loader sees the last
+    # flush, done tasks with the rows they will have in the finished store, the others NaN.
+    import signal
+    import time
+
+    sweep = tmp_path / "live.toml"
+    sweep.write_text("""
+[sweep]
+name = "live"
+seed = 5
+replicates = 60
+[model]
+mixer = "softmax"
+input = "orthonormal"
+T = 64
+d = 64
+depth = 20
+norm = "layernorm"
+[axes]
+lambda = [0.0, 1.0]
+""")
+    out = tmp_path / "live.h5"
+    proc = subprocess.Popen([BIN, "run", str(sweep), "-o", str(out), "-q"])
+    partial = None
+    try:
+        deadline = time.time() + 120
+        while proc.poll() is None and time.time() < deadline:
+            if out.exists():
+                proc.send_signal(signal.SIGSTOP)
+                try:
+                    ds = load(out)
+                    if 0 < int((ds["status"] == 1).sum()) < 120:
+                        partial = ds
+                        break
+                except (OSError, ValueError, KeyError):
+                    pass  # being created, or stopped between two writes of a batch: try again
+                finally:
+                    proc.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        assert proc.wait(timeout=300) == 0
+    assert partial is not None, "the sweep finished before a partial state was read"
+    final = load(out)
+    done = by_task(partial, "status") == 1
+    assert np.all(by_task(final, "status") == 1)
+    for v in ("sr_cov", "mu_rel", "m_gap", "theory_C_M"):
+        a, b = by_task(partial, v), by_task(final, v)
+        assert np.array_equal(a[done], b[done], equal_nan=True), v
+        assert np.all(np.isnan(a[~done])), v
