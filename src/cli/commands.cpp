@@ -20,6 +20,7 @@
 
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
+#include "plan/job_script.hpp"
 #include "store/dump.hpp"
 #include "store/matrix_file.hpp"
 #include "rcsweep/version.hpp"
@@ -336,6 +337,40 @@ int run_command(const RunArgs& args) {
   }
 }
 
+namespace {
+/// `plan --emit`: the job script on stdout, what it was sized for on stderr.
+int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::WorkEstimate& work) {
+  const auto scheduler = plan::parse_scheduler(args.emit);
+  const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const auto s = plan::size_job(work, {args.nodes, cores, args.hours});
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "sweep \"%s\" (plan %s): %zu tasks in %zu bundles, about %s on one core (rough cost model)\n"
+                "sized for --nodes %d --cores %d --hours %g: %d ranks on %d node(s) per job, %d shard(s),\n"
+                "about %s each; asking %s and %.0f MiB per rank",
+                plan.spec.name.c_str(), plan.hash.c_str(), plan.tasks.size(), plan.bundles.size(),
+                human_seconds(work.core_seconds).c_str(), args.nodes, cores, args.hours, s.ranks, s.nodes, s.shards,
+                human_seconds(s.estimate_s).c_str(), plan::format_walltime(s.walltime_s).c_str(), s.mem_per_rank_mib);
+  std::string summary = line;
+  const bool slurm = scheduler == plan::Scheduler::slurm;
+  const std::string out = plan.spec.name + ".h5";
+  if (s.shards > 1)
+    summary += std::string("\nthen merge the shards after the array: ") +
+               (slurm ? "sbatch --dependency=afterok:ARRAY_JOB_ID jobs/slurm/merge_job.sh "
+                      : "qsub -W depend=afterok:ARRAY_JOB_ID -v SWEEP=..,OUT=.. jobs/pbs/merge_job.sh ") +
+               plan::shell_quote(std::filesystem::absolute(args.sweep_file).string()) + " " + out;
+  std::fputs(plan::job_script(scheduler, s,
+                              {std::filesystem::absolute(args.sweep_file).string(), out, plan.spec.name,
+                               ec ? std::string("rcsweep") : self.string(), summary})
+                 .c_str(),
+             stdout);
+  std::fprintf(stderr, "%s\n", summary.c_str());
+  return 0;
+}
+}  // namespace
+
 int plan_command(const PlanArgs& args) {
   const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
   const auto& spec = plan.spec;
@@ -354,6 +389,9 @@ int plan_command(const PlanArgs& args) {
   std::string budget_source;
   const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
   check_memory(plan, budget, budget_source);
+  if (!args.emit.empty())
+    return emit_job_script(args, plan, {core_s, largest / effective_flops_per_core_second, plan.bundles.size(),
+                                        static_cast<double>(peak_bytes) + program_bytes});
 
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
               static_cast<unsigned long long>(spec.seed));

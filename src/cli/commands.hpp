@@ -28,6 +28,9 @@ struct PlanArgs {
   plan::Shard shard;
   int cores = 0;  ///< 0: this machine's
   std::string mem_per_rank;  ///< --mem-per-rank (default: physical memory / planned ranks)
+  std::string emit;          ///< --emit slurm|pbs: print a job script sized from the plan (plan/job_script.hpp)
+  int nodes = 1;             ///< --nodes of that job (with --cores: cores per node)
+  double hours = 24.0;       ///< --hours: the longest walltime a job may ask for
 };
 int plan_command(const PlanArgs& args);
 

@@ -72,6 +72,12 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--mem-per-rank", plan.mem_per_rank,
                        "memory budget of one rank (e.g. 4G); refused (exit 2) if the largest bundle does not fit.\n"
                        "Default: physical memory / planned ranks");
+  plan_cmd->add_option("--emit", plan.emit,
+                       "print a job script for slurm or pbs (jobs/slurm, jobs/pbs) sized from the cost model: ranks,\n"
+                       "walltime with margin, memory per rank, and an array of --shard jobs when the sweep does\n"
+                       "not fit --hours (docs/CLUSTER.md); what it was sized for goes to stderr");
+  plan_cmd->add_option("--nodes", plan.nodes, "with --emit: nodes per job (default 1); --cores is then cores per node");
+  plan_cmd->add_option("--hours", plan.hours, "with --emit: the longest walltime a job may ask for (default 24)");
 
   std::filesystem::path info_store;
   auto* info_cmd = app.add_subcommand("info", "Show what a store holds: provenance, progress, datasets.");

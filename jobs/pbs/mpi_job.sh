@@ -1,0 +1,119 @@
+#!/bin/bash
+# jobs/pbs/mpi_job.sh: one rcsweep sweep as one (multi-node) MPI job on PBS Pro / OpenPBS, resumed
+# across walltime limits by rerunning itself.
+#
+#   qsub [QSUB OPTIONS] -v SWEEP=sweep.toml,OUT=out.h5 jobs/pbs/mpi_job.sh
+#   e.g. qsub -l select=4:ncpus=64:mpiprocs=64 -l walltime=12:00:00 \
+#             -v SWEEP=bench/sweeps/mind_the_gap.toml,OUT=mtg.h5 jobs/pbs/mpi_job.sh
+#
+# Settings: an argument (when run by hand: bash mpi_job.sh SWEEP OUT), else the environment variable
+# (qsub -v, or -V which this script asks for), else the default (all printed in the job log):
+#   SWEEP         sweep file                                       default: sweep.toml
+#   OUT           output store                                     default: <sweep file name>.h5
+#   RANKS         MPI ranks                                        default: lines of $PBS_NODEFILE
+#                 (PBS writes a node once per mpiproc: ask for mpiprocs = ncpus = cores)
+#   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
+#   MPIEXEC       Open MPI's mpiexec                               default: mpiexec (on PATH)
+#   STOP_BEFORE   stop this many seconds before the walltime ends (rcsweep --time-limit)  default: 120
+#   GRACE         seconds running bundles may finish after SIGTERM  default: 8 (PBS kills 10 s later)
+#   MAX_REQUEUES  how often the job may rerun itself               default: 20
+#   RCSWEEP_ARGS  more options of `rcsweep run`, e.g. "--mem-per-rank 3G"        default: none
+# Nodes, cores and walltime are qsub options (-l select=..., -l walltime=...) on the command line,
+# which override the #PBS lines below. Relative paths are taken from $PBS_O_WORKDIR.
+#
+# Layout (docs/BENCHMARKS.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
+# cores; mpiexec reads the hosts from $PBS_NODEFILE (Open MPI built without PBS's tm starts the
+# remote ranks with ssh). Walltime: PBS gives no warning before the limit (SIGTERM, then SIGKILL
+# kill_delay = 10 s later), so rcsweep gets --time-limit = the walltime left (qstat, or
+# PBS_WALLTIME) less STOP_BEFORE, and starts no bundle that would overrun it; a SIGTERM is still
+# forwarded as SIGUSR1 (clean stop within GRACE s). On exit code 4 (stopped early) the job asks PBS
+# to run it again (qrerun; the store is resumed); where users may not qrerun, it prints the qsub
+# command that resumes it. Exit code otherwise rcsweep's: 0 all done, 3 done with failed or
+# diverged tasks, 2 sweep/usage error, 1 runtime error (docs/ERRORS.md).
+#PBS -N rcsweep
+#PBS -l select=1:ncpus=8:mpiprocs=8
+#PBS -l walltime=01:00:00
+#PBS -r y
+#PBS -j oe
+#PBS -V
+set -euo pipefail
+
+SWEEP=${1:-${SWEEP:-sweep.toml}}
+OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}
+RCSWEEP=${RCSWEEP:-rcsweep}
+MPIEXEC=${MPIEXEC:-mpiexec}
+STOP_BEFORE=${STOP_BEFORE:-120}
+GRACE=${GRACE:-8}
+MAX_REQUEUES=${MAX_REQUEUES:-20}
+RCSWEEP_ARGS=${RCSWEEP_ARGS:-}
+NODEFILE=${PBS_NODEFILE:-}
+[[ -n $NODEFILE && -r $NODEFILE ]] || { echo "error: PBS_NODEFILE=$NODEFILE: no node file (run under qsub)" >&2; exit 2; }
+RANKS=${RANKS:-$(grep -c . "$NODEFILE")}
+NODES=$(sort -u "$NODEFILE" | grep -c .)
+cd "${PBS_O_WORKDIR:-.}"
+
+# What PBS knows of this job: walltime asked and used, how often it ran.
+info=$(qstat -f "${PBS_JOBID:-none}" 2>/dev/null || true)
+field() { sed -n "s/^ *$1 = //p" <<<"$info" | head -n 1; }
+seconds() { local IFS=: t=0 p; for p in $1; do t=$((t * 60 + 10#$p)); done; echo "$t"; }
+RUNS=$(field run_count)
+RESTARTS=$(( ${RUNS:-1} > 0 ? ${RUNS:-1} - 1 : 0 ))
+[[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
+echo "rcsweep job ${PBS_JOBID:-?} (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
+echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES MPIEXEC=$MPIEXEC"
+echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
+
+limit=()
+wall=$(field Resource_List.walltime)
+used=$(field resources_used.walltime)
+if [[ -n ${PBS_WALLTIME:-} ]]; then left=$(( PBS_WALLTIME - STOP_BEFORE ))
+elif [[ -n $wall ]]; then left=$(( $(seconds "$wall") - $(seconds "${used:-0}") - STOP_BEFORE ))
+else left=; fi
+if [[ -n $left ]] && (( left > 0 )); then
+  limit=(--time-limit "$left")
+  echo "  walltime ${wall:-${PBS_WALLTIME}s}, used ${used:-0}: rcsweep --time-limit ${left}s"
+else
+  echo "  walltime unknown or less than STOP_BEFORE=$STOP_BEFORE s: no --time-limit"
+fi
+
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# shellcheck disable=SC2206
+run=("$RCSWEEP" run "$SWEEP" -o "$OUT" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
+launch=("$MPIEXEC" -n "$RANKS" --hostfile "$NODEFILE" --map-by core --bind-to core -x OMP_NUM_THREADS
+        -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
+[[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
+
+# Run in the background so that this shell can forward PBS's SIGTERM as SIGUSR1 (bash runs traps
+# only between commands, and `wait` returns when one arrives).
+signalled=0
+pid=
+# shellcheck disable=SC2317  # called from the traps
+forward() {
+  echo "$(date -u +%T) $1: asking rcsweep to stop"
+  if [[ -n $pid ]]; then signalled=1; kill -USR1 "$pid" 2>/dev/null || true; fi
+}
+trap 'forward SIGTERM' TERM
+trap 'forward SIGUSR1' USR1
+"${launch[@]}" "${run[@]}" &
+pid=$!
+while :; do
+  rc=0
+  wait "$pid" || rc=$?
+  if (( rc > 128 && signalled == 1 )); then signalled=2; continue; fi  # `wait` interrupted by the trap
+  break
+done
+trap - TERM USR1
+echo "$(date -u +%T) rcsweep exit code $rc"
+
+# 4: stopped early; killed by the forwarded signal: the store is as after a kill, consistent too.
+if (( rc == 4 || (signalled && rc > 128) )); then
+  if (( RESTARTS >= MAX_REQUEUES )); then
+    echo "not rerun: already ran $((RESTARTS + 1)) times (MAX_REQUEUES); resubmit to continue" >&2
+    exit 4
+  fi
+  echo "rerunning job $PBS_JOBID to resume $OUT"
+  if qrerun "$PBS_JOBID"; then exit 0; fi
+  echo "qrerun refused (some sites let only operators rerun jobs): submit the same job again to resume $OUT" >&2
+  exit 4
+fi
+exit "$rc"

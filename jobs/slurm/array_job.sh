@@ -1,0 +1,129 @@
+#!/bin/bash
+# jobs/slurm/array_job.sh: one shard of an rcsweep sweep per Slurm array element
+# (`rcsweep run --shard $SLURM_ARRAY_TASK_ID/$SHARDS`), each resumed across walltime limits by
+# requeueing itself; jobs/slurm/merge_job.sh then joins the shard stores. Submit both with
+#
+#   bash jobs/slurm/submit_array.sh SWEEP.toml OUT.h5 [SHARDS]
+# or by hand:
+#   id=$(sbatch --parsable --array=0-7 jobs/slurm/array_job.sh SWEEP.toml OUT.h5)
+#   sbatch --dependency=afterok:$id jobs/slurm/merge_job.sh SWEEP.toml OUT.h5
+#
+# Settings: an argument, else the environment variable, else the default (all printed in the log):
+#   SWEEP         sweep file (1st argument)                        default: sweep.toml
+#   OUT           the merged store (2nd argument)                  default: <sweep file name>.h5
+#   SHARDS        number of shards                                 default: $SLURM_ARRAY_TASK_COUNT
+#                 (set it when you resubmit only some elements, e.g. --array=3 of 8 shards)
+#   SHARD_DIR     where the shard stores go                        default: <OUT without .h5>.shards
+#                 (shard i of n is SHARD_DIR/shard-i-of-n.h5)
+#   RANKS         MPI ranks per element                            default: $SLURM_NTASKS (1)
+#   LAUNCHER      mpiexec (Open MPI) or srun (srun --mpi=pmix), used when RANKS > 1; default: mpiexec
+#   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
+#   STOP_BEFORE   stop this many seconds before the job's end time (rcsweep --time-limit)  default: 120
+#   GRACE         seconds running bundles may finish after the walltime warning   default: 60
+#   MAX_REQUEUES  how often an element may requeue itself          default: 20
+#   RCSWEEP_ARGS  more options of `rcsweep run`, e.g. "--mem-per-rank 3G"        default: none
+# Elements, tasks and time are sbatch options (--array, -n, -t, --mem...) on the command line.
+# Relative paths are taken from the submit directory.
+#
+# Walltime: as jobs/slurm/mpi_job.sh (--time-limit up to STOP_BEFORE s before the end, and SIGUSR1
+# 120 s before it forwarded to rcsweep, which stops cleanly with exit code 4; the element then
+# requeues itself and resumes its shard store). A requeued element is pending again, so the merge
+# job (afterok) waits for it.
+#SBATCH --job-name=rcsweep-shard
+#SBATCH --array=0-3
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=1
+#SBATCH --time=01:00:00
+#SBATCH --signal=B:USR1@120
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=rcsweep-%A_%a.out
+set -euo pipefail
+
+SWEEP=${1:-${SWEEP:-sweep.toml}}
+OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}
+SHARDS=${SHARDS:-${SLURM_ARRAY_TASK_COUNT:-}}
+SHARD_DIR=${SHARD_DIR:-${OUT%.h5}.shards}
+INDEX=${SLURM_ARRAY_TASK_ID:-}
+RANKS=${RANKS:-${SLURM_NTASKS:-1}}
+LAUNCHER=${LAUNCHER:-mpiexec}
+RCSWEEP=${RCSWEEP:-rcsweep}
+STOP_BEFORE=${STOP_BEFORE:-120}
+GRACE=${GRACE:-60}
+MAX_REQUEUES=${MAX_REQUEUES:-20}
+RCSWEEP_ARGS=${RCSWEEP_ARGS:-}
+RESTARTS=${SLURM_RESTART_COUNT:-0}
+cd "${SLURM_SUBMIT_DIR:-.}"
+
+[[ $INDEX =~ ^[0-9]+$ ]] || { echo "error: SLURM_ARRAY_TASK_ID is not set: submit with sbatch --array" >&2; exit 2; }
+[[ $SHARDS =~ ^[1-9][0-9]*$ ]] || { echo "error: SHARDS=$SHARDS: not a positive integer" >&2; exit 2; }
+(( INDEX < SHARDS )) || { echo "error: array index $INDEX is not below SHARDS=$SHARDS" >&2; exit 2; }
+[[ $LAUNCHER == mpiexec || $LAUNCHER == srun ]] || { echo "error: LAUNCHER=$LAUNCHER: not mpiexec or srun" >&2; exit 2; }
+[[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
+SHARD_OUT=$SHARD_DIR/shard-$INDEX-of-$SHARDS.h5
+mkdir -p "$SHARD_DIR"
+echo "rcsweep job ${SLURM_JOB_ID:-?} = ${SLURM_ARRAY_JOB_ID:-?}_$INDEX (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
+echo "  SWEEP=$SWEEP OUT=$OUT SHARD=$INDEX/$SHARDS -> $SHARD_OUT RANKS=$RANKS LAUNCHER=$LAUNCHER"
+echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
+
+# The job's end time (Slurm 23.02+ also exports it as SLURM_JOB_END_TIME, which rcsweep reads): no
+# bundle is started that would not finish STOP_BEFORE s before it. A requeued job gets no second
+# --signal warning from Slurm 22.05, so this limit is what stops its later runs in time.
+limit=()
+end=$(squeue -h -j "${SLURM_JOB_ID:-0}" -o %e 2>/dev/null || true)
+if end_s=$(date -d "$end" +%s 2>/dev/null); then
+  left=$(( end_s - $(date +%s) - STOP_BEFORE ))
+  if (( left > 0 )); then
+    limit=(--time-limit "$left")
+    echo "  job ends $end: rcsweep --time-limit ${left}s"
+  else
+    echo "  job ends $end, less than STOP_BEFORE=$STOP_BEFORE s away: no --time-limit"
+  fi
+fi
+
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# shellcheck disable=SC2206
+run=("$RCSWEEP" run "$SWEEP" -o "$SHARD_OUT" --shard "$INDEX/$SHARDS" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
+launch=()
+if (( RANKS > 1 )) && [[ $LAUNCHER == srun ]]; then
+  launch=(srun --mpi=pmix --ntasks="$RANKS" --cpus-per-task=1 --cpu-bind=cores --kill-on-bad-exit=1)
+elif (( RANKS > 1 )); then
+  launch=(mpiexec -n "$RANKS" --map-by core --bind-to core -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS
+          -x MKL_NUM_THREADS)
+  [[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
+fi
+
+# Run in the background so that this shell can forward Slurm's warning signal (bash runs traps only
+# between commands, and `wait` returns when one arrives).
+signalled=0
+pid=
+# shellcheck disable=SC2317  # called from the traps
+forward() {
+  echo "$(date -u +%T) $1: asking rcsweep to stop (resumes after requeue)"
+  if [[ -n $pid ]]; then signalled=1; kill -USR1 "$pid" 2>/dev/null || true; fi
+}
+trap 'forward SIGUSR1' USR1
+trap 'forward SIGTERM' TERM
+"${launch[@]}" "${run[@]}" &
+pid=$!
+while :; do
+  rc=0
+  wait "$pid" || rc=$?
+  if (( rc > 128 && signalled == 1 )); then signalled=2; continue; fi  # `wait` interrupted by the trap
+  break
+done
+trap - USR1 TERM
+echo "$(date -u +%T) rcsweep exit code $rc"
+
+# 4: stopped early. Killed by the forwarded signal (it came before rcsweep could catch it): the
+# store is as after a kill, consistent too.
+if (( rc == 4 || (signalled && rc > 128) )); then
+  if (( RESTARTS >= MAX_REQUEUES )); then
+    echo "not requeued: already requeued $RESTARTS times (MAX_REQUEUES); resubmit this element" >&2
+    exit 4
+  fi
+  echo "requeueing job $SLURM_JOB_ID to resume $SHARD_OUT"
+  scontrol requeue "$SLURM_JOB_ID"
+  exit 0
+fi
+exit "$rc"

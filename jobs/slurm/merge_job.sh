@@ -1,0 +1,44 @@
+#!/bin/bash
+# jobs/slurm/merge_job.sh: join the shard stores of jobs/slurm/array_job.sh into one store
+# (`rcsweep merge`), equal to a single run's. Submit it after the array, with a dependency:
+#
+#   sbatch --dependency=afterok:ARRAY_JOB_ID jobs/slurm/merge_job.sh SWEEP.toml OUT.h5
+# (jobs/slurm/submit_array.sh does both).
+#
+# Settings: an argument, else the environment variable, else the default (all printed in the log):
+#   SWEEP       sweep file (1st argument; only its name is used)   default: sweep.toml
+#   OUT         the merged store to create (2nd argument)          default: <sweep file name>.h5
+#   SHARDS      number of shards                                   default: the shard-*-of-N.h5
+#               stores in SHARD_DIR (all must agree on N)
+#   SHARD_DIR   where array_job.sh wrote the shard stores          default: <OUT without .h5>.shards
+#   RCSWEEP     the rcsweep program                                default: rcsweep (on PATH)
+#   MERGE_ARGS  more options of `rcsweep merge`, e.g. --overwrite   default: none
+# A missing, duplicated, unfinished or foreign shard makes rcsweep merge refuse (exit 2, nothing
+# written); the shard stores are kept either way (delete them yourself once the merge is checked).
+#SBATCH --job-name=rcsweep-merge
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=1
+#SBATCH --time=00:30:00
+#SBATCH --output=rcsweep-merge-%j.out
+set -euo pipefail
+
+SWEEP=${1:-${SWEEP:-sweep.toml}}
+OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}
+SHARD_DIR=${SHARD_DIR:-${OUT%.h5}.shards}
+RCSWEEP=${RCSWEEP:-rcsweep}
+MERGE_ARGS=${MERGE_ARGS:-}
+cd "${SLURM_SUBMIT_DIR:-.}"
+if [[ -z ${SHARDS:-} ]]; then  # from the names of the shard stores
+  first=$(compgen -G "$SHARD_DIR/shard-*-of-*.h5" | head -n 1 || true)
+  [[ -n $first ]] || { echo "error: no shard stores SHARD_DIR/shard-*-of-*.h5 in SHARD_DIR=$SHARD_DIR" >&2; exit 2; }
+  SHARDS=${first##*-of-}
+  SHARDS=${SHARDS%.h5}
+fi
+[[ $SHARDS =~ ^[1-9][0-9]*$ ]] || { echo "error: SHARDS=$SHARDS: not a positive integer" >&2; exit 2; }
+echo "rcsweep merge job ${SLURM_JOB_ID:-?} on $(hostname) at $(date -u +%FT%TZ)"
+echo "  SWEEP=$SWEEP OUT=$OUT SHARDS=$SHARDS SHARD_DIR=$SHARD_DIR RCSWEEP=$RCSWEEP MERGE_ARGS=$MERGE_ARGS"
+shards=()
+for ((i = 0; i < SHARDS; i++)); do shards+=("$SHARD_DIR/shard-$i-of-$SHARDS.h5"); done
+# shellcheck disable=SC2086  # MERGE_ARGS: several words
+"$RCSWEEP" merge "$OUT" "${shards[@]}" $MERGE_ARGS
+"$RCSWEEP" info "$OUT" | head -n 8

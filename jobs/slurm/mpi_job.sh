@@ -1,0 +1,120 @@
+#!/bin/bash
+# jobs/slurm/mpi_job.sh: one rcsweep sweep as one (multi-node) MPI job on Slurm, resumed across
+# walltime limits by requeueing itself.
+#
+#   sbatch [SBATCH OPTIONS] jobs/slurm/mpi_job.sh [SWEEP.toml [OUT.h5]]
+#   e.g. sbatch -N 4 -t 12:00:00 jobs/slurm/mpi_job.sh bench/sweeps/mind_the_gap.toml mtg.h5
+#
+# Settings: an argument, else the environment variable, else the default (all printed in the log):
+#   SWEEP         sweep file (1st argument)                        default: sweep.toml
+#   OUT           output store (2nd argument)                      default: <sweep file name>.h5
+#   RANKS         MPI ranks                                        default: $SLURM_NTASKS if you gave
+#                 -n/--ntasks-per-node, else one per physical core of every allocated node
+#   LAUNCHER      mpiexec (Open MPI) or srun (srun --mpi=pmix)     default: mpiexec
+#   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
+#   STOP_BEFORE   stop this many seconds before the job's end time (rcsweep --time-limit)  default: 120
+#   GRACE         seconds running bundles may finish after the walltime warning   default: 60
+#   MAX_REQUEUES  how often the job may requeue itself             default: 20
+#   RCSWEEP_ARGS  more options of `rcsweep run`, e.g. "--mem-per-rank 3G"        default: none
+# Nodes and time are sbatch options (-N, -t, --ntasks-per-node, --mem...) given on the command line,
+# which override the #SBATCH lines below. Relative paths are taken from the submit directory.
+#
+# Layout (docs/BENCHMARKS.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
+# cores. Walltime: rcsweep gets --time-limit = the time left until STOP_BEFORE s before the job's
+# end, and starts no bundle that would overrun it. Besides, Slurm sends SIGUSR1 to this shell 120 s
+# before the limit (--signal=B:USR1@120; up to a minute earlier, and in Slurm 22.05 only to a job's
+# first run); the shell forwards it to mpiexec/srun, which forward it to every rank; rcsweep stops
+# handing out work, keeps the bundles that finish within GRACE s, flushes the store and exits 4.
+# On exit code 4 the job requeues itself (scontrol requeue) and its next run resumes the same store. The job's exit code is rcsweep's: 0 all done, 3 done with failed or
+# diverged tasks, 2 sweep/usage error, 1 runtime error (docs/ERRORS.md).
+#SBATCH --job-name=rcsweep
+#SBATCH --nodes=1
+#SBATCH --exclusive
+#SBATCH --time=01:00:00
+#SBATCH --signal=B:USR1@120
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=rcsweep-%j.out
+set -euo pipefail
+
+SWEEP=${1:-${SWEEP:-sweep.toml}}
+OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}
+LAUNCHER=${LAUNCHER:-mpiexec}
+RCSWEEP=${RCSWEEP:-rcsweep}
+STOP_BEFORE=${STOP_BEFORE:-120}
+GRACE=${GRACE:-60}
+MAX_REQUEUES=${MAX_REQUEUES:-20}
+RCSWEEP_ARGS=${RCSWEEP_ARGS:-}
+NODES=${SLURM_JOB_NUM_NODES:-1}
+if [[ -z ${RANKS:-} ]]; then  # -n/--ntasks-per-node if given, else one per physical core of each node
+  RANKS=${SLURM_NTASKS:-$(( $(lscpu -p=CORE,SOCKET | grep -v '^#' | sort -u | wc -l) * NODES ))}
+fi
+RESTARTS=${SLURM_RESTART_COUNT:-0}
+cd "${SLURM_SUBMIT_DIR:-.}"
+
+[[ $LAUNCHER == mpiexec || $LAUNCHER == srun ]] || { echo "error: LAUNCHER=$LAUNCHER: not mpiexec or srun" >&2; exit 2; }
+[[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
+echo "rcsweep job ${SLURM_JOB_ID:-?} (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
+echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES LAUNCHER=$LAUNCHER"
+echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
+
+# The job's end time (Slurm 23.02+ also exports it as SLURM_JOB_END_TIME, which rcsweep reads): no
+# bundle is started that would not finish STOP_BEFORE s before it. A requeued job gets no second
+# --signal warning from Slurm 22.05, so this limit is what stops its later runs in time.
+limit=()
+end=$(squeue -h -j "${SLURM_JOB_ID:-0}" -o %e 2>/dev/null || true)
+if end_s=$(date -d "$end" +%s 2>/dev/null); then
+  left=$(( end_s - $(date +%s) - STOP_BEFORE ))
+  if (( left > 0 )); then
+    limit=(--time-limit "$left")
+    echo "  job ends $end: rcsweep --time-limit ${left}s"
+  else
+    echo "  job ends $end, less than STOP_BEFORE=$STOP_BEFORE s away: no --time-limit"
+  fi
+fi
+
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# shellcheck disable=SC2206
+run=("$RCSWEEP" run "$SWEEP" -o "$OUT" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
+if [[ $LAUNCHER == srun ]]; then
+  launch=(srun --mpi=pmix --ntasks="$RANKS" --cpus-per-task=1 --cpu-bind=cores --kill-on-bad-exit=1)
+else
+  launch=(mpiexec -n "$RANKS" --map-by core --bind-to core -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS
+          -x MKL_NUM_THREADS)
+  [[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
+fi
+
+# Run the launcher in the background so that this shell can forward Slurm's warning signal (bash
+# runs traps only between commands, and `wait` returns when one arrives).
+signalled=0
+pid=
+# shellcheck disable=SC2317  # called from the traps
+forward() {
+  echo "$(date -u +%T) $1: asking rcsweep to stop (resumes after requeue)"
+  if [[ -n $pid ]]; then signalled=1; kill -USR1 "$pid" 2>/dev/null || true; fi
+}
+trap 'forward SIGUSR1' USR1
+trap 'forward SIGTERM' TERM
+"${launch[@]}" "${run[@]}" &
+pid=$!
+while :; do
+  rc=0
+  wait "$pid" || rc=$?
+  if (( rc > 128 && signalled == 1 )); then signalled=2; continue; fi  # `wait` interrupted by the trap
+  break
+done
+trap - USR1 TERM
+echo "$(date -u +%T) rcsweep exit code $rc"
+
+# 4: stopped early. Killed by the forwarded signal (it came before rcsweep could catch it): the
+# store is as after a kill, consistent too.
+if (( rc == 4 || (signalled && rc > 128) )); then
+  if (( RESTARTS >= MAX_REQUEUES )); then
+    echo "not requeued: already requeued $RESTARTS times (MAX_REQUEUES); resubmit to continue" >&2
+    exit 4
+  fi
+  echo "requeueing job $SLURM_JOB_ID to resume $OUT"
+  scontrol requeue "$SLURM_JOB_ID"
+  exit 0
+fi
+exit "$rc"

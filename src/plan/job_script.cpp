@@ -1,0 +1,172 @@
+#include "plan/job_script.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+#include "base/error.hpp"
+
+namespace rcsweep::plan {
+
+extern const char* const job_template_slurm_mpi_job_sh;
+extern const char* const job_template_slurm_array_job_sh;
+extern const char* const job_template_pbs_mpi_job_sh;
+extern const char* const job_template_pbs_array_job_sh;
+
+namespace {
+
+std::string hours_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g h", s / 3600);
+  return buf;
+}
+
+/// Replace the whole line of `text` that starts with `prefix` by `line` (several lines allowed).
+/// The templates are the shipped scripts: a line they lost is a bug here, not the user's.
+void replace_line(std::string& text, std::string_view prefix, const std::string& line) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    if (std::string_view(text).substr(at, end - at).starts_with(prefix)) {
+      text.replace(at, end - at, line);
+      return;
+    }
+    at = end + 1;
+  }
+  throw std::logic_error("job script template has no line starting with \"" + std::string(prefix) + "\"");
+}
+
+/// PBS job names: at most 15 characters, the first a letter, no blanks.
+std::string pbs_name(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') out += c;
+  if (out.empty() || !std::isalpha(static_cast<unsigned char>(out[0]))) out = "r" + out;
+  return out.substr(0, 15);
+}
+
+}  // namespace
+
+Scheduler parse_scheduler(const std::string& text) {
+  if (text == "slurm") return Scheduler::slurm;
+  if (text == "pbs") return Scheduler::pbs;
+  throw ConfigError({{"--emit", "unknown scheduler \"" + text + "\": slurm or pbs"}});
+}
+
+JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
+  std::vector<ConfigIssue> issues;
+  if (request.nodes < 1) issues.push_back({"--nodes", std::to_string(request.nodes) + ": at least 1 node"});
+  if (request.cores_per_node < 1)
+    issues.push_back({"--cores", std::to_string(request.cores_per_node) + ": at least 1 core per node"});
+  const double max_s = request.max_hours * 3600;
+  if (!std::isfinite(request.max_hours) || max_s <= overhead_s)
+    issues.push_back({"--hours", "not a number of hours above " + hours_text(overhead_s) +
+                                     " (the scripts' start-up and stop lead)"});
+  if (!issues.empty()) throw ConfigError(std::move(issues));
+
+  const auto bundles = std::max<std::size_t>(1, work.bundles);
+  const long long cores = static_cast<long long>(request.nodes) * request.cores_per_node;
+  const auto ask = [](double estimate) { return std::ceil((estimate * time_margin + overhead_s) / 60) * 60; };
+  if (ask(work.largest_bundle_s) > max_s)
+    throw ConfigError({{"--hours", "the longest bundle needs about " + hours_text(work.largest_bundle_s) +
+                                       " on one core (" + hours_text(ask(work.largest_bundle_s)) +
+                                       " with margin), more than --hours " + hours_text(max_s) +
+                                       "; bundles are not split: ask for more hours"}});
+  JobSizing s;
+  for (s.shards = 1;; ++s.shards) {
+    const auto per_shard = (bundles + static_cast<std::size_t>(s.shards) - 1) / static_cast<std::size_t>(s.shards);
+    s.ranks = static_cast<int>(std::min<long long>(cores, static_cast<long long>(per_shard)));
+    s.estimate_s = std::max(work.core_seconds / s.shards / s.ranks, work.largest_bundle_s);
+    s.walltime_s = ask(s.estimate_s);
+    if (s.walltime_s <= max_s) break;
+    if (static_cast<std::size_t>(s.shards) >= bundles)  // cannot happen: one bundle per shard fits
+      throw std::logic_error("size_job: no shard count fits");
+  }
+  s.ranks_per_node = std::min(s.ranks, request.cores_per_node);
+  s.nodes = (s.ranks + s.ranks_per_node - 1) / s.ranks_per_node;
+  s.mem_per_rank_mib = std::max(256.0, std::ceil(work.bytes_per_rank * memory_margin / (1 << 20)));
+  return s;
+}
+
+std::string format_walltime(double seconds) {
+  const long long s = static_cast<long long>(std::ceil(std::max(0.0, seconds)));
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
+std::string shell_quote(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./+-").find(c) != std::string_view::npos;
+  });
+  if (plain) return text;
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string_view job_template(Scheduler scheduler, bool array) {
+  if (scheduler == Scheduler::slurm) return array ? job_template_slurm_array_job_sh : job_template_slurm_mpi_job_sh;
+  return array ? job_template_pbs_array_job_sh : job_template_pbs_mpi_job_sh;
+}
+
+std::string fill_job_template(std::string_view script, Scheduler scheduler, bool array, const JobSizing& sizing,
+                              const ScriptNames& names) {
+  std::string text(script);
+  const std::string mem = std::to_string(static_cast<long long>(sizing.mem_per_rank_mib));
+  const std::string walltime = format_walltime(sizing.walltime_s);
+  const std::string last = std::to_string(sizing.shards - 1);
+  if (scheduler == Scheduler::slurm) {
+    replace_line(text, "#SBATCH --job-name=", "#SBATCH --job-name=" + names.job_name);
+    replace_line(text, "#SBATCH --time=", "#SBATCH --time=" + walltime);
+    if (array) {
+      replace_line(text, "#SBATCH --array=", "#SBATCH --array=0-" + last);
+      replace_line(text, "#SBATCH --ntasks=", "#SBATCH --nodes=" + std::to_string(sizing.nodes) +
+                                                  "\n#SBATCH --ntasks-per-node=" + std::to_string(sizing.ranks_per_node) +
+                                                  "\n#SBATCH --mem-per-cpu=" + mem + "M");
+      replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");
+    } else {
+      replace_line(text, "#SBATCH --nodes=", "#SBATCH --nodes=" + std::to_string(sizing.nodes) +
+                                                 "\n#SBATCH --ntasks-per-node=" + std::to_string(sizing.ranks_per_node) +
+                                                 "\n#SBATCH --mem-per-cpu=" + mem + "M");
+    }
+  } else {
+    const std::string ncpus = std::to_string(sizing.ranks_per_node);
+    replace_line(text, "#PBS -N ", "#PBS -N " + pbs_name(names.job_name));
+    replace_line(text, "#PBS -l walltime=", "#PBS -l walltime=" + walltime);
+    replace_line(text, "#PBS -l select=", "#PBS -l select=" + std::to_string(sizing.nodes) + ":ncpus=" + ncpus +
+                                              ":mpiprocs=" + ncpus + ":mem=" +
+                                              std::to_string(static_cast<long long>(sizing.mem_per_rank_mib) *
+                                                             sizing.ranks_per_node) +
+                                              "mb");
+    if (array) {
+      replace_line(text, "#PBS -J ", "#PBS -J 0-" + last);
+      replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");
+    }
+  }
+  replace_line(text, "SWEEP=${1:-${SWEEP:-", "SWEEP=${1:-${SWEEP:-" + shell_quote(names.sweep_file) + "}}");
+  replace_line(text, "OUT=${2:-${OUT:-", "OUT=${2:-${OUT:-" + shell_quote(names.output) + "}}");
+  replace_line(text, "RCSWEEP=${RCSWEEP:-", "RCSWEEP=${RCSWEEP:-" + shell_quote(names.rcsweep) + "}");
+
+  std::string summary = "# Written by `rcsweep plan --emit " +
+                        std::string(scheduler == Scheduler::slurm ? "slurm" : "pbs") + "` from the shipped script:\n";
+  std::size_t at = 0;
+  while (at < names.summary.size()) {
+    const std::size_t end = std::min(names.summary.find('\n', at), names.summary.size());
+    summary += "# " + names.summary.substr(at, end - at) + "\n";
+    at = end + 1;
+  }
+  const std::size_t shebang = text.find('\n');  // the summary goes right under it
+  text.insert(shebang == std::string::npos ? text.size() : shebang + 1, summary + "#\n");
+  return text;
+}
+
+std::string job_script(Scheduler scheduler, const JobSizing& sizing, const ScriptNames& names) {
+  const bool array = sizing.shards > 1;
+  return fill_job_template(job_template(scheduler, array), scheduler, array, sizing, names);
+}
+
+}  // namespace rcsweep::plan

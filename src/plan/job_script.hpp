@@ -1,0 +1,80 @@
+// Job scripts sized from the cost model (`rcsweep plan --emit slurm|pbs`): how many nodes, ranks
+// and hours a sweep needs, split into array shards when it does not fit one job, written into the
+// shipped scripts of jobs/slurm and jobs/pbs (compiled in as templates). Pure: no I/O.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace rcsweep::plan {
+
+enum class Scheduler { slurm, pbs };
+
+/// "slurm" or "pbs"; ConfigError on key --emit otherwise.
+Scheduler parse_scheduler(const std::string& text);
+
+/// What the cost model says of a sweep (cli/commands.cpp computes it from the plan).
+struct WorkEstimate {
+  double core_seconds = 0.0;      ///< the whole sweep on one core
+  double largest_bundle_s = 0.0;  ///< the longest bundle on one core (bundles are not split)
+  std::size_t bundles = 0;
+  double bytes_per_rank = 0.0;    ///< peak resident memory of one rank (largest bundle + program)
+};
+
+/// What the user asks for; size_job checks it (ConfigError naming --nodes, --cores, --hours).
+struct JobRequest {
+  int nodes = 1;            ///< --nodes: nodes of one job (of one array element)
+  int cores_per_node = 1;   ///< --cores: cores of a node (one rank per core)
+  double max_hours = 24.0;  ///< --hours: the longest walltime a job may ask for
+};
+
+struct JobSizing {
+  int nodes = 1;              ///< nodes of one job (array element)
+  int ranks_per_node = 1;
+  int ranks = 1;              ///< MPI ranks of one job (array element)
+  int shards = 1;             ///< 1: one MPI job; more: an array of --shard i/n jobs and a merge
+  double estimate_s = 0.0;    ///< estimated wall time of one job (array element)
+  double walltime_s = 0.0;    ///< the time asked for: estimate x time_margin + overhead_s, whole minutes
+  double mem_per_rank_mib = 0.0;  ///< bytes_per_rank x memory_margin, whole MiB, at least 256
+};
+
+/// The estimate is multiplied by this and overhead_s added (start-up, the scripts' STOP_BEFORE of
+/// 120 s before the end, a stop's grace): the cost model is rough (docs/BENCHMARKS.md).
+inline constexpr double time_margin = 1.5;
+inline constexpr double overhead_s = 300.0;
+inline constexpr double memory_margin = 1.25;
+
+/// Size the job: ranks = min(nodes x cores, bundles) (more ranks than bundles idle), nodes as
+/// many as those ranks need; when the time asked would exceed --hours, the fewest shards whose jobs
+/// fit. Throws ConfigError (--nodes, --cores, --hours) on bad values or when the longest bundle
+/// alone does not fit in --hours.
+JobSizing size_job(const WorkEstimate& work, const JobRequest& request);
+
+/// What the emitted script names.
+struct ScriptNames {
+  std::string sweep_file;   ///< default SWEEP (absolute path)
+  std::string output;       ///< default OUT (the store, or the merged store of shards)
+  std::string job_name;     ///< the sweep's name
+  std::string rcsweep;      ///< default RCSWEEP (this program)
+  std::string summary;      ///< comment lines (plan, estimate) put under the first line, without '#'
+};
+
+/// The shipped script (jobs/slurm/mpi_job.sh or array_job.sh, jobs/pbs/...) for `sizing`: its
+/// scheduler directives sized (nodes, ranks, walltime, memory, array range) and its defaults set
+/// (SWEEP, OUT, RCSWEEP, SHARDS); the rest unchanged.
+std::string job_script(Scheduler scheduler, const JobSizing& sizing, const ScriptNames& names);
+
+/// As job_script, with the template given (tests).
+std::string fill_job_template(std::string_view script, Scheduler scheduler, bool array, const JobSizing& sizing,
+                              const ScriptNames& names);
+
+/// The compiled-in copies of jobs/{slurm,pbs}/{mpi_job,array_job}.sh (generated at build time).
+std::string_view job_template(Scheduler scheduler, bool array);
+
+/// "HH:MM:SS" (hours may exceed 24), as Slurm and PBS read walltimes.
+std::string format_walltime(double seconds);
+
+/// `text` single-quoted for bash when it holds anything but [A-Za-z0-9_./+-].
+std::string shell_quote(const std::string& text);
+
+}  // namespace rcsweep::plan

@@ -1,0 +1,193 @@
+// Job scripts of `rcsweep plan --emit`: sizing from the cost model (ranks, nodes, walltime with
+// margin, shards, memory), the option errors, and the shipped scripts filled in as templates.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "base/error.hpp"
+#include "plan/job_script.hpp"
+
+namespace rcsweep {
+namespace {
+
+using plan::JobRequest;
+using plan::Scheduler;
+using plan::WorkEstimate;
+
+/// The key of the single issue of the ConfigError `f` throws ("" if none).
+template <class F>
+std::string error_key(F&& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.issues().size(), 1u) << e.what();
+    return e.issues().empty() ? "?" : e.issues()[0].key;
+  }
+  return "";
+}
+
+std::string read(const std::string& relative) {
+  std::ifstream in(std::string(RCSWEEP_SOURCE_DIR) + "/" + relative);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool has_line(const std::string& text, const std::string& line) {
+  return ("\n" + text + "\n").find("\n" + line + "\n") != std::string::npos;
+}
+
+TEST(JobScript, SchedulerNamesAndErrorsNameTheOption) {
+  EXPECT_EQ(plan::parse_scheduler("slurm"), Scheduler::slurm);
+  EXPECT_EQ(plan::parse_scheduler("pbs"), Scheduler::pbs);
+  EXPECT_EQ(error_key([] { plan::parse_scheduler("lsf"); }), "--emit");
+  EXPECT_EQ(error_key([] { plan::parse_scheduler("SLURM"); }), "--emit");
+  const WorkEstimate w{100, 1, 10, 1e6};
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {0, 4, 24}); }), "--nodes");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {-3, 4, 24}); }), "--nodes");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 0, 24}); }), "--cores");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 0}); }), "--hours");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, -1}); }), "--hours");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, NAN}); }), "--hours");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 0.05}); }), "--hours");  // 3 min < the overhead
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 24}); }), "");
+  // a bundle is never split: one that does not fit the hours is refused, naming --hours
+  EXPECT_EQ(error_key([] { plan::size_job({7200, 3600, 2, 1e6}, {1, 4, 1}); }), "--hours");
+}
+
+TEST(JobScript, SmallSweepGetsNoMoreRanksThanBundlesAndTheMinimumTime) {
+  const auto s = plan::size_job({100, 1, 10, 1e6}, {1, 64, 24});
+  EXPECT_EQ(s.ranks, 10);  // 10 bundles: more ranks would idle
+  EXPECT_EQ(s.ranks_per_node, 10);
+  EXPECT_EQ(s.nodes, 1);
+  EXPECT_EQ(s.shards, 1);
+  EXPECT_DOUBLE_EQ(s.estimate_s, 10.0);
+  EXPECT_DOUBLE_EQ(s.walltime_s, 360.0);  // 10 s x 1.5 + 300 s, up to whole minutes
+  EXPECT_DOUBLE_EQ(s.mem_per_rank_mib, 256.0);  // the floor
+}
+
+TEST(JobScript, MultiNodeJobOneRankPerCoreWithMargin) {
+  const WorkEstimate w{3.6e6, 60, 10000, 400.0 * (1 << 20)};
+  const auto s = plan::size_job(w, {4, 32, 24});
+  EXPECT_EQ(s.ranks, 128);
+  EXPECT_EQ(s.ranks_per_node, 32);
+  EXPECT_EQ(s.nodes, 4);
+  EXPECT_EQ(s.shards, 1);
+  EXPECT_DOUBLE_EQ(s.estimate_s, 3.6e6 / 128);
+  EXPECT_GE(s.walltime_s, s.estimate_s * plan::time_margin + plan::overhead_s);
+  EXPECT_LT(s.walltime_s, s.estimate_s * plan::time_margin + plan::overhead_s + 60);
+  EXPECT_EQ(std::fmod(s.walltime_s, 60.0), 0.0);
+  EXPECT_DOUBLE_EQ(s.mem_per_rank_mib, 500.0);  // 400 MiB x 1.25
+  // fewer ranks than one node's cores: one node
+  const auto one = plan::size_job({1200, 60, 20, 1e6}, {4, 32, 24});
+  EXPECT_EQ(one.ranks, 20);
+  EXPECT_EQ(one.nodes, 1);
+  EXPECT_EQ(one.ranks_per_node, 20);
+}
+
+TEST(JobScript, SweepLongerThanTheHoursIsShardedIntoTheFewestJobsThatFit) {
+  const WorkEstimate w{3.6e6, 60, 10000, 1e6};
+  const double max_s = 4 * 3600;
+  const auto s = plan::size_job(w, {4, 32, 4});
+  ASSERT_GT(s.shards, 1);
+  EXPECT_EQ(s.ranks, 128);
+  EXPECT_LE(s.walltime_s, max_s);
+  // every shard's share of the work fits its job ...
+  EXPECT_GE((s.walltime_s - plan::overhead_s) / plan::time_margin * s.ranks * s.shards, w.core_seconds);
+  // ... and one shard fewer would not
+  const double fewer = w.core_seconds / (s.shards - 1) / s.ranks * plan::time_margin + plan::overhead_s;
+  EXPECT_GT(std::ceil(fewer / 60) * 60, max_s);
+  EXPECT_EQ(s.shards, 3);  // 28125 s of wall on 128 ranks, 1.5 x that in jobs of at most 4 h
+}
+
+TEST(JobScript, WalltimeAndQuoting) {
+  EXPECT_EQ(plan::format_walltime(3600), "01:00:00");
+  EXPECT_EQ(plan::format_walltime(90061), "25:01:01");
+  EXPECT_EQ(plan::format_walltime(59.2), "00:01:00");
+  EXPECT_EQ(plan::shell_quote("/a/b-c_d.toml"), "/a/b-c_d.toml");
+  EXPECT_EQ(plan::shell_quote("my sweep.toml"), "'my sweep.toml'");
+  EXPECT_EQ(plan::shell_quote("it's$x"), "'it'\\''s$x'");
+  EXPECT_EQ(plan::shell_quote(""), "''");
+}
+
+TEST(JobScript, CompiledInTemplatesAreTheShippedScripts) {
+  EXPECT_EQ(plan::job_template(Scheduler::slurm, false), read("jobs/slurm/mpi_job.sh"));
+  EXPECT_EQ(plan::job_template(Scheduler::slurm, true), read("jobs/slurm/array_job.sh"));
+  EXPECT_EQ(plan::job_template(Scheduler::pbs, false), read("jobs/pbs/mpi_job.sh"));
+  EXPECT_EQ(plan::job_template(Scheduler::pbs, true), read("jobs/pbs/array_job.sh"));
+}
+
+plan::ScriptNames names() { return {"/data/my sweep.toml", "out.h5", "mtg grid", "/opt/rcsweep/bin/rcsweep", "plan abc\nsecond"}; }
+
+/// Every line of `shipped` is in `emitted` except those starting with one of `changed`.
+void expect_rest_unchanged(const std::string& shipped, const std::string& emitted, std::vector<std::string> changed) {
+  std::istringstream in(shipped);
+  for (std::string line; std::getline(in, line);) {
+    bool sized = false;
+    for (const auto& c : changed) sized = sized || line.starts_with(c);
+    if (!sized) {
+      EXPECT_TRUE(has_line(emitted, line)) << "lost: " << line;
+    }
+  }
+}
+
+TEST(JobScript, SlurmMpiJobIsTheShippedScriptSized) {
+  const auto s = plan::size_job({3.6e6, 60, 10000, 400.0 * (1 << 20)}, {4, 32, 24});
+  const auto text = plan::job_script(Scheduler::slurm, s, names());
+  EXPECT_TRUE(text.starts_with("#!/bin/bash\n# Written by `rcsweep plan --emit slurm`"));
+  EXPECT_TRUE(has_line(text, "# plan abc"));
+  EXPECT_TRUE(has_line(text, "# second"));
+  EXPECT_TRUE(has_line(text, "#SBATCH --job-name=mtg grid"));
+  EXPECT_TRUE(has_line(text, "#SBATCH --nodes=4"));
+  EXPECT_TRUE(has_line(text, "#SBATCH --ntasks-per-node=32"));
+  EXPECT_TRUE(has_line(text, "#SBATCH --mem-per-cpu=500M"));
+  EXPECT_TRUE(has_line(text, "#SBATCH --time=" + plan::format_walltime(s.walltime_s)));
+  EXPECT_TRUE(has_line(text, "SWEEP=${1:-${SWEEP:-'/data/my sweep.toml'}}"));
+  EXPECT_TRUE(has_line(text, "OUT=${2:-${OUT:-out.h5}}"));
+  EXPECT_TRUE(has_line(text, "RCSWEEP=${RCSWEEP:-/opt/rcsweep/bin/rcsweep}"));
+  expect_rest_unchanged(read("jobs/slurm/mpi_job.sh"), text,
+                        {"#SBATCH --job-name=", "#SBATCH --nodes=", "#SBATCH --time=", "SWEEP=", "OUT=", "RCSWEEP="});
+}
+
+TEST(JobScript, ShardedSweepsGetTheArrayScripts) {
+  const auto s = plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 4});
+  ASSERT_EQ(s.shards, 3);
+  const auto slurm = plan::job_script(Scheduler::slurm, s, names());
+  EXPECT_TRUE(has_line(slurm, "#SBATCH --array=0-2"));
+  EXPECT_TRUE(has_line(slurm, "SHARDS=${SHARDS:-3}"));
+  EXPECT_TRUE(has_line(slurm, "#SBATCH --nodes=4"));
+  EXPECT_TRUE(has_line(slurm, "#SBATCH --ntasks-per-node=32"));
+  EXPECT_FALSE(has_line(slurm, "#SBATCH --ntasks=1"));
+  expect_rest_unchanged(read("jobs/slurm/array_job.sh"), slurm,
+                        {"#SBATCH --job-name=", "#SBATCH --array=", "#SBATCH --ntasks=", "#SBATCH --time=",
+                         "SHARDS=", "SWEEP=", "OUT=", "RCSWEEP="});
+  const auto pbs = plan::job_script(Scheduler::pbs, s, names());
+  EXPECT_TRUE(pbs.starts_with("#!/bin/bash\n# Written by `rcsweep plan --emit pbs`"));
+  EXPECT_TRUE(has_line(pbs, "#PBS -J 0-2"));
+  EXPECT_TRUE(has_line(pbs, "#PBS -N mtggrid"));  // PBS names: no blanks, 15 characters at most
+  EXPECT_TRUE(has_line(pbs, "#PBS -l select=4:ncpus=32:mpiprocs=32:mem=8192mb"));  // 32 x 256 MiB
+  EXPECT_TRUE(has_line(pbs, "#PBS -l walltime=" + plan::format_walltime(s.walltime_s)));
+  EXPECT_TRUE(has_line(pbs, "SHARDS=${SHARDS:-3}"));
+  expect_rest_unchanged(read("jobs/pbs/array_job.sh"), pbs,
+                        {"#PBS -N ", "#PBS -J ", "#PBS -l ", "SHARDS=", "SWEEP=", "OUT=", "RCSWEEP="});
+  const auto single = plan::job_script(Scheduler::pbs, plan::size_job({100, 1, 10, 1e6}, {1, 8, 24}), names());
+  EXPECT_FALSE(single.find("#PBS -J") != std::string::npos);
+  EXPECT_TRUE(has_line(single, "#PBS -l select=1:ncpus=8:mpiprocs=8:mem=2048mb"));
+}
+
+TEST(JobScript, PbsNamesStartWithALetter) {
+  const auto text = plan::job_script(Scheduler::pbs, plan::size_job({100, 1, 10, 1e6}, {1, 8, 24}),
+                                     {"s.toml", "o.h5", "2025 grid of everything", "rcsweep", ""});
+  EXPECT_TRUE(has_line(text, "#PBS -N r2025gridofever"));
+}
+
+TEST(JobScript, ATemplateThatLostALineIsABug) {
+  const auto s = plan::size_job({100, 1, 10, 1e6}, {1, 8, 24});
+  EXPECT_THROW(plan::fill_job_template("#!/bin/bash\necho hi\n", Scheduler::slurm, false, s, names()), std::logic_error);
+}
+
+}  // namespace
+}  // namespace rcsweep
