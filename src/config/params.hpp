@@ -85,6 +85,10 @@ struct ModelParams {
   BcInit bc_init = BcInit::gaussian;
   double collapse_rate = 0.9;  ///< a of lambda-skip Theorem 4.1
   double input_scale = 1.0;    ///< factor on X_0
+  /// Set by the plan, not the sweep file: attention logits as X (W_Q W_K^T) X^T with the product
+  /// P = W_Q W_K^T formed once per layer and shared by the bundle (plan::make_plan decides where
+  /// that saves flops); false: (X W_Q)(X W_K)^T. Mathematically equal; rounding differs.
+  bool qk_product = false;
   /// input "matrix" / "file": X_0 before input_scale (T x d), shared with the spec that owns it
   /// (attached by SweepSpec::model(); null for the other inputs and before a file is loaded).
   std::shared_ptr<const Matrix> input_matrix;

@@ -113,10 +113,22 @@ namespace {
 Matrix attention_logits(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   const auto dqk = static_cast<std::size_t>(model.d_qk);
+  const double scale = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(dqk));
+  if (model.qk_product) {  // S = scale (X P) X^T, P = W_Q W_K^T (d x d) shared by the bundle
+    char name[48];
+    std::snprintf(name, sizeof name, "qk_product:%d", model.d_qk);
+    const Matrix& P = random.derived<Matrix>(layer, name, head, [&] {
+      return linalg::matmul(random.normal(layer, Tensor::query, head, d, dqk),
+                            random.normal(layer, Tensor::key, head, d, dqk), Op::none, Op::trans);
+    });
+    const Matrix XP = linalg::matmul(X, P);
+    Matrix S(T, T);
+    linalg::gemm(scale, XP, Op::none, X, Op::trans, 0.0, S);
+    return S;
+  }
   const Matrix Q = linalg::matmul(X, random.normal(layer, Tensor::query, head, d, dqk));
   const Matrix K = linalg::matmul(X, random.normal(layer, Tensor::key, head, d, dqk));
   Matrix S(T, T);
-  const double scale = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(dqk));
   linalg::gemm(scale, Q, Op::none, K, Op::trans, 0.0, S);
   return S;
 }

@@ -23,6 +23,26 @@ double svd_values_flops(double m, double n) {
   if (m < n) std::swap(m, n);
   return 4.0 * m * n * n - 4.0 / 3.0 * n * n * n + 10.0 * n * n;
 }
+
+bool attention(Mixer mixer) { return mixer == Mixer::softmax || mixer == Mixer::relu || mixer == Mixer::sigmoid; }
+
+// Attention logits as X (W_Q W_K^T) X^T where that saves flops: the n attention models of the grid
+// that share W_Q, W_K (same T, d, d_qk, heads; a bundle holds them for each replicate) save
+// 4 T d d_qk + 2 T^2 d_qk - 2 T d^2 - 2 T^2 d per layer and task, and the bundle pays 2 d^2 d_qk
+// once per layer for P. Counted over all points, not a shard's, so every shard (and a task
+// computed alone) takes the same route and results do not depend on the layout.
+void choose_qk_product(std::vector<ModelParams>& models) {
+  std::map<std::tuple<int, int, int, int>, int> sharing;
+  for (const auto& m : models)
+    if (attention(m.mixer)) ++sharing[{m.T, m.d, m.d_qk, m.heads}];
+  for (auto& m : models) {
+    if (!attention(m.mixer)) continue;
+    const double T = m.T, d = m.d, dqk = m.d_qk;
+    const double n = sharing[{m.T, m.d, m.d_qk, m.heads}];
+    const double saved = 4.0 * T * d * dqk + 2.0 * T * T * dqk - 2.0 * T * d * d - 2.0 * T * T * d;
+    m.qk_product = n * saved > 2.0 * d * d * dqk;
+  }
+}
 }  // namespace
 
 double layer_flops(const ModelParams& m) {
@@ -33,8 +53,9 @@ double layer_flops(const ModelParams& m) {
     case Mixer::relu:
     case Mixer::sigmoid:
       // per head: Q = X W_Q, K = X W_K, S = Q K^T, the entrywise map, M X, (M X) W_V; plus weights.
-      f = H * (4.0 * T * d * dqk + 2.0 * T * T * dqk + exp_cost * T * T + 2.0 * T * T * d + 2.0 * T * d * d +
-               normal_cost * (2.0 * d * dqk + d * d));
+      // With qk_product: X P and (X P) X^T instead (P itself is the bundle's, not counted here).
+      f = H * ((m.qk_product ? 2.0 * T * d * d + 2.0 * T * T * d : 4.0 * T * d * dqk + 2.0 * T * T * dqk) +
+               exp_cost * T * T + 2.0 * T * T * d + 2.0 * T * d * d + normal_cost * (2.0 * d * dqk + d * d));
       break;
     case Mixer::markov:
       f = H * (normal_cost * T * T + exp_cost * T * T + 2.0 * T * T * d + 2.0 * T * d * d + normal_cost * d * d);
@@ -191,6 +212,8 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     plan.points.push_back(plan.spec.point(p));
     plan.models.push_back(plan.spec.model(plan.points.back()));  // resolve + the spec's matrices
   }
+
+  choose_qk_product(plan.models);
 
   int mixer_layers = 0;  // layers with a stored mixer spectrum (the same for every task)
   for (int l = 0; l <= plan.max_depth; ++l) mixer_layers += plan.mixer_spectrum_at(l) ? 1 : 0;

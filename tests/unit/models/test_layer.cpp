@@ -88,6 +88,25 @@ TEST(Mixer, SoftmaxMatchesNaiveFormula) {
   }
 }
 
+// qk_product (chosen by the plan): the logits through the shared P = W_Q W_K^T are the same
+// attention map as through Q K^T, to rounding, for every attention mixer and d_qk <= d.
+TEST(Mixer, SharedQueryKeyProductGivesTheSameMixer) {
+  for (auto mixer : {config::Mixer::softmax, config::Mixer::relu, config::Mixer::sigmoid})
+    for (int dqk : {5, 24}) {
+      auto m = small_model(mixer, 20, 24);
+      m.d_qk = dqk;
+      m.sigma_qk = 0.4;
+      RandomSource random(9, 0, m.T, m.d);
+      const Matrix X = models::make_input(m, random);
+      m.qk_product = false;
+      const Matrix direct = models::mixer_matrix(m, 3, 0, X, random);
+      m.qk_product = true;
+      const Matrix shared = models::mixer_matrix(m, 3, 0, X, random);
+      EXPECT_LT(test::max_abs_diff(direct, shared), 1e-14);
+      EXPECT_NE(direct, shared);  // a different route (bitwise), not the same code
+    }
+}
+
 TEST(Mixer, SoftmaxIsStableForHugeLogits) {
   Matrix S(2, 3);
   S(0, 0) = 1000;

@@ -86,6 +86,20 @@ TEST(Plan, CostGrowsWithSizeDepthAndHeads) {
   EXPECT_GT(mem.shared, 8u * 64 * 64);
 }
 
+// The shared W_Q W_K^T product is used where the bundle's attention tasks save more flops than P
+// costs: here 2 softmax points (lambda 0, 1) per (T, d) with d = 2T, d_qk = d save 2 x 2 T d^2 =
+// 2 d^3 per layer, what P costs, so not; with 6 points (x 3 norms) 6 x 2 T d^2 > 2 d^3, so at every
+// size. The choice is the same in every shard.
+TEST(Plan, SharedQueryKeyProductWhereItSavesFlops) {
+  const auto few = make();
+  for (const auto& m : few.models) EXPECT_FALSE(m.qk_product);
+  const auto many = make("[[zip]]\nnorm = [\"none\", \"rms\", \"layernorm\"]\n");
+  for (const auto& m : many.models)
+    EXPECT_EQ(m.qk_product, m.mixer == config::Mixer::softmax) << m.T;
+  const auto shard = make("[[zip]]\nnorm = [\"none\", \"rms\", \"layernorm\"]\n", {1, 3});
+  for (std::size_t p = 0; p < many.models.size(); ++p) EXPECT_EQ(shard.models[p].qk_product, many.models[p].qk_product);
+}
+
 TEST(Plan, ShardsPartitionTheTasks) {
   const auto whole = make();
   std::multiset<std::uint64_t> covered;
