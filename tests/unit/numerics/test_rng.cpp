@@ -472,6 +472,24 @@ TEST(RngPhilox, NormalCdfKolmogorovSmirnov) {
   EXPECT_LT(std::sqrt(dn) * dmax, 1.95);
 }
 
+// Tails: P(|Z| > q) for q up to 4.5 within 5 binomial standard errors over 4 M normals, and no
+// normal beyond the largest the 53-bit grid allows (u1 = 2^-54: sqrt(108 ln 2) = 8.654).
+TEST(RngPhilox, NormalTailsMatchTheGaussian) {
+  constexpr std::size_t n = 4'000'000;
+  StreamKey k = base_key();
+  k.tensor = Tensor::markov;
+  const auto z = normals(k, n);
+  const double dn = static_cast<double>(n);
+  double largest = 0.0;
+  for (double x : z) largest = std::max(largest, std::abs(x));
+  EXPECT_LE(largest, std::sqrt(108.0 * std::numbers::ln2));
+  for (double q : {2.0, 3.0, 3.5, 4.0, 4.5}) {
+    const double p = std::erfc(q / std::numbers::sqrt2);  // P(|Z| > q)
+    const auto beyond = std::count_if(z.begin(), z.end(), [q](double x) { return std::abs(x) > q; });
+    EXPECT_NEAR(static_cast<double>(beyond) / dn, p, 5.0 * std::sqrt(p * (1 - p) / dn)) << "q = " << q;
+  }
+}
+
 TEST(RngPhilox, PinnedRegressionValues) {
   // Pins the stream: stored sweep results must stay reproducible across versions, so any change
   // of key layout, counter layout, uniform map or normal transform (including the bits of the
