@@ -168,8 +168,7 @@ std::vector<double> normals_with(FillFn fill, const StreamKey& k, std::size_t n)
 }
 
 // The fast transform (own log/sin/cos, chunked Philox) is the same math as the reference:
-// 400'000 normals of several keys within 1e-13 (relative above 1, absolute below), in every
-// ISA variant.
+// 400'000 normals of several keys within 8 x 2^-52 max(r, 1) of it, in every ISA variant.
 TEST(RngPhilox, FastNormalsMatchLibmReference) {
   double worst = 0.0;
   for (const auto& [name, fill] : variants()) {
@@ -185,14 +184,18 @@ TEST(RngPhilox, FastNormalsMatchLibmReference) {
         reference_box_muller(x.v[0], x.v[1], ref[0], ref[1]);
         reference_box_muller(x.v[2], x.v[3], ref[2], ref[3]);
         for (std::size_t j = 0; j < 4 && 4 * i + j < n; ++j) {
-          const double err = std::abs(z[4 * i + j] - ref[j]) / std::max(1.0, std::abs(ref[j]));
+          // In units of 2^-52 max(r, 1) with r the pair's radius: the tolerance of
+          // BoxMullerVariantsMatchLibmOnExtremeWords below.
+          const double r = std::hypot(ref[j & 2], ref[(j & 2) + 1]);
+          const double err = std::abs(z[4 * i + j] - ref[j]) / (0x1p-52 * std::max(1.0, r));
           worst = std::max(worst, err);
-          ASSERT_LE(err, 1e-13) << name << " element " << 4 * i + j << " layer " << layer;
+          ASSERT_LE(err, 8.0) << name << " element " << 4 * i + j << " layer " << layer;
         }
       }
     }
   }
   RecordProperty("max_error", std::to_string(worst));
+  std::printf("fill_normal: max error %.2f x 2^-52 max(r, 1) against libm Box-Muller\n", worst);
 }
 
 // Random123's own known-answer vectors for philox4x64_R(10, ctr, key) (kat_vectors of the
