@@ -1,5 +1,8 @@
 #include "cli/commands.hpp"
 
+#include "cli/calibrate.hpp"
+#include "plan/cost_model.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,10 +34,6 @@
 namespace rcsweep::cli {
 namespace {
 
-// Effective rate of the cost model's flops on one core, measured on the Mind the Gap grid
-// (docs/BENCHMARKS.md: 1380 model-GFLOP in 74 s on one rank). Small matrices run slower (the
-// quick example reaches about a third of it). A rough figure until plan calibration exists.
-constexpr double effective_flops_per_core_second = 18e9;
 // Resident memory of an idle rank (MPI, BLAS, HDF5 and the program), measured: about 37 MiB.
 constexpr double program_bytes = 40.0 * (1 << 20);
 
@@ -375,22 +374,28 @@ int plan_command(const PlanArgs& args) {
   const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
   const auto& spec = plan.spec;
   std::size_t shard_tasks = 0, peak_bytes = 0;
-  double largest = 0.0;
   for (const auto& b : plan.bundles) {
     shard_tasks += b.tasks.size();
     peak_bytes = std::max(peak_bytes, b.bytes());
-    largest = std::max(largest, b.flops);
   }
   const double flops = plan.total_flops();
-  const double core_s = flops / effective_flops_per_core_second;
+  // Time from the cost model at this machine's measured rates (rcsweep calibrate), or rough rates.
+  const auto stored = load_calibration(calibration_path());
+  const plan::Calibration rates = stored ? *stored : plan::default_calibration();
+  double core_s = 0.0, largest_s = 0.0;
+  for (const auto& b : plan.bundles) {
+    const double s = plan::bundle_seconds(plan, b, rates);
+    core_s += s;
+    largest_s = std::max(largest_s, s);
+  }
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int ranks = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, plan.bundles.size())));
-  const double makespan = std::max(core_s / ranks, largest / effective_flops_per_core_second);
+  const double makespan = std::max(core_s / ranks, largest_s);
   std::string budget_source;
   const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
   check_memory(plan, budget, budget_source);
   if (!args.emit.empty())
-    return emit_job_script(args, plan, {core_s, largest / effective_flops_per_core_second, plan.bundles.size(),
+    return emit_job_script(args, plan, {core_s, largest_s, plan.bundles.size(),
                                         static_cast<double>(peak_bytes) + program_bytes});
 
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
@@ -412,8 +417,9 @@ int plan_command(const PlanArgs& args) {
   std::printf("layers        0..%d per task; spectra of X: %s\n", plan.max_depth,
               spec.output.spectra == config::Spectra::none ? "none"
               : spec.output.spectra == config::Spectra::last ? "last layer" : "all layers");
-  std::printf("work          %.3g GFLOP, about %s on one core (rough: %.0f GFLOP/s effective)\n", flops / 1e9,
-              human_seconds(core_s).c_str(), effective_flops_per_core_second / 1e9);
+  std::printf("work          %.3g GFLOP, about %s on one core (%s)\n", flops / 1e9, human_seconds(core_s).c_str(),
+              stored ? ("rates of this machine from " + calibration_path().string()).c_str()
+                     : "rough: this machine is not calibrated, run `rcsweep calibrate` once");
   std::printf("peak memory   %s per rank (largest bundle %s + program %s)\n",
               human_bytes(static_cast<double>(peak_bytes) + program_bytes).c_str(),
               human_bytes(static_cast<double>(peak_bytes)).c_str(), human_bytes(program_bytes).c_str());

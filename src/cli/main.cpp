@@ -5,6 +5,7 @@
 
 #include "base/allocator.hpp"
 #include "base/error.hpp"
+#include "cli/calibrate.hpp"
 #include "cli/commands.hpp"
 #include "store/dump.hpp"
 #include "sweep/stop.hpp"
@@ -93,6 +94,16 @@ int main(int argc, char** argv) {
       "The shards must come from the same sweep file (plan hash) and together finish every task exactly\n"
       "once; otherwise nothing is written and the exit code is 2. /dump groups are not merged.");
 
+  std::filesystem::path calibration_out;
+  auto* calibrate_cmd = app.add_subcommand(
+      "calibrate", "Measure this machine's rates (about 3 s) for the time estimates of `rcsweep plan`.");
+  calibrate_cmd->add_option("-o,--output", calibration_out,
+                            "where to store them (default: $RCSWEEP_CALIBRATION, else ~/.cache/rcsweep/calibration.toml)");
+  calibrate_cmd->footer(
+      "Measures dgemm at n = 16..1024, the per-layer metrics, dgesdd, random normals and entrywise passes\n"
+      "on one core with one BLAS thread; `rcsweep plan` prices a sweep's work with them. Run it on an\n"
+      "otherwise idle machine; it is reused until the CPU or BLAS changes.");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -111,6 +122,7 @@ int main(int argc, char** argv) {
       return cli::plan_command(plan);
     }
     if (*merge_cmd) return cli::merge_command(merge);
+    if (*calibrate_cmd) return cli::calibrate_command(calibration_out);
     return cli::info_command(info_store);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,0 +1,237 @@
+#include "plan/cost_model.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "base/error.hpp"
+
+namespace rcsweep::plan {
+namespace {
+using config::Mixer;
+using config::ModelParams;
+
+bool attention(Mixer m) { return m == Mixer::softmax || m == Mixer::relu || m == Mixer::sigmoid; }
+
+struct Pricer {
+  const Calibration& c;
+  // An m x k times k x n product at the dgemm rate measured for a cube of the same volume.
+  double gemm(double m, double n, double k) const {
+    return 2.0 * m * n * k / interpolate(c.gemm_rate, std::max(std::cbrt(m * n * k), 1.0));
+  }
+  double signal_metrics(double T, double d) const {
+    const double k = std::min(T, d), n = std::max(T, d);
+    // signal_s(k) was measured on k x k; a k x n signal adds the Gram product's extra k^2 (n - k)
+    return interpolate(c.signal_s, k) + (n > k ? gemm(k, k, (n - k) / 2) : 0.0);
+  }
+  double svd(double T, double d) const {
+    const double k = std::min(T, d), n = std::max(T, d);
+    return interpolate(c.svd_s, k) + (n > k ? gemm(k, k, 2.0 * (n - k)) : 0.0);  // R of a QR first when n >> k
+  }
+};
+
+// Seconds of one layer of one task, without what its bundle shares (see shared_layer_seconds).
+double task_layer_seconds(const ModelParams& m, const Pricer& p) {
+  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
+  double s = 0.0;
+  switch (m.mixer) {
+    case Mixer::softmax:
+    case Mixer::relu:
+    case Mixer::sigmoid:
+      s = H * ((m.qk_product ? p.gemm(T, d, d) + p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
+               T * T / p.c.exp_rate + p.gemm(T, d, d) + p.gemm(T, d, T));
+      s += p.c.mixer_s.empty() ? 0.0 : interpolate(p.c.mixer_s, T);  // head 0's metrics, per task
+      break;
+    case Mixer::markov:
+      s = H * (p.gemm(T, d, d) + p.gemm(T, d, T));
+      break;
+    case Mixer::identity:
+      s = H * p.gemm(T, d, d) + (m.gap_fix == config::GapFix::none ? 0.0 : H * p.gemm(T, d, T));
+      break;
+    case Mixer::uniform:
+    case Mixer::matrix:
+      s = H * (p.gemm(T, d, d) + p.gemm(T, d, T));
+      break;
+    case Mixer::ssd:
+      s = H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + p.gemm(T, d, T) + T * T / p.c.pass_rate) +
+          interpolate(p.c.mixer_s, T);
+      break;
+    case Mixer::lti:
+      s = H * p.gemm(T, d, T);
+      break;
+    case Mixer::s4d:  // the causal convolution: T (T + 1) / 2 multiply-adds per channel
+      s = T * (T + 1) / 2 * d / p.c.pass_rate;
+      break;
+  }
+  if (m.gap_fix == config::GapFix::outliers && m.input_dependent_mixer()) s += H * 3.0 * p.svd(T, T);
+  if (m.gate == config::Gate::silu) s += p.gemm(T, d, d) + T * d / p.c.exp_rate;
+  if (m.mlp == config::Mlp::relu) s += 2 * p.gemm(T, m.mlp_ratio * d, d) + 2 * T * m.mlp_ratio * d / p.c.pass_rate;
+  s += 4 * T * d / p.c.pass_rate;  // skip, norm, scale
+  s += p.signal_metrics(T, d) + p.c.task_layer_s;
+  return s;
+}
+
+// Seconds per layer of what the bundle's tasks share: the random tensors (drawn once), the
+// input-independent mixers with their metrics (once per mixer and gap_fix), the W_Q W_K^T product.
+double shared_layer_seconds(const std::vector<const ModelParams*>& models, const Pricer& p) {
+  std::set<std::tuple<int, int, int>> tensors;  // (kind, heads, size) drawn once
+  std::set<std::tuple<int, int, int>> fixed_mixers;
+  double s = 0.0;
+  bool qk_product = false;
+  for (const ModelParams* m : models) {
+    const int T = m->T, d = m->d, H = m->heads;
+    if (!m->ssm() && m->value_init != config::ValueInit::identity) tensors.insert({0, H, d * d});
+    if (attention(m->mixer)) {
+      tensors.insert({1, H, 2 * d * m->d_qk});
+      qk_product = qk_product || m->qk_product;
+    }
+    if (m->mixer == Mixer::markov) tensors.insert({2, H, T * T});
+    if (m->mixer == Mixer::ssd || m->mixer == Mixer::s4d || m->mixer == Mixer::lti)
+      tensors.insert({3, H, 2 * d * m->state_dim});
+    if (m->gate == config::Gate::silu) tensors.insert({4, 1, d * d});
+    if (m->mlp == config::Mlp::relu) tensors.insert({5, 1, 2 * d * m->mlp_ratio * d});
+    if (!m->input_dependent_mixer() && m->mixer != Mixer::s4d &&
+        fixed_mixers.insert({static_cast<int>(m->mixer), static_cast<int>(m->gap_fix), H}).second) {
+      const double TT = static_cast<double>(T) * T;
+      s += TT / p.c.exp_rate + interpolate(p.c.mixer_s, T);
+      if (m->gap_fix == config::GapFix::outliers) s += 3.0 * p.svd(T, T);
+    }
+    if (m->mixer == Mixer::s4d) s += static_cast<double>(T) * d * m->state_dim / p.c.exp_rate;  // kernels
+  }
+  double normals = 0.0;
+  for (const auto& [kind, heads, size] : tensors) normals += static_cast<double>(heads) * size;
+  s += normals / p.c.normal_rate;
+  if (qk_product && !models.empty()) {
+    const double d = models.front()->d;
+    s += p.gemm(d, d, d);  // per head, d_qk = d in practice where it is chosen
+  }
+  return s;
+}
+
+}  // namespace
+
+double interpolate(const std::vector<std::pair<double, double>>& t, double x) {
+  if (t.empty()) return 0.0;
+  if (t.size() == 1) return t.front().second;
+  std::size_t i = 1;
+  while (i + 1 < t.size() && t[i].first < x) ++i;
+  const auto [x0, y0] = t[i - 1];
+  const auto [x1, y1] = t[i];
+  const double slope = std::log(y1 / y0) / std::log(x1 / x0);
+  return y0 * std::exp(slope * std::log(x / x0));
+}
+
+double bundle_seconds(const Plan& plan, const Bundle& bundle, const Calibration& c) {
+  const Pricer p{c};
+  std::vector<const ModelParams*> models;
+  double per_task = 0.0;
+  const std::vector<int> depths = plan.gradient_depths();
+  for (std::uint64_t id : bundle.tasks) {
+    const ModelParams& m = plan.models[plan.tasks[id].point];
+    models.push_back(&m);
+    double s = m.depth * task_layer_seconds(m, p) + p.signal_metrics(m.T, m.d);  // layers 1..L, then layer 0
+    for (int l = 0; l <= m.depth; ++l) {
+      if (plan.spectrum_at(l)) s += p.svd(m.T, m.d);
+      if (plan.mixer_spectrum_at(l)) s += 3.0 * p.svd(m.T, m.T);  // dgesdd and dgeev
+    }
+    if (!depths.empty()) {  // products of the taped forward and reverse passes at the dgemm rate
+      const double flops = gradient_flops(m, plan.max_depth, depths, plan.exact_gradients(m),
+                                          plan.spec.output.grad_probes);
+      s += p.gemm(flops / 2.0 / m.T / m.d, m.T, m.d);
+    }
+    per_task += s;
+  }
+  return per_task + plan.max_depth * shared_layer_seconds(models, p);
+}
+
+double plan_seconds(const Plan& plan, const Calibration& c) {
+  double s = 0.0;
+  for (const auto& b : plan.bundles) s += bundle_seconds(plan, b, c);
+  return s;
+}
+
+Calibration default_calibration() {
+  Calibration c;
+  c.machine = "default (not measured)";
+  c.gemm_rate = {{16, 4e9}, {32, 10e9}, {64, 20e9}, {128, 30e9}, {256, 36e9}, {512, 40e9}, {1024, 42e9}};
+  c.signal_s = {{16, 2e-5}, {64, 2e-4}, {150, 7e-4}, {512, 1.1e-2}, {1024, 7e-2}};
+  c.mixer_s = {{16, 2e-5}, {64, 1.4e-4}, {150, 5e-4}, {512, 4e-3}, {1024, 3e-2}};
+  c.svd_s = {{16, 3e-5}, {64, 2e-4}, {150, 1.3e-3}, {512, 4e-2}, {1024, 2.5e-1}};
+  return c;
+}
+
+namespace {
+void put_table(std::ostringstream& o, const char* name, const std::vector<std::pair<double, double>>& t) {
+  o << name << " = [";
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "%s[%.17g, %.17g]", i ? ", " : "", t[i].first, t[i].second);
+    o << buf;
+  }
+  o << "]\n";
+}
+
+std::vector<std::pair<double, double>> get_table(const toml::table& t, const char* name) {
+  const auto* a = t[name].as_array();
+  if (!a) throw Error(std::string("calibration: missing table '") + name + "'");
+  std::vector<std::pair<double, double>> out;
+  for (const auto& row : *a) {
+    const auto* r = row.as_array();
+    if (!r || r->size() != 2) throw Error(std::string("calibration: '") + name + "' needs [size, value] pairs");
+    const auto x = (*r)[0].value<double>(), y = (*r)[1].value<double>();
+    if (!x || !y || !(*x > 0) || !(*y > 0)) throw Error(std::string("calibration: '") + name + "' has a non-positive entry");
+    if (!out.empty() && *x <= out.back().first) throw Error(std::string("calibration: '") + name + "' sizes must increase");
+    out.emplace_back(*x, *y);
+  }
+  if (out.empty()) throw Error(std::string("calibration: '") + name + "' is empty");
+  return out;
+}
+
+double get_rate(const toml::table& t, const char* name, bool positive = true) {
+  const auto v = t[name].value<double>();
+  if (!v || !(positive ? *v > 0 : *v >= 0)) throw Error(std::string("calibration: '") + name + "' is missing or invalid");
+  return *v;
+}
+}  // namespace
+
+std::string to_toml(const Calibration& c) {
+  std::ostringstream o;
+  o << "# rcsweep calibration: measured rates of this machine (rcsweep calibrate)\n";
+  o << "machine = " << toml::value<std::string>(c.machine) << "\n";
+  put_table(o, "gemm_rate", c.gemm_rate);
+  put_table(o, "signal_s", c.signal_s);
+  put_table(o, "mixer_s", c.mixer_s);
+  put_table(o, "svd_s", c.svd_s);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "normal_rate = %.17g\nexp_rate = %.17g\npass_rate = %.17g\ntask_layer_s = %.17g\n",
+                c.normal_rate, c.exp_rate, c.pass_rate, c.task_layer_s);
+  o << buf;
+  return o.str();
+}
+
+Calibration parse_calibration(const std::string& text) {
+  toml::table t;
+  try {
+    t = toml::parse(text);
+  } catch (const toml::parse_error& e) {
+    throw Error(std::string("calibration: not TOML: ") + std::string(e.description()));
+  }
+  Calibration c;
+  c.machine = t["machine"].value_or<std::string>("");
+  c.gemm_rate = get_table(t, "gemm_rate");
+  c.signal_s = get_table(t, "signal_s");
+  c.mixer_s = get_table(t, "mixer_s");
+  c.svd_s = get_table(t, "svd_s");
+  c.normal_rate = get_rate(t, "normal_rate");
+  c.exp_rate = get_rate(t, "exp_rate");
+  c.pass_rate = get_rate(t, "pass_rate");
+  c.task_layer_s = get_rate(t, "task_layer_s", false);
+  return c;
+}
+
+}  // namespace rcsweep::plan
