@@ -85,8 +85,10 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
     if (static_cast<std::size_t>(s.shards) >= bundles)  // cannot happen: one bundle per shard fits
       throw std::logic_error("size_job: no shard count fits");
   }
-  s.ranks_per_node = std::min(s.ranks, request.cores_per_node);
-  s.nodes = (s.ranks + s.ranks_per_node - 1) / s.ranks_per_node;
+  // as few nodes as hold the ranks, the ranks spread evenly over them (a few more to fill them)
+  s.nodes = (s.ranks + request.cores_per_node - 1) / request.cores_per_node;
+  s.ranks_per_node = (s.ranks + s.nodes - 1) / s.nodes;
+  s.ranks = s.nodes * s.ranks_per_node;
   s.mem_per_rank_mib = std::max(256.0, std::ceil(work.bytes_per_rank * memory_margin / (1 << 20)));
   return s;
 }

@@ -44,10 +44,10 @@ inline constexpr double time_margin = 1.5;
 inline constexpr double overhead_s = 300.0;
 inline constexpr double memory_margin = 1.25;
 
-/// Size the job: ranks = min(nodes x cores, bundles) (more ranks than bundles idle), nodes as
-/// many as those ranks need; when the time asked would exceed --hours, the fewest shards whose jobs
-/// fit. Throws ConfigError (--nodes, --cores, --hours) on bad values or when the longest bundle
-/// alone does not fit in --hours.
+/// Size the job: ranks = min(nodes x cores, bundles) (more ranks than bundles idle), on as few
+/// nodes as hold them, spread evenly (rounded up to fill those nodes); when the time asked would
+/// exceed --hours, the fewest shards whose jobs fit. Throws ConfigError (--nodes, --cores,
+/// --hours) on bad values or when the longest bundle alone does not fit in --hours.
 JobSizing size_job(const WorkEstimate& work, const JobRequest& request);
 
 /// What the emitted script names.

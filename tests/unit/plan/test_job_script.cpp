@@ -86,6 +86,15 @@ TEST(JobScript, MultiNodeJobOneRankPerCoreWithMargin) {
   EXPECT_EQ(one.ranks, 20);
   EXPECT_EQ(one.nodes, 1);
   EXPECT_EQ(one.ranks_per_node, 20);
+  // more ranks than one node's cores: spread evenly over the fewest nodes
+  const auto even = plan::size_job({5400, 60, 90, 1e6}, {2, 64, 24});
+  EXPECT_EQ(even.nodes, 2);
+  EXPECT_EQ(even.ranks_per_node, 45);
+  EXPECT_EQ(even.ranks, 90);
+  const auto odd = plan::size_job({5460, 60, 91, 1e6}, {4, 64, 24});
+  EXPECT_EQ(odd.nodes, 2);
+  EXPECT_EQ(odd.ranks_per_node, 46);
+  EXPECT_EQ(odd.ranks, 92);  // the job's tasks: nodes x ranks per node
 }
 
 TEST(JobScript, SweepLongerThanTheHoursIsShardedIntoTheFewestJobsThatFit) {

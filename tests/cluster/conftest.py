@@ -1,0 +1,227 @@
+"""Shared pieces of the cluster tests: a private one-node Slurm (munged, slurmctld, slurmd started by
+the test on free ports, with their state in a temporary directory, stopped at the end), direct
+reference runs of the test sweeps, and the store comparison of the end-to-end tests."""
+import importlib.util
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ.get("RCSWEEP_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BIN = os.environ.get("RCSWEEP_BIN", str(SOURCE / "build" / "rcsweep"))
+MPIEXEC = os.environ.get("MPIEXEC") or shutil.which("mpiexec") or "mpiexec"
+DATA = Path(__file__).parent / "data"
+JOBS = SOURCE / "jobs"
+
+# The e2e helpers (every result dataset of two stores compared bitwise), loaded under another name
+# than "conftest".
+_spec = importlib.util.spec_from_file_location("e2e_helpers", SOURCE / "tests" / "e2e" / "conftest.py")
+e2e = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(e2e)
+assert_same_results = e2e.assert_same_results
+
+
+def job_env(**extra):
+    """The environment the jobs inherit (sbatch exports the submitter's): rcsweep and mpiexec from
+    this build, root allowed to run Open MPI."""
+    env = dict(os.environ)
+    env["RCSWEEP"] = BIN
+    env["PATH"] = f"{Path(MPIEXEC).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """reference(name) -> a store of tests/cluster/data/<name>.toml run directly (mpiexec -n 2)."""
+    d = tmp_path_factory.mktemp("reference")
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            out = d / f"{name}.h5"
+            e2e.rcsweep("run", DATA / f"{name}.toml", "-o", out, "-q", ranks=2, check=0, timeout=900)
+            cache[name] = out
+        return cache[name]
+    return get
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Slurm:
+    """A one-node Slurm cluster of this machine, private to the test: its own munge key and socket,
+    slurm.conf (SLURM_CONF), ports, state and spool directories. Only the daemons it started are
+    stopped."""
+
+    def __init__(self, root):
+        self.root = root
+        self.procs = []
+        self.node = socket.gethostname().split(".")[0]
+        self.cpus = os.cpu_count() or 1
+        self.conf = root / "slurm.conf"
+        self.env = job_env(SLURM_CONF=self.conf)
+
+    def start(self):
+        r = self.root
+        for sub in ("munge", "msock", "state", "spool", "log", "work"):
+            (r / sub).mkdir()
+        os.chmod(r, 0o755)  # munged wants its socket's directories searchable by all
+        os.chmod(r / "msock", 0o755)
+        os.chmod(r / "munge", 0o700)
+        key = r / "munge" / "munge.key"
+        key.write_bytes(os.urandom(128))
+        os.chmod(key, 0o400)
+        sock = r / "msock" / "munge.socket"
+        self.spawn(["munged", "-F", f"--key-file={key}", f"--socket={sock}", f"--pid-file={r}/munge/munged.pid",
+                    f"--log-file={r}/log/munged.log", f"--seed-file={r}/munge/seed"], "munged")
+        self.wait_for(lambda: sock.exists(), "munged socket", 20)
+        mem_mb = int(int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)) / 1024 * 0.8)
+        self.conf.write_text(f"""\
+ClusterName=rcsweeptest
+SlurmctldHost={self.node}(127.0.0.1)
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
+AuthType=auth/munge
+CredType=cred/munge
+# cred_expire: how long a requeued job waits before it is eligible again (default 120 s); the
+# schedulers, which start it, look every bf_interval and sched_interval seconds (default 30, 60)
+AuthInfo=socket={sock},cred_expire=5
+SchedulerParameters=bf_interval=1,sched_interval=2
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={r}/state
+SlurmdSpoolDir={r}/spool
+SlurmctldPidFile={r}/slurmctld.pid
+SlurmdPidFile={r}/slurmd.pid
+SlurmctldLogFile={r}/log/slurmctld.log
+SlurmdLogFile={r}/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+MailProg=/bin/true
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+KillWait=10
+OverTimeLimit=0
+MinJobAge=600
+InactiveLimit=0
+NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={mem_mb} State=UNKNOWN
+PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
+""")
+        self.spawn(["slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
+        self.spawn(["slurmd", "-D", "-f", str(self.conf), "-N", self.node], "slurmd")
+        self.wait_for(self.node_idle, "node idle in sinfo", 60)
+
+    def spawn(self, cmd, name):
+        log = open(self.root / "log" / f"{name}.stdout", "w")
+        self.procs.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)))
+
+    def wait_for(self, cond, what, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for name, p in self.procs:
+                assert p.poll() is None, f"{name} exited ({p.returncode}):\n{self.logs()}"
+            if cond():
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
+
+    def node_idle(self):
+        p = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=self.env)
+        return p.returncode == 0 and p.stdout.strip() == "idle"
+
+    def logs(self, lines=25):
+        out = []
+        for f in sorted((self.root / "log").glob("*")):
+            text = f.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"== {f.name}\n" + "\n".join(text))
+        return "\n".join(out)
+
+    def stop(self):
+        """Cancel every job of this cluster, stop its daemons, then kill any slurmstepd they left
+        (recognised by this cluster's SLURM_CONF in its environment)."""
+        if all(p.poll() is None for _, p in self.procs):
+            self.run("scancel", "--full", "--user", str(os.getuid()), check=False)
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                q = self.run("squeue", "-h", check=False)
+                if q.returncode != 0 or not q.stdout.strip():
+                    break
+                time.sleep(1)
+        for name, p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        mark = f"SLURM_CONF={self.conf}".encode()
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if (proc / "comm").read_text().startswith("slurmstepd") and mark in (proc / "environ").read_bytes():
+                    os.kill(int(proc.name), 9)
+            except (OSError, ValueError):
+                pass
+
+    def run(self, *cmd, cwd=None, check=True, env=None):
+        p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=cwd or self.root / "work",
+                           env=env or self.env, timeout=120)
+        if check:
+            assert p.returncode == 0, f"{cmd} -> {p.returncode}\n{p.stdout}\n{p.stderr}"
+        return p
+
+    def sbatch(self, *args, env=None, cwd=None):
+        """Submit (from `cwd`, default root/work); return the job id."""
+        p = self.run("sbatch", "--parsable", *args, env=env, cwd=cwd)
+        return p.stdout.strip().split(";")[0]
+
+    def job(self, job_id):
+        """scontrol's fields of a job (an array: of its first element)."""
+        p = self.run("scontrol", "-o", "show", "job", job_id)
+        return dict(re.findall(r"(\w+)=(\S*)", p.stdout.splitlines()[0]))
+
+    def wait(self, *job_ids, timeout=600):
+        """Wait until the jobs (and array elements) have left the queue; return their scontrol records
+        (one per line of `scontrol -o show job`)."""
+        end = time.monotonic() + timeout
+        ids = ",".join(job_ids)
+        while True:
+            p = self.run("squeue", "-h", "-j", ids, "-o", "%i %T", check=False)
+            if p.returncode == 0 and not p.stdout.strip():
+                break
+            assert time.monotonic() < end, f"jobs {ids} still queued after {timeout} s:\n{p.stdout}\n{self.logs()}"
+            time.sleep(1)
+        records = []
+        for j in job_ids:
+            p = self.run("scontrol", "-o", "show", "job", j)
+            records += [dict(re.findall(r"(\w+)=(\S*)", line)) for line in p.stdout.splitlines() if line]
+        return records
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    for prog in ("munged", "slurmctld", "slurmd", "sbatch"):
+        if not shutil.which(prog):
+            pytest.skip(f"{prog} not installed (scripts/install_deps.sh installs slurm-wlm and munge)")
+    root = Path(tempfile.mkdtemp(prefix="rcsweep-slurm-"))
+    cluster = Slurm(root)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)

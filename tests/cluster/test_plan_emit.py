@@ -1,0 +1,81 @@
+"""rcsweep plan --emit slurm|pbs: the emitted job scripts are valid bash, sized from the cost model
+(an array of shards when the sweep does not fit --hours), refuse bad options naming them (exit 2),
+and the Slurm one is accepted and run by the test Slurm (conftest.Slurm), giving the direct run's
+store."""
+import re
+import subprocess
+
+import pytest
+
+from conftest import BIN, DATA, SOURCE, assert_same_results
+
+BENCH = SOURCE / "bench" / "sweeps" / "mind_the_gap_stable_rank.toml"  # about 77 s on one core (cost model)
+
+
+def emit(*args):
+    return subprocess.run([BIN, "plan", *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def bash_n(text, tmp_path, name):
+    path = tmp_path / name
+    path.write_text(text)
+    check = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    return path
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
+def test_emitted_scripts_are_bash_and_sized(scheduler, tmp_path):
+    one = emit(DATA / "small.toml", "--emit", scheduler, "--cores", 2)
+    assert one.returncode == 0, one.stderr
+    bash_n(one.stdout, tmp_path, "one.sh")
+    assert "2 ranks on 1 node(s) per job, 1 shard(s)" in one.stderr
+    assert f"SWEEP=${{1:-${{SWEEP:-{DATA / 'small.toml'}}}}}" in one.stdout
+    assert "\nRCSWEEP=${RCSWEEP:-/" in one.stdout  # this program, by its absolute path
+    if scheduler == "slurm":
+        assert "#SBATCH --ntasks-per-node=2" in one.stdout and "#SBATCH --array" not in one.stdout
+    else:
+        assert re.search(r"^#PBS -l select=1:ncpus=2:mpiprocs=2:mem=\d+mb$", one.stdout, re.M)
+
+    # 8 nodes of 4 cores, at most 6 minutes a job: more than one job's worth -> an array of shards
+    many = emit(BENCH, "--emit", scheduler, "--cores", 1, "--hours", 0.1)
+    assert many.returncode == 0, many.stderr
+    bash_n(many.stdout, tmp_path, "many.sh")
+    shards = int(re.search(r"(\d+) shard\(s\)", many.stderr).group(1))
+    assert shards >= 2
+    assert f"SHARDS=${{SHARDS:-{shards}}}" in many.stdout
+    assert ("#SBATCH --array=0-" if scheduler == "slurm" else "#PBS -J 0-") + str(shards - 1) in many.stdout
+    assert "then merge the shards after the array" in many.stderr
+    walltime = re.search(r"(?:--time=|walltime=)(\d\d):(\d\d):(\d\d)$", many.stdout, re.M).groups()
+    assert int(walltime[0]) * 3600 + int(walltime[1]) * 60 + int(walltime[2]) <= 360
+
+
+@pytest.mark.parametrize("args,key", [
+    (["--emit", "lsf"], "--emit"),
+    (["--emit", "slurm", "--nodes", "-1"], "--nodes"),
+    (["--emit", "slurm", "--nodes", "0"], "--nodes"),
+    (["--emit", "pbs", "--hours", "0"], "--hours"),
+    (["--emit", "pbs", "--hours", "-2"], "--hours"),
+    (["--emit", "pbs", "--hours", "nan"], "--hours"),
+    (["--emit", "slurm", "--nodes", "two"], "--nodes"),
+])
+def test_bad_emit_options_exit_2_naming_the_option(args, key):
+    proc = emit(DATA / "small.toml", *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert key in proc.stderr
+    assert proc.stdout == ""  # no script
+
+
+def test_emitted_slurm_script_runs_on_slurm(slurm, reference):
+    work = slurm.root / "work" / "emit"
+    work.mkdir()
+    proc = emit(DATA / "small.toml", "--emit", "slurm", "--cores", slurm.cpus)
+    assert proc.returncode == 0, proc.stderr
+    script = bash_n(proc.stdout, work, "job.sh")
+    jid = slurm.sbatch(script, cwd=work, env={**slurm.env, "RCSWEEP": ""})  # RCSWEEP: the script's default
+    (record,) = slurm.wait(jid)
+    log = (work / f"rcsweep-{jid}.out").read_text()
+    assert record["JobState"] == "COMPLETED" and record["ExitCode"] == "0:0", log + slurm.logs()
+    assert record["JobName"] == "cluster-small" and record["TimeLimit"] == "00:06:00", record
+    assert re.search(r"RCSWEEP=/\S*rcsweep ", log) and "rcsweep exit code 0" in log, log
+    assert_same_results(work / "cluster-small.h5", reference("small"))

@@ -1,0 +1,94 @@
+"""The shipped Slurm job scripts (jobs/slurm/), submitted unchanged with sbatch to a real one-node
+Slurm started by the test (conftest.Slurm): every result store is compared bitwise with a direct
+run of the same sweep."""
+import re
+import subprocess
+
+from conftest import DATA, JOBS, assert_same_results, e2e
+
+SLURM_JOBS = JOBS / "slurm"
+
+
+def physical_cores():
+    out = subprocess.run(["lscpu", "-p=CORE,SOCKET"], capture_output=True, text=True, check=True).stdout
+    return len({line for line in out.splitlines() if not line.startswith("#")})
+
+
+def store_ranks(path):
+    info = e2e.rcsweep("info", path, check=0).stdout
+    return int(re.search(r"(\d+) MPI ranks", info).group(1))
+
+
+def job_log(slurm, pattern):
+    files = sorted((slurm.root / "work").glob(pattern))
+    assert files, f"no job output {pattern}\n{slurm.logs()}"
+    return "\n".join(f.read_text() for f in files)
+
+
+def assert_completed(slurm, record, log):
+    assert record["JobState"] == "COMPLETED" and record["ExitCode"] == "0:0", \
+        f"job {record['JobId']}: {record['JobState']} {record['ExitCode']}\n{log}\n{slurm.logs()}"
+
+
+def test_mpi_job_one_rank_per_core_with_mpiexec_and_srun(slurm, reference):
+    work = slurm.root / "work"
+    jobs = {}
+    for launcher in ("mpiexec", "srun"):
+        jobs[launcher] = slurm.sbatch("-t", "5", f"--output=mpi-{launcher}-%j.out", SLURM_JOBS / "mpi_job.sh",
+                                      DATA / "small.toml", work / f"mpi-{launcher}.h5",
+                                      env={**slurm.env, "LAUNCHER": launcher})
+    for launcher, jid in jobs.items():
+        (record,) = slurm.wait(jid)
+        log = job_log(slurm, f"mpi-{launcher}-{jid}.out")
+        assert_completed(slurm, record, log)
+        assert f"RANKS={physical_cores()} NODES=1 LAUNCHER={launcher}" in log  # the printed settings
+        assert "rcsweep exit code 0" in log
+        assert store_ranks(work / f"mpi-{launcher}.h5") == physical_cores()
+        assert_same_results(work / f"mpi-{launcher}.h5", reference("small"))
+
+
+def test_array_job_with_dependent_merge(slurm, reference):
+    work = slurm.root / "work"
+    out = work / "array.h5"
+    proc = slurm.run("bash", SLURM_JOBS / "submit_array.sh", DATA / "small.toml", out, "3",
+                     env={**slurm.env, "ARRAY_SBATCH": "-t 5", "MERGE_SBATCH": "-t 5"})
+    array, merge = re.search(r"array job (\d+) \(3 shards\), merge job (\d+)", proc.stdout).groups()
+    records = slurm.wait(array, merge)
+    log = job_log(slurm, f"rcsweep-{array}_*.out") + job_log(slurm, f"rcsweep-merge-{merge}.out")
+    elements = [r for r in records if r.get("ArrayJobId") == array]
+    assert sorted(r["ArrayTaskId"] for r in elements) == ["0", "1", "2"], log
+    for r in records:
+        assert_completed(slurm, r, log)
+    (merge_record,) = [r for r in records if r["JobId"] == merge]
+    assert merge_record["Dependency"] in ("(null)", "")  # satisfied
+    assert all(merge_record["StartTime"] >= r["EndTime"] for r in elements), "merge ran before a shard finished"
+    for i in range(3):
+        assert f"SHARD={i}/3 -> {work / 'array.shards'}/shard-{i}-of-3.h5" in log
+        assert (work / "array.shards" / f"shard-{i}-of-3.h5").exists()
+    assert "merged 3 shards" in log
+    assert_same_results(out, reference("small"))
+
+
+def test_walltime_signal_stops_the_job_and_requeue_resumes_it(slurm, reference):
+    """A one-minute time limit on a sweep of 25 s or more (on two idle cores): the script's time limit
+    (STOP_BEFORE = 45 s before the end: about 15 s) or Slurm's warning signal (--signal=B:USR1@20:
+    slurmctld checks every 30 s and signals when the end is less than 20 + 30 s away, so 10 to 40 s
+    into the run) stops rcsweep cleanly (exit 4), the job requeues itself and the next run resumes
+    the store, until the sweep is done. Which of the two comes first varies; the log says."""
+    work = slurm.root / "work"
+    out = work / "long.h5"
+    jid = slurm.sbatch("-t", "1", "--signal=B:USR1@20", "--output=long-%j.out", SLURM_JOBS / "mpi_job.sh",
+                       DATA / "long.toml", out, env={**slurm.env, "GRACE": "5", "STOP_BEFORE": "45"})
+    (record,) = slurm.wait(jid, timeout=900)
+    log = job_log(slurm, f"long-{jid}.out")
+    assert_completed(slurm, record, log)
+    assert int(record["Restarts"]) >= 1, log
+    runs = re.findall(r"rcsweep exit code (\d+)", log)
+    assert set(runs[:-1]) <= {"4", "138"} and runs[-1] == "0", log
+    assert len(runs) == int(record["Restarts"]) + 1, log
+    limits = [int(x) for x in re.findall(r"job ends \S+: rcsweep --time-limit (\d+)s", log)]
+    assert len(limits) == len(runs) and all(5 <= x <= 15 for x in limits), log  # a minute less STOP_BEFORE
+    stops = re.findall(r"\[rcsweep\] (stopped by SIGUSR1|time limit of [\d.]+ s reached): \d+ tasks left", log)
+    killed = re.findall(r"rcsweep exit code 138", log)  # the warning came before rcsweep could catch it
+    assert len(stops) + len(killed) == len(runs) - 1, log  # rcsweep's own words, once per stop
+    assert_same_results(out, reference("long"))
