@@ -87,6 +87,11 @@ plan::Calibration measure_calibration() {
     c.mixer_s.emplace_back(static_cast<double>(k), time_call([&] { (void)metrics::mixer_metrics(m); }));
     c.svd_s.emplace_back(static_cast<double>(k), time_call([&] { (void)linalg::singular_values(x); }));
   }
+  {  // a mixer beyond the last-level cache: Lanczos there is bound by memory bandwidth
+    Matrix m = gaussian(2048, 2048, 4);
+    models::softmax_rows(m);
+    c.mixer_s.emplace_back(2048.0, time_call([&] { (void)metrics::mixer_metrics(m); }));
+  }
   std::vector<double> v(1 << 20);
   c.normal_rate = static_cast<double>(v.size()) / time_call([&] { rng::fill_normal({.seed = 5}, v); });
   Matrix s = gaussian(512, 512, 6);

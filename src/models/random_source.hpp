@@ -30,6 +30,13 @@ class RandomSource {
     return std::any_cast<const T&>(insert(layer, name, head, 0, 0, std::any(make())));
   }
 
+  /// Drop everything cached (the caller is done with the current layer): the next layer then
+  /// allocates its tensors without the previous layer's still held.
+  void release() {
+    cache_.clear();
+    cached_layer_ = -1;
+  }
+
   rng::StreamKey key(int layer, rng::Tensor tensor, int head) const;
   int T() const { return T_; }
   int d() const { return d_; }

@@ -148,8 +148,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       } add_time{r, t0};
       LayerStats stats;
       stats.keep_head0 = plan.mixer_spectrum_at(layer);
-      // At layer 1 every task still holds its bundle's X_0 bitwise: share the products with it.
-      const bool shares_input = layer == 1 && r.model->input_scale == 1.0;
+      // At layer 1 every task still holds its bundle's X_0 bitwise: share the products with it
+      // (a bundle of one task has nobody to share with, and would only hold them longer).
+      const bool shares_input = layer == 1 && r.model->input_scale == 1.0 && runs.size() > 1;
       const std::string shared = shares_input ? "input" + std::to_string(static_cast<int>(r.model->input)) : "";
       apply_layer(*r.model, layer, random, r.X, &stats, shared);
       r.C_M = std::max(r.C_M, stats.max_m_fro);
@@ -167,6 +168,10 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       }
       if (stats.keep_head0) record_mixer(r, layer, stats.head0_M);
     }
+    // The layer's weights, mixers and shared products are not needed any more: free them before
+    // the next layer allocates its own (and X_0 after layer 1), which bounds the peak memory.
+    random.release();
+    if (layer == 1) inputs.clear();
   }
   const auto depths = plan.gradient_depths();
   for (auto& r : runs) {
