@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, DATA, SOURCE, assert_same_results
+from conftest import BIN, DATA, assert_same_results
 
-BENCH = SOURCE / "bench" / "sweeps" / "mind_the_gap_stable_rank.toml"  # about 77 s on one core (cost model)
+BIG = DATA / "big.toml"  # planned only: more than an hour on one core by the cost model
 
 
 def emit(*args):
@@ -37,8 +37,8 @@ def test_emitted_scripts_are_bash_and_sized(scheduler, tmp_path):
     else:
         assert re.search(r"^#PBS -l select=1:ncpus=2:mpiprocs=2:mem=\d+mb$", one.stdout, re.M)
 
-    # 8 nodes of 4 cores, at most 6 minutes a job: more than one job's worth -> an array of shards
-    many = emit(BENCH, "--emit", scheduler, "--cores", 1, "--hours", 0.1)
+    # more than an hour of work on one core, jobs of at most an hour: an array of shards
+    many = emit(BIG, "--emit", scheduler, "--cores", 1, "--hours", 1)
     assert many.returncode == 0, many.stderr
     bash_n(many.stdout, tmp_path, "many.sh")
     shards = int(re.search(r"(\d+) shard\(s\)", many.stderr).group(1))
@@ -47,7 +47,7 @@ def test_emitted_scripts_are_bash_and_sized(scheduler, tmp_path):
     assert ("#SBATCH --array=0-" if scheduler == "slurm" else "#PBS -J 0-") + str(shards - 1) in many.stdout
     assert "then merge the shards after the array" in many.stderr
     walltime = re.search(r"(?:--time=|walltime=)(\d\d):(\d\d):(\d\d)$", many.stdout, re.M).groups()
-    assert int(walltime[0]) * 3600 + int(walltime[1]) * 60 + int(walltime[2]) <= 360
+    assert int(walltime[0]) * 3600 + int(walltime[1]) * 60 + int(walltime[2]) <= 3600
 
 
 @pytest.mark.parametrize("args,key", [
