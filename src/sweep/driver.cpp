@@ -182,7 +182,11 @@ class Service {
       if (stop_.signal == 0 && stop_signal() != 0) begin_stop(stop_signal());
       if (stop_.signal != 0 && stop_.past_grace()) cancel_busy_workers();
       const bool was_empty = batch.empty();
-      bool busy = serve_one_worker(batch);
+      // Serve every worker that is waiting (each has at most one message out) before the next
+      // write: after a long write they all get their next bundle at once, and their results
+      // share one batch, so batching holds even when writes take longer than the interval.
+      bool busy = false;
+      for (int i = 0; i < n_workers_ && serve_one_worker(batch); ++i) busy = true;
       const bool local_done = local_finished.load();
       auto mine = local_.take();
       busy = busy || !mine.empty();

@@ -55,18 +55,21 @@ inline models::TaskOutput synthetic_output(const plan::Plan& plan, std::uint64_t
 }
 
 /// A BundleRunner (sweep/driver.hpp) whose task t sleeps seconds(t), then reports
-/// synthetic_output: the scheduler sees tasks of known cost that need no CPU.
+/// synthetic_output: the scheduler sees tasks of known cost that need no CPU. The reported
+/// seconds (the store's /tasks wall_s) are the time actually taken, late wake-ups included.
 inline auto sleeping_runner(std::function<double(std::uint64_t)> seconds) {
   return [seconds = std::move(seconds)](const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
                                         const std::function<void(models::TaskOutput&&)>& on_done,
                                         const std::function<bool()>&) {
     // Sleep until each task's planned end, so oversleeping does not accumulate over a bundle.
-    auto end = std::chrono::steady_clock::now();
+    using clock = std::chrono::steady_clock;
+    auto end = clock::now(), last = end;
     for (const auto t : tasks) {
-      const double s = seconds(t);
-      end += std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+      end += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds(t)));
       std::this_thread::sleep_until(end);
-      on_done(synthetic_output(plan, t, s));
+      const auto now = clock::now();
+      on_done(synthetic_output(plan, t, std::chrono::duration<double>(now - last).count()));
+      last = now;
     }
   };
 }

@@ -2,8 +2,9 @@
 // but every task sleeps a known time instead of computing (tests/mpi/synthetic_tasks.hpp), so the
 // ranks need no CPU and the makespan of an ideal farm is known. Checks (docs/SCALING.md):
 //   - every task is written once, with the values its rank produced;
-//   - makespan <= 1.05 * max(total work / ranks, largest bundle) + start-up cost, where the
-//     start-up cost is the wall time of a small plan of zero-cost tasks (store creation, hand-out,
+//   - makespan <= 1.05 * max(total work / ranks, largest bundle) + start-up cost (work as the
+//     sleeps actually took it, from the store's wall_s: a loaded machine wakes sleepers late), the
+//     start-up cost being the wall time of a small plan of zero-cost tasks (store creation, hand-out,
 //     writes, final flush and sync: measured 0.04-0.24 s), capped at 1 s;
 //   - the writer is never the bottleneck: rank 0 spends under 10% of the run writing, every
 //     result is written within write_interval + 0.25 s of its arrival, and the workers' mean wait
@@ -132,19 +133,23 @@ std::vector<double> read_all(hid_t file, const std::string& path) {
   return out;
 }
 
-/// Every task done once, by a valid rank, with the synthetic values of its task id.
-void expect_store_complete(const plan::Plan& plan, const std::string& path, int size) {
+/// Every task done once, by a valid rank, with the synthetic values of its task id. Returns each
+/// task's stored wall_s (the time its sleep actually took).
+std::vector<double> expect_store_complete(const plan::Plan& plan, const std::string& path, int size) {
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(file, 0);
+  EXPECT_GE(file, 0);
+  if (file < 0) return {};
   struct Row {
     std::uint64_t id;
     std::int8_t status;
+    double wall_s;
     std::int32_t rank;
   };
   const hid_t ds = H5Dopen2(file, "/tasks", H5P_DEFAULT);
   const hid_t type = H5Tcreate(H5T_COMPOUND, sizeof(Row));
   H5Tinsert(type, "id", HOFFSET(Row, id), H5T_NATIVE_UINT64);
   H5Tinsert(type, "status", HOFFSET(Row, status), H5T_NATIVE_INT8);
+  H5Tinsert(type, "wall_s", HOFFSET(Row, wall_s), H5T_NATIVE_DOUBLE);
   H5Tinsert(type, "rank", HOFFSET(Row, rank), H5T_NATIVE_INT32);
   std::vector<Row> rows(plan.tasks.size());
   H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
@@ -169,19 +174,22 @@ void expect_store_complete(const plan::Plan& plan, const std::string& path, int 
     }
   EXPECT_EQ(mismatches, 0u);
   H5Fclose(file);
+  std::vector<double> wall;
+  for (const auto& r : rows) wall.push_back(r.wall_s);
+  return wall;
 }
 
-void report(const char* name, const Bound& b, const Run& r, std::size_t bundles) {
+void report(const char* name, const Bound& planned, const Bound& b, const Run& r, std::size_t bundles) {
   const auto& s = r.summary;
   const auto& g = r.ranks;
   const double waits = std::accumulate(g.wait_s.begin() + 1, g.wait_s.end(), 0.0);
   const double handed = std::accumulate(g.bundles.begin() + 1, g.bundles.end(), 0.0);
   std::printf(
-      "[scaling] %s: %zu bundles, work %.1f s, work/ranks %.2f s, largest bundle %.2f s -> bound %.2f s; "
-      "makespan %.2f s (%.1f%% over); writer: %llu batches (max %llu results), %.3f s writing (%.1f%% of the run), "
+      "[scaling] %s: %zu bundles, planned bound %.2f s; as slept: work %.1f s, work/ranks %.2f s, largest bundle "
+      "%.2f s -> bound %.2f s; makespan %.2f s (%.1f%% over); writer: %llu batches (max %llu results), %.3f s writing (%.1f%% of the run), "
       "max latency %.3f s; workers: mean wait per hand-out %.1f ms, max %.1f ms; bundles on rank 0: %.0f, "
       "per worker %.0f..%.0f\n",
-      name, bundles, b.work, b.per_rank, b.largest, b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0),
+      name, bundles, planned.makespan, b.work, b.per_rank, b.largest, b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0),
       static_cast<unsigned long long>(s.write_batches), static_cast<unsigned long long>(s.max_batch), s.write_s,
       100.0 * s.write_s / s.wall_s, s.max_write_latency_s, 1e3 * waits / handed,
       1e3 * *std::max_element(g.max_wait_s.begin() + 1, g.max_wait_s.end()), g.bundles[0],
@@ -209,27 +217,34 @@ double startup_cost() {
 
 constexpr double max_startup_s = 1.0;  // docs/SCALING.md: measured 0.04-0.24 s at 64 ranks, load 10-20
 
-void check_run(const char* name, int replicates, double lo, double hi) {  // task seconds in [lo, hi]
+// Task seconds in [lo, hi]. The bound is computed from the durations the sleeps actually took (on
+// a loaded machine a sleeping rank may wake late: that lengthens the work, not the schedule).
+void check_run(const char* name, int replicates, double lo, double hi, bool every_rank_busy) {
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   const double startup = startup_cost();
   const plan::Plan plan = plan::make_plan(config::parse_sweep(sweep_text(replicates), "test"));
   const auto seconds = durations(plan, lo, hi);
-  const Bound b = lower_bound(plan, seconds, size);
+  const Bound planned = lower_bound(plan, seconds, size);
   const auto r = run_synthetic(plan, seconds, "rcsweep_sched");
   if (rank != 0) return;
-  report(name, b, r, plan.bundles.size());
   const auto& s = r.summary;
   EXPECT_EQ(s.done, plan.tasks.size());
   EXPECT_EQ(s.exit_code(), 0);
-  expect_store_complete(plan, r.path, size);
+  const auto slept = expect_store_complete(plan, r.path, size);
   std::filesystem::remove(r.path);
+  ASSERT_EQ(slept.size(), plan.tasks.size());
+  const Bound b = lower_bound(plan, slept, size);
+  report(name, planned, b, r, plan.bundles.size());
 
-  // Every rank computed (rank 0 too, in its main thread), and the whole plan was handed out.
+  // The whole plan was handed out; with many bundles per rank every rank computed (rank 0 too, in
+  // its main thread).
   EXPECT_EQ(std::accumulate(r.ranks.bundles.begin(), r.ranks.bundles.end(), 0.0), static_cast<double>(plan.bundles.size()));
-  EXPECT_GE(*std::min_element(r.ranks.bundles.begin(), r.ranks.bundles.end()), 1.0);
+  if (every_rank_busy) {
+    EXPECT_GE(*std::min_element(r.ranks.bundles.begin(), r.ranks.bundles.end()), 1.0);
+  }
 
   EXPECT_LE(startup, max_startup_s) << "start-up (zero-cost run) took " << startup << " s";
-  EXPECT_GE(s.wall_s, b.makespan) << "faster than the lower bound: the sleeps did not happen";
+  EXPECT_GE(s.wall_s, planned.makespan) << "faster than the lower bound: the sleeps did not happen";
   EXPECT_LE(s.wall_s, 1.05 * b.makespan + std::min(startup, max_startup_s))
       << name << ": makespan " << s.wall_s << " s, bound " << b.makespan << " s, start-up " << startup << " s";
 
@@ -245,11 +260,11 @@ void check_run(const char* name, int replicates, double lo, double hi) {  // tas
 }
 
 // Many more bundles than ranks: the bound is total work / ranks (about 12 s per rank).
-TEST(SchedulerScaling, WorkBoundMakespanAt64Ranks) { check_run("work-bound", 120, 0.1, 1.0); }
+TEST(SchedulerScaling, WorkBoundMakespanAt64Ranks) { check_run("work-bound", 120, 0.1, 1.0, true); }
 
 // A few bundles as long as all the rest per rank: the bound is the largest bundle, which only
 // a largest-first hand-out meets.
-TEST(SchedulerScaling, LargestTaskBoundMakespanAt64Ranks) { check_run("largest-bound", 8, 0.05, 3.0); }
+TEST(SchedulerScaling, LargestTaskBoundMakespanAt64Ranks) { check_run("largest-bound", 8, 0.05, 3.0, false); }
 
 // Tasks of 1 ms: the farm is bound by rank 0's service thread (receive, unpack, hand out, write).
 // Its rate of bundles handed to workers bounds the bundles per second any number of ranks can
@@ -268,7 +283,7 @@ TEST(SchedulerScaling, HandOutRateOfTinyTasks) {
               size, plan.bundles.size(), plan.tasks.size(), s.wall_s, to_workers, rate, 2 * rate, s.write_s,
               static_cast<unsigned long long>(s.write_batches), static_cast<unsigned long long>(s.max_batch));
   EXPECT_EQ(s.done, plan.tasks.size());
-  expect_store_complete(plan, r.path, size);
+  (void)expect_store_complete(plan, r.path, size);
   std::filesystem::remove(r.path);
   // With few ranks the workers (not rank 0) bound the rate: 1 worker does at most ~500 bundles/s.
   if (size >= 16) {
