@@ -35,6 +35,10 @@
 #PBS -j oe
 #PBS -V
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then  # this header, without the scheduler directives
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#(SBATCH|PBS)/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 
 SWEEP=${1:-${SWEEP:-sweep.toml}}
 OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}

@@ -4,7 +4,7 @@
 #
 #   qsub [QSUB OPTIONS] -v SWEEP=sweep.toml,OUT=out.h5 jobs/pbs/mpi_job.sh
 #   e.g. qsub -l select=4:ncpus=64:mpiprocs=64 -l walltime=12:00:00 \
-#             -v SWEEP=bench/sweeps/mind_the_gap.toml,OUT=mtg.h5 jobs/pbs/mpi_job.sh
+#             -v SWEEP=bench/sweeps/mind_the_gap_stable_rank.toml,OUT=mtg.h5 jobs/pbs/mpi_job.sh
 #
 # Settings: an argument (when run by hand: bash mpi_job.sh SWEEP OUT), else the environment variable
 # (qsub -v, or -V which this script asks for), else the default (all printed in the job log):
@@ -37,6 +37,10 @@
 #PBS -j oe
 #PBS -V
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then  # this header, without the scheduler directives
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#(SBATCH|PBS)/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 
 SWEEP=${1:-${SWEEP:-sweep.toml}}
 OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}

@@ -13,6 +13,10 @@
 # Every other setting of array_job.sh (RANKS, SHARD_DIR, RCSWEEP, STOP_BEFORE, ...) is passed on
 # from the environment (the scripts ask for qsub -V). Prints the two job ids.
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then  # this header, without the scheduler directives
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#(SBATCH|PBS)/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SWEEP=${1:-${SWEEP:-}}
 [[ -n $SWEEP ]] || { sed -n '2,/^set /p' "${BASH_SOURCE[0]}" | sed '$d' >&2; echo "error: no sweep file" >&2; exit 2; }

@@ -3,7 +3,7 @@
 # walltime limits by requeueing itself.
 #
 #   sbatch [SBATCH OPTIONS] jobs/slurm/mpi_job.sh [SWEEP.toml [OUT.h5]]
-#   e.g. sbatch -N 4 -t 12:00:00 jobs/slurm/mpi_job.sh bench/sweeps/mind_the_gap.toml mtg.h5
+#   e.g. sbatch -N 4 -t 12:00:00 jobs/slurm/mpi_job.sh bench/sweeps/mind_the_gap_stable_rank.toml mtg.h5
 #
 # Settings: an argument, else the environment variable, else the default (all printed in the log):
 #   SWEEP         sweep file (1st argument)                        default: sweep.toml
@@ -36,6 +36,10 @@
 #SBATCH --open-mode=append
 #SBATCH --output=rcsweep-%j.out
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then  # this header, without the scheduler directives
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#(SBATCH|PBS)/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 
 SWEEP=${1:-${SWEEP:-sweep.toml}}
 OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}

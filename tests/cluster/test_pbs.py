@@ -165,3 +165,13 @@ def test_pbs_scripts_refuse_a_missing_node_file_and_bad_settings(pbs):
     assert too_big.returncode == 2 and "SHARDS=2" in too_big.stderr
     one = pbs("submit_array.sh", DATA / "small.toml", "x.h5", "1")
     assert one.returncode == 2 and "SHARDS=1" in one.stderr
+
+
+@pytest.mark.parametrize("script", sorted(str(p.relative_to(JOBS)) for p in JOBS.glob("*/*.sh")))
+def test_every_script_prints_its_header_on_help(script):
+    proc = subprocess.run(["bash", str(JOBS / script), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"jobs/{script}: "), lines[0]  # the title line, without its '#'
+    assert "Settings:" in proc.stdout and "SWEEP" in proc.stdout
+    assert not any(line.startswith(("#SBATCH", "#PBS", "SBATCH --", "PBS -", "#!")) for line in lines)
