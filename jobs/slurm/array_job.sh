@@ -71,8 +71,8 @@ echo "  SWEEP=$SWEEP OUT=$OUT SHARD=$INDEX/$SHARDS -> $SHARD_OUT RANKS=$RANKS LA
 echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
 
 # The job's end time (Slurm 23.02+ also exports it as SLURM_JOB_END_TIME, which rcsweep reads): no
-# bundle is started that would not finish STOP_BEFORE s before it. A requeued job gets no second
-# --signal warning from Slurm 22.05, so this limit is what stops its later runs in time.
+# bundle is started that would not finish STOP_BEFORE s before it. This does not depend on Slurm's
+# --signal warning, which slurmctld sends only when it polls (every 30 s), up to a minute early.
 limit=()
 end=$(squeue -h -j "${SLURM_JOB_ID:-0}" -o %e 2>/dev/null || true)
 if end_s=$(date -d "$end" +%s 2>/dev/null); then

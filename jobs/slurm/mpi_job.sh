@@ -22,11 +22,12 @@
 # Layout (docs/BENCHMARKS.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
 # cores. Walltime: rcsweep gets --time-limit = the time left until STOP_BEFORE s before the job's
 # end, and starts no bundle that would overrun it. Besides, Slurm sends SIGUSR1 to this shell 120 s
-# before the limit (--signal=B:USR1@120; up to a minute earlier, and in Slurm 22.05 only to a job's
-# first run); the shell forwards it to mpiexec/srun, which forward it to every rank; rcsweep stops
+# before the limit (--signal=B:USR1@120; slurmctld sends it when it polls, every 30 s, so up to a
+# minute early); the shell forwards it to mpiexec/srun, which forward it to every rank; rcsweep stops
 # handing out work, keeps the bundles that finish within GRACE s, flushes the store and exits 4.
-# On exit code 4 the job requeues itself (scontrol requeue) and its next run resumes the same store. The job's exit code is rcsweep's: 0 all done, 3 done with failed or
-# diverged tasks, 2 sweep/usage error, 1 runtime error (docs/ERRORS.md).
+# On exit code 4 the job requeues itself (scontrol requeue) and its next run resumes the same
+# store. Otherwise the job's exit code is rcsweep's: 0 all done, 3 done with failed or diverged
+# tasks, 2 sweep/usage error, 1 runtime error (docs/ERRORS.md).
 #SBATCH --job-name=rcsweep
 #SBATCH --nodes=1
 #SBATCH --exclusive
@@ -63,8 +64,8 @@ echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES LAUNCHER=$LAUNCHER"
 echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
 
 # The job's end time (Slurm 23.02+ also exports it as SLURM_JOB_END_TIME, which rcsweep reads): no
-# bundle is started that would not finish STOP_BEFORE s before it. A requeued job gets no second
-# --signal warning from Slurm 22.05, so this limit is what stops its later runs in time.
+# bundle is started that would not finish STOP_BEFORE s before it. This does not depend on Slurm's
+# --signal warning, which slurmctld sends only when it polls (every 30 s), up to a minute early.
 limit=()
 end=$(squeue -h -j "${SLURM_JOB_ID:-0}" -o %e 2>/dev/null || true)
 if end_s=$(date -d "$end" +%s 2>/dev/null); then
