@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "base/error.hpp"
@@ -138,7 +139,11 @@ TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) 
     r.err1 = b_res * std::abs(last[0]) + dropped;
     r.err2 = (nb >= 2 ? b_res * std::abs(last[1]) : 0.0) + dropped;
     r.steps = static_cast<int>(j + 1);
-    if (exhausted || (nb >= 2 && r.err1 <= rel_tol * r.s1 && r.err2 <= rel_tol * r.s2)) {
+    // err_i <= rel_tol s_i, or below what any backward-stable method resolves (a few eps s_1, the
+    // floor of dgesdd too): a collapsed matrix's s_2 is known to that absolute accuracy only.
+    const double floor = 16.0 * std::numeric_limits<double>::epsilon() * r.s1;
+    const auto done = [&](double err, double s) { return err <= rel_tol * s || err <= floor; };
+    if (exhausted || (nb >= 2 && done(r.err1, r.s1) && done(r.err2, r.s2))) {
       r.converged = true;
       break;
     }

@@ -19,7 +19,8 @@ struct TopSingular {
 
 /// s_1 and s_2 of A (m x n) by Golub–Kahan–Lanczos with full (twice classical Gram–Schmidt)
 /// reorthogonalisation of both Lanczos bases, from a fixed start vector (so the result depends on
-/// A only). Stops when err1 <= rel_tol * s1 and err2 <= rel_tol * s2, or after max_steps steps
+/// A only). Stops when each err_i <= rel_tol * s_i or <= 16 eps s1 (the absolute accuracy of any
+/// backward-stable method, dgesdd's too: it bounds a collapsed matrix's s2), or after max_steps steps
 /// (converged = false; the caller then uses a dense method). Cost per step: one product with A and
 /// one with A^T (4 m n flops) plus the reorthogonalisation (8 j (m + n) flops at step j); memory
 /// (max_steps + 1) (m + n) doubles. An exact invariant subspace (a zero alpha or beta) restarts the

@@ -327,7 +327,9 @@ MixerMetrics mixer_metrics(const Matrix& M) {
   // step, certified to 1e-13 relative) beats the Gram route's dsyrk + dsyevx (O(T^3)); measured in
   // bench/bench_metrics.cpp. Without convergence in a few dozen steps the dense route decides.
   if (M.rows() >= mixer_lanczos_min_order && M.cols() >= mixer_lanczos_min_order) {
-    const linalg::TopSingular top = linalg::top_singular_values(M, 1e-13, 200);
+    // From T = 2048 the dense route costs minutes per layer: let Lanczos take as long as it needs.
+    const int max_steps = M.rows() >= 2048 ? 1000 : 200;
+    const linalg::TopSingular top = linalg::top_singular_values(M, 1e-13, max_steps);
     if (top.converged) {
       r.m_s1 = top.s1;
       r.m_s2 = top.s2;
