@@ -68,7 +68,10 @@ TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) 
     return r;
   }
   const std::size_t steps = std::min<std::size_t>(static_cast<std::size_t>(std::max(max_steps, 1)), k);
-  std::vector<double> U(steps * m), V((steps + 1) * n), h;
+  // The bases grow with the steps taken (reserved, not touched: memory is used as steps are taken).
+  std::vector<double> U, V(n), h;
+  U.reserve(steps * m);
+  V.reserve((steps + 1) * n);
   std::vector<double> alpha, beta;  // B: diagonal alpha_0..alpha_j, superdiagonal beta_0..beta_(j-1)
   std::vector<double> d, e, last;   // scratch of the small SVD
   const auto bm = static_cast<blasint>(m), bn = static_cast<blasint>(n);
@@ -84,6 +87,8 @@ TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) 
 
   for (std::size_t j = 0; j < steps; ++j) {
     // u_j = A v_j - beta_(j-1) u_(j-1), orthogonalised against u_0..u_(j-1)
+    U.resize((j + 1) * m);
+    V.resize((j + 2) * n);
     std::span<double> u(U.data() + j * m, m);
     const double* vj = V.data() + j * n;
     cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, A.data(), lda, vj, 1, 0.0, u.data(), 1);

@@ -113,18 +113,48 @@ double mixer_spectrum_flops(const ModelParams& m) {
   return svd_values_flops(T, T) + 10.0 * T * T * T;
 }
 
+std::size_t MemoryEstimate::shared() const {
+  std::size_t sum = 0;
+  for (std::size_t k = 0; k < n_parts; ++k) sum += k == layer1_part ? 0 : shared_parts[k];
+  return sum;
+}
+
+// Counted from what layer.cpp and task_runner.cpp hold at the peak of a layer (measured against
+// maximum RSS in docs/BENCHMARKS.md, bench/run_plan_accuracy.sh).
 MemoryEstimate memory_estimate(const ModelParams& m) {
-  const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
+  const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
+  const std::size_t hidden = m.mlp_ratio * d, k = std::min(T, d), n = std::max(T, d);
+  const bool attention = m.mixer == Mixer::softmax || m.mixer == Mixer::relu || m.mixer == Mixer::sigmoid;
   MemoryEstimate e;
-  // One layer's random tensors, cached for the bundle: W_V (and its Haar factor), W_Q, W_K per
-  // head; Markov G per head; the shared products of X_0 at layer 1 (X W_V, M).
-  const std::size_t mlp = m.mlp == config::Mlp::relu ? 2 * d * m.mlp_ratio * d : 0;
-  const std::size_t gate = m.gate == config::Gate::silu ? d * d : 0;
-  e.shared = 8 * (H * (2 * d * d + 2 * d * dqk + T * T + 2 * d * m.state_dim) + 2 * T * d + T * T + mlp + gate);
-  e.state = 8 * T * d;  // X between layers
-  // Temporaries of one task's layer: Y, X W_V, Q, K, S/M, metrics copies and the Gram matrix.
-  e.scratch = 8 * (4 * T * d + 2 * T * dqk + 3 * T * T + std::min(T, d) * std::min(T, d) + 5 * std::max(T, d) +
-                   (m.mlp == config::Mlp::relu ? T * m.mlp_ratio * d : 0) + 2 * T * m.state_dim);
+  auto& p = e.shared_parts;
+  if (!m.ssm() && m.value_init != config::ValueInit::identity)
+    p[0] = H * d * d * (m.value_init == config::ValueInit::orthogonal ? 2 : 1);
+  if (attention) p[1] = H * 2 * d * dqk;
+  if (m.qk_product) p[2] = H * d * d;
+  if (m.mixer == Mixer::markov) p[3] = H * T * T;
+  if (!m.input_dependent_mixer() && m.mixer != Mixer::s4d) p[4] = H * T * T;  // the cached M
+  if (m.mixer == Mixer::ssd || m.mixer == Mixer::lti || m.mixer == Mixer::s4d) p[5] = H * 2 * d * N;
+  if (m.mixer == Mixer::s4d) p[5] += T * d;  // the kernels
+  if (m.gate == config::Gate::silu) p[6] = d * d;
+  if (m.mlp == config::Mlp::relu) p[7] = 2 * d * hidden;
+  p[8] = T * d;  // X_0 (until layer 1 is done)
+  p[MemoryEstimate::layer1_part] = H * T * d + (m.input_dependent_mixer() ? H * T * T : 0);  // X_0 W_V, M(X_0)
+  e.state = T * d;  // X between layers
+  // One task's layer: Y, X W_V (or the scaled W_V), the logits' X P or Q and K, S = M, the mixer
+  // metrics' Lanczos bases (about 100 steps of T + T) or Gram matrix, the signal metrics' Gram
+  // matrix and, for a collapsed signal or a stored spectrum, dgesdd's copy and workspace.
+  std::size_t sc = 2 * T * d + (m.sigma_v != 1.0 ? d * d : 0);
+  if (attention) sc += m.qk_product ? T * d : 2 * T * dqk;
+  if (m.mixer == Mixer::ssd) sc += 2 * T * N;
+  if (m.input_dependent_mixer()) sc += T * T + (T >= 256 ? 200 * T : T * T);
+  if (m.gap_fix == config::GapFix::outliers) sc += 3 * T * T;
+  if (m.gate == config::Gate::silu) sc += 2 * T * d;
+  if (m.mlp == config::Mlp::relu) sc += T * hidden;
+  sc += std::max(k * k, T * d + 4 * k * k + 8 * n);
+  e.scratch = sc;
+  for (auto& part : p) part *= 8;
+  e.state *= 8;
+  e.scratch *= 8;
   return e;
 }
 
@@ -248,6 +278,7 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
 
   // Bundles: tasks of this shard that draw the same random tensors (replicate, T, d).
   std::map<std::tuple<int, int, int>, std::size_t> bundle_of;
+  std::vector<std::array<std::size_t, MemoryEstimate::n_parts>> shared_parts;  // per bundle, by kind
   for (const auto& t : plan.tasks) {
     if (static_cast<int>(t.id % shard.count) != shard.index) continue;
     const auto& m = plan.models[t.point];
@@ -258,10 +289,19 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     b.tasks.push_back(t.id);
     b.flops += t.flops;
     const auto mem = memory_estimate(m);
-    b.shared_bytes = std::max(b.shared_bytes, mem.shared);
+    if (shared_parts.size() < plan.bundles.size()) shared_parts.resize(plan.bundles.size());
+    auto& parts = shared_parts[it->second];
+    for (std::size_t k = 0; k < MemoryEstimate::n_parts; ++k) parts[k] = std::max(parts[k], mem.shared_parts[k]);
     b.state_bytes += mem.state;
     const std::size_t tape = plan.spec.output.gradients == config::Spectra::none ? 0 : tape_bytes(m, plan.max_depth);
     b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape);
+  }
+  // Kinds of shared tensors add up; the layer-1 products exist only where several tasks share X_0.
+  for (std::size_t i = 0; i < plan.bundles.size(); ++i) {
+    MemoryEstimate e;
+    e.shared_parts = shared_parts[i];
+    auto& b = plan.bundles[i];
+    b.shared_bytes = e.shared() + (b.tasks.size() > 1 ? e.shared_parts[MemoryEstimate::layer1_part] : 0);
   }
   std::stable_sort(plan.bundles.begin(), plan.bundles.end(),
                    [](const Bundle& a, const Bundle& b) { return a.flops > b.flops; });

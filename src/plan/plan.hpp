@@ -1,6 +1,7 @@
 // The plan: grid points x replicates = tasks, grouped into bundles that share random weights,
 // with a flop-based cost model. Pure: no MPI, no I/O.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -92,10 +93,17 @@ double gradient_flops(const config::ModelParams& model, int max_depth, const std
 /// Bytes of one task's tape (every layer's input, weights and intermediates) kept for its reverse
 /// pass; tasks are taped one at a time.
 std::size_t tape_bytes(const config::ModelParams& model, int max_depth);
-/// Memory of one task in a bundle: what it shares with the bundle (one layer's weights), keeps
-/// between layers (X) and needs while its layer runs (temporaries), in bytes.
+/// Memory of one task in a bundle: what it shares with the bundle (one layer's weights and cached
+/// mixers, by kind: tasks of a bundle share a kind, different kinds add up), keeps between layers
+/// (X) and needs while its layer runs (temporaries), in bytes.
 struct MemoryEstimate {
-  std::size_t shared = 0, state = 0, scratch = 0;
+  /// shared_parts[k]: value weights, W_Q and W_K, W_Q W_K^T, Markov draws, cached input-independent
+  /// mixers, SSM weights and kernels, gate, MLP, X_0, and (bundles of several tasks only) the
+  /// layer-1 products shared through X_0.
+  static constexpr std::size_t n_parts = 10, layer1_part = 9;
+  std::array<std::size_t, n_parts> shared_parts{};
+  std::size_t state = 0, scratch = 0;
+  std::size_t shared() const;  ///< sum of the parts but the layer-1 one
 };
 MemoryEstimate memory_estimate(const config::ModelParams& model);
 

@@ -83,7 +83,31 @@ TEST(Plan, CostGrowsWithSizeDepthAndHeads) {
   EXPECT_LT(plan::layer_flops(bigger), base);
   const auto mem = plan::memory_estimate(m);
   EXPECT_EQ(mem.state, 8u * 32 * 64);
-  EXPECT_GT(mem.shared, 8u * 64 * 64);
+  EXPECT_EQ(mem.shared(), 8u * (64 * 64 + 2 * 64 * 64 + 32 * 64));  // W_V, W_Q and W_K, X_0
+}
+
+// A bundle's shared memory: kinds of shared tensors add up (Markov draws and its cached mixer
+// besides the attention weights), and only a bundle of several tasks holds the layer-1 products.
+TEST(Plan, BundleMemoryAddsSharedKindsAndLayerOneProductsOnlyWhenShared) {
+  const auto both = make();
+  const auto& b = both.bundles.front();  // T = 32, d = 64: softmax and markov, lambda 0 and 1
+  ASSERT_EQ(b.tasks.size(), 4u);
+  const std::size_t T = 32, d = 64;
+  const std::size_t weights = d * d + 2 * d * d + 2 * T * T + T * d;  // W_V, W_Q W_K, G + M, X_0
+  const std::size_t layer1 = T * d + T * T;                           // X_0 W_V, M(X_0)
+  EXPECT_EQ(b.shared_bytes, 8 * (weights + layer1));
+  EXPECT_EQ(b.state_bytes, 4 * 8 * T * d);
+  const auto alone = plan::make_plan(config::parse_sweep(R"(
+[sweep]
+name = "a"
+seed = 1
+replicates = 1
+[model]
+T = 32
+d = 64
+depth = 2
+)", "test"));
+  EXPECT_EQ(alone.bundles.front().shared_bytes, 8 * (d * d + 2 * d * d + T * d));
 }
 
 // The shared W_Q W_K^T product is used where the bundle's attention tasks save more flops than P
