@@ -1,6 +1,8 @@
 // The only place that calls BLAS/LAPACK. All matrices are rcsweep::Matrix (row-major).
 #pragma once
 #include <complex>
+#include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,11 @@ GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0
 /// From this order k on, gram_top finds the two eigenvalues by Lanczos (top_singular_values, to
 /// 1e-13 relative) instead of dsyevx, falling back to dsyevx when Lanczos does not converge.
 inline constexpr std::size_t gram_lanczos_min_order = 384;
+
+/// The two largest eigenvalues (lambda_1 >= lambda_2) of the symmetric tridiagonal matrix with
+/// diagonal d (n) and off-diagonal e (n - 1), by bisection with Sturm counts to ~eps ||T||
+/// (as LAPACK's dstebz with abstol = 0); lambda_2 = 0 when n = 1.
+std::pair<double, double> top_two_tridiagonal(std::span<const double> d, std::span<const double> e);
 
 /// Thin SVD A = U diag(s) V^T (dgesdd): U (m x k), s (k, descending), Vt (k x n), k = min(m, n).
 struct Svd {

@@ -230,6 +230,46 @@ TEST(LinalgGram, AlphaScalesTheGramMatrix) {
   }
 }
 
+// The bisection for the two largest eigenvalues of a symmetric tridiagonal matrix against the
+// eigenvalues LAPACK's dgeev finds for the same dense matrix: random, with repeated eigenvalues (a zero
+// off-diagonal), negative, at extreme scales, and the 2 x 2 closed form.
+TEST(LinalgTridiagonal, TopTwoEigenvaluesMatchLapack) {
+  std::mt19937_64 gen(77);
+  std::normal_distribution<double> nd;
+  for (std::size_t n : {1u, 2u, 3u, 10u, 60u})
+    for (double scale : {1.0, 1e-200, 1e200})
+      for (int variant = 0; variant < 3; ++variant) {
+        std::vector<double> d(n), e(n ? n - 1 : 0);
+        for (double& x : d) x = nd(gen) * scale;
+        for (double& x : e) x = nd(gen) * scale;
+        if (variant == 1 && n >= 3) {  // block diagonal with the same block twice: repeated top
+          e[n / 2 - 1] = 0.0;
+          for (std::size_t i = 0; i < n / 2; ++i) d[n / 2 + i] = d[i];
+          for (std::size_t i = 0; i + 1 < n / 2; ++i) e[n / 2 + i] = e[i];
+        }
+        if (variant == 2)  // all eigenvalues negative
+          for (double& x : d) x = -std::abs(x) - 4.0 * scale;
+        Matrix t(n, n);
+        for (std::size_t i = 0; i < n; ++i) {
+          t(i, i) = d[i];
+          if (i + 1 < n) t(i, i + 1) = t(i + 1, i) = e[i];
+        }
+        std::vector<double> ref;  // LAPACK's dgeev of the dense matrix (real: T is symmetric)
+        for (const auto& z : eigenvalues(t)) ref.push_back(z.real());
+        std::sort(ref.begin(), ref.end(), std::greater<>());
+        const auto [l1, l2] = top_two_tridiagonal(d, e);
+        double norm = 0.0;
+        for (double x : ref) norm = std::max(norm, std::abs(x));
+        SCOPED_TRACE(testing::Message() << "n " << n << " scale " << scale << " variant " << variant);
+        EXPECT_NEAR(l1, ref[0], 1e-14 * norm);
+        EXPECT_NEAR(l2, n >= 2 ? ref[1] : 0.0, 1e-14 * norm);
+      }
+  // 2 x 2: (a + c)/2 +- sqrt(((a - c)/2)^2 + b^2)
+  const auto [a1, a2] = top_two_tridiagonal(std::vector<double>{3.0, 1.0}, std::vector<double>{2.0});
+  EXPECT_NEAR(a1, 2.0 + std::sqrt(5.0), 4e-15);  // bisection to a few eps ||T||
+  EXPECT_NEAR(a2, 2.0 - std::sqrt(5.0), 4e-15);
+}
+
 TEST(LinalgSvd, EmptyMatrixHasNoSingularValues) {
   EXPECT_TRUE(singular_values(Matrix(0, 3)).empty());
   EXPECT_TRUE(singular_values(Matrix(3, 0)).empty());
