@@ -34,7 +34,7 @@ for b in runs:
         _, mixer, T, d, sp = name(b).split("/")
         print(f"| {mixer} | {T[2:]} | {d[2:]} | {'X' if sp.endswith('1') else '–'} | {ms(b['layer_s'])} | "
               f"{b['gemm_flops'] / 1e9:.2f} | {b['dgemm_GFLOPs']:.1f} | {ms(b['bound_s'])} | **{b['ratio']:.2f}** | {b.get('ratio_with_gram', float('nan')):.2f} |")
-print("\n### Breakdown (ms per layer; route 1 = Gram + eigensolve, 2 = dgesdd fallback)\n")
+print("\n### Breakdown (ms per layer; route 1 = Gram + eigensolve, 2 = dgesdd, 3 = Lanczos for a collapsed spectrum)\n")
 print("| mixer | T | d | layer | rng | products | elementwise | s4d kernels | mixer metrics (route) | signal metrics (route) | other |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for b in runs:

@@ -148,8 +148,9 @@ SignalSums signal_sums(const Matrix& X, double f) {
 }
 
 // The Gram route of spectral_summary for the Gram matrix of sqrt(alpha) A: false (r untouched)
-// when it is not accurate enough (collapsed spectrum) or the eigensolver failed.
-bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r) {
+// when it is not accurate enough (collapsed spectrum) or the eigensolver failed. `g` receives the
+// Gram matrix's trace and Frobenius norm whenever it was formed (g->trace > 0 then).
+bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r, linalg::GramTop* g_out = nullptr) {
   const std::size_t k = std::min(A.rows(), A.cols());
   linalg::GramTop g;
   try {
@@ -158,6 +159,7 @@ bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r) {
   } catch (const LinalgError&) {  // the eigensolver did not converge: the SVD decides
     return false;
   }
+  if (g_out) *g_out = g;
   if (!g.solved) return false;
   if (!(g.lambda1 > 0.0 && (k < 2 || g.lambda2 >= gram_threshold * g.lambda1))) return false;
   r.s1 = std::sqrt(g.lambda1);
@@ -165,6 +167,24 @@ bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r) {
   r.sum2 = g.trace / g.lambda1;
   r.sum4 = g.fro2 / (g.lambda1 * g.lambda1);
   r.route = SpectralSummary::Route::gram;
+  return true;
+}
+
+// A collapsed spectrum (s_2 / s_1 below what the Gram route resolves): s_1, s_2 by Lanczos on A
+// itself, to 1e-13 relative or the floor of a few eps s_1 (what dgesdd resolves of s_2 too), and
+// the sums from the trace and Frobenius norm `g` of A's Gram matrix (exact to ~k eps, as they are
+// dominated by s_1). Measured on collapsed Markov and softmax stacks at T = 150, d = 750: 4-40
+// steps, 0.2-1 ms against dgesdd's 3.7 ms. False when it does not converge in 100 steps.
+bool lanczos_summary(const Matrix& A, const linalg::GramTop& g, SpectralSummary& r) {
+  if (!(g.trace > 0.0) || !std::isfinite(g.fro2)) return false;
+  const linalg::TopSingular top = linalg::top_singular_values(A, 1e-13, 100);
+  if (!top.converged || !(top.s1 > 0.0)) return false;
+  r.s1 = top.s1;
+  r.s2 = top.s2;
+  const double s1sq = top.s1 * top.s1;
+  r.sum2 = g.trace / s1sq;
+  r.sum4 = g.fro2 / (s1sq * s1sq);
+  r.route = SpectralSummary::Route::lanczos;
   return true;
 }
 
@@ -217,7 +237,8 @@ SpectralSummary spectral_summary(const Matrix& A, bool want_all) {
   // the Gram matrix give s_i^2 with absolute error ~ eps s_1^2, which is below 1e-12 relative
   // for s_1, for sum s^4 and for s_2 while s_2^2 >= gram_threshold s_1^2. Below that (a collapsed
   // signal) or when the whole spectrum is wanted, a singular-value decomposition is used.
-  if (!want_all && gram_summary(A, 1.0, r)) return r;
+  linalg::GramTop g;
+  if (!want_all && (gram_summary(A, 1.0, r, &g) || lanczos_summary(A, g, r))) return r;
   return svd_summary(A);
 }
 
@@ -273,11 +294,12 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
   // Spectrum of the unit-norm Xu = Y / nrm: the Gram route needs no copy (dsyrk's alpha applies
   // f^2 / nrm^2); the SVD route (whole spectrum wanted, or a collapsed signal) needs Xu itself.
   SpectralSummary sv;
-  if (spectrum || !gram_summary(B, (f * f) / sums.ss, sv)) {
+  linalg::GramTop g;
+  if (spectrum || !gram_summary(B, (f * f) / sums.ss, sv, &g)) {
     Matrix Xu = in_place ? Matrix(X.rows(), X.cols()) : std::move(Xs);
     if (in_place) scale_pow2(X.values(), Xu.values(), -e);
     for (double& x : Xu.values()) x /= nrm;  // unit Frobenius norm
-    sv = svd_summary(Xu);
+    if (spectrum || !lanczos_summary(Xu, g, sv)) sv = svd_summary(Xu);
   }
   r.s1 = at_scale(sv.s1);  // s1 >= 1/sqrt(k) > 0 for unit Frobenius norm
   r.s2 = at_scale(sv.s2);

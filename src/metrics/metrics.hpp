@@ -53,10 +53,12 @@ inline constexpr std::size_t mixer_lanczos_min_order = 256;
 double norm_1_inf(const Matrix& A);
 
 /// The part of a spectrum the metrics need: s_1, s_2, sum (s_i/s_1)^2 and sum (s_i/s_1)^4, from
-/// the Gram eigenvalues when that is exact to ~1e-12 relative, else (or when `want_all`) from
-/// the singular-value decomposition, whose values are then in `sv` (descending).
+/// the Gram eigenvalues when that is exact to ~1e-12 relative; for a collapsed spectrum (s_2 / s_1
+/// below that) s_1 and s_2 by Lanczos (linalg::top_singular_values) and the sums from the Gram
+/// matrix; else (or when `want_all`) from the singular-value decomposition, whose values are then
+/// in `sv` (descending).
 struct SpectralSummary {
-  enum class Route { none, gram, svd };
+  enum class Route { none, gram, svd, lanczos };
   double s1 = nan, s2 = nan, sum2 = 0.0, sum4 = 0.0;
   std::vector<double> sv;  ///< all singular values (SVD route only)
   Route route = Route::none;
