@@ -182,7 +182,7 @@ void box_muller_portable(const std::uint64_t* a, const std::uint64_t* b, double*
 }
 
 // The same code compiled for AVX2: g++ vectorises the Box–Muller loop 4 doubles wide instead of 2
-// (and the table reads as gathers). No "fma" in the target: the bits must equal the portable
+// (1.44x the portable fill on Zen 3, docs/BENCHMARKS.md). No "fma" in the target: the bits must equal the portable
 // variant's (and -ffp-contract=off would forbid contraction anyway). The scalar Philox part
 // compiles to the same instructions in both variants.
 [[gnu::target("avx2")]] void fill_normal_avx2(const StreamKey& key, std::span<double> out) {
