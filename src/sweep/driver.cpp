@@ -175,6 +175,9 @@ class Service {
         progress_(pending_flops, pending_tasks, opt.progress),
         summary_(summary) {}
 
+  /// Rank 0's progress inside its current bundle (see Progress::set_partial).
+  void partial_progress(double flops) { progress_.set_partial(flops); }
+
   void run(const std::atomic<bool>& local_finished) {
     auto last_write = std::chrono::steady_clock::now(), last_sync = last_write;
     std::vector<store::TaskResult> batch;
@@ -464,10 +467,23 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
         queue.stop();
       }
     });
-    const auto cancelled = [&] { return stop.past_grace(); };
+    // run_bundle asks `cancelled` before every layer and every task's gradients: counting the
+    // calls gives rank 0's progress within a bundle (a single big task shows its ETA too).
+    double bundle_flops = 0.0, checks = 0.0, expected_checks = 1.0;
+    const auto cancelled = [&] {
+      checks += 1.0;
+      service.partial_progress(bundle_flops * std::min(1.0, checks / expected_checks));
+      return stop.past_grace();
+    };
+    const double grad_checks = plan.gradient_depths().empty() ? 0.0 : 1.0;
     while (auto tasks = queue.pop()) {
       ++summary.bundles;
+      bundle_flops = 0.0;
+      for (const auto id : *tasks) bundle_flops += plan.tasks[id].flops;
+      checks = 0.0;
+      expected_checks = plan.max_depth + grad_checks * static_cast<double>(tasks->size()) + 1.0;
       local.push(compute(runner, plan, *tasks, 0, cancelled));
+      service.partial_progress(0.0);
     }
     local_finished = true;
     service_thread.join();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 namespace rcsweep::sweep {
 namespace {
@@ -24,7 +25,15 @@ Progress::Progress(double total_flops, std::uint64_t total_tasks, bool enabled)
       enabled_(enabled),
       tty_(isatty(STDERR_FILENO) != 0),
       start_(std::chrono::steady_clock::now()),
-      last_(start_) {}
+      last_(start_) {
+  // Every second on a terminal, every 10 s into a log; RCSWEEP_PROGRESS_INTERVAL (seconds) overrides.
+  interval_ = tty_ ? 1.0 : 10.0;
+  if (const char* v = std::getenv("RCSWEEP_PROGRESS_INTERVAL")) {
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    if (end != v && x > 0.0) interval_ = x;
+  }
+}
 
 void Progress::add(double flops) {
   done_flops_ += flops;
@@ -35,10 +44,11 @@ void Progress::report(bool force) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   const double since = std::chrono::duration<double>(now - last_).count();
-  if (!force && since < (tty_ ? 1.0 : 10.0)) return;
+  if (!force && since < interval_) return;
   last_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double frac = total_flops_ > 0 ? done_flops_ / total_flops_ : 1.0;
+  const double done = done_flops_ + partial_.load(std::memory_order_relaxed);
+  const double frac = total_flops_ > 0 ? std::min(1.0, done / total_flops_) : 1.0;
   const double eta = frac > 0 ? elapsed * std::max(0.0, 1.0 - frac) / frac : -1.0;
   char el[32], et[32];
   format_duration(elapsed, el, sizeof el);
