@@ -14,8 +14,8 @@ import pytest
 from conftest import BIN, DATA, assert_same_results, mpi_prefix, rcsweep
 from test_kill_resume import descendants, mpi_rank_of
 
-# kill.toml with more replicates: about 10 s on one core, so a stop always lands mid-run.
-LONG = (DATA / "kill.toml").read_text().replace("replicates = 30", "replicates = 100")
+# kill.toml with more replicates: about 15 s on one core, so a stop always lands mid-run.
+LONG = (DATA / "kill.toml").read_text().replace("replicates = 30", "replicates = 200")
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_signal_to_rank_0_only_stops_the_whole_job(tmp_path, long_sweep):
     resume_and_compare(sweep, store, reference)
 
 
-# One task of about 5 s (250 layers of T = d = 256).
+# One task of about 6 s (1000 layers of T = d = 256).
 BIG_BUNDLE = """[sweep]
 name = "one-long-bundle"
 seed = 3
@@ -131,7 +131,7 @@ seed = 3
 mixer = "markov"
 T = 256
 d = 256
-depth = 250
+depth = 1000
 input = "orthonormal"
 norm = "rms"
 """
@@ -186,7 +186,7 @@ def test_time_limit_cuts_the_sweep_into_parts(tmp_path, long_sweep):
         if proc.returncode == 0:
             break
         assert f"time limit of {limit:.1f} s reached" in proc.stderr
-    assert runs[-1][0] == 0 and len(runs) >= 3, runs  # about 10 core-s of work in 2 s parts on 2 ranks
+    assert runs[-1][0] == 0 and len(runs) >= 3, runs  # about 15 core-s of work in 2 s parts on 2 ranks
     with h5py.File(store, "r") as f:
         tasks = f["tasks"][...]
         point = f["tasks"]["point"][...]
