@@ -19,7 +19,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 to_s() { awk '{v=$1; u=$2; print (u=="ms" ? v/1000 : u=="min" ? v*60 : u=="h" ? v*3600 : v)}'; }
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load before: $(cut -d' ' -f1 /proc/loadavg)"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(getconf _NPROCESSORS_ONLN) cores; load before: $(cut -d' ' -f1 /proc/loadavg)"
 echo
 echo "| sweep | predicted (s, 1 core) | measured (s, 1 rank) | measured / predicted | predicted peak memory | measured max RSS |"
 echo "|---|---|---|---|---|---|"
@@ -30,7 +30,7 @@ for sweep in "${sweeps[@]}"; do
   rc=0
   /usr/bin/time -f "%e %M" -o "$out/time" "$bin" run "$sweep" -o "$out/s.h5" --overwrite -q >/dev/null 2>&1 || rc=$?
   [[ $rc -eq 0 || $rc -eq 3 ]] || { echo "run of $sweep failed with exit $rc" >&2; exit 1; }
-  read -r wall rss_kb < "$out/time"
+  read -r wall rss_kb < <(tail -n 1 "$out/time")  # after "Command exited with non-zero status 3"
   awk -v s="$sweep" -v p="$predicted" -v w="$wall" -v m="$memory" -v r="$rss_kb" \
     'BEGIN {printf "| %s | %.1f | %.1f | %.2f | %s | %.0f MiB |\n", s, p, w, w / p, m, r / 1024}'
 done

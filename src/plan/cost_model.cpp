@@ -65,7 +65,7 @@ double task_layer_seconds(const ModelParams& m, const Pricer& p) {
       s = H * p.gemm(T, d, T);
       break;
     case Mixer::s4d:  // the causal convolution: T (T + 1) / 2 multiply-adds per channel
-      s = T * (T + 1) / 2 * d / p.c.pass_rate;
+      s = T * (T + 1) / 2 * d / p.c.conv_rate;
       break;
   }
   if (m.gap_fix == config::GapFix::outliers && m.input_dependent_mixer()) s += H * 3.0 * p.svd(T, T);
@@ -207,9 +207,10 @@ std::string to_toml(const Calibration& c) {
   put_table(o, "signal_s", c.signal_s);
   put_table(o, "mixer_s", c.mixer_s);
   put_table(o, "svd_s", c.svd_s);
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "normal_rate = %.17g\nexp_rate = %.17g\npass_rate = %.17g\ntask_layer_s = %.17g\n",
-                c.normal_rate, c.exp_rate, c.pass_rate, c.task_layer_s);
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "normal_rate = %.17g\nexp_rate = %.17g\npass_rate = %.17g\nconv_rate = %.17g\ntask_layer_s = %.17g\n",
+                c.normal_rate, c.exp_rate, c.pass_rate, c.conv_rate, c.task_layer_s);
   o << buf;
   return o.str();
 }
@@ -230,6 +231,7 @@ Calibration parse_calibration(const std::string& text) {
   c.normal_rate = get_rate(t, "normal_rate");
   c.exp_rate = get_rate(t, "exp_rate");
   c.pass_rate = get_rate(t, "pass_rate");
+  c.conv_rate = get_rate(t, "conv_rate");
   c.task_layer_s = get_rate(t, "task_layer_s", false);
   return c;
 }

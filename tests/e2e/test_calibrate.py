@@ -21,7 +21,7 @@ def test_calibrate_stores_rates_that_plan_then_uses(tmp_path):
     assert "stored in" in proc.stdout
     text = cal.read_text()
     rates = dict(re.findall(r"^(\w+_rate) = ([0-9.e+-]+)$", text, re.M))
-    assert set(rates) == {"normal_rate", "exp_rate", "pass_rate"}
+    assert set(rates) == {"normal_rate", "exp_rate", "pass_rate", "conv_rate"}
     assert all(float(v) > 1e6 for v in rates.values())
 
     env = dict(os.environ, RCSWEEP_CALIBRATION=str(cal))
@@ -36,7 +36,7 @@ def test_calibrate_stores_rates_that_plan_then_uses(tmp_path):
         return f"{name} = {float(value) * factor!r}"
 
     slow = tmp_path / "slow.toml"
-    factors = {"gemm_rate": 0.1, "normal_rate": 0.1, "exp_rate": 0.1, "pass_rate": 0.1,
+    factors = {"gemm_rate": 0.1, "normal_rate": 0.1, "exp_rate": 0.1, "pass_rate": 0.1, "conv_rate": 0.1,
                "signal_s": 10, "mixer_s": 10, "svd_s": 10}
     slow.write_text("\n".join(scaled(line, factors[line.split(" ")[0]]) if line.split(" ")[0] in factors else line
                               for line in text.splitlines()) + "\n")

@@ -36,6 +36,7 @@ TEST(CostModel, CalibrationRoundTripsThroughToml) {
   EXPECT_EQ(back.normal_rate, c.normal_rate);
   EXPECT_EQ(back.exp_rate, c.exp_rate);
   EXPECT_EQ(back.pass_rate, c.pass_rate);
+  EXPECT_EQ(back.conv_rate, c.conv_rate);
 }
 
 TEST(CostModel, MalformedCalibrationIsRefused) {
@@ -90,6 +91,7 @@ mixer = "markov"
   slow.normal_rate /= 2;
   slow.exp_rate /= 2;
   slow.pass_rate /= 2;
+  slow.conv_rate /= 2;
   EXPECT_NEAR(plan::plan_seconds(two, slow), 2.0 * s2, 1e-12 * s2);
 }
 
