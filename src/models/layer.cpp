@@ -372,15 +372,21 @@ Matrix s4d_kernels(const ModelParams& model, int layer, RandomSource& random) {
   const Matrix C = ssm_weight(layer, Tensor::ssm_c, 0, d, N, model.state_dim, random);
   std::vector<double> u(d);
   rng::fill_uniform(random.key(layer, Tensor::s4d_step, 0), u);
-  Matrix K(T, d, 0.0);
+  // Channel c's kernel is built in a contiguous row of Kt (d x T), then transposed: the same sums
+  // in the same order as accumulating into the column of K directly, without striding by d.
+  Matrix Kt(d, T, 0.0);
   for (std::size_t c = 0; c < d; ++c) {
     const double delta = std::exp(std::log(1e-3) + u[c] * (std::log(1e-1) - std::log(1e-3)));
+    double* kc = Kt.row(c).data();
     for (std::size_t n = 0; n < N; ++n) {
       const double a = std::exp(-delta * static_cast<double>(n + 1));
       double p = C(c, n) * B(c, n);
-      for (std::size_t k = 0; k < T; ++k, p *= a) K(k, c) += p;
+      for (std::size_t k = 0; k < T; ++k, p *= a) kc[k] += p;
     }
   }
+  Matrix K(T, d);
+  for (std::size_t c = 0; c < d; ++c)
+    for (std::size_t k = 0; k < T; ++k) K(k, c) = Kt(c, k);
   return K;
 }
 
