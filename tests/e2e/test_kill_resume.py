@@ -112,7 +112,7 @@ def kill_loop(tmp_path, reference, ranks, kills, seed):
     killed = 0
     for _ in range(kills):
         victim = rng.choice(["all", "rank0", "worker"])
-        if run_and_kill(["run", DATA / "kill.toml", "-o", store, "-q"], ranks, rng.uniform(0.3, 2.0), victim):
+        if run_and_kill(["run", DATA / "kill.toml", "-o", store, "-q"], ranks, rng.uniform(0.3, 1.0), victim):
             killed += 1
         if store.exists():  # the killed store is always readable, and progress never goes back
             done = int(np.sum(statuses(store) == 1))

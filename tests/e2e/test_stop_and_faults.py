@@ -15,7 +15,7 @@ from conftest import BIN, DATA, assert_same_results, mpi_prefix, rcsweep
 from test_kill_resume import descendants, mpi_rank_of
 
 # kill.toml with more replicates: about 15 s on one core, so a stop always lands mid-run.
-LONG = (DATA / "kill.toml").read_text().replace("replicates = 30", "replicates = 200")
+LONG = (DATA / "kill.toml").read_text().replace("replicates = 30", "replicates = 100")
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +287,7 @@ def test_memory_budget_refuses_a_sweep_that_does_not_fit(tmp_path, command):
     out = tmp_path / "m.h5"
     args = [command, DATA / "kill.toml", "--mem-per-rank", "10M"] + (["-o", out] if command == "run" else [])
     proc = rcsweep(*args, check=2, ranks=2 if command == "run" else None)
-    assert re.search(r"--mem-per-rank: the largest bundle \(4 tasks with T = 48, d = 96, 16 layers\) needs "
+    assert re.search(r"--mem-per-rank: the largest bundle \(4 tasks with T = 48, d = 96, 32 layers\) needs "
                      r"about [\d.]+ MiB per rank, more than the budget of 10.0 MiB", proc.stderr), proc.stderr
     assert proc.stderr.count("largest bundle") == 1  # once, not per rank
     assert not out.exists()
@@ -320,7 +320,7 @@ def test_real_tmpfs_filled_mid_run_and_a_full_one(tmp_path, long_sweep):
     sweep, reference = long_sweep
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True).returncode:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)")
     proc = None
     try:
