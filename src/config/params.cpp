@@ -123,9 +123,11 @@ bool ModelParams::homogeneous() const noexcept {
          mixer == Mixer::matrix || mixer == Mixer::s4d;
 }
 
-bool ModelParams::input_dependent_mixer() const noexcept {
-  return mixer == Mixer::softmax || mixer == Mixer::relu || mixer == Mixer::sigmoid || mixer == Mixer::ssd;
+bool ModelParams::attention() const noexcept {
+  return mixer == Mixer::softmax || mixer == Mixer::relu || mixer == Mixer::sigmoid;
 }
+
+bool ModelParams::input_dependent_mixer() const noexcept { return attention() || mixer == Mixer::ssd; }
 
 bool ModelParams::linear_stack() const noexcept {
   return !input_dependent_mixer() && mixer != Mixer::s4d && lambda == 0.0 && norm == Norm::none &&

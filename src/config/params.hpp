@@ -98,6 +98,8 @@ struct ModelParams {
   /// True when every layer is positively homogeneous of degree 1 in X (linear mixer or a norm
   /// at the end), so X may be carried at unit norm (MODELS.md "Scale").
   bool homogeneous() const noexcept;
+  /// True for the attention mixers (softmax, relu, sigmoid): logits from W_Q, W_K.
+  bool attention() const noexcept;
   /// True when the mixer matrix depends on X (softmax, relu, sigmoid attention; selective SSM).
   bool input_dependent_mixer() const noexcept;
   /// True for the state-space mixers, whose value map is the identity (C_V = I, no W_V).

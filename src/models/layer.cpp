@@ -426,7 +426,7 @@ void record_head(const ModelParams& model, int layer, int h, const Matrix& X, co
   tape.M = M;
   if (model.gap_fix == config::GapFix::outliers && model.input_dependent_mixer())
     tape.M_raw = mixer_matrix(model, layer, h, X, random);
-  if (model.mixer == Mixer::softmax || model.mixer == Mixer::relu || model.mixer == Mixer::sigmoid) {
+  if (model.attention()) {
     const auto dqk = static_cast<std::size_t>(model.d_qk);
     tape.W_Q = random.normal(layer, Tensor::query, h, d, dqk);
     tape.W_K = random.normal(layer, Tensor::key, h, d, dqk);

@@ -16,8 +16,6 @@ namespace {
 using config::Mixer;
 using config::ModelParams;
 
-bool attention(Mixer m) { return m == Mixer::softmax || m == Mixer::relu || m == Mixer::sigmoid; }
-
 struct Pricer {
   const Calibration& c;
   // An m x k times k x n product at the dgemm rate measured for a cube of the same volume.
@@ -86,7 +84,7 @@ double shared_layer_seconds(const std::vector<const ModelParams*>& models, const
   for (const ModelParams* m : models) {
     const int T = m->T, d = m->d, H = m->heads;
     if (!m->ssm() && m->value_init != config::ValueInit::identity) tensors.insert({0, H, d * d});
-    if (attention(m->mixer)) {
+    if (m->attention()) {
       tensors.insert({1, H, 2 * d * m->d_qk});
       qk_product = qk_product || m->qk_product;
     }

@@ -24,8 +24,6 @@ double svd_values_flops(double m, double n) {
   return 4.0 * m * n * n - 4.0 / 3.0 * n * n * n + 10.0 * n * n;
 }
 
-bool attention(Mixer mixer) { return mixer == Mixer::softmax || mixer == Mixer::relu || mixer == Mixer::sigmoid; }
-
 // Attention logits as X (W_Q W_K^T) X^T where that saves flops: the n attention models of the grid
 // that share W_Q, W_K (same T, d, d_qk, heads; a bundle holds them for each replicate) save
 // 4 T d d_qk + 2 T^2 d_qk - 2 T d^2 - 2 T^2 d per layer and task, and the bundle pays 2 d^2 d_qk
@@ -34,9 +32,9 @@ bool attention(Mixer mixer) { return mixer == Mixer::softmax || mixer == Mixer::
 void choose_qk_product(std::vector<ModelParams>& models) {
   std::map<std::tuple<int, int, int, int>, int> sharing;
   for (const auto& m : models)
-    if (attention(m.mixer)) ++sharing[{m.T, m.d, m.d_qk, m.heads}];
+    if (m.attention()) ++sharing[{m.T, m.d, m.d_qk, m.heads}];
   for (auto& m : models) {
-    if (!attention(m.mixer)) continue;
+    if (!m.attention()) continue;
     const double T = m.T, d = m.d, dqk = m.d_qk;
     const double n = sharing[{m.T, m.d, m.d_qk, m.heads}];
     const double saved = 4.0 * T * d * dqk + 2.0 * T * T * dqk - 2.0 * T * d * d - 2.0 * T * T * d;
@@ -124,12 +122,11 @@ std::size_t MemoryEstimate::shared() const {
 MemoryEstimate memory_estimate(const ModelParams& m) {
   const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
   const std::size_t hidden = m.mlp_ratio * d, k = std::min(T, d), n = std::max(T, d);
-  const bool attention = m.mixer == Mixer::softmax || m.mixer == Mixer::relu || m.mixer == Mixer::sigmoid;
   MemoryEstimate e;
   auto& p = e.shared_parts;
   if (!m.ssm() && m.value_init != config::ValueInit::identity)
     p[0] = H * d * d * (m.value_init == config::ValueInit::orthogonal ? 2 : 1);
-  if (attention) p[1] = H * 2 * d * dqk;
+  if (m.attention()) p[1] = H * 2 * d * dqk;
   if (m.qk_product) p[2] = H * d * d;
   if (m.mixer == Mixer::markov) p[3] = H * T * T;
   if (!m.input_dependent_mixer() && m.mixer != Mixer::s4d) p[4] = H * T * T;  // the cached M
@@ -144,7 +141,7 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   // metrics' Lanczos bases (about 100 steps of T + T) or Gram matrix, the signal metrics' Gram
   // matrix and, for a collapsed signal or a stored spectrum, dgesdd's copy and workspace.
   std::size_t sc = 2 * T * d + (m.sigma_v != 1.0 ? d * d : 0);
-  if (attention) sc += m.qk_product ? T * d : 2 * T * dqk;
+  if (m.attention()) sc += m.qk_product ? T * d : 2 * T * dqk;
   if (m.mixer == Mixer::ssd) sc += 2 * T * N;
   if (m.input_dependent_mixer()) sc += T * T + (T >= 256 ? 200 * T : T * T);
   if (m.gap_fix == config::GapFix::outliers) sc += 3 * T * T;
