@@ -55,13 +55,13 @@ __attribute__((target_clones("avx2", "default"))) void sturm_counts(const double
 
 }  // namespace
 
-void gemm(double alpha, const Matrix& A, Op opA, const Matrix& B, Op opB, double beta, Matrix& C) {
+void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C) {
   const bool ta = opA == Op::trans;
   const bool tb = opB == Op::trans;
-  const std::size_t m = ta ? A.cols() : A.rows();
-  const std::size_t k = ta ? A.rows() : A.cols();
-  const std::size_t kb = tb ? B.cols() : B.rows();
-  const std::size_t n = tb ? B.rows() : B.cols();
+  const std::size_t m = ta ? A.cols : A.rows;
+  const std::size_t k = ta ? A.rows : A.cols;
+  const std::size_t kb = tb ? B.cols : B.rows;
+  const std::size_t n = tb ? B.rows : B.cols;
   if (k != kb || C.rows() != m || C.cols() != n)
     throw Error("linalg::gemm: shape mismatch: op(A) " + shape(m, k) + ", op(B) " + shape(kb, n) + ", C " +
                 shape(C.rows(), C.cols()));
@@ -73,16 +73,43 @@ void gemm(double alpha, const Matrix& A, Op opA, const Matrix& B, Op opB, double
       for (double& c : C.values()) c *= beta;
     return;
   }
-  // Row-major leading dimensions are the stored column counts (>= 1 here, since m, n, k > 0).
+  // Row-major leading dimensions are the row strides (>= the column counts, >= 1 here).
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n),
-              to_blas(k), alpha, A.data(), to_blas(A.cols()), B.data(), to_blas(B.cols()), beta, C.data(),
+              to_blas(k), alpha, A.data, to_blas(A.stride), B.data, to_blas(B.stride), beta, C.data(),
               to_blas(C.cols()));
+}
+
+bool stackable_product(std::size_t rows, std::size_t k, std::size_t n) {
+  const std::size_t padded = (rows + stack_row_quantum - 1) / stack_row_quantum * stack_row_quantum;
+  return openblas_get_num_threads() == 1 &&
+         static_cast<double>(padded) * static_cast<double>(k) * static_cast<double>(n) > 1e6;
+}
+
+Matrix stacked_product(std::span<const ConstMatrixView> X, ConstMatrixView W, std::vector<ConstMatrixView>& out) {
+  std::vector<std::size_t> offset(X.size() + 1, 0);
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    if (X[i].cols != W.rows)
+      throw Error("linalg::stacked_product: block " + std::to_string(i) + " is " + shape(X[i].rows, X[i].cols) +
+                  ", the weight " + shape(W.rows, W.cols));
+    offset[i + 1] = offset[i] + (X[i].rows + stack_row_quantum - 1) / stack_row_quantum * stack_row_quantum;
+  }
+  // The stacked input: each block's rows, then zero rows up to the next multiple of the quantum.
+  Matrix in(offset.back(), W.rows, Matrix::uninitialized);
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    for (std::size_t r = 0; r < X[i].rows; ++r) std::copy_n(X[i].row(r).data(), W.rows, in.row(offset[i] + r).data());
+    std::fill(in.data() + (offset[i] + X[i].rows) * W.rows, in.data() + offset[i + 1] * W.rows, 0.0);
+  }
+  Matrix result(offset.back(), W.cols, Matrix::uninitialized);
+  gemm(1.0, in, Op::none, W, Op::none, 0.0, result);
+  out.clear();
+  for (std::size_t i = 0; i < X.size(); ++i) out.push_back(ConstMatrixView::rows_of(result, offset[i], X[i].rows));
+  return result;
 }
 
 Matrix matmul(const Matrix& A, const Matrix& B, Op opA, Op opB) {
   const std::size_t m = opA == Op::trans ? A.cols() : A.rows();
   const std::size_t n = opB == Op::trans ? B.rows() : B.cols();
-  Matrix C(m, n);
+  Matrix C(m, n, Matrix::uninitialized);
   gemm(1.0, A, opA, B, opB, 0.0, C);
   return C;
 }

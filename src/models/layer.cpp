@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "base/error.hpp"
@@ -108,27 +110,81 @@ void markov_rows(double sigma_A, Matrix& G) {
 }
 
 namespace {
+// A product X W of a task's signal with a layer weight, as a view, sharing the ownership of the
+// matrix it lives in (a stacked product holds the blocks of several tasks).
+struct Product {
+  std::shared_ptr<const Matrix> storage;
+  ConstMatrixView view;
+};
+
+// X W alone: a one-block stacked_product when the shape is stackable, so that its rows are
+// bitwise those of the same block in any stack (stack_products); else one plain GEMM.
+Product single_product(const Matrix& X, const Matrix& W) {
+  if (linalg::stackable_product(X.rows(), X.cols(), W.cols())) {
+    std::vector<ConstMatrixView> out;
+    const ConstMatrixView x = X;
+    auto storage = std::make_shared<const Matrix>(linalg::stacked_product({&x, 1}, W, out));
+    return {std::move(storage), out.front()};
+  }
+  auto storage = std::make_shared<Matrix>(X.rows(), W.cols(), Matrix::uninitialized);
+  linalg::gemm(1.0, X, Op::none, W, Op::none, 0.0, *storage);
+  const ConstMatrixView view = *storage;
+  return {std::move(storage), view};
+}
+
+// The task's product `name` (head `head`): from random's cache under products.key + name, where
+// stack_products or a task sharing X put it, else computed now (and cached when there is a key).
+ConstMatrixView task_product(int layer, int head, const ProductCache& products, const std::string& name,
+                             const Matrix& X, const std::function<const Matrix&()>& weight, RandomSource& random,
+                             Product& own) {
+  if (products.key.empty()) {
+    own = single_product(X, weight());
+    return own.view;
+  }
+  return random.derived<Product>(layer, products.key + name, head, [&] { return single_product(X, weight()); }).view;
+}
+
+// Names of the products in the cache (they must determine the weight: every parameter it depends on).
+std::string value_product_name(const ModelParams& model) {
+  char name[64];
+  std::snprintf(name, sizeof name, ":XW_V:%d:%a", static_cast<int>(model.value_init), model.sigma_v);
+  return name;
+}
+std::string qk_product_name(const ModelParams& model) { return ":XP:" + std::to_string(model.d_qk); }
+
+// Whether the layer forms X W_V (C_V = W_V: not for SSMs or value_init identity).
+bool forms_value_product(const ModelParams& model) {
+  return !model.ssm() && model.value_init != config::ValueInit::identity;
+}
+
+// P = W_Q W_K^T (d x d) of a head, from standard-normal draws, shared by the bundle.
+const Matrix& qk_weight(const ModelParams& model, int layer, int head, RandomSource& random) {
+  const auto d = static_cast<std::size_t>(model.d), dqk = static_cast<std::size_t>(model.d_qk);
+  return random.derived<Matrix>(layer, "qk_product:" + std::to_string(model.d_qk), head, [&] {
+    return linalg::matmul(random.normal(layer, Tensor::query, head, d, dqk),
+                          random.normal(layer, Tensor::key, head, d, dqk), Op::none, Op::trans);
+  });
+}
+
 // The attention logits X W_Q W_K^T X^T sigma_qk^2 / sqrt(d_qk) (Mind the Gap eq. (1)), from
 // standard-normal W_Q, W_K (the sigma_qk^2 is applied once to the product).
-Matrix attention_logits(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
+Matrix attention_logits(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+                        const ProductCache& products) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   const auto dqk = static_cast<std::size_t>(model.d_qk);
   const double scale = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(dqk));
   if (model.qk_product) {  // S = scale (X P) X^T, P = W_Q W_K^T (d x d) shared by the bundle
-    char name[48];
-    std::snprintf(name, sizeof name, "qk_product:%d", model.d_qk);
-    const Matrix& P = random.derived<Matrix>(layer, name, head, [&] {
-      return linalg::matmul(random.normal(layer, Tensor::query, head, d, dqk),
-                            random.normal(layer, Tensor::key, head, d, dqk), Op::none, Op::trans);
-    });
-    const Matrix XP = linalg::matmul(X, P);
-    Matrix S(T, T);
+    Product own;
+    const ConstMatrixView XP = task_product(
+        layer, head, products, qk_product_name(model), X,
+        [&]() -> const Matrix& { return qk_weight(model, layer, head, random); }, random, own);
+    Matrix S(T, T, Matrix::uninitialized);
     linalg::gemm(scale, XP, Op::none, X, Op::trans, 0.0, S);
     return S;
   }
   const Matrix Q = linalg::matmul(X, random.normal(layer, Tensor::query, head, d, dqk));
   const Matrix K = linalg::matmul(X, random.normal(layer, Tensor::key, head, d, dqk));
-  Matrix S(T, T);
+  Matrix S(T, T, Matrix::uninitialized);
   linalg::gemm(scale, Q, Op::none, K, Op::trans, 0.0, S);
   return S;
 }
@@ -152,13 +208,14 @@ Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::siz
   return W;
 }
 
-Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
+Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+                    const ProductCache& products) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   switch (model.mixer) {
     case Mixer::softmax:  // Mind the Gap eq. (1)
     case Mixer::relu:
     case Mixer::sigmoid: {
-      Matrix S = attention_logits(model, layer, head, X, random);
+      Matrix S = attention_logits(model, layer, head, X, random, products);
       attention_map(model.mixer, S);
       return S;
     }
@@ -174,7 +231,7 @@ Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix&
     case Mixer::ssd: {
       // Selective SSM (Mamba-2 / SSD, lambda-skip §4.2.1, App. A.3): M = L(alpha) ⊙ (C B^T),
       // B = X W_B, C = X W_C (T x N); bc_init identity: W_B = W_C = I (N = d).
-      Matrix M(T, T);
+      Matrix M(T, T, Matrix::uninitialized);
       if (model.bc_init == config::BcInit::identity) {
         linalg::gemm(1.0, X, Op::none, X, Op::trans, 0.0, M);
       } else {
@@ -307,8 +364,9 @@ double frobenius(const Matrix& A) {
 }
 
 // Only head 0's metrics are reported (MODELS.md); every head's norm enters C_M.
-MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random) {
-  MixedHead h{mixer_matrix(model, layer, head, X, random), {}, 0.0};
+MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+                          const ProductCache& products) {
+  MixedHead h{mixer_matrix(model, layer, head, X, random, products), {}, 0.0};
   apply_gap_fix(model.gap_fix, h.M, model.outliers_r);
   if (head == 0) {
     h.metrics = metrics::mixer_metrics(h.M);
@@ -331,7 +389,7 @@ std::string mixer_key(const ModelParams& model) {
 // Output gate O <- O * SiLU(X W_G), W_G ~ N(0, 1/d) (lambda-skip §3.1, footnote 1).
 void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O, LayerTape* tape) {
   const std::size_t d = X.cols();
-  Matrix Z(X.rows(), d);
+  Matrix Z(X.rows(), d, Matrix::uninitialized);
   const Matrix& W_G = random.normal(layer, Tensor::gate, 0, d, d);
   if (tape) {
     tape->W_G = W_G;
@@ -348,7 +406,7 @@ void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O, Lay
 // (m x d), m = mlp_ratio d (Dong et al. §3.2).
 void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerTape* tape) {
   const auto d = static_cast<std::size_t>(model.d), m = static_cast<std::size_t>(model.mlp_ratio) * d;
-  Matrix H(X.rows(), m);
+  Matrix H(X.rows(), m, Matrix::uninitialized);
   const Matrix& W_1 = random.normal(layer, Tensor::mlp_in, 0, d, m);
   const Matrix& W_2 = random.normal(layer, Tensor::mlp_out, 0, m, d);
   linalg::gemm(std::sqrt(2.0 / static_cast<double>(d)), X, Op::none, W_1, Op::none, 0.0, H);
@@ -450,20 +508,19 @@ Matrix scaled_identity(std::size_t d, double scale) {
 }  // namespace
 
 void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
-                 const std::string& shared_x, LayerTape* tape) {
+                 const ProductCache& products, LayerTape* tape) {
   const std::size_t T = X.rows(), d = X.cols();
   if (tape) {
     tape->X = X;
     tape->heads.assign(static_cast<std::size_t>(model.mixer == Mixer::s4d ? 1 : model.heads), HeadTape{});
   }
-  const bool shared = !shared_x.empty();
   const bool gated = model.gate == config::Gate::silu;
   char params[128];
   // lambda-skip eq. (3): Y~ = lambda X + skip_scale * sum_h M_h X C_V,h. Without a gate the sum is
   // accumulated straight into Y = lambda X; with one it is formed apart first (O), gated, added.
   Matrix Y = X;
   Matrix O;
-  if (gated) O.resize(T, d);
+  if (gated) O = Matrix(T, d);  // zeros: the s4d and identity paths read it (times beta = 0)
   Matrix& acc = gated ? O : Y;
   double beta = gated ? 0.0 : model.lambda;
   Matrix scratch;
@@ -484,21 +541,21 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     }
   }
   for (int h = 0; h < model.heads && model.mixer != Mixer::s4d; ++h) {
-    const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random); };
+    const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random, products); };
     MixedHead own;
     const MixedHead* mixed = &own;
     if (!model.input_dependent_mixer()) {  // the same matrix for every task of the bundle
       mixed = &random.derived<MixedHead>(layer, mixer_key(model), h, mix);
-    } else if (shared) {  // the same X for every task of the bundle: the same M
-      mixed = &random.derived<MixedHead>(layer, shared_x + mixer_key(model), h, mix);
+    } else if (products.shared_x) {  // the same X for every task of the bundle: the same M
+      mixed = &random.derived<MixedHead>(layer, products.key + mixer_key(model), h, mix);
     } else {
       own = mix();
     }
 
     double alpha = model.skip_scale;
     double cv_fro = 0.0;  // ||C_V,h||_F including skip_scale (lambda-skip S)
-    const Matrix* values = &X;
-    Matrix own_values;
+    ConstMatrixView values = X;
+    Product own_values;
     if (model.ssm()) {  // C_V = I
       cv_fro = model.skip_scale * std::sqrt(static_cast<double>(d));
     } else if (model.value_init == config::ValueInit::identity) {  // W_V = sigma_v I
@@ -508,18 +565,8 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
       const Matrix& W = value_weight(model, layer, h, random, scratch);
       std::snprintf(params, sizeof params, "value_fro:%d:%a", static_cast<int>(model.value_init), model.sigma_v);
       cv_fro = std::abs(model.skip_scale) * random.derived<double>(layer, params, h, [&] { return frobenius(W); });
-      const auto product = [&] {
-        Matrix V(T, d);
-        linalg::gemm(1.0, X, Op::none, W, Op::none, 0.0, V);
-        return V;
-      };
-      if (shared) {
-        std::snprintf(params, sizeof params, ":XW_V:%d:%a", static_cast<int>(model.value_init), model.sigma_v);
-        values = &random.derived<Matrix>(layer, shared_x + params, h, product);
-      } else {
-        own_values = product();
-        values = &own_values;
-      }
+      values = task_product(layer, h, products, value_product_name(model), X,
+                            [&]() -> const Matrix& { return W; }, random, own_values);
     }
     if (tape) {
       auto& ht = tape->heads[static_cast<std::size_t>(h)];
@@ -530,7 +577,12 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
         ht.W_V = scaled_identity(d, model.sigma_v);
       else
         ht.W_V = value_weight(model, layer, h, random, scratch);
-      ht.V = linalg::matmul(X, ht.W_V);
+      if (forms_value_product(model)) {  // the very V of the forward pass
+        ht.V = Matrix(T, d, Matrix::uninitialized);
+        for (std::size_t i = 0; i < T; ++i) std::copy_n(values.row(i).data(), d, ht.V.row(i).data());
+      } else {
+        ht.V = linalg::matmul(X, ht.W_V);
+      }
     }
     if (stats) {
       if (h == 0) stats->head0 = mixed->metrics;
@@ -541,11 +593,11 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
 
     if (model.mixer == Mixer::identity && model.gap_fix == config::GapFix::none) {
       // M = I: acc = beta acc + alpha V without a T x T product
-      const double* v = values->data();
+      const double* v = values.data;  // contiguous: a full-width row block
       double* y = acc.data();
       for (std::size_t i = 0; i < acc.size(); ++i) y[i] = beta * y[i] + alpha * v[i];
     } else {
-      linalg::gemm(alpha, mixed->M, Op::none, *values, Op::none, beta, acc);
+      linalg::gemm(alpha, mixed->M, Op::none, values, Op::none, beta, acc);
     }
     beta = 1.0;
   }
@@ -557,6 +609,48 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
   apply_norm(model.norm, Y);
   if (model.mlp == config::Mlp::relu) apply_mlp(model, layer, random, Y, tape);
   X = std::move(Y);
+}
+
+std::vector<int> stack_products(int layer, const std::vector<StackedTask>& tasks, RandomSource& random) {
+  // (name, head) -> the tasks forming that product, each key once; an ordered map: the GEMMs run
+  // in the same order every time.
+  struct Group {
+    std::vector<std::size_t> members;
+    std::vector<std::string> keys;
+  };
+  std::map<std::pair<std::string, int>, Group> groups;
+  const auto add = [&](std::size_t i, const std::string& name, int head) {
+    const auto& t = tasks[i];
+    auto& g = groups[{name, head}];
+    if (std::find(g.keys.begin(), g.keys.end(), t.key) != g.keys.end()) return;  // a shared X
+    g.members.push_back(i);
+    g.keys.push_back(t.key);
+  };
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const ModelParams& m = *tasks[i].model;
+    const std::size_t T = tasks[i].X->rows(), d = tasks[i].X->cols();
+    if (tasks[i].key.empty() || m.mixer == Mixer::s4d || !linalg::stackable_product(T, d, d)) continue;
+    for (int h = 0; h < m.heads; ++h) {
+      if (forms_value_product(m)) add(i, value_product_name(m), h);
+      if (m.attention() && m.qk_product) add(i, qk_product_name(m), h);
+    }
+  }
+  std::vector<int> blocks(tasks.size(), 0);
+  for (auto& [id, g] : groups) {
+    const auto& [name, head] = id;
+    const ModelParams& first = *tasks[g.members.front()].model;
+    Matrix scratch;
+    const Matrix& W = name == qk_product_name(first) ? qk_weight(first, layer, head, random)
+                                                     : value_weight(first, layer, head, random, scratch);
+    std::vector<ConstMatrixView> X, out;
+    for (const auto i : g.members) X.emplace_back(*tasks[i].X);
+    const auto storage = std::make_shared<const Matrix>(linalg::stacked_product(X, W, out));
+    for (std::size_t j = 0; j < g.members.size(); ++j) {
+      random.derived<Product>(layer, g.keys[j] + name, head, [&] { return Product{storage, out[j]}; });
+      ++blocks[g.members[j]];
+    }
+  }
+  return blocks;
 }
 
 }  // namespace rcsweep::models

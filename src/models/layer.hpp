@@ -15,8 +15,19 @@ namespace rcsweep::models {
 /// the sign fix, transposed), unit-norm Gaussian rows ("sphere"), or N(0, 1/d) entries.
 Matrix make_input(const config::ModelParams& model, RandomSource& random);
 
+/// Where a task's layer finds the products X W of its signal with the layer's weights (X W_V, and
+/// X W_Q W_K^T for attention with qk_product) in `random`'s cache: under `key` + the product's
+/// name, where stack_products put them, or where the first task asking for them puts them. An
+/// empty key: computed for this call only. `shared_x`: every task with this key holds X bitwise
+/// (the bundle's input at layer 1), so its input-dependent mixers are cached and shared too.
+struct ProductCache {
+  std::string key;
+  bool shared_x = false;
+};
+
 /// The T x T mixer matrix of head `head` at layer `layer` (1-based) for signal X, before gap_fix.
-Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random);
+Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+                    const ProductCache& products = {});
 
 /// Row-wise softmax in place, max-subtracted (rows sum to 1).
 void softmax_rows(Matrix& S);
@@ -86,12 +97,24 @@ struct LayerTape {
 /// One layer (MODELS.md "One layer"): X <- norm(lambda X + skip_scale sum_h gap_fix(M_h) X C_V,h),
 /// with C_V = W_V for attention and I for SSM mixers, the optional SiLU gate on the mixer branch
 /// and the optional MLP sub-block. `stats` (nullable) receives the mixer metrics and the norms of
-/// Theorem 4.1 (max-accumulated: initialise once per task). A non-empty `shared_x` names X as a
-/// matrix that other tasks of the bundle hold bitwise identically (the input at layer 1): the
-/// products of X with the layer's weights are then computed once and cached in `random`. The
-/// results are bitwise the same either way.
+/// Theorem 4.1 (max-accumulated: initialise once per task). `products` says where the products of
+/// X with the layer's weights are cached (see ProductCache). The results are bitwise the same
+/// whichever way the products were formed (stacked, shared or alone).
 void apply_layer(const config::ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
-                 const std::string& shared_x = {}, LayerTape* tape = nullptr);
+                 const ProductCache& products = {}, LayerTape* tape = nullptr);
+
+/// A task about to run layer `layer` in a bundle: its model, its signal and its product key.
+struct StackedTask {
+  const config::ModelParams* model;
+  const Matrix* X;
+  std::string key;  ///< ProductCache::key, distinct for tasks with different X
+};
+/// The products X W of a layer (X W_V per head, X W_Q W_K^T per head for qk_product attention)
+/// for all of a bundle's tasks before they run it: one GEMM per weight over the tasks' stacked
+/// signals (linalg::stacked_product), each task's block cached under its key, where apply_layer
+/// finds it. Tasks whose shape is not stackable, and products already cached, are left alone.
+/// Returns, per task, the number of blocks formed for it (to share out the time).
+std::vector<int> stack_products(int layer, const std::vector<StackedTask>& tasks, RandomSource& random);
 
 /// The W_B (tensor ssm_b) or W_C (ssm_c) of the selective SSM, or b, c of the LTI gain: i.i.d.
 /// N(0, N^-1/2).

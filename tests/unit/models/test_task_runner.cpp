@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/error.hpp"
+#include "linalg/linalg.hpp"
 
 #include "model_fixtures.hpp"
 #include "models/task_runner.hpp"
@@ -92,6 +93,36 @@ TEST(TaskRunner, BundlingIsBitwiseInvisible) {
       EXPECT_EQ(t.spectra[l], alone.spectra[l]);
     }
   }
+}
+
+// The same at a stackable size (the bundle's products X W_V and X W_Q W_K^T are one GEMM over its
+// tasks, linalg::stacked_product) with T = 37, not a multiple of the stacking quantum, two
+// heads and a softmax/markov/identity mix: alone, in the whole bundle, and in a part of it in
+// another order (a resumed bundle) give bitwise the same numbers.
+TEST(TaskRunner, StackedProductsAreBitwiseInvisible) {
+  const auto plan = test::plan_from("T = 37\nd = 200\ndepth = 3\nheads = 2\nnorm = \"layernorm\"",
+                                    "mixer = [\"softmax\", \"markov\", \"identity\"]\nlambda = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0]", 1);
+  const int threads = linalg::set_blas_threads(1);  // as the driver runs tasks: stacking needs it
+  ASSERT_TRUE(linalg::stackable_product(37, 200, 200));
+  ASSERT_TRUE(std::any_of(plan.models.begin(), plan.models.end(), [](const auto& m) { return m.qk_product; }));
+  const std::vector<std::uint64_t> bundle = plan.bundles.front().tasks;
+  ASSERT_EQ(bundle.size(), 18u);
+  const std::vector<std::uint64_t> part = {bundle[16], bundle[1], bundle[5], bundle[9]};
+  for (const auto& tasks : {bundle, part}) {
+    std::vector<models::TaskOutput> together;
+    models::run_bundle(plan, tasks, [&](models::TaskOutput&& o) { together.push_back(std::move(o)); });
+    ASSERT_EQ(together.size(), tasks.size());
+    for (const auto& t : together) {
+      const auto alone = models::run_task(plan, t.task);
+      ASSERT_EQ(alone.outcome, models::Outcome::done);
+      for (int l = 0; l <= 3; ++l)
+        for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k)
+          EXPECT_TRUE(bitwise_equal(t.layers[l][k], alone.layers[l][k]) ||
+                      (std::isnan(t.layers[l][k]) && std::isnan(alone.layers[l][k])))
+              << "task " << t.task << " layer " << l << " metric " << k;
+    }
+  }
+  linalg::set_blas_threads(threads);
 }
 
 TEST(TaskRunner, RejectsTasksOfAnotherBundle) {

@@ -149,6 +149,54 @@ TEST(LinalgGemm, ShapeMismatchThrows) {
   EXPECT_NO_THROW(matmul(a, a, Op::none, Op::trans));
 }
 
+// stacked_product: each block's rows are bitwise those of the block alone, whatever the other
+// blocks, their number and their order (the property that keeps bundling and resuming invisible),
+// for row counts that are and are not multiples of the stacking quantum; and they are the product.
+TEST(LinalgStacked, BlocksAreBitwiseIndependentOfTheirNeighbours) {
+  const int previous = set_blas_threads(1);
+  for (const auto [T, d] : {std::pair<std::size_t, std::size_t>{37, 200}, {13, 301}, {40, 160}, {150, 96}, {1, 1100}}) {
+    const Matrix W = random_matrix(d, d, 5);
+    std::vector<Matrix> X;
+    for (unsigned b = 0; b < 5; ++b) X.push_back(random_matrix(T, d, 100 + b));
+    std::vector<Matrix> alone;
+    for (const auto& x : X) {
+      std::vector<ConstMatrixView> out;
+      const ConstMatrixView v = x;
+      const Matrix storage = stacked_product({&v, 1}, W, out);
+      ASSERT_EQ(out.size(), 1u);
+      Matrix block(T, d);
+      for (std::size_t i = 0; i < T; ++i) std::copy_n(out[0].row(i).data(), d, block.row(i).data());
+      const Matrix ref = naive_mul(x, W);
+      for (std::size_t i = 0; i < block.size(); ++i) ASSERT_NEAR(block.data()[i], ref.data()[i], 1e-12 * d);
+      alone.push_back(block);
+    }
+    for (const std::vector<std::size_t> order : {std::vector<std::size_t>{0, 1, 2, 3, 4}, {4, 2, 0}, {3, 1}, {1, 1, 4}}) {
+      std::vector<ConstMatrixView> in, out;
+      for (const auto b : order) in.emplace_back(X[b]);
+      const Matrix storage = stacked_product(in, W, out);
+      ASSERT_EQ(out.size(), order.size());
+      for (std::size_t j = 0; j < order.size(); ++j)
+        for (std::size_t i = 0; i < T; ++i)
+          ASSERT_TRUE(std::equal(out[j].row(i).begin(), out[j].row(i).end(), alone[order[j]].row(i).begin()))
+              << "T " << T << " d " << d << " block " << j << " row " << i;
+    }
+  }
+  set_blas_threads(previous);
+}
+
+TEST(LinalgStacked, OnlyShapesAboveTheSmallKernelsStackWithOneThread) {
+  const int previous = set_blas_threads(2);
+  EXPECT_FALSE(stackable_product(37, 200, 200));  // several threads split the rows by their total
+  set_blas_threads(1);
+  EXPECT_FALSE(stackable_product(20, 100, 100));  // 24 x 100 x 100 <= 1e6
+  EXPECT_TRUE(stackable_product(37, 200, 200));
+  std::vector<ConstMatrixView> out;
+  const Matrix x(3, 4), w(5, 5);
+  const ConstMatrixView v = x;
+  EXPECT_THROW((void)stacked_product({&v, 1}, w, out), Error);
+  set_blas_threads(previous);
+}
+
 TEST(LinalgSvd, DiagonalMatrix) {
   Matrix a(4, 3);
   a(0, 0) = 2.0;
