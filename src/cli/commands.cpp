@@ -249,6 +249,8 @@ int run_command(const RunArgs& args) {
     }
     sweep::RunOptions opt = args.options;
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
+    // Bundle time estimates for the time limit at this machine's measured rates, when stored.
+    if (rank == 0) opt.calibration = load_calibration(calibration_path());
     // A store to resume is first read in a child process (rank 0): a file that crashes HDF5 is
     // refused like any damaged store instead of taking the job down.
     std::string crash;

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e6));
   run_cmd->add_option("--time-limit", run.time_limit,
                       "stop cleanly before this wall time (e.g. 90m, 2h, 1h30m, 01:30:00): no task is started\n"
-                      "whose estimated time would overrun it; SLURM_JOB_END_TIME and PBS_WALLTIME are also honoured");
+                      "whose estimated time would overrun it (at this machine's rates once `rcsweep calibrate` has run);\n"
+                      "SLURM_JOB_END_TIME and PBS_WALLTIME are also honoured");
   run_cmd->add_flag("--dump-weights", run.dump_weights,
                     "after the sweep, write every done task's X_l and weights into /dump of the store, for\n"
                     "scripts/rcsweep_recompute.py (small sweeps only: refused with exit code 2, before any\n"

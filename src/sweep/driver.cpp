@@ -80,15 +80,17 @@ std::vector<store::TaskResult> compute(const BundleRunner& runner, const plan::P
 struct WorkItem {
   TaskList tasks;
   double flops = 0.0;
+  double seconds = 0.0;  ///< estimated time on one rank (RunOptions::calibration)
 };
 
 /// Work shared by rank 0's compute thread and its service thread. With a deadline, pop() only
-/// hands out a bundle (the largest first) whose estimated time fits before it; the estimate uses
-/// the flop rate measured on the finished tasks (the assumed rate until a second of work is done).
+/// hands out a bundle (the largest first) whose estimated time fits before it; the estimates are
+/// scaled by measured / estimated time of the finished tasks once a second of work is done.
 class WorkQueue {
  public:
-  WorkQueue(std::deque<WorkItem> items, std::optional<steady::time_point> deadline, double rate)
-      : items_(std::move(items)), deadline_(deadline), rate_(rate) {}
+  /// `task_estimate_s[id]`: task id's share of its bundle's estimate (for the scaling).
+  WorkQueue(std::deque<WorkItem> items, std::optional<steady::time_point> deadline, std::vector<double> task_estimate_s)
+      : items_(std::move(items)), deadline_(deadline), task_estimate_s_(std::move(task_estimate_s)) {}
   std::optional<TaskList> pop() {
     std::lock_guard lock(mutex_);
     if (items_.empty() || stop_) return std::nullopt;
@@ -96,7 +98,7 @@ class WorkQueue {
     if (deadline_) {
       const auto now = steady::now();
       it = std::find_if(items_.begin(), items_.end(), [&](const WorkItem& w) {
-        return now + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(w.flops / rate_)) <=
+        return now + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(w.seconds * scale_)) <=
                *deadline_;
       });
       if (it == items_.end()) {
@@ -112,11 +114,12 @@ class WorkQueue {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
-  void calibrate(double flops, double seconds) {
+  /// Task `id` finished in `seconds`.
+  void calibrate(std::uint64_t id, double seconds) {
     std::lock_guard lock(mutex_);
-    done_flops_ += flops;
+    done_estimate_s_ += task_estimate_s_.at(id);
     done_s_ += seconds;
-    if (done_s_ >= 1.0 && done_flops_ > 0.0) rate_ = done_flops_ / done_s_;
+    if (done_s_ >= 1.0 && done_estimate_s_ > 0.0) scale_ = done_s_ / done_estimate_s_;
   }
   bool time_limited() {
     std::lock_guard lock(mutex_);
@@ -127,7 +130,8 @@ class WorkQueue {
   std::mutex mutex_;
   std::deque<WorkItem> items_;
   std::optional<steady::time_point> deadline_;
-  double rate_, done_flops_ = 0.0, done_s_ = 0.0;
+  std::vector<double> task_estimate_s_;
+  double scale_ = 1.0, done_estimate_s_ = 0.0, done_s_ = 0.0;
   bool stop_ = false, time_limited_ = false;
 };
 
@@ -289,7 +293,7 @@ class Service {
         std::max(summary_.max_write_latency_s, std::chrono::duration<double>(end - oldest_).count());
     for (const auto& r : batch) {
       progress_.add(plan_.tasks[r.task].flops);
-      if (r.status == store::TaskStatus::done) work_.calibrate(plan_.tasks[r.task].flops, r.wall_s);
+      if (r.status == store::TaskStatus::done) work_.calibrate(r.task, r.wall_s);
       switch (r.status) {
         case store::TaskStatus::done: ++summary_.done; break;
         case store::TaskStatus::failed: ++summary_.failed; break;
@@ -430,6 +434,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
              (opt.retry_failed && (status[id] == store::TaskStatus::failed || status[id] == store::TaskStatus::diverged));
     };
     std::deque<WorkItem> work;
+    std::vector<double> task_estimate_s(plan.tasks.size(), 0.0);
     double pending_flops = 0.0;
     std::uint64_t pending_tasks = 0;
     for (const auto& b : plan.bundles) {
@@ -439,9 +444,16 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
           item.tasks.push_back(id);
           item.flops += plan.tasks[id].flops;
         }
+      if (item.tasks.empty()) continue;
+      plan::Bundle pending;
+      pending.tasks = item.tasks;
+      item.seconds = opt.calibration ? plan::bundle_seconds(plan, pending, *opt.calibration)
+                                     : item.flops / opt.assumed_flop_rate;
+      for (const auto id : item.tasks)
+        task_estimate_s[id] = item.flops > 0.0 ? item.seconds * plan.tasks[id].flops / item.flops : 0.0;
       pending_flops += item.flops;
       pending_tasks += item.tasks.size();
-      if (!item.tasks.empty()) work.push_back(std::move(item));
+      work.push_back(std::move(item));
     }
     std::uint64_t in_shard = 0;
     for (const auto& b : plan.bundles) in_shard += b.tasks.size();
@@ -453,7 +465,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
                    static_cast<unsigned long long>(summary.skipped));
 
     // Phase 3: compute here while the service thread feeds the workers and writes results.
-    WorkQueue queue(std::move(work), deadline, opt.assumed_flop_rate);
+    WorkQueue queue(std::move(work), deadline, std::move(task_estimate_s));
     ResultQueue local;
     StopState stop;
     std::atomic<bool> local_finished{false};

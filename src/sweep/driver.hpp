@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.hpp"
 #include "models/task_runner.hpp"
+#include "plan/cost_model.hpp"
 #include "plan/plan.hpp"
 
 namespace rcsweep::sweep {
@@ -30,7 +32,12 @@ struct RunOptions {
   /// --time-limit in seconds (0: none); SLURM_JOB_END_TIME / PBS_WALLTIME also limit the run. No
   /// bundle is started whose estimated time would overrun the limit.
   double time_limit_s = 0.0;
-  /// Flop rate per rank assumed for those estimates until finished tasks calibrate it.
+  /// This machine's measured rates (`rcsweep calibrate`), when stored: the estimates of bundle
+  /// times for the time limit come from the cost model (plan/cost_model.hpp). Without them, from
+  /// the bundle's flops at assumed_flop_rate. Either way, once a second of tasks is done, the
+  /// estimates are scaled by measured / estimated time of the finished tasks.
+  std::optional<plan::Calibration> calibration;
+  /// Flop rate per rank assumed for those estimates when no calibration is given.
   double assumed_flop_rate = 18e9;
 };
 

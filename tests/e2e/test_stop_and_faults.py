@@ -215,6 +215,37 @@ def test_scheduler_end_time_is_a_time_limit(tmp_path, long_sweep):
     assert 1.0 < wall < 6.5
 
 
+def test_time_limit_estimates_use_the_stored_calibration(tmp_path):
+    """With a calibration of this machine stored (RCSWEEP_CALIBRATION), the time limit's bundle
+    estimates come from its rates: a calibration claiming the machine is 10^4 times slower makes
+    every bundle too long for a 20 s limit (nothing starts, exit 4), the real one completes the
+    same sweep within the limit."""
+    real = tmp_path / "real.toml"
+    rcsweep("calibrate", "-o", real, check=0)
+    slow_lines = []
+    for line in real.read_text().splitlines():
+        key = line.split("=")[0].strip()
+        factor = {"gemm_rate": 1e-4, "normal_rate": 1e-4, "exp_rate": 1e-4, "pass_rate": 1e-4, "conv_rate": 1e-4,
+                  "signal_s": 1e4, "mixer_s": 1e4, "svd_s": 1e4}.get(key)
+        if factor is not None:
+            if line.lstrip().startswith(("gemm_rate", "signal_s", "mixer_s", "svd_s")):  # [[size, value], ...]
+                line = re.sub(r"\[([\d.e+-]+), ([\d.e+-]+)\]",
+                              lambda m: f"[{m.group(1)}, {float(m.group(2)) * factor!r}]", line)
+            else:
+                line = f"{key} = {float(line.split('=')[1]) * factor!r}"
+        slow_lines.append(line)
+    slow = tmp_path / "slow.toml"
+    slow.write_text("\n".join(slow_lines) + "\n")
+    for calibration, code in ((slow, 4), (real, 0)):
+        store = tmp_path / f"{calibration.stem}.h5"
+        env = {**os.environ, "RCSWEEP_CALIBRATION": str(calibration)}
+        proc = rcsweep("run", DATA / "kill.toml", "-o", store, "--time-limit", "20s", env=env)
+        assert proc.returncode == code, proc.stderr
+        with h5py.File(store, "r") as f:
+            status = f["tasks"]["status"][...]
+        assert np.sum(status == 1) == (0 if code == 4 else len(status)), proc.stderr
+
+
 @pytest.mark.parametrize("text", ["5x", "-3m", "0", "1h30", "::", "12:99"])
 def test_bad_time_limit_is_a_usage_error(tmp_path, text):
     proc = rcsweep("run", DATA / "kill.toml", "-o", tmp_path / "x.h5", "--time-limit", text, check=2)
