@@ -7,6 +7,7 @@
 // Then a breakdown (random numbers, products, elementwise, metrics) of every layer.
 //   bash bench/run_layer_bench.sh BUILD_DIR        (prints the Markdown table)
 //   BUILD_DIR/bench/bench_layers --benchmark_filter=layer/softmax
+//   BUILD_DIR/bench/bench_layers --benchmark_filter='^s4d/'   (the S4D convolution kernels alone)
 //
 // GEMM flops of one layer (heads = 1, d_qk = d, N = state_dim = 16, no gate/MLP; from layer.cpp):
 //   softmax, relu, sigmoid: Q = X W_Q, K = X W_K     2 * 2 T d d_qk
@@ -43,6 +44,7 @@
 #include "metrics/metrics.hpp"
 #include "models/layer.hpp"
 #include "models/random_source.hpp"
+#include "models/s4d.hpp"
 #include "rng/philox.hpp"
 
 namespace {
@@ -405,6 +407,94 @@ void BM_breakdown(benchmark::State& state, Mixer mixer, int T, int d) {
   state.counters["signal_route"] = signal_route;
 }
 
+// ---------------------------------------------------------------------------------------------
+// (4) The S4D causal convolution alone (docs/BENCHMARKS.md "S4D causal convolution (session 4)"):
+// the scalar loop it replaced, the register-blocked kernel for each instruction set, and the
+// transpose (gradients.cpp's reverse pass), against the s4d bound of (2) (T(T+1) d flops at the
+// square dgemm rate). `ratio` = time / bound; all variants of one shape in the same run. Also the
+// kernel build (state_dim 16; B, C and the steps are drawn once, then cached by the RandomSource).
+enum class S4dVariant {
+  reference,
+  portable,
+  avx2,
+  fft,
+  fft_spectrum,
+  transpose_reference,
+  transpose_portable,
+  transpose_avx2,
+  transpose_fft,
+  kernels_reference,
+  kernels_portable,
+  kernels_avx2
+};
+
+const char* s4d_variant_name(S4dVariant v) {
+  switch (v) {
+    case S4dVariant::reference: return "mix/reference";
+    case S4dVariant::portable: return "mix/portable";
+    case S4dVariant::avx2: return "mix/avx2";
+    case S4dVariant::fft: return "mix/fft";
+    case S4dVariant::fft_spectrum: return "mix/fft+spectrum";
+    case S4dVariant::transpose_fft: return "transpose/fft";
+    case S4dVariant::transpose_reference: return "transpose/reference";
+    case S4dVariant::transpose_portable: return "transpose/portable";
+    case S4dVariant::transpose_avx2: return "transpose/avx2";
+    case S4dVariant::kernels_reference: return "kernels/reference";
+    case S4dVariant::kernels_portable: return "kernels/portable";
+    case S4dVariant::kernels_avx2: return "kernels/avx2";
+  }
+  return "?";
+}
+
+void BM_s4d_conv(benchmark::State& state, S4dVariant v, int T, int d) {
+  using models::detail::S4dIsa;
+  const auto uT = static_cast<std::size_t>(T), ud = static_cast<std::size_t>(d);
+  const Bound b = layer_bound(Mixer::s4d, uT, ud);
+  Matrix K = random_matrix(uT, ud, 21);
+  for (std::size_t k = 0; k < uT; ++k)  // decaying, like S4D's kernels (the speed does not depend on it)
+    for (double& x : K.row(k)) x *= std::exp(-static_cast<double>(k) / 100.0);
+  const Matrix X = random_matrix(uT, ud, 22);
+  Matrix acc(uT, ud, 0.0);
+  const models::detail::S4dSpectrum sp = models::detail::s4d_spectrum(K, uT);
+  const auto model = layer_model(Mixer::s4d, T, d);
+  models::RandomSource random(1, 0, T, d);
+  double total = 0.0;
+  for (auto _ : state) {
+    const auto t0 = clock_type::now();
+    switch (v) {
+      case S4dVariant::reference: models::detail::s4d_mix_reference(K, X, 1.0, 0.5, acc); break;
+      case S4dVariant::portable: models::detail::s4d_mix_direct(S4dIsa::portable, K, X, 1.0, 0.5, acc); break;
+      case S4dVariant::avx2: models::detail::s4d_mix_direct(S4dIsa::avx2, K, X, 1.0, 0.5, acc); break;
+      case S4dVariant::fft: models::detail::s4d_mix_fft(sp, X, 1.0, 0.5, acc); break;
+      case S4dVariant::fft_spectrum:
+        models::detail::s4d_mix_fft(models::detail::s4d_spectrum(K, uT), X, 1.0, 0.5, acc);
+        break;
+      case S4dVariant::transpose_fft: models::detail::s4d_mix_transpose_fft(sp, X, acc); break;
+      case S4dVariant::transpose_reference: acc = models::detail::s4d_mix_transpose_reference(K, X); break;
+      case S4dVariant::transpose_portable: models::detail::s4d_mix_transpose_direct(S4dIsa::portable, K, X, acc); break;
+      case S4dVariant::transpose_avx2: models::detail::s4d_mix_transpose_direct(S4dIsa::avx2, K, X, acc); break;
+      case S4dVariant::kernels_reference: acc = models::detail::s4d_kernels_reference(model, 1, random); break;
+      case S4dVariant::kernels_portable: models::detail::s4d_kernels_build(S4dIsa::portable, model, 1, random, acc); break;
+      case S4dVariant::kernels_avx2: models::detail::s4d_kernels_build(S4dIsa::avx2, model, 1, random, acc); break;
+    }
+    benchmark::DoNotOptimize(acc.data());
+    benchmark::ClobberMemory();
+    const double t = seconds_since(t0);
+    state.SetIterationTime(t);
+    total += t;
+  }
+  const double per_call = total / static_cast<double>(state.iterations());
+  if (v == S4dVariant::kernels_reference || v == S4dVariant::kernels_portable || v == S4dVariant::kernels_avx2) {
+    state.counters["kernels_s"] = per_call;  // no convolution: the bound does not apply
+    return;
+  }
+  state.counters["GFLOP/s"] = b.gemm_flops / per_call / 1e9;
+  state.counters["dgemm_GFLOPs"] = b.gemm_flops / b.seconds / 1e9;
+  state.counters["bound_s"] = b.seconds;
+  state.counters["conv_s"] = per_call;
+  state.counters["ratio"] = per_call / b.seconds;
+}
+
 void register_all() {
   // (1) limits: square dgemm and every GEMM shape of the layers; dgesdd of every T x d.
   std::vector<Product> shapes = {{512, 512, 512, false}, {1024, 1024, 1024, false}};
@@ -441,6 +531,21 @@ void register_all() {
       const std::string name = std::string("breakdown/") + mixer_name(m) + "/T=" + std::to_string(T) +
                                "/d=" + std::to_string(d);
       benchmark::RegisterBenchmark(name.c_str(), BM_breakdown, m, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);
+    }
+  // (4) the S4D convolution kernels.
+  const bool avx2 = models::detail::s4d_isa_available(models::detail::S4dIsa::avx2);
+  for (auto [T, d] : sizes)
+    for (S4dVariant v : {S4dVariant::reference, S4dVariant::portable, S4dVariant::avx2, S4dVariant::fft,
+                         S4dVariant::fft_spectrum, S4dVariant::transpose_reference, S4dVariant::transpose_portable,
+                         S4dVariant::transpose_avx2, S4dVariant::transpose_fft, S4dVariant::kernels_reference,
+                         S4dVariant::kernels_portable, S4dVariant::kernels_avx2}) {
+      if (!avx2 && v != S4dVariant::reference && v != S4dVariant::portable && v != S4dVariant::transpose_reference &&
+          v != S4dVariant::transpose_portable && v != S4dVariant::kernels_reference &&
+          v != S4dVariant::kernels_portable)
+        continue;
+      const std::string name =
+          std::string("s4d/") + s4d_variant_name(v) + "/T=" + std::to_string(T) + "/d=" + std::to_string(d);
+      benchmark::RegisterBenchmark(name.c_str(), BM_s4d_conv, v, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);
     }
 }
 

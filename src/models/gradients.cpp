@@ -7,6 +7,7 @@
 #include "base/error.hpp"
 #include "base/pow2.hpp"
 #include "linalg/linalg.hpp"
+#include "models/s4d.hpp"
 #include "rng/philox.hpp"
 
 namespace rcsweep::models {
@@ -163,20 +164,9 @@ void mixer_vjp(const ModelParams& model, const HeadTape& head, const Matrix& X, 
   }
 }
 
-// The transpose of the S4D per-channel causal convolution: out[i, c] = sum_{j >= i} K[j - i, c] G[j, c].
-Matrix s4d_conv_transpose(const Matrix& K, const Matrix& G) {
-  const std::size_t T = G.rows(), d = G.cols();
-  Matrix out(T, d, 0.0);
-  for (std::size_t i = 0; i < T; ++i) {
-    double* o = out.row(i).data();
-    for (std::size_t j = i; j < T; ++j) {
-      const double* k = K.row(j - i).data();
-      const double* g = G.row(j).data();
-      for (std::size_t c = 0; c < d; ++c) o[c] += k[c] * g[c];
-    }
-  }
-  return out;
-}
+// The transpose of the S4D per-channel causal convolution: out[i, c] = sum_{j >= i} K[j - i, c] G[j, c]
+// (register-blocked, bitwise the plain loop: s4d.hpp).
+Matrix s4d_conv_transpose(const Matrix& K, const Matrix& G) { return s4d_mix_transpose(K, G); }
 
 double silu(double z) { return z / (1.0 + std::exp(-z)); }
 double silu_prime(double z) {

@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "linalg/linalg.hpp"
+#include "models/s4d.hpp"
 
 namespace rcsweep::models {
 using config::Mixer;
@@ -419,60 +420,6 @@ void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix
   linalg::gemm(1.0 / std::sqrt(static_cast<double>(m)), H, Op::none, W_2, Op::none, model.lambda_mlp, X);
   if (tape && model.norm != config::Norm::none) tape->U_mlp = X;
   apply_norm(model.norm, X);
-}
-// S4D-Real kernels, one per channel c (lambda-skip App. A.13.1, random init, not trained):
-// K_c[k] = sum_n C_cn B_cn a_cn^k, a_cn = exp(-Delta_c (n + 1)), Delta_c log-uniform in
-// [1e-3, 1e-1]; B, C i.i.d. with variance N^-1/2 like the other SSMs. Returned as T x d (column c).
-Matrix s4d_kernels(const ModelParams& model, int layer, RandomSource& random) {
-  const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
-  const auto N = static_cast<std::size_t>(model.state_dim);
-  const Matrix B = ssm_weight(layer, Tensor::ssm_b, 0, d, N, model.state_dim, random);
-  const Matrix C = ssm_weight(layer, Tensor::ssm_c, 0, d, N, model.state_dim, random);
-  std::vector<double> u(d);
-  rng::fill_uniform(random.key(layer, Tensor::s4d_step, 0), u);
-  // Channel c's kernel is built in a contiguous row of Kt (d x T), then transposed: the same sums
-  // in the same order as accumulating into the column of K directly, without striding by d.
-  Matrix Kt(d, T, 0.0);
-  for (std::size_t c = 0; c < d; ++c) {
-    const double delta = std::exp(std::log(1e-3) + u[c] * (std::log(1e-1) - std::log(1e-3)));
-    double* kc = Kt.row(c).data();
-    for (std::size_t n = 0; n < N; ++n) {
-      const double a = std::exp(-delta * static_cast<double>(n + 1));
-      double p = C(c, n) * B(c, n);
-      for (std::size_t k = 0; k < T; ++k, p *= a) kc[k] += p;
-    }
-  }
-  Matrix K(T, d);
-  for (std::size_t c = 0; c < d; ++c)
-    for (std::size_t k = 0; k < T; ++k) K(k, c) = Kt(c, k);
-  return K;
-}
-
-// acc <- beta acc + alpha O with O[:, c] = M^(c) X[:, c], M^(c)_ji = K_c[j - i] (j >= i): a causal
-// convolution per channel.
-void s4d_mix(const Matrix& K, const Matrix& X, double alpha, double beta, Matrix& acc) {
-  const std::size_t T = X.rows(), d = X.cols();
-  std::vector<double> o(d);
-  for (std::size_t j = 0; j < T; ++j) {
-    std::fill(o.begin(), o.end(), 0.0);
-    for (std::size_t i = 0; i <= j; ++i) {
-      const double* k = K.row(j - i).data();
-      const double* x = X.row(i).data();
-      for (std::size_t c = 0; c < d; ++c) o[c] += k[c] * x[c];
-    }
-    for (std::size_t c = 0; c < d; ++c) acc(j, c) = beta * acc(j, c) + alpha * o[c];
-  }
-}
-
-// max over channels of ||M^(c)||_F = sqrt(sum_k (T - k) K_c[k]^2) (lambda-skip C_M for S4D).
-double s4d_max_fro(const Matrix& K) {
-  double best = 0.0;
-  for (std::size_t c = 0; c < K.cols(); ++c) {
-    double ss = 0.0;
-    for (std::size_t k = 0; k < K.rows(); ++k) ss += static_cast<double>(K.rows() - k) * K(k, c) * K(k, c);
-    best = std::max(best, std::sqrt(ss));
-  }
-  return best;
 }
 }  // namespace
 
