@@ -417,12 +417,9 @@ enum class S4dVariant {
   reference,
   portable,
   avx2,
-  fft,
-  fft_spectrum,
   transpose_reference,
   transpose_portable,
   transpose_avx2,
-  transpose_fft,
   kernels_reference,
   kernels_portable,
   kernels_avx2
@@ -433,9 +430,6 @@ const char* s4d_variant_name(S4dVariant v) {
     case S4dVariant::reference: return "mix/reference";
     case S4dVariant::portable: return "mix/portable";
     case S4dVariant::avx2: return "mix/avx2";
-    case S4dVariant::fft: return "mix/fft";
-    case S4dVariant::fft_spectrum: return "mix/fft+spectrum";
-    case S4dVariant::transpose_fft: return "transpose/fft";
     case S4dVariant::transpose_reference: return "transpose/reference";
     case S4dVariant::transpose_portable: return "transpose/portable";
     case S4dVariant::transpose_avx2: return "transpose/avx2";
@@ -455,7 +449,6 @@ void BM_s4d_conv(benchmark::State& state, S4dVariant v, int T, int d) {
     for (double& x : K.row(k)) x *= std::exp(-static_cast<double>(k) / 100.0);
   const Matrix X = random_matrix(uT, ud, 22);
   Matrix acc(uT, ud, 0.0);
-  const models::detail::S4dSpectrum sp = models::detail::s4d_spectrum(K, uT);
   const auto model = layer_model(Mixer::s4d, T, d);
   models::RandomSource random(1, 0, T, d);
   double total = 0.0;
@@ -465,11 +458,6 @@ void BM_s4d_conv(benchmark::State& state, S4dVariant v, int T, int d) {
       case S4dVariant::reference: models::detail::s4d_mix_reference(K, X, 1.0, 0.5, acc); break;
       case S4dVariant::portable: models::detail::s4d_mix_direct(S4dIsa::portable, K, X, 1.0, 0.5, acc); break;
       case S4dVariant::avx2: models::detail::s4d_mix_direct(S4dIsa::avx2, K, X, 1.0, 0.5, acc); break;
-      case S4dVariant::fft: models::detail::s4d_mix_fft(sp, X, 1.0, 0.5, acc); break;
-      case S4dVariant::fft_spectrum:
-        models::detail::s4d_mix_fft(models::detail::s4d_spectrum(K, uT), X, 1.0, 0.5, acc);
-        break;
-      case S4dVariant::transpose_fft: models::detail::s4d_mix_transpose_fft(sp, X, acc); break;
       case S4dVariant::transpose_reference: acc = models::detail::s4d_mix_transpose_reference(K, X); break;
       case S4dVariant::transpose_portable: models::detail::s4d_mix_transpose_direct(S4dIsa::portable, K, X, acc); break;
       case S4dVariant::transpose_avx2: models::detail::s4d_mix_transpose_direct(S4dIsa::avx2, K, X, acc); break;
@@ -535,14 +523,10 @@ void register_all() {
   // (4) the S4D convolution kernels.
   const bool avx2 = models::detail::s4d_isa_available(models::detail::S4dIsa::avx2);
   for (auto [T, d] : sizes)
-    for (S4dVariant v : {S4dVariant::reference, S4dVariant::portable, S4dVariant::avx2, S4dVariant::fft,
-                         S4dVariant::fft_spectrum, S4dVariant::transpose_reference, S4dVariant::transpose_portable,
-                         S4dVariant::transpose_avx2, S4dVariant::transpose_fft, S4dVariant::kernels_reference,
+    for (S4dVariant v : {S4dVariant::reference, S4dVariant::portable, S4dVariant::avx2, S4dVariant::transpose_reference,
+                         S4dVariant::transpose_portable, S4dVariant::transpose_avx2, S4dVariant::kernels_reference,
                          S4dVariant::kernels_portable, S4dVariant::kernels_avx2}) {
-      if (!avx2 && v != S4dVariant::reference && v != S4dVariant::portable && v != S4dVariant::transpose_reference &&
-          v != S4dVariant::transpose_portable && v != S4dVariant::kernels_reference &&
-          v != S4dVariant::kernels_portable)
-        continue;
+      if (!avx2 && (v == S4dVariant::avx2 || v == S4dVariant::transpose_avx2 || v == S4dVariant::kernels_avx2)) continue;
       const std::string name =
           std::string("s4d/") + s4d_variant_name(v) + "/T=" + std::to_string(T) + "/d=" + std::to_string(d);
       benchmark::RegisterBenchmark(name.c_str(), BM_s4d_conv, v, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);

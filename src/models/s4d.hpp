@@ -1,9 +1,10 @@
 // The S4D mixer (lambda-skip App. A.13.1): per-channel kernels K_c and their causal convolution,
 // O[j, c] = sum_{i <= j} K_c[j - i] X[i, c], and its transpose (the reverse pass of gradients.cpp).
+// The convolution is direct and register-blocked (s4d.cpp), with the operation order of the plain
+// loop, so results are bitwise those of the scalar code; an FFT was measured faster at T >= 1024
+// but changes results by rounding and needs a cached spectrum (docs/BENCHMARKS.md, "S4D causal
+// convolution (session 4)").
 #pragma once
-#include <cstddef>
-#include <vector>
-
 #include "base/matrix.hpp"
 #include "config/params.hpp"
 #include "models/random_source.hpp"
@@ -35,20 +36,11 @@ enum class S4dIsa { portable, avx2 };
 S4dIsa s4d_isa();
 bool s4d_isa_available(S4dIsa isa);
 
-/// The register-blocked direct convolution for one instruction set (what s4d_mix calls).
+/// The register-blocked direct convolution for one instruction set (what s4d_mix calls); the
+/// transpose overwrites out (T x d); the kernel build resizes K to T x d.
 void s4d_mix_direct(S4dIsa isa, const Matrix& K, const Matrix& X, double alpha, double beta, Matrix& acc);
 void s4d_mix_transpose_direct(S4dIsa isa, const Matrix& K, const Matrix& G, Matrix& out);
 void s4d_kernels_build(S4dIsa isa, const config::ModelParams& model, int layer, RandomSource& random, Matrix& K);
-
-/// FFT convolution (AVX2 only; measured, see docs/BENCHMARKS.md): the spectrum of K for length T,
-/// then the causal convolution / its transpose from it.
-struct S4dSpectrum {
-  std::size_t T = 0, d = 0, N = 0;
-  std::vector<double> PQ, tw_re, tw_im;
-};
-S4dSpectrum s4d_spectrum(const Matrix& K, std::size_t T);
-void s4d_mix_fft(const S4dSpectrum& sp, const Matrix& X, double alpha, double beta, Matrix& acc);
-void s4d_mix_transpose_fft(const S4dSpectrum& sp, const Matrix& G, Matrix& out);
 
 /// The plain loops these replace (the code before session 4): the reference for tests and benchmarks.
 void s4d_mix_reference(const Matrix& K, const Matrix& X, double alpha, double beta, Matrix& acc);

@@ -4,9 +4,7 @@
 // are not multiples of the tile sizes (4 channels x 6 or 3 rows).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -215,58 +213,6 @@ TEST(S4d, KernelsAndMaxFroAreBitwiseTheScalarLoops) {
       const double fro = models::s4d_max_fro(got), fro_ref = models::detail::s4d_max_fro_reference(want);
       EXPECT_EQ(std::memcmp(&fro, &fro_ref, sizeof fro), 0) << fro << " vs " << fro_ref;
     }
-}
-
-// FFT route (the measured alternative, not used by s4d_mix): against the scalar loop within the
-// rounding of both. Per channel c, with u = 2^-53 and N the transform length: the FFT convolution
-// errs by at most about c1 log2(N) u ||K_c||_1 ||x_c||_2 in every entry (each of the log2 N
-// butterfly passes of the forward and inverse transform adds a relative O(u) to the 2-norm of
-// the spectrum, which the product with K^ scales by at most ||K^||_inf <= ||K_c||_1, and the
-// inverse maps 2-norm to max-entry bounds), and the scalar sum by at most T u ||K_c||_1 ||x_c||_inf.
-// c1 = 8 covers the two transforms, the complex multiplies (sqrt(5) u each) and the two-for-one
-// split; the final beta acc + alpha O adds one rounding of the result.
-double max_error_over_bound(const Matrix& got, const Matrix& want, const Matrix& K, const Matrix& X, double alpha) {
-  const std::size_t T = X.rows(), d = X.cols();
-  std::size_t N = 1;
-  while (N < 2 * T - 1) N *= 2;
-  const double u = std::ldexp(1.0, -53), logn = std::max(1.0, std::log2(static_cast<double>(N)));
-  double worst = 0.0;
-  for (std::size_t c = 0; c < d; ++c) {
-    double k1 = 0, x2 = 0, xinf = 0;
-    for (std::size_t t = 0; t < T; ++t) {
-      k1 += std::abs(K(t, c));
-      x2 += X(t, c) * X(t, c);
-      xinf = std::max(xinf, std::abs(X(t, c)));
-    }
-    const double bound = std::abs(alpha) * u * k1 * (8.0 * logn * std::sqrt(x2) + static_cast<double>(T) * xinf);
-    for (std::size_t t = 0; t < T; ++t)  // + the final rounding of beta acc + alpha O
-      worst = std::max(worst, std::abs(got(t, c) - want(t, c)) / (bound + 2 * u * std::abs(want(t, c))));
-  }
-  return worst;
-}
-
-TEST(S4d, FftAgreesWithTheScalarLoop) {
-  if (!models::detail::s4d_isa_available(S4dIsa::avx2)) GTEST_SKIP();
-  double worst = 0.0;
-  for (std::size_t T : {1, 2, 3, 5, 8, 13, 64, 100, 257, 1024})
-    for (std::size_t d : {1, 3, 4, 7, 8, 9, 17}) {
-      SCOPED_TRACE("T=" + std::to_string(T) + " d=" + std::to_string(d));
-      const Matrix K = decaying_kernel(T, d, 3), X = gaussian(T, d, 4), acc0 = gaussian(T, d, 5);
-      Matrix want = acc0, got = acc0;
-      models::detail::s4d_mix_reference(K, X, 0.8, 0.5, want);
-      const auto sp = models::detail::s4d_spectrum(K, T);
-      models::detail::s4d_mix_fft(sp, X, 0.8, 0.5, got);
-      const double e = max_error_over_bound(got, want, K, X, 0.8);
-      EXPECT_LE(e, 1.0);
-      const Matrix wt = models::detail::s4d_mix_transpose_reference(K, X);
-      Matrix gt(T, d);
-      models::detail::s4d_mix_transpose_fft(sp, X, gt);
-      const double et = max_error_over_bound(gt, wt, K, X, 1.0);
-      EXPECT_LE(et, 1.0);
-      worst = std::max({worst, e, et});
-    }
-  RecordProperty("worst_error_over_bound", std::to_string(worst));
-  std::printf("FFT: worst error / bound = %.3g\n", worst);
 }
 
 }  // namespace
