@@ -318,6 +318,56 @@ TEST(LinalgTridiagonal, TopTwoEigenvaluesMatchLapack) {
   EXPECT_NEAR(a2, 2.0 - std::sqrt(5.0), 4e-15);
 }
 
+// householder_tridiagonal keeps the spectrum: all eigenvalues of the tridiagonal (dense, dgeev)
+// against those of the symmetric input (dgeev of the full matrix), to a few eps ||A|| n; for
+// random matrices, a diagonal one (no reflection), one with a zero column below the diagonal, a
+// Gram matrix of rank 2 (the collapsed signals) and a sizes around the fused row's 4 lanes.
+TEST(LinalgTridiagonal, HouseholderReductionKeepsTheSpectrum) {
+  std::mt19937_64 gen(78);
+  std::normal_distribution<double> nd;
+  for (std::size_t n : {1u, 2u, 3u, 4u, 5u, 6u, 9u, 17u, 64u, 150u})
+    for (int variant = 0; variant < 4; ++variant) {
+      Matrix A(n, n);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j <= i; ++j) A(i, j) = A(j, i) = nd(gen);
+      if (variant == 1)  // diagonal
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < n; ++j)
+            if (i != j) A(i, j) = 0.0;
+      if (variant == 2 && n >= 3)  // column 1 is zero below the diagonal
+        for (std::size_t i = 2; i < n; ++i) A(i, 1) = A(1, i) = 0.0;
+      if (variant == 3) {  // rank 2: x x^T + 1e-3 y y^T
+        std::vector<double> x(n), y(n);
+        for (std::size_t i = 0; i < n; ++i) x[i] = nd(gen), y[i] = nd(gen);
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < n; ++j) A(i, j) = x[i] * x[j] + 1e-3 * y[i] * y[j];
+      }
+      std::vector<double> ref;
+      for (const auto& z : eigenvalues(A)) ref.push_back(z.real());
+      Matrix work = A;
+      for (std::size_t i = 0; i < n; ++i)  // only the upper triangle may be read
+        for (std::size_t j = 0; j < i; ++j) work(i, j) = std::numeric_limits<double>::quiet_NaN();
+      std::vector<double> d(n), e(n - 1);
+      householder_tridiagonal(work, d, e);
+      Matrix t(n, n);
+      for (std::size_t i = 0; i < n; ++i) {
+        t(i, i) = d[i];
+        if (i + 1 < n) t(i, i + 1) = t(i + 1, i) = e[i];
+      }
+      std::vector<double> got;
+      for (const auto& z : eigenvalues(t)) got.push_back(z.real());
+      std::sort(ref.begin(), ref.end());
+      std::sort(got.begin(), got.end());
+      double norm = 0.0;
+      for (double x : ref) norm = std::max(norm, std::abs(x));
+      SCOPED_TRACE(testing::Message() << "n " << n << " variant " << variant);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref[i], 4e-16 * norm * static_cast<double>(n + 4));
+    }
+  Matrix bad(3, 2);
+  std::vector<double> d(3), e(2);
+  EXPECT_THROW(householder_tridiagonal(bad, d, e), Error);
+}
+
 TEST(LinalgSvd, EmptyMatrixHasNoSingularValues) {
   EXPECT_TRUE(singular_values(Matrix(0, 3)).empty());
   EXPECT_TRUE(singular_values(Matrix(3, 0)).empty());
