@@ -26,7 +26,7 @@ struct Calibration {
   double normal_rate = 1.0e8;  ///< standard normals per second (rng::fill_normal)
   double exp_rate = 2.0e8;     ///< softmax entries per second (exp, sum, scale)
   double pass_rate = 1.0e9;    ///< entries per second of a simple pass (norms, skip, scaling)
-  double conv_rate = 2.5e9;    ///< multiply-adds per second of the S4D causal convolution
+  double conv_rate = 1.6e10;   ///< multiply-adds per second of the S4D causal convolution
   double task_layer_s = 0.0;   ///< fixed cost per task and layer (bookkeeping, allocation)
 };
 
