@@ -483,6 +483,70 @@ void BM_s4d_conv(benchmark::State& state, S4dVariant v, int T, int d) {
   state.counters["ratio"] = per_call / b.seconds;
 }
 
+// ---------------------------------------------------------------------------------------------
+// (5) The same layer as a task of a bundle pays it, which is how a sweep runs it (task_runner.cpp
+// run_bundle): B = 8 tasks of one (T, d) with different signals (spectrum not stored) share the
+// layer's weights, the input-independent mixers (Markov, lti) with their metrics, and W_Q W_K^T
+// (qk_product, what the plan picks for 8 attention tasks: choose_qk_product), and form their
+// products X W_V and X P stacked (stack_products). Per task: the bundle's layer time / B. The
+// bound per task is the GEMMs it runs (attention: X P, (X P) X^T, X W_V, M V) plus 1/B of the
+// shared ones (P = W_Q W_K^T), each at the measured dgemm time of its shape.
+constexpr int bundle_tasks = 8;
+
+Bound bundle_layer_bound(Mixer mixer, std::size_t T, std::size_t d) {
+  if (!attention(mixer)) return layer_bound(mixer, T, d);
+  Bound b;
+  for (const Product& p : {Product{T, d, d, false}, Product{T, T, d, true}, Product{T, d, d, false}, Product{T, d, T, false}}) {
+    b.gemm_flops += p.flops();
+    b.seconds += gemm_seconds(p);
+  }
+  const Product P{d, d, d, true};
+  b.gemm_flops += P.flops() / bundle_tasks;
+  b.seconds += gemm_seconds(P) / bundle_tasks;
+  return b;
+}
+
+void BM_bundle_layer(benchmark::State& state, Mixer mixer, int T, int d) {
+  linalg::set_blas_threads(1);
+  auto model = layer_model(mixer, T, d);
+  model.qk_product = attention(mixer);
+  const auto uT = static_cast<std::size_t>(T), ud = static_cast<std::size_t>(d);
+  models::RandomSource random(1, 0, T, d);
+  std::vector<Matrix> X0;
+  for (int b = 0; b < bundle_tasks; ++b) {
+    X0.push_back(random_matrix(uT, ud, 100 + static_cast<unsigned>(b)));
+    models::apply_norm(rcsweep::config::Norm::rms, X0.back());
+  }
+  const Bound bound = bundle_layer_bound(mixer, uT, ud);
+  int layer = 0;
+  double total = 0.0;
+  for (auto _ : state) {
+    std::vector<Matrix> X = X0;  // outside the timer
+    ++layer;
+    const auto t0 = clock_type::now();
+    std::vector<models::StackedTask> tasks;
+    for (int b = 0; b < bundle_tasks; ++b) tasks.push_back({&model, &X[b], "task" + std::to_string(b)});
+    models::stack_products(layer, tasks, random);
+    for (int b = 0; b < bundle_tasks; ++b) {
+      models::LayerStats stats;
+      models::apply_layer(model, layer, random, X[b], &stats, {tasks[b].key, false});
+      benchmark::DoNotOptimize(metrics::signal_metrics(X[b], 0.0));
+      benchmark::DoNotOptimize(stats.head0);
+    }
+    random.release();
+    const double t = seconds_since(t0) / bundle_tasks;
+    state.SetIterationTime(t);
+    total += t;
+  }
+  const double per_layer = total / static_cast<double>(state.iterations());
+  const std::size_t k = std::min(uT, ud), n = std::max(uT, ud);
+  state.counters["gemm_flops"] = bound.gemm_flops;
+  state.counters["bound_s"] = bound.seconds;
+  state.counters["layer_s"] = per_layer;
+  state.counters["ratio"] = per_layer / bound.seconds;
+  state.counters["ratio_with_gram"] = per_layer / (bound.seconds + 0.5 * gemm_seconds({k, k, n, true}));
+}
+
 void register_all() {
   // (1) limits: square dgemm and every GEMM shape of the layers; dgesdd of every T x d.
   std::vector<Product> shapes = {{512, 512, 512, false}, {1024, 1024, 1024, false}};
@@ -519,6 +583,12 @@ void register_all() {
       const std::string name = std::string("breakdown/") + mixer_name(m) + "/T=" + std::to_string(T) +
                                "/d=" + std::to_string(d);
       benchmark::RegisterBenchmark(name.c_str(), BM_breakdown, m, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);
+    }
+  // (5) layers in a bundle.
+  for (auto [T, d] : sizes)
+    for (Mixer m : all_mixers) {
+      const std::string name = std::string("bundle/") + mixer_name(m) + "/T=" + std::to_string(T) + "/d=" + std::to_string(d);
+      benchmark::RegisterBenchmark(name.c_str(), BM_bundle_layer, m, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);
     }
   // (4) the S4D convolution kernels.
   const bool avx2 = models::detail::s4d_isa_available(models::detail::S4dIsa::avx2);
