@@ -30,8 +30,17 @@ double log_mu(const TaskOutput& out, int layer) {
   return std::log(row[metrics::metric_index("mu_rel")]) + row[metrics::metric_index("log_fro")];
 }
 
+// x - x is 0 for a finite x and NaN for an infinite or NaN one; the NaN survives the sums. In 4
+// independent partial sums, without an early exit: the loop vectorises (a per-element branch was
+// 0.5 % of a sweep).
 bool all_finite(const Matrix& X) {
-  return std::all_of(X.values().begin(), X.values().end(), [](double x) { return std::isfinite(x); });
+  const std::span<const double> v = X.values();
+  double s[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t i = 0;
+  for (; i + 4 <= v.size(); i += 4)
+    for (std::size_t l = 0; l < 4; ++l) s[l] += v[i + l] - v[i + l];
+  for (; i < v.size(); ++i) s[0] += v[i] - v[i];
+  return (s[0] + s[1]) + (s[2] + s[3]) == 0.0;
 }
 
 // MODELS.md "Scale": a layer that is linear in X and has no norm is carried at unit scale,

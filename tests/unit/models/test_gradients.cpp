@@ -217,7 +217,11 @@ TEST(Gradients, TapeReproducesTheForwardPass) {
         err = std::max(err, std::abs(got.data()[i] * s - X.data()[i]));
         mx = std::max(mx, std::abs(X.data()[i]));
       }
-      EXPECT_LT(err, 1e-12 * mx) << c.name << " layer " << l + 1;
+      // gap_fix outliers subtracts the leading singular triplets of M: rounding differences of
+      // M (the naive softmax uses libm's exp, the layer its vectorised one, <= 1 ulp apart) come
+      // back amplified by s_1 / (s_r - s_(r+1)), up to ~5x on these 5 x 5 mixers.
+      const double tol = m.gap_fix == config::GapFix::outliers ? 1e-11 : 1e-12;
+      EXPECT_LT(err, tol * mx) << c.name << " layer " << l + 1;
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/exp.hpp"
 #include "linalg/linalg.hpp"
 
 namespace rcsweep::linalg {
@@ -366,6 +367,40 @@ TEST(LinalgTridiagonal, HouseholderReductionKeepsTheSpectrum) {
   Matrix bad(3, 2);
   std::vector<double> d(3), e(2);
   EXPECT_THROW(householder_tridiagonal(bad, d, e), Error);
+}
+
+// exp_vectorisable within 1 ulp of libm's exp over its whole range (random arguments in
+// [-708, 709.78] and in the softmax range [-40, 0], the ends), its documented special values, and
+// exp_affine_sum (the vectorised loop of the softmax and Markov rows) giving the same values and
+// their sum.
+TEST(VectorisedExp, WithinOneUlpOfLibm) {
+  std::mt19937_64 gen(81);
+  std::uniform_real_distribution<double> wide(-708.0, 709.78), soft(-40.0, 0.0), small(-1.0, 1.0);
+  std::vector<double> xs = {0.0, -0.0, 1.0, -1.0, 0.5 * std::log(2.0), -0.5 * std::log(2.0), 709.78, -707.9, 1e-300};
+  for (int i = 0; i < 200000; ++i) xs.insert(xs.end(), {wide(gen), soft(gen), small(gen)});
+  double worst = 0.0;
+  for (double x : xs) {
+    const double want = std::exp(x), got = exp_vectorisable(x);
+    const double ulp = std::nextafter(want, INFINITY) - want;
+    worst = std::max(worst, std::abs(got - want) / ulp);
+  }
+  EXPECT_LE(worst, 1.0);
+  EXPECT_EQ(exp_vectorisable(0.0), 1.0);
+  EXPECT_EQ(exp_vectorisable(-708.5), 0.0);  // below 2^-1021: flushed to 0
+  EXPECT_EQ(exp_vectorisable(-INFINITY), 0.0);
+  EXPECT_EQ(exp_vectorisable(709.79), INFINITY);
+  EXPECT_EQ(exp_vectorisable(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(exp_vectorisable(NAN)));
+  // the loop: a x - b, every length around the vector widths
+  for (std::size_t n : {0u, 1u, 3u, 4u, 5u, 8u, 13u, 150u}) {
+    std::vector<double> x(n), ref(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = soft(gen);
+    double sum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) sum += ref[i] = exp_vectorisable(0.7 * x[i] - 1.5);
+    const double got_sum = exp_affine_sum(x.data(), n, 0.7, 1.5);
+    EXPECT_EQ(x, ref) << n;
+    EXPECT_NEAR(got_sum, sum, 4e-16 * sum * static_cast<double>(n)) << n;
+  }
 }
 
 TEST(LinalgSvd, EmptyMatrixHasNoSingularValues) {
