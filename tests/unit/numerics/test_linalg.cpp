@@ -155,7 +155,7 @@ TEST(LinalgGemm, ShapeMismatchThrows) {
 // for row counts that are and are not multiples of the stacking quantum; and they are the product.
 TEST(LinalgStacked, BlocksAreBitwiseIndependentOfTheirNeighbours) {
   const int previous = set_blas_threads(1);
-  for (const auto [T, d] : {std::pair<std::size_t, std::size_t>{37, 200}, {13, 301}, {40, 160}, {150, 96}, {1, 1100}}) {
+  for (const auto& [T, d] : {std::pair<std::size_t, std::size_t>{37, 200}, {13, 301}, {40, 160}, {150, 96}, {1, 1100}}) {
     const Matrix W = random_matrix(d, d, 5);
     std::vector<Matrix> X;
     for (unsigned b = 0; b < 5; ++b) X.push_back(random_matrix(T, d, 100 + b));
@@ -168,10 +168,11 @@ TEST(LinalgStacked, BlocksAreBitwiseIndependentOfTheirNeighbours) {
       Matrix block(T, d);
       for (std::size_t i = 0; i < T; ++i) std::copy_n(out[0].row(i).data(), d, block.row(i).data());
       const Matrix ref = naive_mul(x, W);
-      for (std::size_t i = 0; i < block.size(); ++i) ASSERT_NEAR(block.data()[i], ref.data()[i], 1e-12 * d);
+      for (std::size_t i = 0; i < block.size(); ++i)
+        ASSERT_NEAR(block.data()[i], ref.data()[i], 1e-12 * static_cast<double>(d));
       alone.push_back(block);
     }
-    for (const std::vector<std::size_t> order : {std::vector<std::size_t>{0, 1, 2, 3, 4}, {4, 2, 0}, {3, 1}, {1, 1, 4}}) {
+    for (const std::vector<std::size_t>& order : {std::vector<std::size_t>{0, 1, 2, 3, 4}, {4, 2, 0}, {3, 1}, {1, 1, 4}}) {
       std::vector<ConstMatrixView> in, out;
       for (const auto b : order) in.emplace_back(X[b]);
       const Matrix storage = stacked_product(in, W, out);
