@@ -2,12 +2,16 @@
 // of the Mind the Gap grid (T x d with gamma = T/d in {1, 0.5, 0.2}).
 //   ./build/bench/bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
+#include <lapacke.h>
+
+#include <cmath>
 
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "base/allocator.hpp"
+#include "base/exp.hpp"
 #include "bench_common.hpp"
 
 #include "linalg/linalg.hpp"
@@ -52,6 +56,64 @@ void BM_gram_top(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(rcsweep::linalg::gram_top(X));
 }
 BENCHMARK(BM_gram_top)->Apply(shapes);
+
+// The tridiagonalisation of the Gram route (k x k Gram matrix of a k x 5k Gaussian X), the own
+// fused Householder reduction (linalg::householder_tridiagonal, used for k < 384) against LAPACK's
+// dsytrd on the same matrix; the copy of G each iteration is in both.
+Matrix gram_of(std::size_t k) {
+  const Matrix X = random_matrix(k, 5 * k, 7);
+  return rcsweep::linalg::matmul(X, X, rcsweep::linalg::Op::none, rcsweep::linalg::Op::trans);
+}
+void BM_tridiagonal_own(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  const auto k = static_cast<std::size_t>(state.range(0));
+  const Matrix G = gram_of(k);
+  std::vector<double> d(k), e(k - 1);
+  for (auto _ : state) {
+    Matrix A = G;
+    rcsweep::linalg::householder_tridiagonal(A, d, e);
+    benchmark::DoNotOptimize(d.data());
+  }
+}
+void BM_tridiagonal_dsytrd(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  const auto k = static_cast<std::size_t>(state.range(0));
+  const Matrix G = gram_of(k);
+  std::vector<double> d(k), e(k), tau(k);
+  const auto n = static_cast<lapack_int>(k);
+  for (auto _ : state) {
+    Matrix A = G;
+    LAPACKE_dsytrd(LAPACK_COL_MAJOR, 'U', n, A.data(), n, d.data(), e.data(), tau.data());
+    benchmark::DoNotOptimize(d.data());
+  }
+}
+BENCHMARK(BM_tridiagonal_own)->Arg(60)->Arg(100)->Arg(150)->Arg(300)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_tridiagonal_dsytrd)->Arg(60)->Arg(100)->Arg(150)->Arg(300)->Unit(benchmark::kMicrosecond);
+
+// The exponentials of a softmax row of length n: rcsweep::exp_affine_sum (vectorised
+// exp_vectorisable, used by the layers) against a plain loop over libm's exp and its sum.
+void BM_exp_row_vectorised(benchmark::State& state) {
+  const Matrix x0 = random_matrix(1, static_cast<std::size_t>(state.range(0)), 8);
+  Matrix x = x0;
+  for (auto _ : state) {
+    x = x0;
+    benchmark::DoNotOptimize(rcsweep::exp_affine_sum(x.data(), x.size(), 1.0, 1.0));
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+void BM_exp_row_libm(benchmark::State& state) {
+  const Matrix x0 = random_matrix(1, static_cast<std::size_t>(state.range(0)), 8);
+  Matrix x = x0;
+  for (auto _ : state) {
+    x = x0;
+    double sum = 0.0;
+    for (double& v : x.values()) sum += v = std::exp(v - 1.0);
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_exp_row_vectorised)->Arg(150)->Arg(1024);
+BENCHMARK(BM_exp_row_libm)->Arg(150)->Arg(1024);
 
 // All per-layer signal metrics (Gram route for a non-collapsed X).
 void BM_signal_metrics(benchmark::State& state) {

@@ -567,42 +567,41 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
 }
 
 std::vector<int> stack_products(int layer, const std::vector<StackedTask>& tasks, RandomSource& random) {
-  // (name, head) -> the tasks forming that product, each key once; an ordered map: the GEMMs run
-  // in the same order every time.
+  // (name, head) -> the tasks forming that product, one per key (tasks sharing X share it); an
+  // ordered map: the GEMMs run in the same order every time.
   struct Group {
+    bool qk = false;  // X P (else X W_V)
     std::vector<std::size_t> members;
-    std::vector<std::string> keys;
   };
   std::map<std::pair<std::string, int>, Group> groups;
-  const auto add = [&](std::size_t i, const std::string& name, int head) {
-    const auto& t = tasks[i];
+  const auto add = [&](std::size_t i, const std::string& name, int head, bool qk) {
     auto& g = groups[{name, head}];
-    if (std::find(g.keys.begin(), g.keys.end(), t.key) != g.keys.end()) return;  // a shared X
-    g.members.push_back(i);
-    g.keys.push_back(t.key);
+    g.qk = qk;
+    if (std::none_of(g.members.begin(), g.members.end(), [&](std::size_t j) { return tasks[j].key == tasks[i].key; }))
+      g.members.push_back(i);
   };
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const ModelParams& m = *tasks[i].model;
     const std::size_t T = tasks[i].X->rows(), d = tasks[i].X->cols();
-    if (tasks[i].key.empty() || m.mixer == Mixer::s4d || !linalg::stackable_product(T, d, d)) continue;
+    if (tasks[i].key.empty() || !linalg::stackable_product(T, d, d)) continue;
     for (int h = 0; h < m.heads; ++h) {
-      if (forms_value_product(m)) add(i, value_product_name(m), h);
-      if (m.attention() && m.qk_product) add(i, qk_product_name(m), h);
+      if (forms_value_product(m)) add(i, value_product_name(m), h, false);
+      if (m.attention() && m.qk_product) add(i, qk_product_name(m), h, true);
     }
   }
   std::vector<int> blocks(tasks.size(), 0);
-  for (auto& [id, g] : groups) {
+  for (const auto& [id, g] : groups) {
     const auto& [name, head] = id;
     const ModelParams& first = *tasks[g.members.front()].model;
     Matrix scratch;
-    const Matrix& W = name == qk_product_name(first) ? qk_weight(first, layer, head, random)
-                                                     : value_weight(first, layer, head, random, scratch);
+    const Matrix& W = g.qk ? qk_weight(first, layer, head, random) : value_weight(first, layer, head, random, scratch);
     std::vector<ConstMatrixView> X, out;
     for (const auto i : g.members) X.emplace_back(*tasks[i].X);
     const auto storage = std::make_shared<const Matrix>(linalg::stacked_product(X, W, out));
     for (std::size_t j = 0; j < g.members.size(); ++j) {
-      random.derived<Product>(layer, g.keys[j] + name, head, [&] { return Product{storage, out[j]}; });
-      ++blocks[g.members[j]];
+      const std::size_t i = g.members[j];
+      random.derived<Product>(layer, tasks[i].key + name, head, [&] { return Product{storage, out[j]}; });
+      ++blocks[i];
     }
   }
   return blocks;

@@ -264,6 +264,21 @@ template <bool Transpose, class Sh>
   }
 }
 
+// The random draws of a layer's S4D kernels (lambda-skip App. A.13.1): B, C (d x N, variance
+// N^-1/2) and the step Delta_c, log-uniform in [1e-3, 1e-1], of each channel.
+struct S4dDraws {
+  Matrix B, C;
+  std::vector<double> delta;
+};
+S4dDraws s4d_draws(const config::ModelParams& model, int layer, RandomSource& random) {
+  const auto d = static_cast<std::size_t>(model.d), N = static_cast<std::size_t>(model.state_dim);
+  S4dDraws r{ssm_weight(layer, Tensor::ssm_b, 0, d, N, model.state_dim, random),
+             ssm_weight(layer, Tensor::ssm_c, 0, d, N, model.state_dim, random), std::vector<double>(d)};
+  rng::fill_uniform(random.key(layer, Tensor::s4d_step, 0), r.delta);
+  for (double& u : r.delta) u = std::exp(std::log(1e-3) + u * (std::log(1e-1) - std::log(1e-3)));
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Kernels: 4 channels at a time, each lane doing exactly the scalar recurrence of its channel
 // (K_c[k] = sum over ascending n of p_n, p_n <- p_n a_n after each k), 4 values of n interleaved
@@ -272,10 +287,7 @@ template <bool Transpose, class Sh>
                                                  Matrix& K) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   const auto N = static_cast<std::size_t>(model.state_dim);
-  const Matrix B = ssm_weight(layer, Tensor::ssm_b, 0, d, N, model.state_dim, random);
-  const Matrix C = ssm_weight(layer, Tensor::ssm_c, 0, d, N, model.state_dim, random);
-  std::vector<double> u(d);
-  rng::fill_uniform(random.key(layer, Tensor::s4d_step, 0), u);
+  const auto [B, C, delta] = s4d_draws(model, layer, random);
   K.resize(T, d);
   VecBuffer Kp(group_blocks * T);
   std::vector<double> a(lanes * N), p(lanes * N);  // [n][lane]
@@ -287,9 +299,8 @@ template <bool Transpose, class Sh>
       std::fill(p.begin(), p.end(), 0.0);
       for (std::size_t l = 0; l < w; ++l) {
         const std::size_t c = cb + l;
-        const double delta = std::exp(std::log(1e-3) + u[c] * (std::log(1e-1) - std::log(1e-3)));
         for (std::size_t n = 0; n < N; ++n) {
-          a[n * lanes + l] = std::exp(-delta * static_cast<double>(n + 1));
+          a[n * lanes + l] = std::exp(-delta[c] * static_cast<double>(n + 1));
           p[n * lanes + l] = C(c, n) * B(c, n);
         }
       }
@@ -426,16 +437,12 @@ Matrix s4d_mix_transpose_reference(const Matrix& K, const Matrix& G) {
 Matrix s4d_kernels_reference(const config::ModelParams& model, int layer, RandomSource& random) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   const auto N = static_cast<std::size_t>(model.state_dim);
-  const Matrix B = ssm_weight(layer, Tensor::ssm_b, 0, d, N, model.state_dim, random);
-  const Matrix C = ssm_weight(layer, Tensor::ssm_c, 0, d, N, model.state_dim, random);
-  std::vector<double> u(d);
-  rng::fill_uniform(random.key(layer, Tensor::s4d_step, 0), u);
+  const auto [B, C, delta] = s4d_draws(model, layer, random);
   Matrix Kt(d, T, 0.0);
   for (std::size_t c = 0; c < d; ++c) {
-    const double delta = std::exp(std::log(1e-3) + u[c] * (std::log(1e-1) - std::log(1e-3)));
     double* kc = Kt.row(c).data();
     for (std::size_t n = 0; n < N; ++n) {
-      const double a = std::exp(-delta * static_cast<double>(n + 1));
+      const double a = std::exp(-delta[c] * static_cast<double>(n + 1));
       double p = C(c, n) * B(c, n);
       for (std::size_t k = 0; k < T; ++k, p *= a) kc[k] += p;
     }
