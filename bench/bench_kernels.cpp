@@ -90,6 +90,17 @@ void BM_tridiagonal_dsytrd(benchmark::State& state) {
 BENCHMARK(BM_tridiagonal_own)->Arg(60)->Arg(100)->Arg(150)->Arg(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_tridiagonal_dsytrd)->Arg(60)->Arg(100)->Arg(150)->Arg(300)->Unit(benchmark::kMicrosecond);
 
+// The two largest eigenvalues of that tridiagonal (linalg::top_two_tridiagonal: multisection
+// with Sturm counts, the last step of the Gram route for k < 384).
+void BM_top_two_tridiagonal(benchmark::State& state) {
+  const auto k = static_cast<std::size_t>(state.range(0));
+  Matrix A = gram_of(k);
+  std::vector<double> d(k), e(k - 1);
+  rcsweep::linalg::householder_tridiagonal(A, d, e);
+  for (auto _ : state) benchmark::DoNotOptimize(rcsweep::linalg::top_two_tridiagonal(d, e));
+}
+BENCHMARK(BM_top_two_tridiagonal)->Arg(20)->Arg(60)->Arg(150)->Arg(300)->Unit(benchmark::kMicrosecond);
+
 // The exponentials of a softmax row of length n: rcsweep::exp_affine_sum (vectorised
 // exp_vectorisable, used by the layers) against a plain loop over libm's exp and its sum.
 void BM_exp_row_vectorised(benchmark::State& state) {

@@ -485,7 +485,8 @@ void BM_s4d_conv(benchmark::State& state, S4dVariant v, int T, int d) {
 
 // ---------------------------------------------------------------------------------------------
 // (5) The same layer as a task of a bundle pays it, which is how a sweep runs it (task_runner.cpp
-// run_bundle): B = 8 tasks of one (T, d) with different signals (spectrum not stored) share the
+// run_bundle): B = 8 tasks of one (T, d) with different signals (with or without the spectrum of X
+// stored: the bound then adds the measured dgesdd of T x d, as in (2)) share the
 // layer's weights, the input-independent mixers (Markov, lti) with their metrics, and W_Q W_K^T
 // (qk_product, what the plan picks for 8 attention tasks: choose_qk_product), and form their
 // products X W_V and X P stacked (stack_products). Per task: the bundle's layer time / B. The
@@ -506,7 +507,7 @@ Bound bundle_layer_bound(Mixer mixer, std::size_t T, std::size_t d) {
   return b;
 }
 
-void BM_bundle_layer(benchmark::State& state, Mixer mixer, int T, int d) {
+void BM_bundle_layer(benchmark::State& state, Mixer mixer, int T, int d, bool spectra) {
   linalg::set_blas_threads(1);
   auto model = layer_model(mixer, T, d);
   model.qk_product = attention(mixer);
@@ -518,8 +519,10 @@ void BM_bundle_layer(benchmark::State& state, Mixer mixer, int T, int d) {
     models::apply_norm(rcsweep::config::Norm::rms, X0.back());
   }
   const Bound bound = bundle_layer_bound(mixer, uT, ud);
+  const double svd = spectra ? gesdd_seconds(uT, ud) : 0.0;
   int layer = 0;
   double total = 0.0;
+  std::vector<double> spectrum;
   for (auto _ : state) {
     std::vector<Matrix> X = X0;  // outside the timer
     ++layer;
@@ -530,7 +533,7 @@ void BM_bundle_layer(benchmark::State& state, Mixer mixer, int T, int d) {
     for (int b = 0; b < bundle_tasks; ++b) {
       models::LayerStats stats;
       models::apply_layer(model, layer, random, X[b], &stats, {tasks[b].key, false});
-      benchmark::DoNotOptimize(metrics::signal_metrics(X[b], 0.0));
+      benchmark::DoNotOptimize(metrics::signal_metrics(X[b], 0.0, spectra ? &spectrum : nullptr));
       benchmark::DoNotOptimize(stats.head0);
     }
     random.release();
@@ -540,11 +543,13 @@ void BM_bundle_layer(benchmark::State& state, Mixer mixer, int T, int d) {
   }
   const double per_layer = total / static_cast<double>(state.iterations());
   const std::size_t k = std::min(uT, ud), n = std::max(uT, ud);
+  const double gram = spectra ? 0.0 : 0.5 * gemm_seconds({k, k, n, true});
   state.counters["gemm_flops"] = bound.gemm_flops;
-  state.counters["bound_s"] = bound.seconds;
+  state.counters["gesdd_s"] = svd;
+  state.counters["bound_s"] = bound.seconds + svd;
   state.counters["layer_s"] = per_layer;
-  state.counters["ratio"] = per_layer / bound.seconds;
-  state.counters["ratio_with_gram"] = per_layer / (bound.seconds + 0.5 * gemm_seconds({k, k, n, true}));
+  state.counters["ratio"] = per_layer / (bound.seconds + svd);
+  state.counters["ratio_with_gram"] = per_layer / (bound.seconds + svd + gram);
 }
 
 void register_all() {
@@ -585,11 +590,15 @@ void register_all() {
       benchmark::RegisterBenchmark(name.c_str(), BM_breakdown, m, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);
     }
   // (5) layers in a bundle.
-  for (auto [T, d] : sizes)
-    for (Mixer m : all_mixers) {
-      const std::string name = std::string("bundle/") + mixer_name(m) + "/T=" + std::to_string(T) + "/d=" + std::to_string(d);
-      benchmark::RegisterBenchmark(name.c_str(), BM_bundle_layer, m, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);
-    }
+  for (bool spectra : {false, true})
+    for (auto [T, d] : sizes)
+      for (Mixer m : all_mixers) {
+        const std::string name = std::string("bundle/") + mixer_name(m) + "/T=" + std::to_string(T) +
+                                 "/d=" + std::to_string(d) + "/spectra=" + (spectra ? "1" : "0");
+        benchmark::RegisterBenchmark(name.c_str(), BM_bundle_layer, m, T, d, spectra)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
   // (4) the S4D convolution kernels.
   const bool avx2 = models::detail::s4d_isa_available(models::detail::S4dIsa::avx2);
   for (auto [T, d] : sizes)

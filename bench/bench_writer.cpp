@@ -21,6 +21,7 @@
 #include "models/task_runner.hpp"
 #include "plan/plan.hpp"
 #include "store/store.hpp"
+#include "sweep/driver.hpp"
 #include "sweep/message.hpp"
 
 namespace rcsweep {
@@ -45,21 +46,6 @@ plan::Plan make(const Setting& s, int n, int tasks) {
                            "\n[model]\ninput = \"sphere\"\ndepth = " + std::to_string(depth) +
                            "\nT = " + std::to_string(n) + "\nd = " + std::to_string(n) + "\n[output]\n" + s.output + "\n";
   return plan::make_plan(config::parse_sweep(text, "bench_writer"));
-}
-
-store::TaskResult to_result(models::TaskOutput&& out) {
-  store::TaskResult r;
-  r.task = out.task;
-  r.wall_s = out.seconds;
-  r.layers = std::move(out.layers);
-  r.spectra = std::move(out.spectra);
-  r.mixer_sv = std::move(out.mixer_sv);
-  r.mixer_eig_re = std::move(out.mixer_eig_re);
-  r.mixer_eig_im = std::move(out.mixer_eig_im);
-  r.theory = out.theory;
-  r.grad_log10 = std::move(out.grad_log10);
-  r.grad_stderr = std::move(out.grad_stderr);
-  return r;
 }
 
 std::size_t packed_bytes(const store::TaskResult& r) {
@@ -105,10 +91,10 @@ int main(int argc, char** argv) {
   std::printf("| output | T = d | formula (B) | real task packed (B) | synthetic packed (B) |\n|---|---|---|---|---|\n");
   for (const auto& s : settings) {
     const auto small = make(s, 32, 1);
-    const std::size_t real = packed_bytes(to_result(models::run_task(small, 0)));
+    const std::size_t real = packed_bytes(sweep::to_result(models::run_task(small, 0), 0));
     for (const int n : {32, 64, 128, 512}) {
       const auto p = make(s, n, 1);
-      const std::size_t f = formula_bytes(p, 0), syn = packed_bytes(to_result(test::synthetic_output(p, 0, 1.0)));
+      const std::size_t f = formula_bytes(p, 0), syn = packed_bytes(sweep::to_result(test::synthetic_output(p, 0, 1.0), 0));
       if (n == 32)
         std::printf("| %s | %d | %zu | %zu | %zu |\n", s.name, n, f, real, syn);
       else
@@ -130,7 +116,7 @@ int main(int argc, char** argv) {
       std::vector<std::uint64_t> order(p.tasks.size());
       std::iota(order.begin(), order.end(), std::uint64_t{0});
       std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
-      const std::size_t bytes = packed_bytes(to_result(test::synthetic_output(p, 0, 1.0)));
+      const std::size_t bytes = packed_bytes(sweep::to_result(test::synthetic_output(p, 0, 1.0), 0));
       for (const std::size_t batch : {std::size_t{1}, std::size_t{16}, std::size_t{128}, std::size_t{1024}}) {
         if (batch > order.size()) continue;
         // The messages as the service thread receives them: one per batch (packed in advance).
@@ -138,7 +124,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < order.size(); i += batch) {
           std::vector<char> buf;
           for (std::size_t j = i; j < std::min(order.size(), i + batch); ++j)
-            sweep::pack(to_result(test::synthetic_output(p, order[j], 1.0)), buf);
+            sweep::pack(sweep::to_result(test::synthetic_output(p, order[j], 1.0), 0), buf);
           messages.push_back(std::move(buf));
         }
         std::vector<double> times;

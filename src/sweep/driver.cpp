@@ -34,24 +34,6 @@ constexpr int tag_cancel = 13;  // 0 -> busy worker: abandon the running bundle 
 using TaskList = std::vector<std::uint64_t>;
 using steady = std::chrono::steady_clock;
 
-store::TaskResult to_result(models::TaskOutput&& out, int rank) {
-  store::TaskResult r;
-  r.task = out.task;
-  r.status = out.outcome == models::Outcome::done ? store::TaskStatus::done : store::TaskStatus::diverged;
-  r.wall_s = out.seconds;
-  r.rank = rank;
-  r.message = std::move(out.message);
-  r.layers = std::move(out.layers);
-  r.spectra = std::move(out.spectra);
-  r.mixer_sv = std::move(out.mixer_sv);
-  r.mixer_eig_re = std::move(out.mixer_eig_re);
-  r.mixer_eig_im = std::move(out.mixer_eig_im);
-  r.theory = out.theory;
-  r.grad_log10 = std::move(out.grad_log10);
-  r.grad_stderr = std::move(out.grad_stderr);
-  return r;
-}
-
 /// Compute one bundle; an exception marks all its tasks failed (the sweep goes on). When
 /// `cancelled` says so the bundle is abandoned: only the tasks finished before are returned.
 std::vector<store::TaskResult> compute(const BundleRunner& runner, const plan::Plan& plan, const TaskList& tasks,
@@ -361,6 +343,24 @@ void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOpt
 }
 
 }  // namespace
+
+store::TaskResult to_result(models::TaskOutput&& out, int rank) {
+  store::TaskResult r;
+  r.task = out.task;
+  r.status = out.outcome == models::Outcome::done ? store::TaskStatus::done : store::TaskStatus::diverged;
+  r.wall_s = out.seconds;
+  r.rank = rank;
+  r.message = std::move(out.message);
+  r.layers = std::move(out.layers);
+  r.spectra = std::move(out.spectra);
+  r.mixer_sv = std::move(out.mixer_sv);
+  r.mixer_eig_re = std::move(out.mixer_eig_re);
+  r.mixer_eig_im = std::move(out.mixer_eig_im);
+  r.theory = out.theory;
+  r.grad_log10 = std::move(out.grad_log10);
+  r.grad_stderr = std::move(out.grad_stderr);
+  return r;
+}
 
 std::string utc_now() {
   char buf[32];

@@ -14,6 +14,7 @@
 #include "models/task_runner.hpp"
 #include "plan/cost_model.hpp"
 #include "plan/plan.hpp"
+#include "store/store.hpp"
 
 namespace rcsweep::sweep {
 
@@ -80,6 +81,10 @@ class StoreRefused : public StoreError {
  public:
   using StoreError::StoreError;
 };
+
+/// The stored form of a finished task computed on `rank`: done or diverged, its layers, spectra,
+/// gradients and theory values (the worker packs it for the writer: message.hpp).
+store::TaskResult to_result(models::TaskOutput&& out, int rank);
 
 /// The current UTC time as ISO 8601 ("2026-11-22T04:32:25Z"), and this host's name (provenance).
 std::string utc_now();
