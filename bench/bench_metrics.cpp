@@ -68,6 +68,49 @@ void BM_route_dgesdd(benchmark::State& state) {
 }
 BENCHMARK(BM_route_dgesdd)->Apply(shapes)->Unit(benchmark::kMicrosecond);
 
+// The eigensolve of the Gram route alone, on G = A A^T (A a Gaussian k x d signal; k = 150 and
+// 300 are below gram_lanczos_min_order, where the tridiagonalisation is used): Golub–Kahan–
+// Lanczos on G (two products with G per step) against symmetric Lanczos (one), against the
+// Householder tridiagonalisation + multisection.
+rcsweep::Matrix signal_gram(const benchmark::State& state) {
+  const Matrix A = random_matrix(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)), 5);
+  Matrix G = rcsweep::linalg::matmul(A, A, rcsweep::linalg::Op::none, rcsweep::linalg::Op::trans);
+  return G;
+}
+void gram_orders(benchmark::internal::Benchmark* b) {
+  for (auto [k, d] : {std::pair{150, 750}, std::pair{256, 512}, std::pair{300, 600}, std::pair{384, 768}, std::pair{512, 512},
+                      std::pair{512, 1024}, std::pair{1024, 1024}})
+    b->Args({k, d});
+}
+void BM_gram_eig_gkl(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  const Matrix G = signal_gram(state);
+  int steps = 0;
+  for (auto _ : state) steps = rcsweep::linalg::top_singular_values(G, 1e-13, 400).steps;
+  state.counters["products"] = 2 * steps;
+}
+BENCHMARK(BM_gram_eig_gkl)->Apply(gram_orders)->Unit(benchmark::kMicrosecond);
+void BM_gram_eig_symmetric(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  const Matrix G = signal_gram(state);
+  int steps = 0;
+  for (auto _ : state) steps = rcsweep::linalg::top_eigenvalues(G, 1e-13, 400).steps;
+  state.counters["products"] = steps;
+}
+BENCHMARK(BM_gram_eig_symmetric)->Apply(gram_orders)->Unit(benchmark::kMicrosecond);
+void BM_gram_eig_tridiagonal(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  const Matrix G = signal_gram(state);
+  const std::size_t k = G.rows();
+  std::vector<double> d(k), e(k - 1);
+  for (auto _ : state) {
+    Matrix A = G;
+    rcsweep::linalg::householder_tridiagonal(A, d, e);
+    benchmark::DoNotOptimize(rcsweep::linalg::top_two_tridiagonal(d, e));
+  }
+}
+BENCHMARK(BM_gram_eig_tridiagonal)->Apply(gram_orders)->Unit(benchmark::kMicrosecond);
+
 // The metrics as the layer computes them (whatever route they choose).
 void BM_mixer_metrics(benchmark::State& state) {
   rcsweep::linalg::set_blas_threads(1);

@@ -160,4 +160,93 @@ TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) 
   return r;
 }
 
+TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
+  const std::size_t n = S.rows();
+  if (S.cols() != n) throw Error("top_eigenvalues: needs a square (symmetric) matrix");
+  TopSingular r;
+  if (n == 0) {
+    r.converged = true;
+    return r;
+  }
+  const std::size_t steps = std::min<std::size_t>(static_cast<std::size_t>(std::max(max_steps, 1)), n);
+  std::vector<double> V(n), h;  // the Lanczos basis, grown as steps are taken
+  V.reserve((steps + 1) * n);
+  std::vector<double> alpha, beta;  // T: diagonal alpha_0..alpha_j, off-diagonal beta_0..beta_(j-1)
+  std::vector<double> d, e, z;      // scratch of the small eigenproblem
+  const auto bn = static_cast<blasint>(n);
+  std::uint64_t salt = 1;
+  double dropped = 0.0;  // sum of the beta set to zero at breakdowns (a perturbation of S)
+  double scale = 0.0;    // largest |alpha| or beta so far (a lower bound of ||S||_2)
+  std::size_t next_check = 4;
+
+  fixed_random(salt++, {V.data(), n});
+  const double v0 = norm2({V.data(), n});
+  for (double& x : V) x /= v0;
+
+  for (std::size_t j = 0; j < steps; ++j) {
+    // w = S v_j - alpha_j v_j - beta_(j-1) v_(j-1), orthogonalised against v_0..v_j
+    V.resize((j + 2) * n);
+    const double* vj = V.data() + j * n;
+    std::span<double> w(V.data() + (j + 1) * n, n);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, bn, bn, 1.0, S.data(), bn, vj, 1, 0.0, w.data(), 1);
+    if (!std::isfinite(norm2(w))) throw Error("top_eigenvalues: the matrix has non-finite entries");
+    const double a = cblas_ddot(bn, vj, 1, w.data(), 1);
+    cblas_daxpy(bn, -a, vj, 1, w.data(), 1);
+    if (j > 0) cblas_daxpy(bn, -beta[j - 1], V.data() + (j - 1) * n, 1, w.data(), 1);
+    reorthogonalise(V, j + 1, w, h);
+    alpha.push_back(a);
+    scale = std::max(scale, std::abs(a));
+    double b = norm2(w);
+    bool exhausted = j + 1 == n;
+    if (!exhausted && (b <= 1e-3 * rel_tol * scale || b == 0.0)) {  // invariant subspace: restart
+      dropped += b;
+      b = 0.0;
+      exhausted = !fresh_vector(salt++, V, j + 1, w, h);
+    } else if (b > 0.0) {
+      for (double& x : w) x /= b;
+    }
+    beta.push_back(b);
+    scale = std::max(scale, b);
+
+    // The two largest eigenvalues of T (size j + 1, dsterf) and the last components of their
+    // eigenvectors (inverse iteration, dstein): O(j^2) per check, at steps 4, 8, 12, ... growing
+    // by ~1/5, as in top_singular_values.
+    const std::size_t nb = j + 1;
+    if (!exhausted && j + 1 < steps && nb != next_check) continue;
+    next_check = std::max(nb + 4, nb + nb / 5);
+    if (nb < 2 && n >= 2 && !exhausted) continue;
+    d.assign(alpha.begin(), alpha.end());
+    e.assign(beta.begin(), beta.begin() + static_cast<std::ptrdiff_t>(j));
+    if (nb > 1 && LAPACKE_dsterf(static_cast<lapack_int>(nb), d.data(), e.data()) != 0) continue;
+    const std::size_t m = nb >= 2 ? 2 : 1;
+    double w_top[2] = {nb >= 2 ? d[nb - 2] : d[0], d[nb - 1]};  // ascending, as dstein wants
+    lapack_int iblock[2] = {1, 1}, isplit[1] = {static_cast<lapack_int>(nb)}, ifail[2] = {0, 0};
+    z.assign(nb * m, 0.0);
+    e.assign(beta.begin(), beta.begin() + static_cast<std::ptrdiff_t>(j));
+    e.push_back(0.0);
+    if (LAPACKE_dstein(LAPACK_COL_MAJOR, static_cast<lapack_int>(nb), alpha.data(), e.data(),
+                       static_cast<lapack_int>(m), m == 2 ? w_top : w_top + 1, iblock, isplit, z.data(),
+                       static_cast<lapack_int>(nb), ifail) != 0)
+      continue;  // inverse iteration failed: no certificate at this step
+    // S V y_i - theta_i V y_i = beta_j (e_last . y_i) v_(j+1): the residual bound of Ritz pair i.
+    const double b_res = exhausted ? 0.0 : b;
+    r.s1 = w_top[1];
+    r.s2 = m == 2 ? w_top[0] : 0.0;
+    r.err1 = b_res * std::abs(z[(m - 1) * nb + nb - 1]) + dropped;
+    r.err2 = (m == 2 ? b_res * std::abs(z[nb - 1]) : 0.0) + dropped;
+    r.steps = static_cast<int>(nb);
+    const double floor = 16.0 * std::numeric_limits<double>::epsilon() * std::max(std::abs(r.s1), scale);
+    const auto done = [&](double err, double x) { return err <= rel_tol * std::abs(x) || err <= floor; };
+    if (exhausted || (nb >= 2 && done(r.err1, r.s1) && done(r.err2, r.s2))) {
+      r.converged = true;
+      break;
+    }
+  }
+  if (n < 2) {
+    r.s2 = 0.0;
+    r.err2 = 0.0;
+  }
+  return r;
+}
+
 }  // namespace rcsweep::linalg

@@ -1,11 +1,14 @@
-// linalg::top_singular_values (Golub–Kahan–Lanczos) against dgesdd and prescribed spectra.
+// linalg::top_singular_values (Golub–Kahan–Lanczos) and linalg::top_eigenvalues (symmetric
+// Lanczos) against dgesdd / dgeev and prescribed spectra.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
+#include "base/error.hpp"
 #include "linalg/lanczos.hpp"
 #include "linalg/linalg.hpp"
 
@@ -108,6 +111,83 @@ TEST(TopSingular, TinyShapesAndStepLimit) {
   const TopSingular r2 = top_singular_values(gaussian(300, 300, 9), 1e-13, 3);
   EXPECT_FALSE(r2.converged);
   EXPECT_EQ(r2.steps, 3);
+}
+
+// Q diag(l) Q^T with Haar Q (n x n): a symmetric matrix with exactly the eigenvalues l.
+Matrix symmetric_with_spectrum(const std::vector<double>& l, unsigned seed) {
+  const std::size_t n = l.size();
+  const Matrix q = thin_q(gaussian(n, n, seed));
+  Matrix ql(n, n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) ql(i, j) = q(i, j) * l[j];
+  Matrix s = matmul(ql, q, Op::none, Op::trans);
+  for (std::size_t i = 0; i < n; ++i)  // exactly symmetric, as a Gram matrix from dsyrk is
+    for (std::size_t j = i + 1; j < n; ++j) s(j, i) = s(i, j);
+  return s;
+}
+
+Matrix gram(const Matrix& a) {
+  Matrix g = matmul(a, a, Op::none, Op::trans);
+  for (std::size_t i = 0; i < g.rows(); ++i)
+    for (std::size_t j = i + 1; j < g.rows(); ++j) g(j, i) = g(i, j);
+  return g;
+}
+
+// The certificate and the accuracy of top_eigenvalues against dgeev's eigenvalues of S.
+void expect_top_eigenvalues(const Matrix& S, double rel_tol, double expect_rel_err) {
+  std::vector<double> ref;
+  for (const auto& z : eigenvalues(S)) ref.push_back(z.real());
+  std::sort(ref.begin(), ref.end(), std::greater<>());
+  const TopSingular r = top_eigenvalues(S, rel_tol, 400);
+  ASSERT_TRUE(r.converged) << S.rows() << " after " << r.steps << " steps";
+  double norm = 0.0;
+  for (double x : ref) norm = std::max(norm, std::abs(x));
+  const double slack = 64.0 * 2.2e-16 * norm;  // dgeev's own error
+  EXPECT_LE(std::abs(r.s1 - ref[0]), r.err1 + slack);
+  EXPECT_LE(std::abs(r.s2 - ref[1]), r.err2 + slack);
+  EXPECT_LE(r.err1, std::max(rel_tol * std::abs(r.s1), 16 * 2.2205e-16 * norm));
+  EXPECT_LE(r.err2, std::max(rel_tol * std::abs(r.s2), 16 * 2.2205e-16 * norm));
+  EXPECT_NEAR(r.s1, ref[0], expect_rel_err * std::abs(ref[0]) + slack);
+  EXPECT_NEAR(r.s2, ref[1], expect_rel_err * std::abs(ref[1]) + slack);
+  EXPECT_LE(r.s1, ref[0] + slack);  // Ritz values interlace: never above the eigenvalue
+  EXPECT_LE(r.s2, ref[1] + slack);
+}
+
+TEST(TopEigenvalues, GramMatricesOfGaussianSignals) {
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{2, 2}, {3, 7}, {20, 20}, {40, 200}, {150, 750}, {300, 300}})
+    expect_top_eigenvalues(gram(gaussian(m, n, static_cast<unsigned>(7 * m + n))), 1e-13, 1e-13);
+}
+
+TEST(TopEigenvalues, PrescribedSpectraClustersRepeatsAndNegatives) {
+  const std::size_t n = 80;
+  std::vector<double> l(n);
+  for (std::size_t i = 0; i < n; ++i) l[i] = 1.0 / static_cast<double>(i + 1);
+  expect_top_eigenvalues(symmetric_with_spectrum(l, 11), 1e-13, 1e-13);
+  l[2] = l[1] - 1e-7;  // a cluster below lambda_2
+  expect_top_eigenvalues(symmetric_with_spectrum(l, 12), 1e-13, 1e-13);
+  l[1] = l[0];  // a repeated top pair
+  expect_top_eigenvalues(symmetric_with_spectrum(l, 13), 1e-13, 1e-13);
+  for (std::size_t i = 0; i < n; i += 2) l[i] = -2.0 * l[i];  // indefinite: the largest, not |.|
+  expect_top_eigenvalues(symmetric_with_spectrum(l, 14), 1e-13, 1e-13);
+  // exactly rank two (a collapsed signal's Gram matrix): lambda_3.. = 0
+  std::vector<double> two(n, 0.0);
+  two[0] = 5.0;
+  two[1] = 1e-2;
+  expect_top_eigenvalues(symmetric_with_spectrum(two, 15), 1e-13, 1e-13);
+}
+
+TEST(TopEigenvalues, IdentityTinyShapesAndStepLimit) {
+  const TopSingular id = top_eigenvalues(Matrix::identity(50), 1e-13, 400);
+  ASSERT_TRUE(id.converged);
+  EXPECT_NEAR(id.s1, 1.0, 1e-14);
+  EXPECT_NEAR(id.s2, 1.0, 1e-14);
+  const TopSingular one = top_eigenvalues(Matrix(1, 1, 3.0), 1e-13, 10);
+  ASSERT_TRUE(one.converged);
+  EXPECT_EQ(one.s1, 3.0);
+  EXPECT_EQ(one.s2, 0.0);
+  const TopSingular r = top_eigenvalues(gram(gaussian(300, 300, 9)), 1e-13, 3);
+  EXPECT_FALSE(r.converged);
+  EXPECT_THROW(top_eigenvalues(Matrix(3, 2), 1e-13, 10), Error);
 }
 
 // gram_top switches to Lanczos on the Gram matrix from gram_lanczos_min_order on: the same two

@@ -426,7 +426,9 @@ TEST(MetricsMixer, LargeMixersByLanczosMatchTheSvd) {
           expect_rel(mm.m_s1, sv[0], 1e-12, "m_s1");
           // s_2 of a nearly rank-one matrix is known to ~eps s_1 only (for the SVD too)
           EXPECT_NEAR(mm.m_s2, sv[1], 1e-12 * sv[1] + 1e-14 * sv[0]);
-          if (!perp && p == 0) EXPECT_GE(mm.m_s1, 1.0 - 1e-14);
+          if (!perp && p == 0) {
+            EXPECT_GE(mm.m_s1, 1.0 - 1e-14);
+          }
         }
   const MixerMetrics id = mixer_metrics(Matrix::identity(200));
   EXPECT_NEAR(id.m_s1, 1.0, 1e-14);
