@@ -78,7 +78,7 @@ rcsweep::Matrix signal_gram(const benchmark::State& state) {
   return G;
 }
 void gram_orders(benchmark::internal::Benchmark* b) {
-  for (auto [k, d] : {std::pair{150, 750}, std::pair{256, 512}, std::pair{300, 600}, std::pair{384, 768}, std::pair{512, 512},
+  for (auto [k, d] : {std::pair{150, 750}, std::pair{200, 400}, std::pair{256, 512}, std::pair{300, 600}, std::pair{384, 768}, std::pair{512, 512},
                       std::pair{512, 1024}, std::pair{1024, 1024}})
     b->Args({k, d});
 }

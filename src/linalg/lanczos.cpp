@@ -188,7 +188,7 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     V.resize((j + 2) * n);
     const double* vj = V.data() + j * n;
     std::span<double> w(V.data() + (j + 1) * n, n);
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, bn, bn, 1.0, S.data(), bn, vj, 1, 0.0, w.data(), 1);
+    cblas_dsymv(CblasRowMajor, CblasUpper, bn, 1.0, S.data(), bn, vj, 1, 0.0, w.data(), 1);
     if (!std::isfinite(norm2(w))) throw Error("top_eigenvalues: the matrix has non-finite entries");
     const double a = cblas_ddot(bn, vj, 1, w.data(), 1);
     cblas_daxpy(bn, -a, vj, 1, w.data(), 1);

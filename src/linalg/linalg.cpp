@@ -320,8 +320,6 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
   // tridiagonalisation from k = gram_lanczos_min_order on (measured, bench/bench_metrics.cpp).
   // When it does not converge quickly, the tridiagonalisation decides.
   if (k >= gram_lanczos_min_order) {
-    for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = i + 1; j < k; ++j) G(j, i) = G(i, j);
     const TopSingular top = top_eigenvalues(G, 1e-13, 200);
     if (top.converged) {
       r.lambda1 = top.s1;

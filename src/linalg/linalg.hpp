@@ -66,8 +66,8 @@ GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0
 /// From this order k on, gram_top finds the two eigenvalues by symmetric Lanczos (top_eigenvalues,
 /// to 1e-13 relative) instead of the tridiagonalisation, which decides when Lanczos does not
 /// converge in 200 steps. Measured crossover for Gaussian signals (bench_metrics BM_gram_eig_*):
-/// 1.64 ms against 1.51 at k = 256, 1.96 against 2.34 at k = 300.
-inline constexpr std::size_t gram_lanczos_min_order = 288;
+/// Lanczos 807 us against 749 at k = 200, 1.35 ms against 1.54 at k = 256.
+inline constexpr std::size_t gram_lanczos_min_order = 224;
 
 /// Householder reduction of the symmetric A (n x n; only its upper triangle is read, and it is
 /// overwritten) to the tridiagonal Q^T A Q with diagonal d (n) and off-diagonal e (n - 1): what
