@@ -172,7 +172,7 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
   std::vector<double> V(n), h;  // the Lanczos basis, grown as steps are taken
   V.reserve((steps + 1) * n);
   std::vector<double> alpha, beta;  // T: diagonal alpha_0..alpha_j, off-diagonal beta_0..beta_(j-1)
-  std::vector<double> d, e, z;      // scratch of the small eigenproblem
+  std::vector<double> d, e, z, wv;  // scratch of the small eigenproblem
   const auto bn = static_cast<blasint>(n);
   std::uint64_t salt = 1;
   double dropped = 0.0;  // sum of the beta set to zero at breakdowns (a perturbation of S)
@@ -208,30 +208,32 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     beta.push_back(b);
     scale = std::max(scale, b);
 
-    // The two largest eigenvalues of T (size j + 1, dsterf) and the last components of their
-    // eigenvectors (inverse iteration, dstein): O(j^2) per check, at steps 4, 8, 12, ... growing
-    // by ~1/5, as in top_singular_values.
+    // The two largest eigenvalues of T (size j + 1) and their eigenvectors' last components, by
+    // dstemr (MRRR: O(j) per selected pair after the eigenvalues). With dsterf + dstein instead,
+    // the checks stopped certifying on Markov layer outputs (lambda_1 / lambda_2 ~ 45) and Lanczos
+    // ran to its step limit (bench_layers: Markov 512 x 512 signal metrics 29 ms instead of 5).
+    // At steps 4, 8, 12, ... growing by ~1/5, as in top_singular_values.
     const std::size_t nb = j + 1;
     if (!exhausted && j + 1 < steps && nb != next_check) continue;
     next_check = std::max(nb + 4, nb + nb / 5);
     if (nb < 2 && n >= 2 && !exhausted) continue;
+    const std::size_t m = nb >= 2 ? 2 : 1;
     d.assign(alpha.begin(), alpha.end());
     e.assign(beta.begin(), beta.begin() + static_cast<std::ptrdiff_t>(j));
-    if (nb > 1 && LAPACKE_dsterf(static_cast<lapack_int>(nb), d.data(), e.data()) != 0) continue;
-    const std::size_t m = nb >= 2 ? 2 : 1;
-    double w_top[2] = {nb >= 2 ? d[nb - 2] : d[0], d[nb - 1]};  // ascending, as dstein wants
-    lapack_int iblock[2] = {1, 1}, isplit[1] = {static_cast<lapack_int>(nb)}, ifail[2] = {0, 0};
-    z.assign(nb * m, 0.0);
-    e.assign(beta.begin(), beta.begin() + static_cast<std::ptrdiff_t>(j));
     e.push_back(0.0);
-    if (LAPACKE_dstein(LAPACK_COL_MAJOR, static_cast<lapack_int>(nb), alpha.data(), e.data(),
-                       static_cast<lapack_int>(m), m == 2 ? w_top : w_top + 1, iblock, isplit, z.data(),
-                       static_cast<lapack_int>(nb), ifail) != 0)
-      continue;  // inverse iteration failed: no certificate at this step
+    z.assign(nb * m, 0.0);
+    wv.assign(nb, 0.0);  // dstemr needs all n entries (workspace); the m selected come first, ascending
+    lapack_int found = 0, isuppz[4] = {0, 0, 0, 0};
+    lapack_logical tryrac = 1;
+    const auto ln = static_cast<lapack_int>(nb);
+    if (LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', ln, d.data(), e.data(), 0.0, 0.0, ln - static_cast<lapack_int>(m) + 1,
+                       ln, &found, wv.data(), z.data(), ln, static_cast<lapack_int>(m), isuppz, &tryrac) != 0 ||
+        found != static_cast<lapack_int>(m))
+      continue;  // no certificate at this step
     // S V y_i - theta_i V y_i = beta_j (e_last . y_i) v_(j+1): the residual bound of Ritz pair i.
     const double b_res = exhausted ? 0.0 : b;
-    r.s1 = w_top[1];
-    r.s2 = m == 2 ? w_top[0] : 0.0;
+    r.s1 = wv[m - 1];
+    r.s2 = m == 2 ? wv[0] : 0.0;
     r.err1 = b_res * std::abs(z[(m - 1) * nb + nb - 1]) + dropped;
     r.err2 = (m == 2 ? b_res * std::abs(z[nb - 1]) : 0.0) + dropped;
     r.steps = static_cast<int>(nb);

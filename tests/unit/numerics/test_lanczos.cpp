@@ -180,6 +180,23 @@ TEST(TopEigenvalues, PrescribedSpectraClustersRepeatsAndNegatives) {
   expect_top_eigenvalues(symmetric_with_spectrum(two, 15), 1e-13, 1e-13);
 }
 
+// A dominant eigenvalue far above a dense bulk with a soft edge (like the Gram matrix of a Markov
+// layer's output, lambda_1 / lambda_2 ~ 45): certified within the step budget gram_top gives it.
+TEST(TopEigenvalues, DominantEigenvalueAboveADenseBulk) {
+  const std::size_t n = 400;
+  std::vector<double> l(n);
+  l[0] = 45.0;
+  for (std::size_t i = 1; i < n; ++i) {
+    const double x = static_cast<double>(i) / static_cast<double>(n);
+    l[i] = (1.0 - x) * (1.0 - x);  // a bulk with a soft edge at 1
+  }
+  Matrix S = symmetric_with_spectrum(l, 16);
+  const TopSingular r = top_eigenvalues(S, 1e-13, 200);
+  ASSERT_TRUE(r.converged) << r.steps;
+  EXPECT_LE(r.steps, 150);
+  expect_top_eigenvalues(S, 1e-13, 1e-13);
+}
+
 TEST(TopEigenvalues, IdentityTinyShapesAndStepLimit) {
   const TopSingular id = top_eigenvalues(Matrix::identity(50), 1e-13, 400);
   ASSERT_TRUE(id.converged);
