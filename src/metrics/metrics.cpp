@@ -346,7 +346,7 @@ MixerMetrics mixer_metrics(const Matrix& M) {
     fro = robust_norm(v);
   }
   // s_1 and s_2 only: from T = mixer_lanczos_min_order on, Golub–Kahan–Lanczos on M (O(T^2) per
-  // step, certified to 1e-13 relative) beats the Gram route's dsyrk + dsyevx (O(T^3)); measured in
+  // step, certified to 1e-13 relative) beats the Gram route's dsyrk + eigensolve (O(T^3)); measured in
   // bench/bench_metrics.cpp. Without convergence in a few dozen steps the dense route decides.
   if (M.rows() >= mixer_lanczos_min_order && M.cols() >= mixer_lanczos_min_order) {
     // From T = 2048 the dense route costs minutes per layer: let Lanczos take as long as it needs.
