@@ -53,6 +53,23 @@ bool fresh_vector(std::uint64_t salt, const std::vector<double>& basis, std::siz
   return true;
 }
 
+// The next basis vector from x, already orthogonalised against the first `rows` rows of the basis:
+// x / ||x|| with the coefficient ||x||; or, when ||x|| <= negligible (the basis spans an invariant
+// subspace), the coefficient 0 (||x|| is added to `dropped`, a perturbation of the matrix) and a
+// fresh unit vector orthogonal to the basis, unless none is left: then `exhausted` is set.
+double next_vector(const std::vector<double>& basis, std::size_t rows, std::span<double> x, std::vector<double>& h,
+                   double negligible, std::uint64_t& salt, double& dropped, bool& exhausted) {
+  const double b = norm2(x);
+  if (!exhausted && (b <= negligible || b == 0.0)) {
+    dropped += b;
+    exhausted = !fresh_vector(salt++, basis, rows, x, h);
+    return 0.0;
+  }
+  if (b > 0.0)
+    for (double& v : x) v /= b;
+  return b;
+}
+
 }  // namespace
 
 TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) {
@@ -111,15 +128,8 @@ TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) 
     cblas_dgemv(CblasRowMajor, op_t, rows, cols, 1.0, A.data(), lda, u.data(), 1, 0.0, v.data(), 1);
     cblas_daxpy(bn, -a, vj, 1, v.data(), 1);
     reorthogonalise(V, j + 1, v, h);
-    double b = norm2(v);
     bool exhausted = j + 1 == k;
-    if (!exhausted && (b <= 1e-3 * rel_tol * scale || b == 0.0)) {  // invariant subspace: restart v
-      dropped += b;
-      b = 0.0;
-      exhausted = !fresh_vector(salt++, V, j + 1, v, h);
-    } else if (b > 0.0) {
-      for (double& x : v) x /= b;
-    }
+    const double b = next_vector(V, j + 1, v, h, 1e-3 * rel_tol * scale, salt, dropped, exhausted);
     beta.push_back(b);
     scale = std::max(scale, b);
 
@@ -196,15 +206,8 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     reorthogonalise(V, j + 1, w, h);
     alpha.push_back(a);
     scale = std::max(scale, std::abs(a));
-    double b = norm2(w);
     bool exhausted = j + 1 == n;
-    if (!exhausted && (b <= 1e-3 * rel_tol * scale || b == 0.0)) {  // invariant subspace: restart
-      dropped += b;
-      b = 0.0;
-      exhausted = !fresh_vector(salt++, V, j + 1, w, h);
-    } else if (b > 0.0) {
-      for (double& x : w) x /= b;
-    }
+    const double b = next_vector(V, j + 1, w, h, 1e-3 * rel_tol * scale, salt, dropped, exhausted);
     beta.push_back(b);
     scale = std::max(scale, b);
 
@@ -228,8 +231,10 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     const auto ln = static_cast<lapack_int>(nb);
     if (LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', ln, d.data(), e.data(), 0.0, 0.0, ln - static_cast<lapack_int>(m) + 1,
                        ln, &found, wv.data(), z.data(), ln, static_cast<lapack_int>(m), isuppz, &tryrac) != 0 ||
-        found != static_cast<lapack_int>(m))
-      continue;  // no certificate at this step
+        found != static_cast<lapack_int>(m)) {
+      if (exhausted) break;  // no next vector to go on with: not converged, the caller decides
+      continue;              // no certificate at this step
+    }
     // S V y_i - theta_i V y_i = beta_j (e_last . y_i) v_(j+1): the residual bound of Ritz pair i.
     const double b_res = exhausted ? 0.0 : b;
     r.s1 = wv[m - 1];
