@@ -73,12 +73,25 @@ double next_vector(const std::vector<double>& basis, std::size_t rows, std::span
 }  // namespace
 
 TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) {
+  const auto rows = static_cast<blasint>(A.rows()), cols = static_cast<blasint>(A.cols());
+  const auto lda = static_cast<blasint>(A.cols());
+  LinearOperator op{A.rows(), A.cols(),
+                    [&](const double* x, double* y) {
+                      cblas_dgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0, A.data(), lda, x, 1, 0.0, y, 1);
+                    },
+                    [&](const double* x, double* y) {
+                      cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, A.data(), lda, x, 1, 0.0, y, 1);
+                    }};
+  return top_singular_values(op, rel_tol, max_steps);
+}
+
+TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max_steps) {
   // Work with the tall orientation op(A) (m >= n rows): after k = n steps the right basis spans
   // R^n, so the recurrence ends with an exact zero beta and nothing is left out of B.
-  const bool wide = A.rows() < A.cols();
-  const std::size_t m = std::max(A.rows(), A.cols()), n = std::min(A.rows(), A.cols()), k = n;
-  const CBLAS_TRANSPOSE op = wide ? CblasTrans : CblasNoTrans, op_t = wide ? CblasNoTrans : CblasTrans;
-  const auto lda = static_cast<blasint>(A.cols());
+  const bool wide = A.rows < A.cols;
+  const std::size_t m = std::max(A.rows, A.cols), n = std::min(A.rows, A.cols), k = n;
+  const auto& apply = wide ? A.apply_t : A.apply;      // R^n -> R^m
+  const auto& apply_t = wide ? A.apply : A.apply_t;    // R^m -> R^n
   TopSingular r;
   if (k == 0) {
     r.converged = true;
@@ -92,7 +105,6 @@ TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) 
   std::vector<double> alpha, beta;  // B: diagonal alpha_0..alpha_j, superdiagonal beta_0..beta_(j-1)
   std::vector<double> d, e, last;   // scratch of the small SVD
   const auto bm = static_cast<blasint>(m), bn = static_cast<blasint>(n);
-  const auto rows = static_cast<blasint>(A.rows()), cols = static_cast<blasint>(A.cols());
   std::uint64_t salt = 1;
   double dropped = 0.0;  // sum of the alpha / beta set to zero at breakdowns (a perturbation of A)
   double scale = 0.0;    // largest alpha or beta so far (a lower bound of ||A||_2)
@@ -108,7 +120,7 @@ TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) 
     V.resize((j + 2) * n);
     std::span<double> u(U.data() + j * m, m);
     const double* vj = V.data() + j * n;
-    cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, A.data(), lda, vj, 1, 0.0, u.data(), 1);
+    apply(vj, u.data());
     if (j > 0) cblas_daxpy(bm, -beta[j - 1], U.data() + (j - 1) * m, 1, u.data(), 1);
     reorthogonalise(U, j, u, h);
     double a = norm2(u);
@@ -125,7 +137,7 @@ TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) 
 
     // v_(j+1) = A^T u_j - alpha_j v_j, orthogonalised against v_0..v_j
     std::span<double> v(V.data() + (j + 1) * n, n);
-    cblas_dgemv(CblasRowMajor, op_t, rows, cols, 1.0, A.data(), lda, u.data(), 1, 0.0, v.data(), 1);
+    apply_t(u.data(), v.data());
     cblas_daxpy(bn, -a, vj, 1, v.data(), 1);
     reorthogonalise(V, j + 1, v, h);
     bool exhausted = j + 1 == k;

@@ -2,6 +2,7 @@
 // bidiagonalisation with full reorthogonalisation, stopped by a certified residual bound.
 #pragma once
 #include <cstddef>
+#include <functional>
 
 #include "base/matrix.hpp"
 
@@ -27,6 +28,17 @@ struct TopSingular {
 /// recurrence with a new vector orthogonal to the basis, so repeated singular values are found.
 /// A must be finite. min(m, n) < 2 gives s2 = 0.
 TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps);
+
+/// A rows x cols matrix given by its products: apply(x, y) sets y (rows) = A x (x: cols entries),
+/// apply_t(u, z) sets z (cols) = A^T u. For matrices with structure (the SSD mixer is
+/// semiseparable: its products cost O(T N) instead of O(T^2)).
+struct LinearOperator {
+  std::size_t rows = 0, cols = 0;
+  std::function<void(const double*, double*)> apply, apply_t;
+};
+/// top_singular_values of the operator A (the same recurrence and certificate; the products
+/// must be backward stable, as dgemv's are, for the bounds to hold up to rounding).
+TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max_steps);
 
 /// The two largest eigenvalues (s1 = lambda_1 >= s2 = lambda_2) of the symmetric S (n x n; only
 /// its upper triangle is read) by symmetric Lanczos with full reorthogonalisation, from the same

@@ -315,7 +315,7 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
   return r;
 }
 
-MixerMetrics mixer_metrics(const Matrix& M) {
+MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* products) {
   MixerMetrics r;
   if (M.empty()) return r;
   // One pass for max |m| and the plain sum of squares: with max |m| in [2^-400, 2^400] the
@@ -351,7 +351,8 @@ MixerMetrics mixer_metrics(const Matrix& M) {
   if (M.rows() >= mixer_lanczos_min_order && M.cols() >= mixer_lanczos_min_order) {
     // From T = 2048 the dense route costs minutes per layer: let Lanczos take as long as it needs.
     const int max_steps = M.rows() >= 2048 ? 1000 : 200;
-    const linalg::TopSingular top = linalg::top_singular_values(M, 1e-13, max_steps);
+    const linalg::TopSingular top = products ? linalg::top_singular_values(*products, 1e-13, max_steps)
+                                             : linalg::top_singular_values(M, 1e-13, max_steps);
     if (top.converged) {
       r.m_s1 = top.s1;
       r.m_s2 = top.s2;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/matrix.hpp"
+#include "linalg/lanczos.hpp"
 
 namespace rcsweep::metrics {
 
@@ -46,7 +47,9 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
 
 /// Compute MixerMetrics of M. s_1, s_2 to 1e-12 relative: by Lanczos (linalg::top_singular_values)
 /// for T >= mixer_lanczos_min_order, else (or when Lanczos does not converge) by spectral_summary.
-MixerMetrics mixer_metrics(const Matrix& M);
+/// `products`, when given, is the same M as an operator with cheaper products (the SSD mixer's
+/// scans, models::ssd_operator), which the Lanczos route then uses instead of M's entries.
+MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* products = nullptr);
 inline constexpr std::size_t mixer_lanczos_min_order = 256;
 
 /// ||A||_{1,inf} = sqrt(||A||_1 ||A||_inf): max column abs sum times max row abs sum, square-rooted.

@@ -192,6 +192,35 @@ void apply_decay_mask(double alpha, double gain, Matrix& M) {
     for (std::size_t i = 0; i < T; ++i) M(j, i) = i <= j ? M(j, i) * power[j - i] : 0.0;
 }
 
+linalg::LinearOperator ssd_operator(const SsdFactors& f, double alpha, bool perp) {
+  const std::size_t T = f.B.rows(), N = f.B.cols();
+  if (f.C.rows() != T || f.C.cols() != N) throw Error("ssd_operator: B and C must have the same shape");
+  // y_j = sum_n c_jn s_n after s_n <- alpha s_n + b_jn x_j, rows in the order `forward` gives;
+  // then minus sum(x) / T with perp.
+  const auto scan = [&f, alpha, perp, T, N](const Matrix& in, const Matrix& out, bool forward, const double* x, double* y) {
+    std::vector<double> state(N, 0.0);
+    for (std::size_t step = 0; step < T; ++step) {
+      const std::size_t j = forward ? step : T - 1 - step;
+      const double* b = in.row(j).data();
+      const double* c = out.row(j).data();
+      double acc = 0.0;
+      for (std::size_t n = 0; n < N; ++n) {
+        state[n] = alpha * state[n] + b[n] * x[j];
+        acc += c[n] * state[n];
+      }
+      y[j] = acc;
+    }
+    if (perp) {
+      double sum = 0.0;
+      for (std::size_t i = 0; i < T; ++i) sum += x[i];
+      const double mean = sum / static_cast<double>(T);
+      for (std::size_t i = 0; i < T; ++i) y[i] -= mean;
+    }
+  };
+  return {T, T, [&f, scan](const double* x, double* y) { scan(f.B, f.C, true, x, y); },
+          [&f, scan](const double* u, double* z) { scan(f.C, f.B, false, u, z); }};
+}
+
 // Variance N^-1/2, so (C B^T)_ij has unit variance for unit-norm tokens (MODELS.md 'Mixers').
 Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::size_t cols, int N, RandomSource& random) {
   Matrix W = random.normal(layer, tensor, head, rows, cols);
@@ -201,7 +230,7 @@ Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::siz
 }
 
 Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
-                    const ProductCache& products) {
+                    const ProductCache& products, SsdFactors* factors) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   switch (model.mixer) {
     case Mixer::softmax:  // Mind the Gap eq. (1)
@@ -228,9 +257,10 @@ Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix&
         linalg::gemm(1.0, X, Op::none, X, Op::trans, 0.0, M);
       } else {
         const auto N = static_cast<std::size_t>(model.state_dim);
-        const Matrix B = linalg::matmul(X, ssm_weight(layer, Tensor::ssm_b, head, d, N, model.state_dim, random));
-        const Matrix C = linalg::matmul(X, ssm_weight(layer, Tensor::ssm_c, head, d, N, model.state_dim, random));
+        Matrix B = linalg::matmul(X, ssm_weight(layer, Tensor::ssm_b, head, d, N, model.state_dim, random));
+        Matrix C = linalg::matmul(X, ssm_weight(layer, Tensor::ssm_c, head, d, N, model.state_dim, random));
         linalg::gemm(1.0, C, Op::none, B, Op::trans, 0.0, M);
+        if (factors) *factors = {std::move(B), std::move(C)};
       }
       apply_decay_mask(model.alpha, 1.0, M);
       return M;
@@ -375,10 +405,21 @@ double frobenius(const Matrix& A) {
 // Only head 0's metrics are reported (MODELS.md); every head's norm enters C_M.
 MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
                           const ProductCache& products) {
-  MixedHead h{mixer_matrix(model, layer, head, X, random, products), {}, 0.0};
+  // The SSD mixer's metrics take its products from the scans (ssd_operator) where they use
+  // Lanczos: O(T N) per product instead of O(T^2).
+  const bool scans = head == 0 && model.mixer == Mixer::ssd && model.bc_init == config::BcInit::gaussian &&
+                     model.gap_fix != config::GapFix::outliers &&
+                     static_cast<std::size_t>(model.T) >= metrics::mixer_lanczos_min_order;
+  SsdFactors factors;
+  MixedHead h{mixer_matrix(model, layer, head, X, random, products, scans ? &factors : nullptr), {}, 0.0};
   apply_gap_fix(model.gap_fix, h.M, model.outliers_r);
   if (head == 0) {
-    h.metrics = metrics::mixer_metrics(h.M);
+    if (scans) {
+      const linalg::LinearOperator op = ssd_operator(factors, model.alpha, model.gap_fix == config::GapFix::perp);
+      h.metrics = metrics::mixer_metrics(h.M, &op);
+    } else {
+      h.metrics = metrics::mixer_metrics(h.M);
+    }
     h.fro = h.metrics.m_fro;
   } else {
     h.fro = frobenius(h.M);

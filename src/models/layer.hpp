@@ -6,6 +6,7 @@
 
 #include "base/matrix.hpp"
 #include "config/params.hpp"
+#include "linalg/lanczos.hpp"
 #include "metrics/metrics.hpp"
 #include "models/random_source.hpp"
 
@@ -25,9 +26,22 @@ struct ProductCache {
   bool shared_x = false;
 };
 
+/// The factors of the SSD mixer M = L(alpha) ⊙ (C B^T): B = X W_B, C = X W_C (T x N).
+struct SsdFactors {
+  Matrix B, C;
+};
+
 /// The T x T mixer matrix of head `head` at layer `layer` (1-based) for signal X, before gap_fix.
+/// For ssd with Gaussian B, C, `factors` (when given) receives B and C.
 Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
-                    const ProductCache& products = {});
+                    const ProductCache& products = {}, SsdFactors* factors = nullptr);
+
+/// The SSD mixer M = L(alpha) ⊙ (C B^T), minus (1/T) 1 1^T with `perp`, as an operator whose
+/// products are scans (lambda-skip §4.2.1, the recurrent form of the selective SSM):
+/// (M v)_j = sum_n C_jn s_jn with s_jn = alpha s_(j-1)n + B_jn v_j, and (M^T u)_i = sum_n B_in r_in
+/// with r_in = alpha r_(i+1)n + C_in u_i: O(T N) per product instead of O(T^2). `f` must outlive
+/// the operator.
+linalg::LinearOperator ssd_operator(const SsdFactors& f, double alpha, bool perp);
 
 /// Row-wise softmax in place, max-subtracted (rows sum to 1).
 void softmax_rows(Matrix& S);

@@ -4,9 +4,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "base/error.hpp"
+#include "linalg/lanczos.hpp"
 #include "linalg/linalg.hpp"
+#include "metrics/metrics.hpp"
 #include "model_fixtures.hpp"
 #include "models/layer.hpp"
 #include "models/task_runner.hpp"
@@ -67,6 +70,62 @@ TEST(Components, SelectiveSsmIsDecayMaskTimesCBt) {
   const Matrix XXt = test::naive_matmul(X, test::naive_transpose(X));
   for (int j = 0; j < 5; ++j)
     for (int i = 0; i <= j; ++i) EXPECT_NEAR(Mi(j, i), std::pow(0.7, j - i) * XXt(j, i), 1e-14);
+}
+
+// The SSD mixer as scans (ssd_operator) multiplies like its dense matrix after the gap fix, for
+// decays below, at and above 1; and the mixer metrics through the scans (Lanczos from T = 256)
+// agree with the dense route and with dgesdd to 1e-12.
+TEST(Components, SsdScansAreTheMixerAndGiveItsMetrics) {
+  for (double alpha : {0.7, 1.0, 1.01})
+    for (bool perp : {false, true}) {
+      auto m = test::small_model(config::Mixer::ssd, 37, 40);
+      m.state_dim = 5;
+      m.alpha = alpha;
+      RandomSource random(13, 0, m.T, m.d);
+      const Matrix X = models::make_input(m, random);
+      models::SsdFactors f;
+      Matrix M = models::mixer_matrix(m, 1, 0, X, random, {}, &f);
+      ASSERT_EQ(f.B.rows(), 37u);
+      ASSERT_EQ(f.C.cols(), 5u);
+      if (perp) models::apply_gap_fix(config::GapFix::perp, M, 0);
+      const linalg::LinearOperator op = models::ssd_operator(f, alpha, perp);
+      std::vector<double> x(37), y(37), z(37);
+      for (std::size_t i = 0; i < 37; ++i) x[i] = std::sin(1.0 + static_cast<double>(i));
+      op.apply(x.data(), y.data());
+      op.apply_t(x.data(), z.data());
+      for (std::size_t j = 0; j < 37; ++j) {
+        double mx = 0.0, mtx = 0.0, scale = 0.0;
+        for (std::size_t i = 0; i < 37; ++i) {
+          mx += M(j, i) * x[i];
+          mtx += M(i, j) * x[i];
+          scale += std::abs(M(j, i)) + std::abs(M(i, j));
+        }
+        EXPECT_NEAR(y[j], mx, 1e-14 * scale) << alpha << " " << perp << " row " << j;
+        EXPECT_NEAR(z[j], mtx, 1e-14 * scale) << alpha << " " << perp << " column " << j;
+      }
+    }
+  for (bool perp : {false, true}) {
+    auto m = test::small_model(config::Mixer::ssd, 300, 320);
+    m.state_dim = 16;
+    m.alpha = 0.99;
+    RandomSource random(14, 0, m.T, m.d);
+    const Matrix X = models::make_input(m, random);
+    models::SsdFactors f;
+    Matrix M = models::mixer_matrix(m, 1, 0, X, random, {}, &f);
+    if (perp) models::apply_gap_fix(config::GapFix::perp, M, 0);
+    const linalg::LinearOperator op = models::ssd_operator(f, m.alpha, perp);
+    const metrics::MixerMetrics scans = metrics::mixer_metrics(M, &op), dense = metrics::mixer_metrics(M);
+    const std::vector<double> sv = linalg::singular_values(M);
+    const linalg::TopSingular top = linalg::top_singular_values(op, 1e-13, 200);  // the route taken
+    ASSERT_TRUE(top.converged);
+    EXPECT_NEAR(top.s1, sv[0], 1e-12 * sv[0]);
+    EXPECT_NEAR(top.s2, sv[1], 1e-12 * sv[1]);
+    EXPECT_NEAR(scans.m_s1, sv[0], 1e-12 * sv[0]);
+    EXPECT_NEAR(scans.m_s2, sv[1], 1e-12 * sv[1]);
+    EXPECT_NEAR(scans.m_s1, dense.m_s1, 1e-12 * sv[0]);
+    EXPECT_NEAR(scans.m_s2, dense.m_s2, 1e-12 * sv[1]);
+    EXPECT_EQ(scans.m_fro, dense.m_fro);
+  }
 }
 
 TEST(Components, LtiSsmIsGainTimesDecayMask) {
