@@ -1,5 +1,7 @@
 #include "base/exp.hpp"
 
+#include "base/sum.hpp"
+
 namespace rcsweep {
 
 // This file is compiled with -fno-trapping-math (src/base/CMakeLists.txt), which lets the
@@ -10,12 +12,7 @@ namespace rcsweep {
 __attribute__((target_clones("avx2", "default"))) double exp_affine_sum(double* x, std::size_t n, double a,
                                                                          double b) {
   for (std::size_t i = 0; i < n; ++i) x[i] = exp_vectorisable(a * x[i] - b);
-  double s[4] = {0.0, 0.0, 0.0, 0.0};
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (std::size_t l = 0; l < 4; ++l) s[l] += x[i + l];
-  for (; i < n; ++i) s[0] += x[i];
-  return (s[0] + s[1]) + (s[2] + s[3]);
+  return sum4({x, n});
 }
 
 }  // namespace rcsweep

@@ -70,18 +70,35 @@ double next_vector(const std::vector<double>& basis, std::size_t rows, std::span
   return b;
 }
 
+// Whether the convergence test runs once the basis has nb vectors: at 4, 8, 12, ... growing by
+// ~1/5 (the small SVD or eigenproblem of the test is most of the cost at small sizes), at the last
+// step and when the basis is exhausted.
+bool check_due(std::size_t nb, std::size_t steps, bool exhausted, std::size_t& next_check) {
+  if (!exhausted && nb < steps && nb != next_check) return false;
+  next_check = std::max(nb + 4, nb + nb / 5);
+  return true;
+}
+
+// Both Ritz values certified: err_i <= rel_tol |value_i|, or below what any backward-stable method
+// resolves, 16 eps `norm` (the floor of dgesdd too: a collapsed matrix's s_2 is known to that
+// absolute accuracy only).
+bool certified(const TopSingular& r, double rel_tol, double norm) {
+  const double floor = 16.0 * std::numeric_limits<double>::epsilon() * norm;
+  const auto done = [&](double err, double x) { return err <= rel_tol * std::abs(x) || err <= floor; };
+  return done(r.err1, r.s1) && done(r.err2, r.s2);
+}
+
 }  // namespace
 
 TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) {
   const auto rows = static_cast<blasint>(A.rows()), cols = static_cast<blasint>(A.cols());
-  const auto lda = static_cast<blasint>(A.cols());
-  LinearOperator op{A.rows(), A.cols(),
-                    [&](const double* x, double* y) {
-                      cblas_dgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0, A.data(), lda, x, 1, 0.0, y, 1);
-                    },
-                    [&](const double* x, double* y) {
-                      cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, A.data(), lda, x, 1, 0.0, y, 1);
-                    }};
+  const LinearOperator op{A.rows(), A.cols(),
+                          [&](const double* x, double* y) {
+                            cblas_dgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0, A.data(), cols, x, 1, 0.0, y, 1);
+                          },
+                          [&](const double* x, double* y) {
+                            cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, A.data(), cols, x, 1, 0.0, y, 1);
+                          }};
   return top_singular_values(op, rel_tol, max_steps);
 }
 
@@ -146,11 +163,9 @@ TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max
     scale = std::max(scale, b);
 
     // Singular values of B (upper bidiagonal, size j + 1) and the last components of its left
-    // singular vectors: dbdsqr applied to the row e_last^T (nru = 1) gives them in O(j^2). That is
-    // most of the cost at small sizes, so the test runs at steps 4, 8, 12, ... growing by ~1/5.
+    // singular vectors: dbdsqr applied to the row e_last^T (nru = 1) gives them in O(j^2).
     const std::size_t nb = j + 1;
-    if (!exhausted && j + 1 < steps && nb != next_check) continue;
-    next_check = std::max(nb + 4, nb + nb / 5);
+    if (!check_due(nb, steps, exhausted, next_check)) continue;
     d.assign(alpha.begin(), alpha.end());
     e.assign(beta.begin(), beta.begin() + static_cast<std::ptrdiff_t>(j));
     e.push_back(0.0);
@@ -166,11 +181,7 @@ TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max
     r.err1 = b_res * std::abs(last[0]) + dropped;
     r.err2 = (nb >= 2 ? b_res * std::abs(last[1]) : 0.0) + dropped;
     r.steps = static_cast<int>(j + 1);
-    // err_i <= rel_tol s_i, or below what any backward-stable method resolves (a few eps s_1, the
-    // floor of dgesdd too): a collapsed matrix's s_2 is known to that absolute accuracy only.
-    const double floor = 16.0 * std::numeric_limits<double>::epsilon() * r.s1;
-    const auto done = [&](double err, double s) { return err <= rel_tol * s || err <= floor; };
-    if (exhausted || (nb >= 2 && done(r.err1, r.s1) && done(r.err2, r.s2))) {
+    if (exhausted || (nb >= 2 && certified(r, rel_tol, r.s1))) {
       r.converged = true;
       break;
     }
@@ -227,10 +238,8 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     // dstemr (MRRR: O(j) per selected pair after the eigenvalues). With dsterf + dstein instead,
     // the checks stopped certifying on Markov layer outputs (lambda_1 / lambda_2 ~ 45) and Lanczos
     // ran to its step limit (bench_layers: Markov 512 x 512 signal metrics 29 ms instead of 5).
-    // At steps 4, 8, 12, ... growing by ~1/5, as in top_singular_values.
     const std::size_t nb = j + 1;
-    if (!exhausted && j + 1 < steps && nb != next_check) continue;
-    next_check = std::max(nb + 4, nb + nb / 5);
+    if (!check_due(nb, steps, exhausted, next_check)) continue;
     if (nb < 2 && n >= 2 && !exhausted) continue;
     const std::size_t m = nb >= 2 ? 2 : 1;
     d.assign(alpha.begin(), alpha.end());
@@ -254,9 +263,7 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     r.err1 = b_res * std::abs(z[(m - 1) * nb + nb - 1]) + dropped;
     r.err2 = (m == 2 ? b_res * std::abs(z[nb - 1]) : 0.0) + dropped;
     r.steps = static_cast<int>(nb);
-    const double floor = 16.0 * std::numeric_limits<double>::epsilon() * std::max(std::abs(r.s1), scale);
-    const auto done = [&](double err, double x) { return err <= rel_tol * std::abs(x) || err <= floor; };
-    if (exhausted || (nb >= 2 && done(r.err1, r.s1) && done(r.err2, r.s2))) {
+    if (exhausted || (nb >= 2 && certified(r, rel_tol, std::max(std::abs(r.s1), scale)))) {
       r.converged = true;
       break;
     }

@@ -1,5 +1,6 @@
-// The two largest singular values of a matrix without a full decomposition: Golub–Kahan–Lanczos
-// bidiagonalisation with full reorthogonalisation, stopped by a certified residual bound.
+// The two largest singular values of a matrix (Golub–Kahan–Lanczos bidiagonalisation) or
+// eigenvalues of a symmetric one (symmetric Lanczos) without a full decomposition, with full
+// reorthogonalisation, stopped by a certified residual bound.
 #pragma once
 #include <cstddef>
 #include <functional>

@@ -2,6 +2,7 @@
 
 #include "base/error.hpp"
 #include "base/pow2.hpp"
+#include "base/sum.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -104,19 +105,6 @@ double pass_centred(const double* x, const double* x0, double f, const double* s
   return (r[0] + r[1]) + (r[2] + r[3]);
 }
 
-double sum_of(std::span<const double> v) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  std::size_t i = 0;
-  for (; i + 4 <= v.size(); i += 4) {
-    s0 += v[i];
-    s1 += v[i + 1];
-    s2 += v[i + 2];
-    s3 += v[i + 3];
-  }
-  for (; i < v.size(); ++i) s0 += v[i];
-  return (s0 + s1) + (s2 + s3);
-}
-
 // Sums of X * f and of its token-centred version C = Y - 1 ybar^T, ybar the row (token) mean.
 // The mean is taken of differences to row 0 (shifted-data algorithm): more accurate, and exactly
 // 0 when all rows are equal. Entries of Y must be O(1) (|y| < 1 here).
@@ -134,7 +122,7 @@ SignalSums signal_sums(const Matrix& X, double f) {
   double* shift = sq + d;
   const double* x0 = X.data();
   for (std::size_t i = 0; i < T; ++i) s.max_row = std::max(s.max_row, pass_moments(X.row(i).data(), x0, f, col, sq, shift, d));
-  s.ss = sum_of({sq, d});
+  s.ss = sum4({sq, d});
   s.max_col = *std::max_element(col, col + d);
   if (!std::isfinite(s.ss)) return s;  // non-finite input: the caller returns NaN metrics
   const double inv_t = 1.0 / static_cast<double>(T);
@@ -142,7 +130,7 @@ SignalSums signal_sums(const Matrix& X, double f) {
   std::fill(col, col + 2 * d, 0.0);
   for (std::size_t i = 0; i < T; ++i)
     s.c_max_row = std::max(s.c_max_row, pass_centred(X.row(i).data(), x0, f, shift, col, sq, d));
-  s.c_ss = sum_of({sq, d});
+  s.c_ss = sum4({sq, d});
   s.c_max_col = *std::max_element(col, col + d);
   return s;
 }

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/error.hpp"
 #include "base/exp.hpp"
+#include "base/sum.hpp"
 #include "linalg/linalg.hpp"
 #include "models/s4d.hpp"
 
@@ -197,7 +199,7 @@ linalg::LinearOperator ssd_operator(const SsdFactors& f, double alpha, bool perp
   if (f.C.rows() != T || f.C.cols() != N) throw Error("ssd_operator: B and C must have the same shape");
   // y_j = sum_n c_jn s_n after s_n <- alpha s_n + b_jn x_j, rows in the order `forward` gives;
   // then minus sum(x) / T with perp.
-  const auto scan = [&f, alpha, perp, T, N](const Matrix& in, const Matrix& out, bool forward, const double* x, double* y) {
+  const auto scan = [alpha, perp, T, N](const Matrix& in, const Matrix& out, bool forward, const double* x, double* y) {
     std::vector<double> state(N, 0.0);
     for (std::size_t step = 0; step < T; ++step) {
       const std::size_t j = forward ? step : T - 1 - step;
@@ -211,9 +213,7 @@ linalg::LinearOperator ssd_operator(const SsdFactors& f, double alpha, bool perp
       y[j] = acc;
     }
     if (perp) {
-      double sum = 0.0;
-      for (std::size_t i = 0; i < T; ++i) sum += x[i];
-      const double mean = sum / static_cast<double>(T);
+      const double mean = sum4({x, T}) / static_cast<double>(T);
       for (std::size_t i = 0; i < T; ++i) y[i] -= mean;
     }
   };
@@ -342,16 +342,8 @@ const Matrix& value_weight(const ModelParams& model, int layer, int head, Random
 }
 
 namespace {
-// Sum of v and sum of (v - shift)^2, each in 4 independent partial sums (vectorisable; a single
+// Sum of (v - shift)^2 in 4 independent partial sums, as sum4 (base/sum.hpp) does for v (a single
 // accumulator was a latency chain: layernorm was 1.7 % of the Mind the Gap grid).
-double sum4(std::span<const double> v) {
-  double s[4] = {0.0, 0.0, 0.0, 0.0};
-  std::size_t i = 0;
-  for (; i + 4 <= v.size(); i += 4)
-    for (std::size_t l = 0; l < 4; ++l) s[l] += v[i + l];
-  for (; i < v.size(); ++i) s[0] += v[i];
-  return (s[0] + s[1]) + (s[2] + s[3]);
-}
 double squares4(std::span<const double> v, double shift) {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t i = 0;
@@ -414,12 +406,9 @@ MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const M
   MixedHead h{mixer_matrix(model, layer, head, X, random, products, scans ? &factors : nullptr), {}, 0.0};
   apply_gap_fix(model.gap_fix, h.M, model.outliers_r);
   if (head == 0) {
-    if (scans) {
-      const linalg::LinearOperator op = ssd_operator(factors, model.alpha, model.gap_fix == config::GapFix::perp);
-      h.metrics = metrics::mixer_metrics(h.M, &op);
-    } else {
-      h.metrics = metrics::mixer_metrics(h.M);
-    }
+    std::optional<linalg::LinearOperator> op;
+    if (scans) op = ssd_operator(factors, model.alpha, model.gap_fix == config::GapFix::perp);
+    h.metrics = metrics::mixer_metrics(h.M, op ? &*op : nullptr);
     h.fro = h.metrics.m_fro;
   } else {
     h.fro = frobenius(h.M);
