@@ -72,10 +72,9 @@ BENCHMARK(BM_route_dgesdd)->Apply(shapes)->Unit(benchmark::kMicrosecond);
 // 300 are below gram_lanczos_min_order, where the tridiagonalisation is used): Golub–Kahan–
 // Lanczos on G (two products with G per step) against symmetric Lanczos (one), against the
 // Householder tridiagonalisation + multisection.
-rcsweep::Matrix signal_gram(const benchmark::State& state) {
+Matrix signal_gram(const benchmark::State& state) {
   const Matrix A = random_matrix(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)), 5);
-  Matrix G = rcsweep::linalg::matmul(A, A, rcsweep::linalg::Op::none, rcsweep::linalg::Op::trans);
-  return G;
+  return rcsweep::linalg::matmul(A, A, rcsweep::linalg::Op::none, rcsweep::linalg::Op::trans);
 }
 void gram_orders(benchmark::internal::Benchmark* b) {
   for (auto [k, d] : {std::pair{150, 750}, std::pair{200, 400}, std::pair{256, 512}, std::pair{300, 600}, std::pair{384, 768}, std::pair{512, 512},
