@@ -488,8 +488,8 @@ void BM_s4d_conv(benchmark::State& state, S4dVariant v, int T, int d) {
 // run_bundle): B = 8 tasks of one (T, d) with different signals (with or without the spectrum of X
 // stored: the bound then adds the measured dgesdd of T x d, as in (2)) share the
 // layer's weights, the input-independent mixers (Markov, lti) with their metrics, and W_Q W_K^T
-// (qk_product, what the plan picks for 8 attention tasks: choose_qk_product), and form their
-// products X W_V and X P stacked (stack_products). Per task: the bundle's layer time / B. The
+// (qk_product, what the plan picks for 8 attention tasks: choose_qk_product); each forms its own
+// products X W_V and X P. Per task: the bundle's layer time / B. The
 // bound per task is the GEMMs it runs (attention: X P, (X P) X^T, X W_V, M V) plus 1/B of the
 // shared ones (P = W_Q W_K^T), each at the measured dgemm time of its shape.
 constexpr int bundle_tasks = 8;
@@ -527,12 +527,9 @@ void BM_bundle_layer(benchmark::State& state, Mixer mixer, int T, int d, bool sp
     std::vector<Matrix> X = X0;  // outside the timer
     ++layer;
     const auto t0 = clock_type::now();
-    std::vector<models::StackedTask> tasks;
-    for (int b = 0; b < bundle_tasks; ++b) tasks.push_back({&model, &X[b], "task" + std::to_string(b)});
-    models::stack_products(layer, tasks, random);
     for (int b = 0; b < bundle_tasks; ++b) {
       models::LayerStats stats;
-      models::apply_layer(model, layer, random, X[b], &stats, {tasks[b].key, false});
+      models::apply_layer(model, layer, random, X[b], &stats);
       benchmark::DoNotOptimize(metrics::signal_metrics(X[b], 0.0, spectra ? &spectrum : nullptr));
       benchmark::DoNotOptimize(stats.head0);
     }

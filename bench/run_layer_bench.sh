@@ -34,7 +34,7 @@ for b in runs:
         _, mixer, T, d, sp = name(b).split("/")
         print(f"| {mixer} | {T[2:]} | {d[2:]} | {'X' if sp.endswith('1') else '–'} | {ms(b['layer_s'])} | "
               f"{b['gemm_flops'] / 1e9:.2f} | {b['dgemm_GFLOPs']:.1f} | {ms(b['bound_s'])} | **{b['ratio']:.2f}** | {b.get('ratio_with_gram', float('nan')):.2f} |")
-print("\n### Layers as tasks of a bundle of 8 pay them (shared weights, mixers and W_Q W_K^T, stacked products)\n")
+print("\n### Layers as tasks of a bundle of 8 pay them (shared weights, mixers and W_Q W_K^T)\n")
 print("| mixer | T | d | spectrum | time/layer per task (ms) | GEMM GFLOP per task | bound (ms) | ratio | ratio, metric Gram in the bound |")
 print("|---|---|---|---|---|---|---|---|---|")
 for b in runs:

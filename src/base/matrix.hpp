@@ -85,7 +85,7 @@ class Matrix {
 };
 
 /// A read-only view of `rows` consecutive rows of a row-major matrix whose rows are `stride`
-/// doubles apart (a block of a larger Matrix, e.g. one task's rows of a stacked product). It does
+/// doubles apart (a block of a larger Matrix, or the whole of one). It does
 /// not own its data: the matrix it views must outlive it. Converts implicitly from a Matrix.
 struct ConstMatrixView {
   const double* data = nullptr;

@@ -205,33 +205,6 @@ void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, do
               to_blas(C.cols()));
 }
 
-bool stackable_product(std::size_t rows, std::size_t k, std::size_t n) {
-  const std::size_t padded = (rows + stack_row_quantum - 1) / stack_row_quantum * stack_row_quantum;
-  return openblas_get_num_threads() == 1 &&
-         static_cast<double>(padded) * static_cast<double>(k) * static_cast<double>(n) > 1e6;
-}
-
-Matrix stacked_product(std::span<const ConstMatrixView> X, ConstMatrixView W, std::vector<ConstMatrixView>& out) {
-  std::vector<std::size_t> offset(X.size() + 1, 0);
-  for (std::size_t i = 0; i < X.size(); ++i) {
-    if (X[i].cols != W.rows)
-      throw Error("linalg::stacked_product: block " + std::to_string(i) + " is " + shape(X[i].rows, X[i].cols) +
-                  ", the weight " + shape(W.rows, W.cols));
-    offset[i + 1] = offset[i] + (X[i].rows + stack_row_quantum - 1) / stack_row_quantum * stack_row_quantum;
-  }
-  // The stacked input: each block's rows, then zero rows up to the next multiple of the quantum.
-  Matrix in(offset.back(), W.rows, Matrix::uninitialized);
-  for (std::size_t i = 0; i < X.size(); ++i) {
-    for (std::size_t r = 0; r < X[i].rows; ++r) std::copy_n(X[i].row(r).data(), W.rows, in.row(offset[i] + r).data());
-    std::fill(in.data() + (offset[i] + X[i].rows) * W.rows, in.data() + offset[i + 1] * W.rows, 0.0);
-  }
-  Matrix result(offset.back(), W.cols, Matrix::uninitialized);
-  gemm(1.0, in, Op::none, W, Op::none, 0.0, result);
-  out.clear();
-  for (std::size_t i = 0; i < X.size(); ++i) out.push_back(ConstMatrixView::rows_of(result, offset[i], X[i].rows));
-  return result;
-}
-
 Matrix matmul(const Matrix& A, const Matrix& B, Op opA, Op opB) {
   const std::size_t m = opA == Op::trans ? A.cols() : A.rows();
   const std::size_t n = opB == Op::trans ? B.rows() : B.cols();

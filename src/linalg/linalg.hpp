@@ -16,23 +16,6 @@ enum class Op { none, trans };
 /// may be views of row blocks of larger matrices (a Matrix converts to a view of itself).
 void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C);
 
-/// Products X_i W of several row blocks with one weight W (k x n), as ONE GEMM over the blocks
-/// stacked at row offsets that are multiples of `stack_row_quantum` (each block padded with zero
-/// rows): the rows of the result `out[i]` (X_i.rows x n, views into the returned matrix) do not
-/// depend on which other blocks share the call. That holds because a GEMM kernel computes each
-/// output row from that row alone, in tiles aligned to the start of the matrix whose width
-/// divides the quantum, with the same k blocking for every row; two exceptions are excluded by
-/// `stackable_product`: several BLAS threads (which split the rows by the total count), and
-/// OpenBLAS's small-matrix kernels (taken for M N K <= 1e6 on AVX-512 cores), whose choice depends
-/// on the stacked size. Stacking saves the packing of W per block and runs the kernel on a taller
-/// panel (1.07-1.24x on the value products of the Mind the Gap grid, bench_kernels).
-/// Tested bitwise against one call per block (tests/unit/numerics).
-Matrix stacked_product(std::span<const ConstMatrixView> X, ConstMatrixView W, std::vector<ConstMatrixView>& out);
-inline constexpr std::size_t stack_row_quantum = 8;
-/// Whether a product of a `rows` x k block with a k x n weight may be stacked (see
-/// stacked_product): one BLAS thread and M N K above 1e6 even for the block alone.
-bool stackable_product(std::size_t rows, std::size_t k, std::size_t n);
-
 /// Returns op(A) * op(B) as a new matrix.
 Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::none);
 

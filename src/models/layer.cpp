@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
-#include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -104,38 +103,18 @@ void markov_rows(double sigma_A, Matrix& G) {
 }
 
 namespace {
-// A product X W of a task's signal with a layer weight, as a view, sharing the ownership of the
-// matrix it lives in (a stacked product holds the blocks of several tasks).
-struct Product {
-  std::shared_ptr<const Matrix> storage;
-  ConstMatrixView view;
-};
-
-// X W alone: a one-block stacked_product when the shape is stackable, so that its rows are
-// bitwise those of the same block in any stack (stack_products); else one plain GEMM.
-Product single_product(const Matrix& X, const Matrix& W) {
-  if (linalg::stackable_product(X.rows(), X.cols(), W.cols())) {
-    std::vector<ConstMatrixView> out;
-    const ConstMatrixView x = X;
-    auto storage = std::make_shared<const Matrix>(linalg::stacked_product({&x, 1}, W, out));
-    return {std::move(storage), out.front()};
-  }
-  auto storage = std::make_shared<Matrix>(X.rows(), W.cols(), Matrix::uninitialized);
-  linalg::gemm(1.0, X, Op::none, W, Op::none, 0.0, *storage);
-  const ConstMatrixView view = *storage;
-  return {std::move(storage), view};
-}
-
-// The task's product `name` (head `head`): from random's cache under products.key + name, where
-// stack_products or a task sharing X put it, else computed now (and cached when there is a key).
+// X W of a task's signal with a layer weight: one GEMM of the task's own shapes, so its bits do not
+// depend on which other tasks share the bundle. From random's cache under products.key + `name`
+// when the bundle's tasks share X (the first task asking forms it), else into `own`.
 ConstMatrixView task_product(int layer, int head, const ProductCache& products, const std::string& name,
                              const Matrix& X, const std::function<const Matrix&()>& weight, RandomSource& random,
-                             Product& own) {
+                             Matrix& own) {
+  const auto product = [&] { return linalg::matmul(X, weight()); };
   if (products.key.empty()) {
-    own = single_product(X, weight());
-    return own.view;
+    own = product();
+    return own;
   }
-  return random.derived<Product>(layer, products.key + name, head, [&] { return single_product(X, weight()); }).view;
+  return random.derived<Matrix>(layer, products.key + name, head, product);
 }
 
 // Names of the products in the cache (they must determine the weight: every parameter it depends on).
@@ -168,7 +147,7 @@ Matrix attention_logits(const ModelParams& model, int layer, int head, const Mat
   const auto dqk = static_cast<std::size_t>(model.d_qk);
   const double scale = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(dqk));
   if (model.qk_product) {  // S = scale (X P) X^T, P = W_Q W_K^T (d x d) shared by the bundle
-    Product own;
+    Matrix own;
     const ConstMatrixView XP = task_product(
         layer, head, products, qk_product_name(model), X,
         [&]() -> const Matrix& { return qk_weight(model, layer, head, random); }, random, own);
@@ -531,7 +510,7 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     const MixedHead* mixed = &own;
     if (!model.input_dependent_mixer()) {  // the same matrix for every task of the bundle
       mixed = &random.derived<MixedHead>(layer, mixer_key(model), h, mix);
-    } else if (products.shared_x) {  // the same X for every task of the bundle: the same M
+    } else if (!products.key.empty()) {  // the same X for every task of the bundle: the same M
       mixed = &random.derived<MixedHead>(layer, products.key + mixer_key(model), h, mix);
     } else {
       own = mix();
@@ -540,7 +519,7 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     double alpha = model.skip_scale;
     double cv_fro = 0.0;  // ||C_V,h||_F including skip_scale (lambda-skip S)
     ConstMatrixView values = X;
-    Product own_values;
+    Matrix own_values;
     if (model.ssm()) {  // C_V = I
       cv_fro = model.skip_scale * std::sqrt(static_cast<double>(d));
     } else if (model.value_init == config::ValueInit::identity) {  // W_V = sigma_v I
@@ -594,47 +573,6 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
   apply_norm(model.norm, Y);
   if (model.mlp == config::Mlp::relu) apply_mlp(model, layer, random, Y, tape);
   X = std::move(Y);
-}
-
-std::vector<int> stack_products(int layer, const std::vector<StackedTask>& tasks, RandomSource& random) {
-  // (name, head) -> the tasks forming that product, one per key (tasks sharing X share it); an
-  // ordered map: the GEMMs run in the same order every time.
-  struct Group {
-    bool qk = false;  // X P (else X W_V)
-    std::vector<std::size_t> members;
-  };
-  std::map<std::pair<std::string, int>, Group> groups;
-  const auto add = [&](std::size_t i, const std::string& name, int head, bool qk) {
-    auto& g = groups[{name, head}];
-    g.qk = qk;
-    if (std::none_of(g.members.begin(), g.members.end(), [&](std::size_t j) { return tasks[j].key == tasks[i].key; }))
-      g.members.push_back(i);
-  };
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const ModelParams& m = *tasks[i].model;
-    const std::size_t T = tasks[i].X->rows(), d = tasks[i].X->cols();
-    if (tasks[i].key.empty() || !linalg::stackable_product(T, d, d)) continue;
-    for (int h = 0; h < m.heads; ++h) {
-      if (forms_value_product(m)) add(i, value_product_name(m), h, false);
-      if (m.attention() && m.qk_product) add(i, qk_product_name(m), h, true);
-    }
-  }
-  std::vector<int> blocks(tasks.size(), 0);
-  for (const auto& [id, g] : groups) {
-    const auto& [name, head] = id;
-    const ModelParams& first = *tasks[g.members.front()].model;
-    Matrix scratch;
-    const Matrix& W = g.qk ? qk_weight(first, layer, head, random) : value_weight(first, layer, head, random, scratch);
-    std::vector<ConstMatrixView> X, out;
-    for (const auto i : g.members) X.emplace_back(*tasks[i].X);
-    const auto storage = std::make_shared<const Matrix>(linalg::stacked_product(X, W, out));
-    for (std::size_t j = 0; j < g.members.size(); ++j) {
-      const std::size_t i = g.members[j];
-      random.derived<Product>(layer, tasks[i].key + name, head, [&] { return Product{storage, out[j]}; });
-      ++blocks[i];
-    }
-  }
-  return blocks;
 }
 
 }  // namespace rcsweep::models

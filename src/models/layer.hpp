@@ -17,13 +17,13 @@ namespace rcsweep::models {
 Matrix make_input(const config::ModelParams& model, RandomSource& random);
 
 /// Where a task's layer finds the products X W of its signal with the layer's weights (X W_V, and
-/// X W_Q W_K^T for attention with qk_product) in `random`'s cache: under `key` + the product's
-/// name, where stack_products put them, or where the first task asking for them puts them. An
-/// empty key: computed for this call only. `shared_x`: every task with this key holds X bitwise
-/// (the bundle's input at layer 1), so its input-dependent mixers are cached and shared too.
+/// X W_Q W_K^T for attention with qk_product) and its input-dependent mixers: an empty key, formed
+/// for this call only; else every task with this key holds X bitwise (the bundle's input at layer
+/// 1), and they are cached in `random` under `key` + the product's name by the first task asking.
+/// Either way a product is one GEMM of the task's own shapes, so a task's bits never depend on
+/// which other tasks share its bundle, whatever the BLAS kernel.
 struct ProductCache {
   std::string key;
-  bool shared_x = false;
 };
 
 /// The factors of the SSD mixer M = L(alpha) ⊙ (C B^T): B = X W_B, C = X W_C (T x N).
@@ -113,22 +113,9 @@ struct LayerTape {
 /// and the optional MLP sub-block. `stats` (nullable) receives the mixer metrics and the norms of
 /// Theorem 4.1 (max-accumulated: initialise once per task). `products` says where the products of
 /// X with the layer's weights are cached (see ProductCache). The results are bitwise the same
-/// whichever way the products were formed (stacked, shared or alone).
+/// whether the products were shared or formed alone.
 void apply_layer(const config::ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
                  const ProductCache& products = {}, LayerTape* tape = nullptr);
-
-/// A task about to run layer `layer` in a bundle: its model, its signal and its product key.
-struct StackedTask {
-  const config::ModelParams* model;
-  const Matrix* X;
-  std::string key;  ///< ProductCache::key, distinct for tasks with different X
-};
-/// The products X W of a layer (X W_V per head, X W_Q W_K^T per head for qk_product attention)
-/// for all of a bundle's tasks before they run it: one GEMM per weight over the tasks' stacked
-/// signals (linalg::stacked_product), each task's block cached under its key, where apply_layer
-/// finds it. Tasks whose shape is not stackable, and products already cached, are left alone.
-/// Returns, per task, the number of blocks formed for it (to share out the time).
-std::vector<int> stack_products(int layer, const std::vector<StackedTask>& tasks, RandomSource& random);
 
 /// The W_B (tensor ssm_b) or W_C (ssm_c) of the selective SSM, or b, c of the LTI gain: i.i.d.
 /// N(0, N^-1/2).

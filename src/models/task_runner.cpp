@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <numeric>
 
 #include "base/error.hpp"
 #include "base/pow2.hpp"
@@ -146,31 +145,15 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count();
   }
 
-  // The key under which a task's products X W are cached at `layer` (models::ProductCache): at
-  // layer 1 every task still holds its bundle's X_0 bitwise and shares them with the others (a
-  // bundle of one task has nobody to share with or stack with: its products are not cached).
+  // Where a task's products X W are cached at `layer` (models::ProductCache): at layer 1 every task
+  // still holds its bundle's X_0 bitwise and shares them with the others (a bundle of one task has
+  // nobody to share with, and would only hold them longer).
   const auto product_cache = [&](const Running& r, int layer) {
-    if (runs.size() == 1) return ProductCache{};
-    if (layer == 1 && r.model->input_scale == 1.0)
-      return ProductCache{"input" + std::to_string(static_cast<int>(r.model->input)), true};
-    return ProductCache{"task" + std::to_string(r.out.task), false};
+    if (runs.size() == 1 || layer != 1 || r.model->input_scale != 1.0) return ProductCache{};
+    return ProductCache{"input" + std::to_string(static_cast<int>(r.model->input))};
   };
   for (int layer = 1; layer <= L; ++layer) {
     check_cancelled();
-    {  // the layer's products of all tasks, one GEMM per weight; the time is shared out by blocks
-      const auto t0 = clock::now();
-      std::vector<StackedTask> stack;
-      std::vector<Running*> of;
-      for (auto& r : runs)
-        if (r.alive) {
-          stack.push_back({r.model, &r.X, product_cache(r, layer).key});
-          of.push_back(&r);
-        }
-      const std::vector<int> blocks = stack_products(layer, stack, random);
-      const double total = std::accumulate(blocks.begin(), blocks.end(), 0.0);
-      const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
-      for (std::size_t i = 0; i < of.size() && total > 0; ++i) of[i]->out.seconds += seconds * blocks[i] / total;
-    }
     for (auto& r : runs) {
       if (!r.alive) continue;
       const auto t0 = clock::now();

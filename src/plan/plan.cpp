@@ -137,12 +137,6 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   p[8] = T * d;  // X_0 (until layer 1 is done)
   p[MemoryEstimate::layer1_part] = H * T * d + (m.input_dependent_mixer() ? H * T * T : 0);  // X_0 W_V, M(X_0)
   e.state = T * d;  // X between layers
-  // In a bundle of several tasks, the layer's products X W_V and X P are formed for all tasks at
-  // once (models::stack_products, rows padded to 8) and held until the layer ends, plus the
-  // stacked copy of the signals while one such product is formed.
-  const std::size_t padded = (T + 7) / 8 * 8;
-  const std::size_t products = (!m.ssm() && m.value_init != config::ValueInit::identity ? 1 : 0) + (m.qk_product ? 1 : 0);
-  e.stacked = products > 0 ? H * padded * d * (products + 1) : 0;
   // One task's layer: Y, X W_V (or the scaled W_V), the logits' X P or Q and K, S = M, the mixer
   // metrics' Lanczos bases (about 100 steps of T + T) or Gram matrix, the signal metrics' Gram
   // matrix and, for a collapsed signal or a stored spectrum, dgesdd's copy and workspace.
@@ -157,7 +151,6 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   e.scratch = sc;
   for (auto& part : p) part *= 8;
   e.state *= 8;
-  e.stacked *= 8;
   e.scratch *= 8;
   return e;
 }
@@ -283,7 +276,6 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
   // Bundles: tasks of this shard that draw the same random tensors (replicate, T, d).
   std::map<std::tuple<int, int, int>, std::size_t> bundle_of;
   std::vector<std::array<std::size_t, MemoryEstimate::n_parts>> shared_parts;  // per bundle, by kind
-  std::vector<std::size_t> stacked_bytes;  // per bundle: the products formed for all its tasks at once
   for (const auto& t : plan.tasks) {
     if (static_cast<int>(t.id % shard.count) != shard.index) continue;
     const auto& m = plan.models[t.point];
@@ -295,11 +287,9 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     b.flops += t.flops;
     const auto mem = memory_estimate(m);
     if (shared_parts.size() < plan.bundles.size()) shared_parts.resize(plan.bundles.size());
-    if (stacked_bytes.size() < plan.bundles.size()) stacked_bytes.resize(plan.bundles.size());
     auto& parts = shared_parts[it->second];
     for (std::size_t k = 0; k < MemoryEstimate::n_parts; ++k) parts[k] = std::max(parts[k], mem.shared_parts[k]);
     b.state_bytes += mem.state;
-    stacked_bytes[it->second] += mem.stacked;
     const std::size_t tape = plan.spec.output.gradients == config::Spectra::none ? 0 : tape_bytes(m, plan.max_depth);
     b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape);
   }
@@ -309,7 +299,6 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     e.shared_parts = shared_parts[i];
     auto& b = plan.bundles[i];
     b.shared_bytes = e.shared() + (b.tasks.size() > 1 ? e.shared_parts[MemoryEstimate::layer1_part] : 0);
-    if (b.tasks.size() > 1) b.state_bytes += stacked_bytes[i];
   }
   std::stable_sort(plan.bundles.begin(), plan.bundles.end(),
                    [](const Bundle& a, const Bundle& b) { return a.flops > b.flops; });

@@ -103,9 +103,6 @@ struct MemoryEstimate {
   static constexpr std::size_t n_parts = 10, layer1_part = 9;
   std::array<std::size_t, n_parts> shared_parts{};
   std::size_t state = 0, scratch = 0;
-  /// (bundles of several tasks only) the layer's products of this task formed with the others'
-  /// (models::stack_products), held through the layer
-  std::size_t stacked = 0;
   std::size_t shared() const;  ///< sum of the parts but the layer-1 one
 };
 MemoryEstimate memory_estimate(const config::ModelParams& model);

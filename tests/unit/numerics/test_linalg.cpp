@@ -1,9 +1,14 @@
 // linalg: BLAS/LAPACK wrappers against naive references and closed forms.
+#include <cblas.h>
 #include <gtest/gtest.h>
+#include <lapacke.h>
 
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstdint>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -150,52 +155,74 @@ TEST(LinalgGemm, ShapeMismatchThrows) {
   EXPECT_NO_THROW(matmul(a, a, Op::none, Op::trans));
 }
 
-// stacked_product: each block's rows are bitwise those of the block alone, whatever the other
-// blocks, their number and their order (the property that keeps bundling and resuming invisible),
-// for row counts that are and are not multiples of the stacking quantum; and they are the product.
-TEST(LinalgStacked, BlocksAreBitwiseIndependentOfTheirNeighbours) {
+// The bits of a BLAS or LAPACK result must not depend on where its operands live: a task's
+// matrices sit at heap addresses that depend on what else was allocated (which tasks share its
+// bundle, which ran before). Every routine rcsweep calls, on the same values placed at 0, 16, 32
+// and 48 bytes past a 64-byte boundary (glibc's heap aligns every block to 16 bytes), at sizes on both sides of OpenBLAS's
+// small-matrix paths and with odd tails. At 8 bytes past a 16-byte boundary, which no heap block
+// has, OpenBLAS 0.3.21's dgemv, ddot and dgesdd give other bits under its Sandybridge, Prescott,
+// Core2, Penryn, Dunnington, Barcelona, Bobcat and Nano kernels (measured). bench/check_kernels.sh
+// runs this under every OPENBLAS_CORETYPE the CPU supports.
+TEST(LinalgPlacement, ResultsDoNotDependOnOperandAlignment) {
   const int previous = set_blas_threads(1);
-  for (const auto& [T, d] : {std::pair<std::size_t, std::size_t>{37, 200}, {13, 301}, {40, 160}, {150, 96}, {1, 1100}}) {
-    const Matrix W = random_matrix(d, d, 5);
-    std::vector<Matrix> X;
-    for (unsigned b = 0; b < 5; ++b) X.push_back(random_matrix(T, d, 100 + b));
-    std::vector<Matrix> alone;
-    for (const auto& x : X) {
-      std::vector<ConstMatrixView> out;
-      const ConstMatrixView v = x;
-      const Matrix storage = stacked_product({&v, 1}, W, out);
-      ASSERT_EQ(out.size(), 1u);
-      Matrix block(T, d);
-      for (std::size_t i = 0; i < T; ++i) std::copy_n(out[0].row(i).data(), d, block.row(i).data());
-      const Matrix ref = naive_mul(x, W);
-      for (std::size_t i = 0; i < block.size(); ++i)
-        ASSERT_NEAR(block.data()[i], ref.data()[i], 1e-12 * static_cast<double>(d));
-      alone.push_back(block);
+  // Runs `f` on copies of `inputs` placed at `offset` doubles past a 64-byte boundary; returns
+  // the raw bytes of what it wrote to its outputs (given sizes).
+  using Routine = std::function<void(std::vector<double*>&)>;
+  const auto placed = [](const std::vector<std::vector<double>>& inputs, std::size_t offset, const Routine& f) {
+    std::vector<std::vector<double>> storage;
+    std::vector<double*> ptr;
+    for (const auto& in : inputs) {
+      storage.emplace_back(in.size() + 16);
+      const auto misalign = reinterpret_cast<std::uintptr_t>(storage.back().data()) % 64 / sizeof(double);
+      double* at = storage.back().data() + (8 - misalign) % 8 + offset;  // 64-byte boundary + offset
+      std::copy(in.begin(), in.end(), at);
+      ptr.push_back(at);
     }
-    for (const std::vector<std::size_t>& order : {std::vector<std::size_t>{0, 1, 2, 3, 4}, {4, 2, 0}, {3, 1}, {1, 1, 4}}) {
-      std::vector<ConstMatrixView> in, out;
-      for (const auto b : order) in.emplace_back(X[b]);
-      const Matrix storage = stacked_product(in, W, out);
-      ASSERT_EQ(out.size(), order.size());
-      for (std::size_t j = 0; j < order.size(); ++j)
-        for (std::size_t i = 0; i < T; ++i)
-          ASSERT_TRUE(std::equal(out[j].row(i).begin(), out[j].row(i).end(), alone[order[j]].row(i).begin()))
-              << "T " << T << " d " << d << " block " << j << " row " << i;
+    f(ptr);
+    std::vector<double> out;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      out.insert(out.end(), ptr[i], ptr[i] + inputs[i].size());
+    return out;
+  };
+  const auto values = [](std::size_t n, unsigned seed) {
+    const Matrix m = random_matrix(n, 1, seed);
+    return std::vector<double>(m.values().begin(), m.values().end());
+  };
+  for (const std::size_t n : {std::size_t{7}, std::size_t{37}, std::size_t{150}, std::size_t{301}}) {
+    const auto A = values(n * n, 1), B = values(n * n, 2), x = values(n, 3), y = values(n, 4);
+    const int N = static_cast<int>(n);
+    const std::vector<std::pair<const char*, std::pair<std::vector<std::vector<double>>, Routine>>> routines = {
+        {"dgemm", {{A, B, std::vector<double>(n * n)}, [&](auto& p) {
+           cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, p[0], N, p[1], N, 0.0, p[2], N);
+         }}},
+        {"dgemm NT", {{A, B, std::vector<double>(n * n)}, [&](auto& p) {
+           cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N - 3, N, N - 1, 0.5, p[0], N, p[1], N, 0.0, p[2], N);
+         }}},
+        {"dsyrk", {{A, std::vector<double>(n * n)}, [&](auto& p) {
+           cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, N, N, 1.0, p[0], N, 0.0, p[1], N);
+         }}},
+        {"dgemv", {{A, x, y}, [&](auto& p) { cblas_dgemv(CblasRowMajor, CblasNoTrans, N, N, 1.0, p[0], N, p[1], 1, 0.0, p[2], 1); }}},
+        {"dgemv T", {{A, x, y}, [&](auto& p) { cblas_dgemv(CblasRowMajor, CblasTrans, N, N, 1.0, p[0], N, p[1], 1, 0.5, p[2], 1); }}},
+        {"dsymv", {{A, x, y}, [&](auto& p) { cblas_dsymv(CblasRowMajor, CblasUpper, N, 1.0, p[0], N, p[1], 1, 0.0, p[2], 1); }}},
+        {"ddot dnrm2 daxpy", {{x, y, {0.0, 0.0}}, [&](auto& p) {
+           p[2][0] = cblas_ddot(N, p[0], 1, p[1], 1);
+           p[2][1] = cblas_dnrm2(N, p[0], 1);
+           cblas_daxpy(N, 0.3, p[0], 1, p[1], 1);
+         }}},
+        {"dgesdd", {{A, std::vector<double>(n)}, [&](auto& p) {
+           ASSERT_EQ(LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', N, N, p[0], N, p[1], nullptr, 1, nullptr, 1), 0);
+         }}},
+    };
+    for (const auto& [name, routine] : routines) {
+      const auto& [inputs, f] = routine;
+      const std::vector<double> ref = placed(inputs, 0, f);
+      for (std::size_t offset = 2; offset < 8; offset += 2) {
+        const std::vector<double> got = placed(inputs, offset, f);
+        ASSERT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * sizeof(double)), 0)
+            << name << " n " << n << " offset " << offset << " doubles, kernel " << blas_info();
+      }
     }
   }
-  set_blas_threads(previous);
-}
-
-TEST(LinalgStacked, OnlyShapesAboveTheSmallKernelsStackWithOneThread) {
-  const int previous = set_blas_threads(2);
-  EXPECT_FALSE(stackable_product(37, 200, 200));  // several threads split the rows by their total
-  set_blas_threads(1);
-  EXPECT_FALSE(stackable_product(20, 100, 100));  // 24 x 100 x 100 <= 1e6
-  EXPECT_TRUE(stackable_product(37, 200, 200));
-  std::vector<ConstMatrixView> out;
-  const Matrix x(3, 4), w(5, 5);
-  const ConstMatrixView v = x;
-  EXPECT_THROW((void)stacked_product({&v, 1}, w, out), Error);
   set_blas_threads(previous);
 }
 

@@ -96,8 +96,7 @@ TEST(Plan, BundleMemoryAddsSharedKindsAndLayerOneProductsOnlyWhenShared) {
   const std::size_t weights = d * d + 2 * d * d + 2 * T * T + T * d;  // W_V, W_Q W_K, G + M, X_0
   const std::size_t layer1 = T * d + T * T;                           // X_0 W_V, M(X_0)
   EXPECT_EQ(b.shared_bytes, 8 * (weights + layer1));
-  // per task: X, and its X W_V formed with the others' plus its rows of the stacked signals
-  EXPECT_EQ(b.state_bytes, 4 * 8 * (T * d + 2 * T * d));
+  EXPECT_EQ(b.state_bytes, 4 * 8 * T * d);  // per task: X between layers
   const auto alone = plan::make_plan(config::parse_sweep(R"(
 [sweep]
 name = "a"
@@ -109,7 +108,7 @@ d = 64
 depth = 2
 )", "test"));
   EXPECT_EQ(alone.bundles.front().shared_bytes, 8 * (d * d + 2 * d * d + T * d));
-  EXPECT_EQ(alone.bundles.front().state_bytes, 8 * T * d);  // nothing stacked in a bundle of one
+  EXPECT_EQ(alone.bundles.front().state_bytes, 8 * T * d);
 }
 
 // The shared W_Q W_K^T product is used where the bundle's attention tasks save more flops than P
