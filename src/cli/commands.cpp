@@ -453,6 +453,18 @@ int print_info(const std::filesystem::path& path) {
   std::printf("progress      %.1f%% finished: %llu done, %llu diverged, %llu failed, %llu pending\n", pct,
               static_cast<unsigned long long>(info.n_done), static_cast<unsigned long long>(info.n_diverged),
               static_cast<unsigned long long>(info.n_failed), static_cast<unsigned long long>(info.n_pending));
+  // Which BLAS kernel (and CPU) computed the finished tasks: bitwise reproducible on one kernel only.
+  std::vector<std::string> kernels;
+  for (const auto& [p, n] : info.platforms)
+    if (!p.empty() && std::find(kernels.begin(), kernels.end(), p.blas_kernel) == kernels.end())
+      kernels.push_back(p.blas_kernel);
+  if (kernels.size() > 1)
+    std::printf("BLAS kernels  this store mixes %zu kernels: their tasks agree to rounding, not bitwise "
+                "(docs/GUARANTEES.md)\n",
+                kernels.size());
+  for (const auto& [p, n] : info.platforms)
+    std::printf("computed by   %s on %s: %llu tasks\n", p.empty() ? "(not recorded)" : p.blas_kernel.c_str(),
+                p.empty() ? "(not recorded)" : p.cpu.c_str(), static_cast<unsigned long long>(n));
   std::string axes;
   for (const auto& a : info.axes) axes += (axes.empty() ? "" : ", ") + a;
   std::printf("axes          %s\n", axes.empty() ? "(none)" : axes.c_str());

@@ -424,4 +424,13 @@ std::string blas_info() {
   return config + " core " + openblas_get_corename();
 }
 
+std::string blas_kernel() {
+  // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..."; its second word is the version.
+  const std::string config = openblas_get_config();
+  std::string version;
+  if (const auto space = config.find(' '); config.starts_with("OpenBLAS ") && space != std::string::npos)
+    version = config.substr(space + 1, config.find(' ', space + 1) - space - 1);
+  return "OpenBLAS " + (version.empty() ? std::string("?") : version) + " " + openblas_get_corename();
+}
+
 }  // namespace rcsweep::linalg

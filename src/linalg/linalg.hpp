@@ -82,5 +82,9 @@ Matrix thin_q(const Matrix& A);
 int set_blas_threads(int n);
 /// The BLAS in use as "OpenBLAS <version> <core>" (from openblas_get_config / corename).
 std::string blas_info();
+/// The BLAS kernel that computes, as "OpenBLAS <version> <core>", e.g. "OpenBLAS 0.3.21
+/// Cooperlake": results are bitwise reproducible on the same kernel (docs/GUARANTEES.md). The core
+/// is what OpenBLAS picked for this CPU, or what OPENBLAS_CORETYPE asked for.
+std::string blas_kernel();
 
 }  // namespace rcsweep::linalg

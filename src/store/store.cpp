@@ -15,6 +15,7 @@
 #include "metrics/metrics.hpp"
 #include "models/theory.hpp"
 #include "store/hdf5.hpp"
+#include "store/platforms.hpp"
 
 namespace rcsweep::store {
 
@@ -281,6 +282,7 @@ struct Store::Impl {
   std::array<h5::Handle, metrics::n_layer_metrics> layers;
   std::array<h5::Handle, models::n_theory> theory;
   h5::Handle grad_log10, grad_stderr, grad_log10_all, grad_stderr_all;  // only with [output] gradients
+  detail::PlatformColumn platforms;                                      // /provenance
   std::size_t n_grad_depths = 0;  // plan.gradient_depths().size()
   std::uint64_t n_tasks = 0;
   std::size_t n_layers = 0;              // L_max + 1
@@ -325,6 +327,7 @@ struct Store::Impl {
   void open_datasets() {
     types = task_types();
     tasks = h5::open_dataset(file.id(), "/tasks");
+    platforms = detail::PlatformColumn::open(file.id(), n_tasks);
     x_sv = h5::open_dataset(file.id(), "/spectra/x_sv");
     m_sv = h5::open_dataset(file.id(), "/spectra/m_sv");
     m_eig_re = h5::open_dataset(file.id(), "/spectra/m_eig_re");
@@ -556,6 +559,7 @@ void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
                  "one row per task (id = point * replicates + replicate); wall_s in seconds (NaN until "
                  "run), rank = MPI rank that ran it (-1 until run)");
   }
+  platforms = detail::PlatformColumn::create(f, n_tasks);
 
   // /layers/<metric>: NaN-filled by the fill value; chunks of whole rows.
   {
@@ -745,6 +749,8 @@ Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& pl
     h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
     h5::set_attr_i32(f, "threads", prov.threads);
     h5::set_attr(f, "finished", "");
+    if (!store.impl_->platforms.exists())  // made before /provenance: its finished tasks stay "not recorded"
+      store.impl_->platforms = detail::PlatformColumn::create(f, store.impl_->n_tasks);
     h5::flush(f);
     return 0;
   });
@@ -820,6 +826,7 @@ std::vector<TaskResult> Store::read_results(std::span<const std::uint64_t> tasks
   const std::vector<double> x_sv = read(s.x_sv), m_sv = read(s.m_sv), m_re = read(s.m_eig_re), m_im = read(s.m_eig_im);
   std::vector<TaskRow> rows(s.n_tasks);
   if (s.n_tasks) h5::read_all(s.tasks.id(), s.types.mem.id(), rows.data());
+  const std::vector<Platform> platform = s.platforms.read_all();
 
   std::vector<TaskResult> out;
   out.reserve(tasks.size());
@@ -835,6 +842,7 @@ std::vector<TaskResult> Store::read_results(std::span<const std::uint64_t> tasks
     r.wall_s = rows[t].wall_s;
     r.rank = rows[t].rank;
     r.message.assign(rows[t].message, strnlen(rows[t].message, message_bytes));
+    r.platform = platform[t];
     r.layers.resize(L1);
     for (std::size_t l = 0; l < L1; ++l)
       for (std::size_t k = 0; k < layers.size(); ++k) r.layers[l][k] = layers[k][t * L1 + l];
@@ -857,6 +865,19 @@ std::vector<TaskResult> Store::read_results(std::span<const std::uint64_t> tasks
 std::vector<TaskStatus> Store::task_status() const {
   h5::init();
   return read_status_column(impl_->tasks.id(), impl_->n_tasks);
+}
+
+namespace {
+std::vector<bool> finished(const std::vector<TaskStatus>& status) {
+  std::vector<bool> out(status.size());
+  for (std::size_t t = 0; t < status.size(); ++t) out[t] = status[t] != TaskStatus::pending;
+  return out;
+}
+}  // namespace
+
+std::vector<std::pair<Platform, std::uint64_t>> Store::finished_by_platform() const {
+  h5::init();
+  return impl_->platforms.count(finished(task_status()));
 }
 
 void Store::write(std::span<const TaskResult> results) {
@@ -987,6 +1008,9 @@ void Store::write(std::span<const TaskResult> results) {
   write_spectra(s.m_sv.id(), s.m_offset, &TaskResult::mixer_sv);
   write_spectra(s.m_eig_re.id(), s.m_offset, &TaskResult::mixer_eig_re);
   write_spectra(s.m_eig_im.id(), s.m_offset, &TaskResult::mixer_eig_im);
+  std::vector<const Platform*> platforms;
+  for (std::size_t i : sel) platforms.push_back(&results[i].platform);
+  s.platforms.write(runs, platforms);
   h5::flush(s.file.id());
 
   // 3. Only now the statuses: a task marked done always has its rows on disk.
@@ -1045,7 +1069,9 @@ StoreInfo read_info(const std::filesystem::path& path) {
     info.max_depth = static_cast<int>(h5::get_attr_i64(f, "max_depth"));
 
     h5::Handle tasks = h5::open_dataset(f, "/tasks");
-    for (TaskStatus st : read_status_column(tasks.id(), info.n_tasks)) {
+    const std::vector<TaskStatus> status = read_status_column(tasks.id(), info.n_tasks);
+    info.platforms = detail::PlatformColumn::open(f, info.n_tasks).count(finished(status));
+    for (TaskStatus st : status) {
       switch (st) {
         case TaskStatus::pending: ++info.n_pending; break;
         case TaskStatus::done: ++info.n_done; break;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/theory.hpp"
@@ -21,6 +22,15 @@ inline constexpr int schema_version = 1;
 enum class TaskStatus : std::int8_t { pending = 0, done = 1, failed = 2, diverged = 3 };
 const char* to_string(TaskStatus s);
 
+/// Where a task was computed. Results are bitwise reproducible on one BLAS kernel; other kernels
+/// round differently (docs/GUARANTEES.md).
+struct Platform {
+  std::string blas_kernel;  ///< linalg::blas_kernel(), e.g. "OpenBLAS 0.3.21 Cooperlake"
+  std::string cpu;          ///< rcsweep::cpu_model(), e.g. "AMD EPYC (family 25, model 17)"
+  bool empty() const noexcept { return blas_kernel.empty() && cpu.empty(); }
+  friend bool operator==(const Platform&, const Platform&) = default;
+};
+
 /// Everything a finished task contributes to the store.
 struct TaskResult {
   std::uint64_t task = 0;
@@ -28,6 +38,7 @@ struct TaskResult {
   double wall_s = 0.0;
   int rank = 0;
   std::string message;  ///< e.g. "diverged at layer 7: non-finite X" (at most 255 bytes kept)
+  Platform platform;    ///< who computed it (/provenance); empty: not recorded
   /// layers[l][k]: metric k (metrics::layer_metric_names order) of layer l = 0..L_max.
   std::vector<std::array<double, 13>> layers;
   /// spectra[l]: singular values of layer l when plan.spectrum_at(l), else empty.
@@ -68,6 +79,9 @@ struct StoreInfo {
   std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0;
   std::vector<std::string> axes;      ///< swept parameter names
   std::vector<std::string> datasets;  ///< every dataset path
+  /// Finished (done, failed, diverged) tasks per platform, in the order platforms first appeared;
+  /// an empty Platform counts those not recorded (stores made before /provenance).
+  std::vector<std::pair<Platform, std::uint64_t>> platforms;
 };
 
 class Store {
@@ -87,6 +101,8 @@ class Store {
 
   /// Status of every task (index = task id).
   std::vector<TaskStatus> task_status() const;
+  /// Finished tasks per platform (as StoreInfo::platforms).
+  std::vector<std::pair<Platform, std::uint64_t>> finished_by_platform() const;
 
   /// The stored results of `tasks`, as they would be passed to write(): writing them into another
   /// store of the same plan reproduces the rows bitwise (NaN included).

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "base/platform.hpp"
 #include "linalg/linalg.hpp"
 #include "models/task_runner.hpp"
 #include "rcsweep/version.hpp"
@@ -147,7 +148,8 @@ class ResultQueue {
 class Service {
  public:
   Service(const plan::Plan& plan, store::Store& store, WorkQueue& work, ResultQueue& local, StopState& stop,
-          MPI_Comm comm, const RunOptions& opt, double pending_flops, std::uint64_t pending_tasks, RunSummary& summary)
+          MPI_Comm comm, const RunOptions& opt, double pending_flops, std::uint64_t pending_tasks, RunSummary& summary,
+          std::vector<store::Platform> rank_platform)
       : plan_(plan),
         store_(store),
         work_(work),
@@ -159,7 +161,8 @@ class Service {
         busy_(static_cast<std::size_t>(n_workers_) + 1, false),
         cancelled_(busy_),
         progress_(pending_flops, pending_tasks, opt.progress),
-        summary_(summary) {}
+        summary_(summary),
+        rank_platform_(std::move(rank_platform)) {}
 
   /// Rank 0's progress inside its current bundle (see Progress::set_partial).
   void partial_progress(double flops) { progress_.set_partial(flops); }
@@ -265,6 +268,9 @@ class Service {
   }
 
   void write(std::vector<store::TaskResult>& batch) {
+    for (auto& r : batch)
+      if (r.rank >= 0 && static_cast<std::size_t>(r.rank) < rank_platform_.size())
+        r.platform = rank_platform_[static_cast<std::size_t>(r.rank)];
     const auto start = steady::now();
     guard_io([&] { store_.write(batch); });
     const auto end = steady::now();
@@ -301,6 +307,7 @@ class Service {
   steady::time_point oldest_{};  // arrival of the oldest result not yet written
   Progress progress_;
   RunSummary& summary_;
+  std::vector<store::Platform> rank_platform_;  // per rank: its BLAS kernel and CPU
 };
 
 // A cancel message from rank 0, received if there is one.
@@ -340,6 +347,36 @@ void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOpt
     results.assign(sizeof sig, 0);
     for (const auto& r : compute(runner, plan, tasks, rank, cancelled)) pack(r, results);
   }
+}
+
+/// Say when a run's BLAS kernels differ among its ranks or from those of the store's finished
+/// tasks: allowed, but such results agree only to rounding (docs/GUARANTEES.md).
+void note_new_kernels(const std::vector<store::Platform>& ranks,
+                      const std::vector<std::pair<store::Platform, std::uint64_t>>& stored) {
+  std::vector<std::string> mine, before;
+  for (const auto& p : ranks)
+    if (std::find(mine.begin(), mine.end(), p.blas_kernel) == mine.end()) mine.push_back(p.blas_kernel);
+  std::string stored_text;
+  for (const auto& [p, n] : stored) {
+    if (p.empty()) continue;  // not recorded (a store made before /provenance)
+    stored_text += (stored_text.empty() ? "" : ", ") + p.blas_kernel + " (" + std::to_string(n) + " tasks)";
+    if (std::find(before.begin(), before.end(), p.blas_kernel) == before.end()) before.push_back(p.blas_kernel);
+  }
+  std::string text;
+  for (const auto& k : mine) text += (text.empty() ? "" : ", ") + k;
+  if (mine.size() > 1)
+    std::fprintf(stderr, "[rcsweep] note: the ranks of this run use different BLAS kernels (%s)\n", text.c_str());
+  const bool new_kernel =
+      !before.empty() && std::any_of(mine.begin(), mine.end(), [&](const std::string& k) {
+        return std::find(before.begin(), before.end(), k) == before.end();
+      });
+  if (new_kernel)
+    std::fprintf(stderr, "[rcsweep] note: this run computes with %s; the store's finished tasks were computed with %s\n",
+                 text.c_str(), stored_text.c_str());
+  if (mine.size() > 1 || new_kernel)
+    std::fprintf(stderr,
+                 "[rcsweep] results of different BLAS kernels agree to rounding, not bitwise (docs/GUARANTEES.md); "
+                 "rcsweep info counts the tasks of each\n");
 }
 
 }  // namespace
@@ -400,6 +437,14 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   }
   if (deadline) summary.time_limit_s = std::chrono::duration<double>(*deadline - t0).count();
 
+  // Every rank's platform, at rank 0: the store records it per task (results are bitwise
+  // reproducible on one BLAS kernel only).
+  std::vector<store::Platform> rank_platform;
+  for (const auto& text : mpi::gather(linalg::blas_kernel() + '\n' + cpu_model(), 0, comm)) {
+    const auto nl = text.find('\n');
+    rank_platform.push_back({text.substr(0, nl), text.substr(nl + 1)});
+  }
+
   // Phase 1 (rank 0): open or create the store; every rank learns whether that worked.
   std::optional<store::Store> store;
   std::string error;
@@ -422,6 +467,9 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   }
   error = mpi::bcast(error, 0, comm);
   if (!error.empty()) throw StoreRefused(error);
+  if (rank == 0)
+    note_new_kernels(rank_platform, summary.resumed ? store->finished_by_platform()
+                                                    : std::vector<std::pair<store::Platform, std::uint64_t>>{});
 
   if (rank != 0) {
     run_worker(runner, plan, opt, comm, rank, summary);
@@ -470,7 +518,8 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     StopState stop;
     std::atomic<bool> local_finished{false};
     std::exception_ptr service_error;
-    Service service(plan, *store, queue, local, stop, comm, opt, pending_flops, pending_tasks, summary);
+    Service service(plan, *store, queue, local, stop, comm, opt, pending_flops, pending_tasks, summary,
+                    std::move(rank_platform));
     std::thread service_thread([&] {
       try {
         service.run(local_finished);

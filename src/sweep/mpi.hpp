@@ -37,6 +37,25 @@ inline std::string bcast(std::string s, int root, MPI_Comm comm) {
   return s;
 }
 
+/// Gather one string from every rank at `root` (index = rank; empty elsewhere).
+inline std::vector<std::string> gather(const std::string& s, int root, MPI_Comm comm) {
+  const int n = comm_size(comm), rank = comm_rank(comm);
+  int len = static_cast<int>(s.size());
+  std::vector<int> lens(rank == root ? static_cast<std::size_t>(n) : 0), offsets(lens.size());
+  check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm), "MPI_Gather");
+  std::string all;
+  if (rank == root) {
+    for (std::size_t i = 1; i < lens.size(); ++i) offsets[i] = offsets[i - 1] + lens[i - 1];
+    all.resize(lens.empty() ? 0 : static_cast<std::size_t>(offsets.back() + lens.back()));
+  }
+  check(MPI_Gatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, root, comm),
+        "MPI_Gatherv");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < lens.size(); ++i)
+    out.push_back(all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lens[i])));
+  return out;
+}
+
 /// Owns MPI_Init_thread / MPI_Finalize. Requests MPI_THREAD_SERIALIZED: rank 0 runs a service
 /// thread that alone makes MPI calls while the main thread computes.
 class Session {

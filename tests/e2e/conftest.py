@@ -33,13 +33,13 @@ def rcsweep(*args, ranks=None, check=None, timeout=300, **kw):
 
 
 def results(path):
-    """Every result a store holds: all datasets except the grid description (/axes, /points) and a
-    weights dump, with /tasks reduced to what was computed (id, point, replicate, status, message;
-    not wall_s and rank, which record how a run went)."""
+    """Every result a store holds: all datasets except the grid description (/axes, /points), a
+    weights dump and /provenance, with /tasks reduced to what was computed (id, point, replicate,
+    status, message; not wall_s and rank, which, like /provenance, record how a run went)."""
     out = {}
     with h5py.File(path, "r") as f:
         def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and not name.startswith(("axes", "points", "dump")):
+            if isinstance(obj, h5py.Dataset) and not name.startswith(("axes", "points", "dump", "provenance")):
                 out[name] = obj[...]
         f.visititems(visit)
     tasks = out.pop("tasks")

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -224,6 +226,20 @@ TEST(LinalgPlacement, ResultsDoNotDependOnOperandAlignment) {
     }
   }
   set_blas_threads(previous);
+}
+
+// The kernel name the store records: "OpenBLAS <version> <core>", the core OpenBLAS runs (the one
+// OPENBLAS_CORETYPE asks for, when set).
+TEST(LinalgPlacement, BlasKernelNamesTheCoreInUse) {
+  const std::string kernel = blas_kernel();
+  ASSERT_TRUE(kernel.starts_with("OpenBLAS 0.") || kernel.starts_with("OpenBLAS 1.")) << kernel;
+  EXPECT_EQ(std::count(kernel.begin(), kernel.end(), ' '), 2) << kernel;
+  if (const char* core = std::getenv("OPENBLAS_CORETYPE"); core && *core) {
+    std::string want = core, got = kernel.substr(kernel.rfind(' ') + 1);
+    for (auto* s : {&want, &got}) std::transform(s->begin(), s->end(), s->begin(), [](unsigned char c) { return std::tolower(c); });
+    EXPECT_EQ(got, want) << kernel;
+  }
+  EXPECT_NE(blas_info().find(kernel.substr(kernel.rfind(' ') + 1)), std::string::npos);
 }
 
 TEST(LinalgSvd, DiagonalMatrix) {

@@ -1,0 +1,29 @@
+#include "base/platform.hpp"
+
+#include <fstream>
+
+namespace rcsweep {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name, family, model;
+  const auto value = [&] {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) return std::string();
+    const auto first = line.find_first_not_of(" \t", colon + 1);
+    return first == std::string::npos ? std::string() : line.substr(first);
+  };
+  while (std::getline(in, line) && !line.empty()) {  // the first processor's block ends at a blank line
+    if (line.starts_with("model name"))
+      name = value();
+    else if (line.starts_with("cpu family"))
+      family = value();
+    else if (line.starts_with("model") && line.find_first_not_of(" \t", 5) == line.find(':'))
+      model = value();
+  }
+  if (name.empty()) return "unknown CPU";
+  if (!family.empty() && !model.empty()) name += " (family " + family + ", model " + model + ")";
+  return name;
+}
+
+}  // namespace rcsweep
