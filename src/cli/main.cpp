@@ -5,8 +5,10 @@
 
 #include "base/allocator.hpp"
 #include "base/error.hpp"
+#include "base/platform.hpp"
 #include "cli/calibrate.hpp"
 #include "cli/commands.hpp"
+#include "linalg/linalg.hpp"
 #include "store/dump.hpp"
 #include "sweep/stop.hpp"
 #include "rcsweep/version.hpp"
@@ -20,7 +22,9 @@ int main(int argc, char** argv) {
       "replicate is a task that runs the random stack to the largest depth and records spectral metrics\n"
       "of every layer in one HDF5 store (see docs/SCHEMA.md).",
       "rcsweep"};
-  app.set_version_flag("--version", std::string(version) + " (" + git_commit + ")");
+  // The BLAS kernel too: results are bitwise reproducible on one kernel (docs/GUARANTEES.md).
+  app.set_version_flag("--version", std::string(version) + " (" + git_commit + ")\nBLAS kernel " +
+                                        linalg::blas_kernel() + " on " + cpu_model());
   app.require_subcommand(1);
 
   cli::RunArgs run;
