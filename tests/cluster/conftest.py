@@ -1,12 +1,14 @@
 """Shared pieces of the cluster tests: a private one-node Slurm (munged, slurmctld, slurmd started by
-the test on free ports, with their state in a temporary directory, stopped at the end), direct
-reference runs of the test sweeps, and the store comparison of the end-to-end tests."""
+the test on free ports, with their state in a temporary directory, stopped at the end), the test
+sweeps (the long one sized for this machine), direct reference runs of them, and the store
+comparison of the end-to-end tests."""
 import importlib.util
 import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,11 +22,18 @@ DATA = Path(__file__).parent / "data"
 JOBS = SOURCE / "jobs"
 
 # The e2e helpers (every result dataset of two stores compared bitwise), loaded under another name
-# than "conftest".
+# than "conftest", and their workload module (sweeps sized for this machine's speed).
+sys.path.append(str(SOURCE / "tests" / "e2e"))
+import workload  # noqa: E402
+
 _spec = importlib.util.spec_from_file_location("e2e_helpers", SOURCE / "tests" / "e2e" / "conftest.py")
 e2e = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(e2e)
 assert_same_results = e2e.assert_same_results
+
+# One core's seconds of computing of the long sweep: about 20 s on two cores, several times the
+# shortest time limit the requeue tests give a run (test_slurm.py, test_pbs.py).
+LONG_SECONDS = 40.0
 
 
 def job_env(**extra):
@@ -38,17 +47,39 @@ def job_env(**extra):
 
 
 @pytest.fixture(scope="session")
-def reference(tmp_path_factory):
-    """reference(name) -> a store of tests/cluster/data/<name>.toml run directly (mpiexec -n 2)."""
+def sweep(tmp_path_factory):
+    """sweep(name) -> tests/cluster/data/<name>.toml; "long" with its replicates set for about
+    LONG_SECONDS of computing on one core of this machine (workload.sized), written once."""
+    d = tmp_path_factory.mktemp("sweeps")
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            if name == "long":
+                cache[name] = d / "long.toml"
+                cache[name].write_text(workload.sized("cluster-long", (DATA / "long.toml").read_text(), "replicates",
+                                                      LONG_SECONDS, lo=2, probe=1))
+            else:
+                cache[name] = DATA / f"{name}.toml"
+        return cache[name]
+    return get
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory, sweep):
+    """reference(name) -> a store of sweep(name) run directly (mpiexec -n 2); reference.seconds[name]
+    is the time that run took."""
     d = tmp_path_factory.mktemp("reference")
     cache = {}
 
     def get(name):
         if name not in cache:
             out = d / f"{name}.h5"
-            e2e.rcsweep("run", DATA / f"{name}.toml", "-o", out, "-q", ranks=2, check=0, timeout=900)
+            proc = e2e.rcsweep("run", sweep(name), "-o", out, ranks=2, check=0, timeout=900)
+            get.seconds[name] = workload.run_seconds(proc.stderr)
             cache[name] = out
         return cache[name]
+    get.seconds = {}
     return get
 
 

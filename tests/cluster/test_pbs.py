@@ -7,7 +7,6 @@ import re
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
@@ -115,11 +114,13 @@ def test_pbs_merge_refuses_a_missing_shard(pbs):
     assert "shard-1-of-3.h5" in merge.stderr and not (pbs.work / "gap.h5").exists()
 
 
-def test_pbs_walltime_and_sigterm_stop_cleanly_and_qrerun_resumes(pbs, reference):
+def test_pbs_walltime_and_sigterm_stop_cleanly_and_qrerun_resumes(pbs, sweep, reference):
     """Run 1: 7 s of walltime left less STOP_BEFORE = 5 s: rcsweep's time limit stops it (exit 4),
-    the job asks for qrerun. Run 2: PBS's SIGTERM (what it sends at the walltime) is forwarded as
-    SIGUSR1: clean stop, qrerun. Run 3 (run_count 3) finishes the store: equal to a direct run."""
-    sweep = DATA / "long.toml"
+    the job asks for qrerun. Run 2: PBS's SIGTERM (what it sends at the walltime), once rank 0
+    reports tasks done, is forwarded as SIGUSR1: clean stop, qrerun. Run 3 (run_count 3) finishes
+    the store: equal to a direct run. The long sweep takes about 20 s on two cores here
+    (conftest.sweep)."""
+    sweep = sweep("long")
     first = pbs("mpi_job.sh", SWEEP=sweep, OUT="long.h5", STOP_BEFORE=5, STUB_WALLTIME="00:00:08",
                 STUB_USED="00:00:01", GRACE=2)
     log = first.stdout + first.stderr
@@ -128,13 +129,14 @@ def test_pbs_walltime_and_sigterm_stop_cleanly_and_qrerun_resumes(pbs, reference
     assert re.search(r"\[rcsweep\] time limit of [\d.]+ s reached: \d+ tasks left", log), log
     assert pbs.calls()[-1] == "qrerun 4243.pbs01"
 
-    second = pbs("mpi_job.sh", SWEEP=sweep, OUT="long.h5", STUB_RUN_COUNT=2, GRACE=2, background=True)
+    second = pbs("mpi_job.sh", SWEEP=sweep, OUT="long.h5", STUB_RUN_COUNT=2, GRACE=2, background=True,
+                 RCSWEEP_PROGRESS_INTERVAL=0.1)
     head = []
-    for line in second.stdout:  # rcsweep prints this once its stop handlers are in place
+    for line in second.stdout:  # rcsweep's stop handlers are in place before it resumes: wait for tasks done
         head.append(line)
-        if line.startswith("[rcsweep] resuming"):
+        m = re.match(r"\[rcsweep\] (\d+)/\d+ tasks", line)
+        if m and int(m.group(1)) >= 1:
             break
-    time.sleep(1)
     second.send_signal(signal.SIGTERM)
     log = "".join(head) + second.communicate(timeout=300)[0]
     assert second.returncode == 0, log
@@ -149,8 +151,8 @@ def test_pbs_walltime_and_sigterm_stop_cleanly_and_qrerun_resumes(pbs, reference
     assert_same_results(pbs.work / "long.h5", reference("long"))
 
 
-def test_pbs_without_qrerun_rights_exits_4_and_says_so(pbs):
-    proc = pbs("mpi_job.sh", SWEEP=DATA / "long.toml", OUT="norerun.h5", STOP_BEFORE=5, STUB_WALLTIME="00:00:07",
+def test_pbs_without_qrerun_rights_exits_4_and_says_so(pbs, sweep):
+    proc = pbs("mpi_job.sh", SWEEP=sweep("long"), OUT="norerun.h5", STOP_BEFORE=5, STUB_WALLTIME="00:00:07",
                STUB_QRERUN_RC=1)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "qrerun refused" in proc.stderr and "submit the same job again" in proc.stderr

@@ -8,6 +8,8 @@ import h5py
 import numpy as np
 import pytest
 
+import workload
+
 SOURCE = Path(os.environ.get("RCSWEEP_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BIN = os.environ.get("RCSWEEP_BIN", str(SOURCE / "build" / "rcsweep"))
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
@@ -61,8 +63,17 @@ def assert_same_results(a, b):
 
 
 @pytest.fixture(scope="session")
-def reference_kill_store(tmp_path_factory):
+def kill_sweep(tmp_path_factory):
+    """kill.toml with as many replicates as take about 2 s of computing on one core of this machine
+    (workload.sized): the sweep the kill-and-resume tests kill."""
+    path = tmp_path_factory.mktemp("kill") / "kill.toml"
+    path.write_text(workload.sized("kill", (DATA / "kill.toml").read_text(), "replicates", 2.0, lo=4))
+    return path
+
+
+@pytest.fixture(scope="session")
+def reference_kill_store(kill_sweep):
     """The kill-and-resume sweep run once without interruption (single process)."""
-    path = tmp_path_factory.mktemp("ref") / "kill_ref.h5"
-    rcsweep("run", DATA / "kill.toml", "-o", path, "-q", check=0)
+    path = kill_sweep.parent / "kill_ref.h5"
+    rcsweep("run", kill_sweep, "-o", path, "-q", check=0)
     return path

@@ -1,5 +1,7 @@
 """Kill the run at random moments (SIGKILL of every process), resume, and get bitwise the store
-an uninterrupted run gives."""
+an uninterrupted run gives. The moments are random shares of each run's work, read from rank 0's
+progress lines (workload.Watched), or random times before the store is open: the same spread over
+the run on a fast machine as on a slow one (the sweep is sized for this machine, conftest.kill_sweep)."""
 import os
 import random
 import signal
@@ -9,7 +11,8 @@ import time
 import h5py
 import numpy as np
 
-from conftest import BIN, DATA, assert_same_results, mpi_prefix, rcsweep
+from conftest import BIN, assert_same_results, mpi_prefix, rcsweep
+from workload import Watched
 
 
 def descendants(pid):
@@ -50,17 +53,28 @@ def mpi_rank_of(pid):
     return None
 
 
-def run_and_kill(args, ranks, delay, victim="all"):
-    """Start rcsweep (under mpiexec when `ranks`) and SIGKILL it after `delay` seconds: every
-    process (victim "all"), only MPI rank 0 ("rank0") or only another rank ("worker"); Open MPI
-    then tears the rest of the job down. Returns True if it was killed, False if it finished first."""
-    proc = subprocess.Popen(mpi_prefix(ranks) + [BIN, *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        proc.wait(timeout=delay)
-        return False
-    except subprocess.TimeoutExpired:
-        pass
+def run_and_kill(args, ranks, when, victim="all"):
+    """Start rcsweep (under mpiexec when `ranks`) and SIGKILL it at `when`: ("work", f) once rank
+    0's progress line shows at least the share f of this run's work done (`args` without -q), or
+    ("after", s) s seconds after the start. Killed: every process (victim "all"), only MPI rank 0
+    ("rank0") or only another rank ("worker"); Open MPI then tears the rest of the job down.
+    Returns (killed, opened): killed False if it finished first; opened the seconds it took to open
+    the store (None if it did not)."""
+    kind, value = when
+    assert kind in ("work", "after") and (kind == "after" or "-q" not in args)
+    watched = Watched(mpi_prefix(ranks) + [BIN, *map(str, args)])
+    proc = watched.proc
+    if kind == "work":
+        running = watched.wait_until(lambda w: w.work >= value)
+    else:
+        try:
+            proc.wait(timeout=value)
+            running = False
+        except subprocess.TimeoutExpired:
+            running = True
+    if not running:
+        proc.wait(timeout=120)
+        return False, watched.opened
     procs = descendants(proc.pid)
     by_rank = {mpi_rank_of(p): p for p in procs}
     if victim == "rank0" and 0 in by_rank:
@@ -74,30 +88,45 @@ def run_and_kill(args, ranks, delay, victim="all"):
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    proc.wait(timeout=60)
+    proc.wait(timeout=120)
     # Every rank gone before the next run opens the store. A rank that mpiexec was spawning at the
-    # kill is not in `procs`: it notices its parent's death and aborts within a few seconds, so
-    # wait until no process names the store for a few consecutive checks.
-    deadline = time.time() + 30
+    # kill is not in `procs`: it notices its parent's death and aborts (within seconds, longer on
+    # a loaded machine), so wait until no process names the store for a few consecutive checks.
+    deadline = time.time() + 120
     path, quiet = str(args[args.index("-o") + 1]), 0
     while quiet < 3:
-        assert time.time() < deadline, "ranks survived the kill"
-        quiet = 0 if any(alive(p) for p in procs) or using(path) else quiet + 1
+        survivors = [p for p in procs if alive(p)]
+        assert time.time() < deadline, f"ranks survived the kill: {survivors} {using(path, report=True)}"
+        quiet = 0 if survivors or using(path) else quiet + 1
         time.sleep(0.1)
-    return True
+    return True, watched.opened
 
 
-def using(path):
-    """Whether a live process has `path` on its command line (a rank started after the kill's scan)."""
+def random_moment(rng, opened):
+    """Where to kill a run: a random share of its work, or (one time in four, once a run has shown
+    how long opening the store takes here: `opened` seconds) a random time before the store is
+    open (MPI start-up, store creation or opening)."""
+    if opened and rng.random() < 0.25:
+        return ("after", rng.uniform(0.0, opened))
+    return ("work", rng.uniform(0.0, 1.0))
+
+
+def using(path, report=False):
+    """Whether a live process has `path` on its command line (a rank started after the kill's scan);
+    with `report`, the list of such processes' command lines."""
+    found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if path.encode() in f.read() and alive(int(entry)):
+                    cmdline = f.read()
+                if path.encode() in cmdline and alive(int(entry)):
+                    if not report:
                         return True
+                    found.append(entry + ": " + cmdline.replace(b"\0", b" ").decode(errors="replace"))
             except OSError:
                 continue
-    return False
+    return found if report else False
 
 
 def statuses(path):
@@ -105,47 +134,50 @@ def statuses(path):
         return f["tasks"]["status"][...]
 
 
-def kill_loop(tmp_path, reference, ranks, kills, seed):
+def kill_loop(tmp_path, sweep, reference, ranks, kills, seed):
     rng = random.Random(seed)
     store = tmp_path / f"killed_np{ranks}.h5"
     done_counts = []
     killed = 0
+    opened = None
     for _ in range(kills):
         victim = rng.choice(["all", "rank0", "worker"])
-        if run_and_kill(["run", DATA / "kill.toml", "-o", store, "-q"], ranks, rng.uniform(0.3, 1.0), victim):
-            killed += 1
+        hit, took = run_and_kill(["run", sweep, "-o", store], ranks, random_moment(rng, opened), victim)
+        killed += hit
+        opened = took or opened
         if store.exists():  # the killed store is always readable, and progress never goes back
             done = int(np.sum(statuses(store) == 1))
             assert not done_counts or done >= done_counts[-1]
             done_counts.append(done)
     assert killed >= kills // 2, "the sweep finished too early to test anything"
-    proc = rcsweep("run", DATA / "kill.toml", "-o", store, ranks=ranks, check=0)
+    proc = rcsweep("run", sweep, "-o", store, ranks=ranks, check=0)
     assert "resuming" in proc.stderr
     assert np.all(statuses(store) == 1)
     assert_same_results(store, reference)
     return done_counts
 
 
-def test_sigkill_single_process_then_resume(tmp_path, reference_kill_store):
-    counts = kill_loop(tmp_path, reference_kill_store, None, kills=4, seed=1)
+def test_sigkill_single_process_then_resume(tmp_path, kill_sweep, reference_kill_store):
+    counts = kill_loop(tmp_path, kill_sweep, reference_kill_store, None, kills=4, seed=1)
     assert counts[-1] > 0  # some work survived the kills
 
 
-def test_sigkill_mpi_job_then_resume(tmp_path, reference_kill_store):
-    counts = kill_loop(tmp_path, reference_kill_store, 2, kills=5, seed=2)
+def test_sigkill_mpi_job_then_resume(tmp_path, kill_sweep, reference_kill_store):
+    counts = kill_loop(tmp_path, kill_sweep, reference_kill_store, 2, kills=5, seed=2)
     assert counts[-1] > 0
 
 
-def test_resumed_run_computes_only_missing_tasks(tmp_path, reference_kill_store):
+def test_resumed_run_computes_only_missing_tasks(tmp_path, kill_sweep, reference_kill_store):
     store = tmp_path / "partial.h5"
+    rng = random.Random(3)
     while True:  # kill until the store holds some but not all tasks
         store.unlink(missing_ok=True)
-        run_and_kill(["run", DATA / "kill.toml", "-o", store, "-q"], None, 1.5)
+        run_and_kill(["run", kill_sweep, "-o", store], None, ("work", rng.uniform(0.3, 0.7)))
         if store.exists() and 0 < np.sum(statuses(store) == 1) < len(statuses(store)):
             break
     with h5py.File(store, "r") as f:
         before = f["tasks"][...]
-    proc = rcsweep("run", DATA / "kill.toml", "-o", store, check=0)
+    proc = rcsweep("run", kill_sweep, "-o", store, check=0)
     n_done_before = int(np.sum(before["status"] == 1))
     assert f"{len(before) - n_done_before} tasks" in proc.stderr
     with h5py.File(store, "r") as f:
@@ -156,7 +188,7 @@ def test_resumed_run_computes_only_missing_tasks(tmp_path, reference_kill_store)
     assert_same_results(store, reference_kill_store)
 
 
-def test_fifty_sigkills_every_task_done_exactly_once(tmp_path, reference_kill_store):
+def test_fifty_sigkills_every_task_done_exactly_once(tmp_path, kill_sweep, reference_kill_store):
     """At least 50 SIGKILLs at random moments (every process, rank 0 only, or a worker only) of
     2- and 3-rank runs, each followed by a resume. Across the runs of a store, a task that was done
     never changes again (its /tasks row is bitwise the same: not recomputed, not rewritten) and the
@@ -164,6 +196,7 @@ def test_fifty_sigkills_every_task_done_exactly_once(tmp_path, reference_kill_st
     an uninterrupted run bitwise. When a store completes, the next cycle starts a fresh one."""
     rng = random.Random(50)
     store = tmp_path / "fifty.h5"
+    opened = {}  # ranks -> seconds the last run took to open the store
     kills = cycles = 0
     rows_before = None
     completions = 0
@@ -183,7 +216,9 @@ def test_fifty_sigkills_every_task_done_exactly_once(tmp_path, reference_kill_st
             break
         ranks = rng.choice([2, 3])
         victim = rng.choice(["all", "rank0", "worker"])
-        kills += run_and_kill(["run", DATA / "kill.toml", "-o", store, "-q"], ranks, rng.uniform(0.3, 1.6), victim)
+        hit, took = run_and_kill(["run", kill_sweep, "-o", store], ranks, random_moment(rng, opened.get(ranks)), victim)
+        kills += hit
+        opened[ranks] = took or opened.get(ranks)
         if not store.exists():
             continue
         with h5py.File(store, "r") as f:
@@ -201,7 +236,7 @@ def test_fifty_sigkills_every_task_done_exactly_once(tmp_path, reference_kill_st
             finish_cycle()
     assert kills >= 50, f"only {kills} kills landed"
     if store.exists():  # the last store: finish it without a kill
-        rcsweep("run", DATA / "kill.toml", "-o", store, "-q", ranks=2, check=0)
+        rcsweep("run", kill_sweep, "-o", store, "-q", ranks=2, check=0)
         with h5py.File(store, "r") as f:
             rows = f["tasks"][...]
         kept = rows_before["status"] == 1

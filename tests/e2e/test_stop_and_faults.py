@@ -1,11 +1,18 @@
 """Stops and faults (docs/GUARANTEES.md): stop signals with a grace period, the time limit, a full
-disk, --retry-failed. Every interrupted store must resume to bitwise the uninterrupted one."""
+disk, --retry-failed. Every interrupted store must resume to bitwise the uninterrupted one.
+
+Nothing here is sized for one machine's speed: the sweeps that must still be running when they are
+stopped take a set time of computing on this machine (workload.sized), signals are sent once rank 0's
+progress line shows a share of the work done (workload.Watched), and the time limits are fractions
+of the measured time of the same sweep."""
+import math
 import os
 import re
 import shutil
 import signal
 import subprocess
 import time
+from collections import namedtuple
 
 import h5py
 import numpy as np
@@ -13,19 +20,21 @@ import pytest
 
 from conftest import BIN, DATA, assert_same_results, mpi_prefix, rcsweep
 from test_kill_resume import descendants, mpi_rank_of
+import workload
 
-# kill.toml with more replicates: about 15 s on one core, so a stop always lands mid-run.
-LONG = (DATA / "kill.toml").read_text().replace("replicates = 30", "replicates = 250")
+Long = namedtuple("Long", "sweep reference seconds")
 
 
 @pytest.fixture(scope="module")
 def long_sweep(tmp_path_factory):
+    """kill.toml with as many replicates as take about 8 s of computing on one core here (4 s on
+    2 ranks), run once on 2 ranks: the sweep file, the reference store and the run's wall time."""
     d = tmp_path_factory.mktemp("long")
     sweep = d / "long.toml"
-    sweep.write_text(LONG)
+    sweep.write_text(workload.sized("kill", (DATA / "kill.toml").read_text(), "replicates", 8.0, lo=8))
     reference = d / "reference.h5"
-    rcsweep("run", sweep, "-o", reference, "-q", ranks=2, check=0)
-    return sweep, reference
+    proc = rcsweep("run", sweep, "-o", reference, ranks=2, check=0)
+    return Long(sweep, reference, workload.run_seconds(proc.stderr))
 
 
 def statuses(path):
@@ -34,9 +43,13 @@ def statuses(path):
 
 
 def start(args, ranks=None, env=None):
-    return subprocess.Popen(mpi_prefix(ranks) + [BIN, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, **(env or {})})
+    """rcsweep (under mpiexec when `ranks`) with its progress lines read as they come."""
+    return workload.Watched(mpi_prefix(ranks) + [BIN, *map(str, args)], env=env)
+
+
+def tenth_done(w):
+    """Rank 0 reports at least a tenth of the tasks done (written to the store)."""
+    return w.total > 0 and w.done >= max(1, w.total // 10)
 
 
 def rank_pids(proc):
@@ -57,22 +70,22 @@ def resume_and_compare(sweep, store, reference, ranks=2):
     assert_same_results(store, reference)
 
 
-def check_stopped(proc, out, err, sig_name):
+def check_stopped(proc, err, sig_name):
     assert proc.returncode == 4, f"exit {proc.returncode}\n{err}"
     assert f"stopped by {sig_name}" in err and "resume with the same command" in err, err
     assert re.search(r"\d+ tasks left", err)
 
 
 def test_sigterm_single_process_stops_cleanly_and_resumes(tmp_path, long_sweep):
-    sweep, reference = long_sweep
+    sweep, reference, _ = long_sweep
     store = tmp_path / "term.h5"
     proc = start(["run", sweep, "-o", store, "--grace", "5"])
-    time.sleep(2.0)
+    assert proc.wait_until(tenth_done), proc.err
     t_signal = time.time()
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.wait(timeout=30)
     assert time.time() - t_signal < 5 + 2, "did not stop within the grace period"
-    check_stopped(proc, out, err, "SIGTERM")
+    check_stopped(proc, err, "SIGTERM")
     s = statuses(store)
     assert 0 < np.sum(s == 1) < len(s)
     with h5py.File(store, "r") as f:
@@ -82,17 +95,17 @@ def test_sigterm_single_process_stops_cleanly_and_resumes(tmp_path, long_sweep):
 
 def test_sigterm_to_every_rank_under_mpiexec(tmp_path, long_sweep):
     """What Slurm does on scancel or at the time limit with srun: SIGTERM to every task."""
-    sweep, reference = long_sweep
+    sweep, reference, _ = long_sweep
     store = tmp_path / "term2.h5"
     proc = start(["run", sweep, "-o", store, "--grace", "5"], ranks=2)
     pids = rank_pids(proc)
-    time.sleep(1.5)
+    assert proc.wait_until(tenth_done), proc.err
     t_signal = time.time()
     for pid in pids.values():
         os.kill(pid, signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.wait(timeout=60)
     assert time.time() - t_signal < 5 + 3
-    check_stopped(proc, out, err, "SIGTERM")
+    check_stopped(proc, err, "SIGTERM")
     assert 0 < np.sum(statuses(store) == 1) < len(statuses(store))
     resume_and_compare(sweep, store, reference)
 
@@ -100,30 +113,30 @@ def test_sigterm_to_every_rank_under_mpiexec(tmp_path, long_sweep):
 def test_sigusr1_to_mpiexec_is_forwarded_and_stops_cleanly(tmp_path, long_sweep):
     """mpiexec forwards SIGUSR1 to every rank without tearing the job down (job scripts ask the
     scheduler for it before the limit)."""
-    sweep, reference = long_sweep
+    sweep, reference, _ = long_sweep
     store = tmp_path / "usr1.h5"
     proc = start(["run", sweep, "-o", store], ranks=2)
     rank_pids(proc)
-    time.sleep(1.5)
+    assert proc.wait_until(tenth_done), proc.err
     proc.send_signal(signal.SIGUSR1)
-    out, err = proc.communicate(timeout=60)
-    check_stopped(proc, out, err, "SIGUSR1")
+    _, err = proc.wait(timeout=60)
+    check_stopped(proc, err, "SIGUSR1")
     resume_and_compare(sweep, store, reference)
 
 
 def test_signal_to_rank_0_only_stops_the_whole_job(tmp_path, long_sweep):
-    sweep, reference = long_sweep
+    sweep, reference, _ = long_sweep
     store = tmp_path / "rank0.h5"
     proc = start(["run", sweep, "-o", store, "--grace", "5"], ranks=2)
     pids = rank_pids(proc)
-    time.sleep(1.5)
+    assert proc.wait_until(tenth_done), proc.err
     os.kill(pids[0], signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    check_stopped(proc, out, err, "SIGTERM")
+    _, err = proc.wait(timeout=60)
+    check_stopped(proc, err, "SIGTERM")
     resume_and_compare(sweep, store, reference)
 
 
-# One task of about 6 s (1000 layers of T = d = 256).
+# One task of T = d = 256, its depth set for about 4 s of computing here (big_bundle).
 BIG_BUNDLE = """[sweep]
 name = "one-long-bundle"
 seed = 3
@@ -137,35 +150,45 @@ norm = "rms"
 """
 
 
+def big_bundle(tmp_path):
+    """BIG_BUNDLE with the depth that takes about 4 s here (a layer takes a few ms)."""
+    sweep = tmp_path / "big.toml"
+    sweep.write_text(workload.sized("big-bundle", BIG_BUNDLE, "depth", 4.0, lo=50, probe=50))
+    return sweep
+
+
+def started_computing(w):
+    """Rank 0 reports progress inside its (only) bundle."""
+    return w.work >= 0.02
+
+
 def test_grace_period_abandons_a_long_bundle(tmp_path):
     """A bundle that cannot finish within --grace is abandoned: the run stops on time and its
     task stays pending (then the resume computes it)."""
-    sweep = tmp_path / "big.toml"
-    sweep.write_text(BIG_BUNDLE)
+    sweep = big_bundle(tmp_path)
     store = tmp_path / "big.h5"
     proc = start(["run", sweep, "-o", store, "--grace", "0.5"])
-    time.sleep(1.5)
+    assert proc.wait_until(started_computing), proc.err
     t_signal = time.time()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.wait(timeout=30)
     assert time.time() - t_signal < 0.5 + 1.5, "the long bundle was not abandoned"
-    check_stopped(proc, out, err, "SIGINT")
+    check_stopped(proc, err, "SIGINT")
     assert np.all(statuses(store) == 0)  # abandoned: pending, not failed
     rcsweep("run", sweep, "-o", store, "-q", check=0)
     assert np.all(statuses(store) == 1)
 
 
 def test_second_sigint_stops_at_once_and_the_store_survives(tmp_path):
-    sweep = tmp_path / "big.toml"
-    sweep.write_text(BIG_BUNDLE)
+    sweep = big_bundle(tmp_path)
     store = tmp_path / "twice.h5"
     proc = start(["run", sweep, "-o", store, "--grace", "60"])
-    time.sleep(1.0)
+    assert proc.wait_until(started_computing), proc.err
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    assert proc.wait_until(lambda w: "SIGINT: no new tasks" in w.err), proc.err  # the first one was taken
     proc.send_signal(signal.SIGINT)  # Ctrl-C twice: do not wait for the running task
-    proc.communicate(timeout=10)
-    assert proc.returncode == -signal.SIGINT
+    _, err = proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGINT, err
     rcsweep("info", store, check=0)
     assert np.all(statuses(store) == 0)
     rcsweep("run", sweep, "-o", store, "-q", check=0)
@@ -173,20 +196,37 @@ def test_second_sigint_stops_at_once_and_the_store_survives(tmp_path):
 
 def test_time_limit_cuts_the_sweep_into_parts(tmp_path, long_sweep):
     """--time-limit: each run stops before its limit (give or take one bundle) with exit 4; the
-    runs together complete the sweep, bitwise as one run."""
-    sweep, reference = long_sweep
+    runs together complete the sweep, bitwise as one run. The limits follow the machine's speed as
+    the runs find it (it may change while the tests run on a shared machine): the first run gets a
+    fifth of the reference run's time, the second a third of the time the rest would take at the
+    pace of the first (its tasks' wall_s over the reference's), the next twice that time: about
+    three runs complete the sweep, on any machine."""
+    sweep, reference, seconds = long_sweep
+    with h5py.File(reference, "r") as f:
+        cost = f["tasks"]["wall_s"][...]  # each task's relative cost
     store = tmp_path / "parts.h5"
-    limit = 2.0
+    limit = max(0.3, round(seconds / 5, 1))
+    done = np.zeros(len(cost), dtype=bool)
     runs = []
-    for _ in range(14):
+    for _ in range(40):
         proc = rcsweep("run", sweep, "-o", store, "--time-limit", f"{limit}s", ranks=2)
         assert proc.returncode in (0, 4), proc.stderr
-        wall = float(re.search(r"(?:stopped|finished) after ([\d.]+) s", proc.stderr).group(1))
-        runs.append((proc.returncode, wall))
+        wall = workload.run_seconds(proc.stderr)
+        runs.append((proc.returncode, wall, limit))
         if proc.returncode == 0:
             break
         assert f"time limit of {limit:.1f} s reached" in proc.stderr
-    assert runs[-1][0] == 0 and len(runs) >= 3, runs  # about 20 core-s of work in 2 s parts on 2 ranks
+        with h5py.File(store, "r") as f:
+            tasks = f["tasks"][...]
+        new = (tasks["status"] == 1) & ~done
+        done |= new
+        # this run's computing time for its tasks over the reference's: the machine's pace now
+        slower = tasks["wall_s"][new].sum() / max(cost[new].sum(), 1e-9) if new.any() else 1.0
+        left_s = slower * cost[~done].sum() / 2  # on 2 ranks
+        # the second run a third of the rest: stopped too, unless the machine got 3x faster; then
+        # room for the rest
+        limit = max(0.3, round(left_s / 3 if len(runs) == 1 else 2 * left_s + 1, 1))
+    assert runs[-1][0] == 0 and len(runs) >= 3, (runs, seconds)
     with h5py.File(store, "r") as f:
         tasks = f["tasks"][...]
         point = f["tasks"]["point"][...]
@@ -198,28 +238,31 @@ def test_time_limit_cuts_the_sweep_into_parts(tmp_path, long_sweep):
         key = (row["replicate"], T[t])
         bundle_cost[key] = bundle_cost.get(key, 0.0) + row["wall_s"]
     slack = max(bundle_cost.values()) + 0.5  # + the final flush
-    for code, wall in runs:
+    for code, wall, limit in runs:
         assert wall <= limit + slack, (runs, slack)
     assert_same_results(store, reference)
 
 
 def test_scheduler_end_time_is_a_time_limit(tmp_path, long_sweep):
-    """SLURM_JOB_END_TIME (Unix seconds) limits the run to the job's end less one minute."""
-    sweep, _ = long_sweep
+    """SLURM_JOB_END_TIME (Unix seconds) limits the run to the job's end less one minute: a job
+    ending in 62 s stops a single-process run of the long sweep (about 8 s here) after 2 s less
+    its start-up."""
+    sweep = long_sweep.sweep
     store = tmp_path / "slurm.h5"
-    env = {**os.environ, "SLURM_JOB_END_TIME": str(int(time.time()) + 64)}
-    proc = subprocess.run([BIN, "run", sweep, "-o", store], capture_output=True, text=True, env=env, timeout=60)
+    time.sleep(1.0 - time.time() % 1.0)  # at a whole second: the end is 62 s away, not up to 1 s less
+    env = {**os.environ, "SLURM_JOB_END_TIME": str(int(time.time()) + 62)}
+    proc = subprocess.run([BIN, "run", sweep, "-o", store], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 4, proc.stderr
-    assert "time limit of" in proc.stderr
-    wall = float(re.search(r"stopped after ([\d.]+) s", proc.stderr).group(1))
-    assert 1.0 < wall < 6.5
+    limit = float(re.search(r"time limit of ([\d.]+) s reached", proc.stderr).group(1))
+    assert 0.5 < limit <= 2.0, proc.stderr
+    assert 0.5 < workload.run_seconds(proc.stderr) < limit + 2.0, proc.stderr
 
 
 def test_time_limit_estimates_use_the_stored_calibration(tmp_path):
     """With a calibration of this machine stored (RCSWEEP_CALIBRATION), the time limit's bundle
     estimates come from its rates: a calibration claiming the machine is 10^4 times slower makes
     every bundle too long for a 20 s limit (nothing starts, exit 4), the real one completes the
-    same sweep within the limit."""
+    same sweep within the limit (20 s, or ten times the sweep's time here if more)."""
     real = tmp_path / "real.toml"
     rcsweep("calibrate", "-o", real, check=0)
     slow_lines = []
@@ -236,10 +279,15 @@ def test_time_limit_estimates_use_the_stored_calibration(tmp_path):
         slow_lines.append(line)
     slow = tmp_path / "slow.toml"
     slow.write_text("\n".join(slow_lines) + "\n")
+    # at least 20 s and ten times what kill.toml takes here
+    kill = (DATA / "kill.toml").read_text()
+    replicates = int(re.search(r"^replicates = (\d+)$", kill, re.M).group(1))
+    limit = max(20.0, 10 * replicates * workload.seconds_per_unit("kill", kill, "replicates"))
     for calibration, code in ((slow, 4), (real, 0)):
         store = tmp_path / f"{calibration.stem}.h5"
         env = {**os.environ, "RCSWEEP_CALIBRATION": str(calibration)}
-        proc = rcsweep("run", DATA / "kill.toml", "-o", store, "--time-limit", "20s", env=env)
+        proc = rcsweep("run", DATA / "kill.toml", "-o", store, "--time-limit", f"{limit:.0f}s", env=env,
+                       timeout=60 + 2 * limit)
         assert proc.returncode == code, proc.stderr
         with h5py.File(store, "r") as f:
             status = f["tasks"]["status"][...]
@@ -348,21 +396,22 @@ def test_real_tmpfs_filled_mid_run_and_a_full_one(tmp_path, long_sweep):
     """On a real (tmpfs) file system: the store's storage is allocated when it is created, so
     filling the disk mid-run does not stop the run; creating a store on a full disk is refused
     with a clear message and leaves no file."""
-    sweep, reference = long_sweep
+    sweep, reference, _ = long_sweep
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)], capture_output=True).returncode:
+    size_mib = max(32, math.ceil(3 * reference.stat().st_size / 2**20))  # room for the store, and to fill
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(mnt)],
+                      capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)")
     proc = None
     try:
         store = mnt / "s.h5"
-        proc = start(["run", sweep, "-o", store, "-q"])
-        while not store.exists() and proc.poll() is None:
-            time.sleep(0.05)
-        time.sleep(0.5)
+        proc = start(["run", sweep, "-o", store])
+        assert proc.wait_until(lambda w: w.done >= 1), proc.err  # writing results
         fill(mnt)
         assert shutil.disk_usage(mnt).free < 65536
-        out, err = proc.communicate(timeout=120)
+        assert proc.poll() is None, "the run ended before the disk was full"
+        _, err = proc.wait(timeout=600)
         assert proc.returncode == 0, err
         assert_same_results(store, reference)
         store.unlink()
@@ -374,5 +423,5 @@ def test_real_tmpfs_filled_mid_run_and_a_full_one(tmp_path, long_sweep):
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=60)
         subprocess.run(["umount", "-l", str(mnt)], check=True)

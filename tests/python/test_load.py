@@ -3,6 +3,7 @@ coordinates (axes, zip members, resolved scale axes), values equal to the raw h5
 NaN for tasks a --shard run did not do and for pending tasks, merged shards, gradients, spectra,
 and reading a store another process holds open for writing."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,10 +12,13 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import BIN, SCRIPTS
+from conftest import BIN, SCRIPTS, SOURCE
 
 from rcsweep_tools import load, tidy
 from rcsweep_tools.load import METRICS, spectrum
+
+sys.path.append(str(SOURCE / "tests" / "e2e"))
+import workload  # noqa: E402  (sweeps sized for this machine's speed)
 
 SWEEP = """
 [sweep]
@@ -267,14 +271,7 @@ gap_fix = "perp"
     assert all("diverged at layer 3" in m for m in ds["message"].values.ravel())
 
 
-def test_reads_a_sweep_while_rcsweep_writes_it(tmp_path):
-    # The writer is paused (SIGSTOP) while it holds the file, mid-run: the loader sees the last
-    # flush, done tasks with the rows they will have in the finished store, the others NaN.
-    import signal
-    import time
-
-    sweep = tmp_path / "live.toml"
-    sweep.write_text("""
+LIVE = """
 [sweep]
 name = "live"
 seed = 5
@@ -288,7 +285,20 @@ depth = 20
 norm = "layernorm"
 [axes]
 lambda = [0.0, 1.0]
-""")
+"""
+
+
+def test_reads_a_sweep_while_rcsweep_writes_it(tmp_path):
+    # The writer is paused (SIGSTOP) while it holds the file, mid-run: the loader sees the last
+    # flush, done tasks with the rows they will have in the finished store, the others NaN. The
+    # sweep takes about 1.5 s here (workload.sized): several flushes to catch on any machine speed.
+    import signal
+    import time
+
+    sweep = tmp_path / "live.toml"
+    text = workload.sized("live", LIVE, "replicates", 1.5, lo=4, probe=32)
+    sweep.write_text(text)
+    n_tasks = 2 * int(re.search(r"^replicates = (\d+)$", text, re.M).group(1))
     out = tmp_path / "live.h5"
     proc = subprocess.Popen([BIN, "run", str(sweep), "-o", str(out), "-q"])
     partial = None
@@ -299,7 +309,7 @@ lambda = [0.0, 1.0]
                 proc.send_signal(signal.SIGSTOP)
                 try:
                     ds = load(out)
-                    if 0 < int((ds["status"] == 1).sum()) < 120:
+                    if 0 < int((ds["status"] == 1).sum()) < n_tasks:
                         partial = ds
                         break
                 except (OSError, ValueError, KeyError):
