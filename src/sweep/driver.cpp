@@ -182,6 +182,7 @@ class Service {
     for (;;) {
       if (!gone_ && launcher_gone()) launcher_died();
       if (stop_.signal == 0 && stop_signal() != 0) begin_stop(stop_signal());
+      if (stop_.signal != 0) update_grace();
       if (stop_.signal != 0 && stop_.past_grace() && !gone_) cancel_busy_workers();
       const bool was_empty = batch.empty();
       // Serve every worker that is waiting (each has at most one message out) before the next
@@ -265,10 +266,8 @@ class Service {
   void begin_stop(int sig) {
     const double grace = effective_grace(opt_.grace_s);
     work_.stop();
-    stop_.abandon_at = (steady::now() + std::chrono::duration_cast<steady::duration>(
-                                            std::chrono::duration<double>(grace)))
-                           .time_since_epoch()
-                           .count();
+    stop_at_ = steady::now();
+    update_grace();
     stop_.signal = sig;
     if (launcher_teardown())
       std::fprintf(stderr,
@@ -290,8 +289,19 @@ class Service {
     gone_at_ = steady::now();
     work_.stop();
     stop_.abandon_at = gone_at_.time_since_epoch().count();
-    if (stop_.signal == 0) stop_.signal = stop_signal() != 0 ? stop_signal() : SIGHUP;
+    if (stop_.signal == 0) {
+      stop_at_ = gone_at_;
+      stop_.signal = stop_signal() != 0 ? stop_signal() : SIGHUP;
+    }
     std::fprintf(stderr, "[rcsweep] %s is gone: stopping now; finished tasks are kept\n", launcher_name().c_str());
+  }
+
+  /// Running bundles are abandoned `effective_grace` after the stop began. It shrinks when the
+  /// launcher's SIGTERM or death comes after the stop began (a worker's signal may come first).
+  void update_grace() {
+    const auto at = stop_at_ + std::chrono::duration_cast<steady::duration>(
+                                   std::chrono::duration<double>(effective_grace(opt_.grace_s)));
+    stop_.abandon_at = std::min(stop_.abandon_at.load(), at.time_since_epoch().count());
   }
 
   void stop_worker(std::size_t w) {
@@ -345,6 +355,7 @@ class Service {
   // because its launcher is gone: a leaving worker's last message may follow its last results).
   std::vector<bool> busy_, cancelled_, stopped_;
   int n_stopped_ = 0;
+  steady::time_point stop_at_{};  // when the stop began (begin_stop)
   bool gone_ = false;            // the launcher died (launcher_died)
   steady::time_point gone_at_{};
   steady::time_point oldest_{};  // arrival of the oldest result not yet written

@@ -59,10 +59,11 @@ def workload(tmp_path_factory):
     return sweep, reference, finished_after(proc.stderr)
 
 
-# One task, one bundle: a Markov stack of T = d = 256 whose depth gives about 6 s here.
+# One bundle per replicate: a Markov stack of T = d = 256 whose depth gives about 6 s here.
 BIG = """[sweep]
-name = "one-long-bundle"
+name = "long-bundles"
 seed = 3
+replicates = {replicates}
 [model]
 mixer = "markov"
 T = 256
@@ -74,13 +75,17 @@ norm = "rms"
 
 
 @pytest.fixture(scope="module")
-def big_bundle(tmp_path_factory):
+def big_depth(tmp_path_factory):
     d = tmp_path_factory.mktemp("big")
     probe = d / "probe.toml"
-    probe.write_text(BIG.format(depth=40))
+    probe.write_text(BIG.format(depth=40, replicates=1))
     seconds = finished_after(rcsweep("run", probe, "-o", d / "probe.h5", check=0).stderr)
-    sweep = d / "big.toml"
-    sweep.write_text(BIG.format(depth=int(min(100000, max(40, 40 * 6.0 / max(seconds, 0.01))))))
+    return int(min(100000, max(40, 40 * 6.0 / max(seconds, 0.01))))
+
+
+def big_sweep(directory, depth, replicates):
+    sweep = directory / f"big{replicates}.toml"
+    sweep.write_text(BIG.format(depth=depth, replicates=replicates))
     return sweep
 
 
@@ -259,6 +264,21 @@ def test_ctrl_c_of_a_plain_mpiexec_stops_the_ranks_cleanly(tmp_path, workload):
     resume(sweep, store, reference)
 
 
+def test_ctrl_c_of_a_plain_mpiexec_abandons_long_bundles(tmp_path, big_depth):
+    """The grace period cannot outlast mpiexec's SIGKILL: with a bundle of about 6 s on each rank and
+    --grace 600, Ctrl-C still ends the job within 2 s, with the resume line; both tasks stay pending."""
+    store = tmp_path / "long.h5"
+    proc = start(mpiexec_args(2) + [BIN, "run", big_sweep(tmp_path, big_depth, 2), "-o", store, "--grace", "600"])
+    before = wait_for_start(proc)
+    time.sleep(0.5)
+    t = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    err = finish(proc, before)
+    assert time.monotonic() - t < 1.0 + 1.0, err
+    assert re.search(r"stopped by SIGTERM from mpiexec \(pid \d+\): 2 tasks left", err), err
+    assert np.all(statuses(store) == 0)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1], ids=lambda s: signal.Signals(s).name)
 def test_stop_under_rcsweep_run_n_exits_4_with_the_resume_line_last(tmp_path, workload, sig):
     """`rcsweep run -n 2`: Ctrl-C (SIGINT to its process group), SIGTERM or SIGUSR1 stop every rank
@@ -283,12 +303,13 @@ def test_stop_under_rcsweep_run_n_exits_4_with_the_resume_line_last(tmp_path, wo
     resume(sweep, store, reference, "-n", "2", *launch)
 
 
-def test_second_ctrl_c_under_rcsweep_run_n_stops_at_once(tmp_path, big_bundle):
+def test_second_ctrl_c_under_rcsweep_run_n_stops_at_once(tmp_path, big_depth):
     """A second Ctrl-C does not wait for the running bundle (as a single process): Open MPI kills
     the ranks, rcsweep dies of SIGINT, nothing is left running; the store is readable and its task
     still pending."""
     store = tmp_path / "twice.h5"
-    proc = start([BIN, "run", "-n", "2", "--mpiexec", MPIEXEC_CMD, big_bundle, "-o", store, "--grace", "600"])
+    proc = start([BIN, "run", "-n", "2", "--mpiexec", MPIEXEC_CMD, big_sweep(tmp_path, big_depth, 1), "-o", store,
+                  "--grace", "600"])
     before = wait_for_start(proc)
     time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGINT)
