@@ -8,6 +8,7 @@ at a fraction of a measured run, so the tests hold on machines several times fas
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -182,18 +183,42 @@ def kill_under_reaper(cmd, delay, victims="top"):
     return out
 
 
+STARTED = []  # processes of start(): whatever a failing test leaves of their trees is killed
+
+
+def kill_tree(proc):
+    for p in [proc.pid] + descendants(proc.pid):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.communicate()
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None or descendants(proc.pid):
+            kill_tree(proc)
+
+
 def start(cmd):
-    return subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+    STARTED.append(proc)
+    return proc
 
 
 def wait_for_start(proc, timeout=120):
-    """Read stderr until rank 0's first line; returns what was read."""
-    text, deadline = "", time.monotonic() + timeout
-    while not START.search(text.encode()):
-        assert time.monotonic() < deadline and proc.poll() is None, text
-        text += proc.stderr.readline()
-    return text
+    """Read stderr until rank 0's first line (at most `timeout` s); returns what was read."""
+    text, deadline = b"", time.monotonic() + timeout
+    while not START.search(text):
+        assert time.monotonic() < deadline and proc.poll() is None, text.decode(errors="replace")
+        if select.select([proc.stderr], [], [], 0.5)[0]:
+            text += os.read(proc.stderr.fileno(), 65536)
+    return text.decode(errors="replace")
 
 
 def finish(proc, before, timeout=60):
