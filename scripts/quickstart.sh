@@ -13,13 +13,14 @@ bash scripts/build.sh
 mkdir -p out
 name=$(basename "$sweep" .toml)
 store=out/$name.h5
-mpi_flags=(--oversubscribe)
-[[ $(id -u) -eq 0 ]] && mpi_flags+=(--allow-run-as-root)
+mpiexec_cmd="mpiexec --oversubscribe"
+[[ $(id -u) -eq 0 ]] && mpiexec_cmd+=" --allow-run-as-root"
 
 ./build/rcsweep plan "$sweep"
 echo
 rc=0
-mpiexec -n "$ranks" "${mpi_flags[@]}" ./build/rcsweep run "$sweep" -o "$store" || rc=$?
+# -n: rcsweep runs mpiexec itself, so that Ctrl-C stops the run cleanly (exit code 4, resumable)
+./build/rcsweep run -n "$ranks" --mpiexec "$mpiexec_cmd" "$sweep" -o "$store" || rc=$?
 if [[ $rc -ne 0 && $rc -ne 3 ]]; then exit "$rc"; fi   # 3: finished, some tasks diverged (recorded)
 echo
 /usr/bin/python3 scripts/rcsweep_summary.py "$store" --metric sr_cov --png "out/$name.png"

@@ -1,6 +1,7 @@
 #include "cli/commands.hpp"
 
 #include "cli/calibrate.hpp"
+#include "cli/launch.hpp"
 #include "plan/cost_model.hpp"
 
 #include <sys/wait.h>
@@ -234,9 +235,16 @@ plan::Shard parse_shard(const std::string& text) {
 }
 
 int run_command(const RunArgs& args) {
+  // Before MPI_Init: a singleton MPI_Init looks like a launched rank, and a stop signal that comes
+  // while MPI starts (mpiexec forwards SIGUSR1 at once) must not kill the rank.
+  if (sweep::watch_launcher() && sweep::launcher_gone()) std::_Exit(4);  // started as its launcher died
+  sweep::install_stop_handlers();
   mpi::Session session(nullptr, nullptr);
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   try {
+    if (args.ranks > 0 && args.ranks != size)
+      throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " + std::to_string(size) +
+                                         " ranks (-n starts the run without mpiexec)"}});
     plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
     {  // every rank checks the same plan against its node's budget: all refuse together
       MPI_Comm node;
@@ -295,11 +303,20 @@ int run_command(const RunArgs& args) {
                      static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_failed));
     }
     if (rank == 0 && s.exit_code() == 4) {  // even with --quiet: the user must know how to go on
-      const std::string why = s.stop_signal ? "stopped by " + sweep::signal_name(s.stop_signal)
-                                            : "time limit of " + human_seconds(s.time_limit_s) + " reached";
+      const std::string why =
+          s.launcher_gone  ? "stopped because " + sweep::launcher_name() + " is gone"
+          : s.stop_signal ? "stopped by " + sweep::signal_name(s.stop_signal) +
+                                (sweep::launcher_teardown() ? " from " + sweep::launcher_name() : std::string())
+                          : "time limit of " + human_seconds(s.time_limit_s) + " reached";
       std::fprintf(stderr,
                    "[rcsweep] %s: %llu tasks left, every finished task is in %s; resume with the same command\n",
                    why.c_str(), static_cast<unsigned long long>(s.store_pending), opt.output.c_str());
+    }
+    // The launcher is gone (MPI_Finalize would fail) or killing the job (MPI_Finalize would block
+    // until the SIGKILL): the store is closed, end here.
+    if (sweep::exit_without_finalize()) {
+      std::fflush(nullptr);
+      std::_Exit(s.exit_code());
     }
     if (args.dump_weights && rank == 0) {  // the store is closed: rank 0 records and writes the tapes
       const auto d = store::write_dump(opt.output, plan, dump_tasks);
@@ -317,10 +334,11 @@ int run_command(const RunArgs& args) {
       for (int done = 0;;) {
         mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) break;
+        if (sweep::launcher_gone()) std::_Exit(s.exit_code());
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
-    return s.exit_code();
+    return exit_code_for_launcher(s.exit_code());
   } catch (const ConfigError& e) {  // every rank read the same file: report once
     const bool option = !e.issues().empty() && e.issues().front().key.starts_with("--");
     if (rank == 0 && option) std::fprintf(stderr, "error: %s\n", e.what());
@@ -333,6 +351,7 @@ int run_command(const RunArgs& args) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d/%d] error: %s\n", rank, size, e.what());
     std::fflush(stderr);
+    if (sweep::exit_without_finalize()) std::_Exit(1);  // no launcher to abort the job through
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
   }

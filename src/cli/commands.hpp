@@ -20,7 +20,13 @@ struct RunArgs {
   /// --dump-weights: after the sweep, rank 0 writes /dump (store/dump.hpp) for the done tasks;
   /// refused (exit 2, before any work) when the dump would exceed store::dump_limit_bytes.
   bool dump_weights = false;
+  /// -n: the MPI job must have this many ranks (0: any). `rcsweep run -n N` outside an MPI job
+  /// starts one itself (cli/launch.hpp); its ranks, started with the same arguments, check the size.
+  int ranks = 0;
 };
+/// Run a sweep on the ranks of MPI_COMM_WORLD. Under a launcher (mpiexec) the ranks watch it
+/// (sweep::watch_launcher): when it dies or tears the job down they stop at once and end without
+/// MPI_Finalize.
 int run_command(const RunArgs& args);
 
 struct PlanArgs {

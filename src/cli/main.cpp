@@ -2,12 +2,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "base/allocator.hpp"
 #include "base/error.hpp"
 #include "base/platform.hpp"
 #include "cli/calibrate.hpp"
 #include "cli/commands.hpp"
+#include "cli/launch.hpp"
 #include "linalg/linalg.hpp"
 #include "store/dump.hpp"
 #include "sweep/stop.hpp"
@@ -31,18 +33,31 @@ int main(int argc, char** argv) {
   std::string run_shard = "0/1";
   auto* run_cmd = app.add_subcommand("run", "Run a sweep into an HDF5 store (resumes an existing store of the same sweep).");
   run_cmd->footer(
-      "Run under MPI with one rank per core, e.g.\n"
+      "Run with one MPI rank per core, e.g.\n"
+      "  rcsweep run -n 4 sweep.toml -o out.h5            (starts mpiexec -n 4 itself)\n"
       "  mpiexec -n 4 rcsweep run sweep.toml -o out.h5\n"
-      "or as a single process without mpiexec. Killing the run at any time keeps every finished task;\n"
-      "running the same command again computes only what is missing.\n"
-      "SIGTERM, SIGINT and SIGUSR1/2 stop it cleanly: no new tasks, running ones kept if they finish\n"
-      "within --grace, store flushed, exit code 4 (a second SIGINT/SIGTERM stops at once). Under mpiexec,\n"
-      "SIGUSR1 is forwarded to every rank; SIGTERM is followed by SIGKILL after\n"
-      "odls_base_sigkill_timeout (1 s; raise it with --mca odls_base_sigkill_timeout 60).\n"
+      "or as a single process. Killing the run at any time keeps every finished task; running the same\n"
+      "command again computes only what is missing.\n"
+      "SIGTERM, SIGINT (Ctrl-C), SIGUSR1/2 (and SIGHUP with -n) stop it cleanly: no new tasks, running\n"
+      "ones kept if they finish within --grace, store flushed, exit code 4 (a second SIGINT/SIGTERM stops\n"
+      "at once). Under a plain mpiexec send SIGUSR1, which it forwards to every rank: Open MPI's mpiexec\n"
+      "answers SIGINT and SIGTERM with SIGTERM to the ranks and SIGKILL odls_base_sigkill_timeout (1 s)\n"
+      "later, so they stop at once, and exits 1. Ranks whose mpiexec dies (kill -9) stop at once.\n"
       "Exit codes: 0 all tasks done, 1 runtime error, 2 usage/config error or store refused, 3 finished with\n"
       "failed or diverged tasks (recorded in /tasks with a message; --retry-failed reruns them), 4 stopped\n"
       "early by a signal or the time limit (resumable: run the same command again).");
   run_cmd->add_option("sweep", run.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
+  auto* ranks_opt =
+      run_cmd->add_option("-n,--ranks", run.ranks,
+                          "run on N MPI ranks: starts `mpiexec -n N` itself, so that Ctrl-C and SIGTERM stop the\n"
+                          "run cleanly with exit code 4 (under mpiexec: the job must have N ranks)")
+          ->check(CLI::Range(1, 1 << 20));
+  std::string run_mpiexec;
+  run_cmd
+      ->add_option("--mpiexec", run_mpiexec,
+                   "with -n: the mpiexec command with its options, split at spaces, e.g.\n"
+                   "\"mpiexec --oversubscribe --allow-run-as-root\" (default: $RCSWEEP_MPIEXEC, else mpiexec)")
+      ->needs(ranks_opt);
   run_cmd->add_option("-o,--output", run.options.output, "output store (HDF5); default: <sweep name>.h5");
   auto* resume_flag = run_cmd->add_flag("--resume", run.options.require_existing,
                                         "require an existing store and continue it (the default when it exists)");
@@ -120,6 +135,11 @@ int main(int argc, char** argv) {
       run.shard = cli::parse_shard(run_shard);
       if (!run.time_limit.empty()) run.options.time_limit_s = sweep::parse_duration(run.time_limit, "--time-limit");
       run.options.progress = !run.quiet;
+      if (run.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
+        const char* env = std::getenv("RCSWEEP_MPIEXEC");
+        return cli::launch_run(run.ranks, !run_mpiexec.empty() ? run_mpiexec : env && *env ? env : "mpiexec", argc,
+                               argv);
+      }
       return cli::run_command(run);
     }
     if (*plan_cmd) {

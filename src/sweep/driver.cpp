@@ -2,10 +2,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <algorithm>
 #include <deque>
 #include <exception>
@@ -31,9 +33,18 @@ namespace {
 constexpr int tag_result = 11;  // worker -> 0: its stop signal (int32) + packed results of its last bundle: "more work"
 constexpr int tag_assign = 12;  // 0 -> worker: task ids of the next bundle; empty: stop
 constexpr int tag_cancel = 13;  // 0 -> busy worker: abandon the running bundle (grace period over)
+constexpr std::int32_t leaving = -1;  // in place of the stop signal: the worker's launcher is gone, it exits now
 
 using TaskList = std::vector<std::uint64_t>;
 using steady = std::chrono::steady_clock;
+
+// When the launcher has died (stop.hpp), rank 0 takes the last results of the workers for this long
+// and workers try this long to hand theirs over; then every rank exits. Results still computing or
+// in flight are lost (their tasks stay pending).
+constexpr double gone_collect_s = 1.0;
+constexpr double gone_send_s = 2.0;
+
+double seconds_since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
 
 /// Compute one bundle; an exception marks all its tasks failed (the sweep goes on). When
 /// `cancelled` says so the bundle is abandoned: only the tasks finished before are returned.
@@ -160,6 +171,7 @@ class Service {
         n_workers_(mpi::comm_size(comm) - 1),
         busy_(static_cast<std::size_t>(n_workers_) + 1, false),
         cancelled_(busy_),
+        stopped_(busy_),
         progress_(pending_flops, pending_tasks, opt.progress),
         summary_(summary),
         rank_platform_(std::move(rank_platform)) {}
@@ -171,8 +183,10 @@ class Service {
     auto last_write = std::chrono::steady_clock::now(), last_sync = last_write;
     std::vector<store::TaskResult> batch;
     for (;;) {
+      if (!gone_ && launcher_gone()) launcher_died();
       if (stop_.signal == 0 && stop_signal() != 0) begin_stop(stop_signal());
-      if (stop_.signal != 0 && stop_.past_grace()) cancel_busy_workers();
+      if (stop_.signal != 0) update_grace();
+      if (stop_.signal != 0 && stop_.past_grace() && !gone_) cancel_busy_workers();
       const bool was_empty = batch.empty();
       // Serve every worker that is waiting (each has at most one message out) before the next
       // write: after a long write they all get their next bundle at once, and their results
@@ -184,14 +198,16 @@ class Service {
       busy = busy || !mine.empty();
       for (auto& r : mine) batch.push_back(std::move(r));
       if (was_empty && !batch.empty()) oldest_ = steady::now();  // the batch's first arrival
-      const bool finished = local_done && stopped_ == n_workers_;
+      // Without a launcher, workers that have not reported by now are not waited for (they may be dead).
+      const bool finished =
+          local_done && (n_stopped_ == n_workers_ || (gone_ && seconds_since(gone_at_) >= gone_collect_s));
       const auto now = std::chrono::steady_clock::now();
       if (!batch.empty() && (finished || std::chrono::duration<double>(now - last_write).count() >= opt_.write_interval_s)) {
         write(batch);
         last_write = now;
       }
       // H5Fflush hands the data to the OS; an fsync now and then also survives a node crash.
-      if (std::chrono::duration<double>(now - last_sync).count() >= opt_.sync_interval_s) {
+      if (!gone_ && std::chrono::duration<double>(now - last_sync).count() >= opt_.sync_interval_s) {
         guard_io([&] { store_.sync(); });
         last_sync = now;
       }
@@ -219,11 +235,16 @@ class Service {
     std::memcpy(&worker_signal, buf.data(), sizeof worker_signal);
     buf.erase(buf.begin(), buf.begin() + sizeof worker_signal);
     for (auto& r : unpack(buf)) batch.push_back(std::move(r));
-    if (worker_signal != 0 && stop_.signal == 0) begin_stop(worker_signal);
-    const TaskList next = work_.pop().value_or(TaskList{});
     const auto w = static_cast<std::size_t>(status.MPI_SOURCE);
+    if (gone_ || worker_signal == leaving) {  // the worker's last message: it does not wait for an answer
+      busy_[w] = false;
+      stop_worker(w);
+      return true;
+    }
+    if (worker_signal > 0 && stop_.signal == 0) begin_stop(worker_signal);
+    const TaskList next = work_.pop().value_or(TaskList{});
     busy_[w] = !next.empty();
-    if (next.empty()) ++stopped_;
+    if (next.empty()) stop_worker(w);
     mpi::check(MPI_Send(next.data(), static_cast<int>(next.size()), MPI_UINT64_T, status.MPI_SOURCE, tag_assign, comm_),
                "MPI_Send");
     return true;
@@ -243,18 +264,52 @@ class Service {
     }
   }
 
-  /// A stop signal on any rank: no new bundles; running ones get the grace period.
+  /// A stop signal on any rank: no new bundles; running ones get the grace period (cut short when
+  /// the launcher is about to kill the job).
   void begin_stop(int sig) {
+    const double grace = effective_grace(opt_.grace_s);
     work_.stop();
-    stop_.abandon_at = (steady::now() + std::chrono::duration_cast<steady::duration>(
-                                            std::chrono::duration<double>(opt_.grace_s)))
-                           .time_since_epoch()
-                           .count();
+    stop_at_ = steady::now();
+    update_grace();
     stop_.signal = sig;
-    std::fprintf(stderr,
-                 "[rcsweep] %s: no new tasks; running bundles that finish within %.0f s are kept, the rest are "
-                 "abandoned (send it again to stop at once)\n",
-                 signal_name(sig).c_str(), opt_.grace_s);
+    if (launcher_teardown())
+      std::fprintf(stderr,
+                   "[rcsweep] %s from %s, which kills the job next: no new tasks; running bundles that finish "
+                   "within %.0f s are kept, the rest are abandoned\n",
+                   signal_name(sig).c_str(), launcher_name().c_str(), grace);
+    else
+      std::fprintf(stderr,
+                   "[rcsweep] %s: no new tasks; running bundles that finish within %.0f s are kept, the rest are "
+                   "abandoned (%s stops at once)\n",
+                   signal_name(sig).c_str(), grace,
+                   sig == SIGINT || sig == SIGTERM ? "the same signal again" : "a SIGINT or SIGTERM");
+  }
+
+  /// The launcher died: nobody waits for this run. Stop at once, take what the workers send
+  /// within gone_collect_s, write it and end.
+  void launcher_died() {
+    gone_ = true;
+    gone_at_ = steady::now();
+    work_.stop();
+    stop_.abandon_at = gone_at_.time_since_epoch().count();
+    if (stop_.signal == 0) {
+      stop_at_ = gone_at_;
+      stop_.signal = stop_signal() != 0 ? stop_signal() : SIGHUP;
+    }
+    std::fprintf(stderr, "[rcsweep] %s is gone: stopping now; finished tasks are kept\n", launcher_name().c_str());
+  }
+
+  /// Running bundles are abandoned `effective_grace` after the stop began. It shrinks when the
+  /// launcher's SIGTERM or death comes after the stop began (a worker's signal may come first).
+  void update_grace() {
+    const auto at = stop_at_ + std::chrono::duration_cast<steady::duration>(
+                                   std::chrono::duration<double>(effective_grace(opt_.grace_s)));
+    stop_.abandon_at = std::min(stop_.abandon_at.load(), at.time_since_epoch().count());
+  }
+
+  void stop_worker(std::size_t w) {
+    if (!stopped_[w]) ++n_stopped_;
+    stopped_[w] = true;
   }
 
   /// Grace period over: tell the workers still computing to abandon their bundles.
@@ -302,8 +357,13 @@ class Service {
   MPI_Comm comm_;
   const RunOptions& opt_;
   int n_workers_;
-  std::vector<bool> busy_, cancelled_;  // per rank: computing a bundle; told to abandon it
-  int stopped_ = 0;
+  // Per rank: computing a bundle; told to abandon it; sends nothing more (told to stop, or left
+  // because its launcher is gone: a leaving worker's last message may follow its last results).
+  std::vector<bool> busy_, cancelled_, stopped_;
+  int n_stopped_ = 0;
+  steady::time_point stop_at_{};  // when the stop began (begin_stop)
+  bool gone_ = false;            // the launcher died (launcher_died)
+  steady::time_point gone_at_{};
   steady::time_point oldest_{};  // arrival of the oldest result not yet written
   Progress progress_;
   RunSummary& summary_;
@@ -320,19 +380,51 @@ bool take_cancel(MPI_Comm comm) {
 
 void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, int rank,
                 RunSummary& summary) {
-  // A bundle is abandoned when this rank's own grace period is over or rank 0 says so.
+  // A bundle is abandoned when this rank's own grace period is over, rank 0 says so or the launcher died.
   const auto cancelled = [&] {
-    return (stop_signal() != 0 && seconds_since_stop_signal() > opt.grace_s) || take_cancel(comm);
+    return launcher_gone() || (stop_signal() != 0 && seconds_since_stop_signal() > effective_grace(opt.grace_s)) ||
+           take_cancel(comm);
   };
-  std::vector<char> results;  // header: this rank's stop signal; then the packed results of its last bundle
-  for (;;) {
-    const std::int32_t sig = stop_signal();
-    if (results.size() < sizeof sig) results.resize(sizeof sig);
+  // Header: this rank's stop signal, or `leaving` once its launcher is gone; then the packed results
+  // of its last bundle. Without a launcher rank 0 may be gone too: neither the hand-over nor the
+  // answer is waited for without bound (a blocking send of a large message would wait forever).
+  std::vector<char> results(sizeof(std::int32_t));
+  bool left = false;  // the last hand-over said `leaving`
+  std::optional<steady::time_point> gone_at;  // when this rank saw its launcher gone: waits end gone_send_s later
+  const auto hand_over = [&] {
+    const std::int32_t sig = launcher_gone() ? leaving : stop_signal();
+    left = sig == leaving;
     std::memcpy(results.data(), &sig, sizeof sig);
+    MPI_Request request;
+    mpi::check(MPI_Isend(results.data(), static_cast<int>(results.size()), MPI_BYTE, 0, tag_result, comm, &request),
+               "MPI_Isend");
+    for (int done = 0;;) {
+      mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return true;
+      if (!gone_at && launcher_gone()) gone_at = steady::now();
+      if (gone_at && seconds_since(*gone_at) > gone_send_s) {
+        (void)new std::vector<char>(std::move(results));  // the send may still read it: leave it to MPI
+        return false;
+      }
+    }
+  };
+  // Once the launcher is gone, rank 0 answers no more: the worker's last message says `leaving`
+  // (also after results sent just before it noticed, which rank 0 may have answered with a bundle).
+  const auto leave = [&] {
+    if (left) return;
+    results.resize(sizeof(std::int32_t));
+    hand_over();
+  };
+  for (;;) {
     const auto sent = steady::now();
-    mpi::check(MPI_Send(results.data(), static_cast<int>(results.size()), MPI_BYTE, 0, tag_result, comm), "MPI_Send");
+    if (!hand_over()) return;
+    if (launcher_gone()) return leave();
     MPI_Status status;
-    mpi::check(MPI_Probe(0, tag_assign, comm, &status), "MPI_Probe");
+    for (int flag = 0;;) {
+      mpi::check(MPI_Iprobe(0, tag_assign, comm, &flag, &status), "MPI_Iprobe");
+      if (flag) break;
+      if (launcher_gone()) return leave();
+    }
     int count = 0;
     mpi::check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
     TaskList tasks(static_cast<std::size_t>(count));
@@ -344,7 +436,7 @@ void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOpt
     }
     if (tasks.empty()) return;
     ++summary.bundles;
-    results.assign(sizeof sig, 0);
+    results.resize(sizeof(std::int32_t));
     for (const auto& r : compute(runner, plan, tasks, rank, cancelled)) pack(r, results);
   }
 }
@@ -415,7 +507,7 @@ std::string hostname() {
 }
 
 int RunSummary::exit_code() const {
-  if ((stop_signal != 0 || time_limited) && store_pending > 0) return 4;
+  if ((stop_signal != 0 || time_limited || launcher_gone) && store_pending > 0) return 4;
   return (store_failed + store_diverged) > 0 ? 3 : 0;
 }
 
@@ -561,18 +653,38 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     summary.stop_signal = stop.signal;
     summary.time_limited = queue.time_limited();
     if (summary.store_pending == 0) store->mark_finished(utc_now());
-    store->sync();
+    if (!launcher_gone()) store->sync();  // else every batch is flushed to the OS already; exit soon
+    store.reset();                         // closed (and its lock released) before the others are told
   }
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Without a launcher each rank ends on its own; only rank 0 knows the store.
+  const auto ended_alone = [&] {
+    summary.launcher_gone = true;
+    if (rank != 0) {
+      summary.stop_signal = stop_signal();
+      summary.store_pending = 1;  // unknown here; the run did stop early
+    }
+    return summary;
+  };
+  if (launcher_gone()) return ended_alone();
   // Every rank returns the same exit code. Workers that finished early wait without spinning
-  // (a blocking MPI_Bcast busy-polls and would steal the core of a rank still computing).
-  std::uint64_t counts[5] = {summary.store_failed, summary.store_diverged, summary.store_pending,
-                            static_cast<std::uint64_t>(summary.stop_signal), summary.time_limited ? 1u : 0u};
+  // (a blocking MPI_Bcast busy-polls and would steal the core of a rank still computing). If the
+  // launcher dies meanwhile, the others may never join: the buffer is left to MPI (leaked).
+  auto counts = std::make_unique<std::uint64_t[]>(5);
+  counts[0] = summary.store_failed;
+  counts[1] = summary.store_diverged;
+  counts[2] = summary.store_pending;
+  counts[3] = static_cast<std::uint64_t>(summary.stop_signal);
+  counts[4] = summary.time_limited ? 1u : 0u;
   MPI_Request request;
-  mpi::check(MPI_Ibcast(counts, 5, MPI_UINT64_T, 0, comm, &request), "MPI_Ibcast");
+  mpi::check(MPI_Ibcast(counts.get(), 5, MPI_UINT64_T, 0, comm, &request), "MPI_Ibcast");
   for (int done = 0;;) {
     mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) break;
+    if (launcher_gone()) {
+      counts.release();
+      return ended_alone();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (rank != 0) take_cancel(comm);  // a cancel that crossed this rank's last result: drop it

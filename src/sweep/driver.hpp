@@ -54,6 +54,9 @@ struct RunSummary {
   std::uint64_t store_failed = 0, store_diverged = 0;  ///< over the whole store after the run
   std::uint64_t store_pending = 0;  ///< tasks of this run's shard still pending after the run
   int stop_signal = 0;              ///< the signal that stopped the run early (0: none)
+  /// The launcher (mpiexec) died and the run stopped at once (stop.hpp). Each rank then ends on
+  /// its own: workers do not know the store (store_pending is 1) and must exit without MPI_Finalize.
+  bool launcher_gone = false;
   bool time_limited = false;        ///< the time limit stopped the run early
   double time_limit_s = 0.0;        ///< the limit in effect (seconds from the start; 0: none)
   /// Scheduler counters of this rank (docs/SCALING.md; not shared between ranks). Rank 0's

@@ -1,9 +1,15 @@
 #include "sweep/stop.hpp"
 
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 
 #include "base/error.hpp"
 
@@ -11,8 +17,17 @@ namespace rcsweep::sweep {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_teardown = 0;  // g_signal was the launcher's SIGTERM before its SIGKILL
+volatile std::sig_atomic_t g_gone = 0;      // the launcher has died
 std::atomic<long long> g_when_ns{0};  // CLOCK_MONOTONIC at the signal
 static_assert(std::atomic<long long>::is_always_lock_free, "the handler needs a lock-free atomic");
+
+// Set by watch_launcher() before any handler that reads them is installed.
+pid_t g_launcher = 0;            // the parent process that started this rank (0: not watched)
+bool g_launcher_kills = false;   // it is Open MPI's mpiexec or orted: a teardown ends with SIGKILL
+double g_kill_timeout_s = 1.0;   // odls_base_sigkill_timeout: SIGTERM to SIGKILL
+std::string g_launcher_comm;     // its name, for messages
+constexpr unsigned backstop_s = 20;  // a rank whose launcher died is killed (SIGALRM) after this
 
 long long monotonic_ns() noexcept {
   timespec ts{};
@@ -20,26 +35,103 @@ long long monotonic_ns() noexcept {
   return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
 }
 
-extern "C" void on_stop_signal(int sig) {
+// The launcher died. Async-signal-safe: called from the SIGHUP handler and from launcher_gone().
+void note_launcher_gone() noexcept {
+  if (g_gone) return;
+  g_gone = 1;
+  if (g_signal == 0) {
+    g_when_ns.store(monotonic_ns(), std::memory_order_relaxed);
+    g_signal = SIGHUP;
+  }
+  alarm(backstop_s);  // whatever blocks (a long layer, an MPI call), the rank ends; the store is safe as after a SIGKILL
+}
+
+extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
+  if (sig == SIGHUP) {  // installed only under a launcher: its parent-death signal
+    // The kernel sends it also when the launcher's thread that forked this rank ends (the
+    // launcher lives on): only a new parent says it is gone.
+    if (g_launcher > 0 && getppid() != g_launcher) note_launcher_gone();
+    return;
+  }
   if (g_signal != 0 && (sig == SIGINT || sig == SIGTERM)) {  // asked twice: stop now
     std::signal(sig, SIG_DFL);
     std::raise(sig);
     return;
   }
   if (g_signal == 0) {
+    if (sig == SIGTERM && g_launcher_kills && info != nullptr && info->si_code == SI_USER &&
+        info->si_pid == g_launcher)
+      g_teardown = 1;
     g_when_ns.store(monotonic_ns(), std::memory_order_relaxed);
     g_signal = sig;
   }
 }
 
+void install(int sig) {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
+  sigaction(sig, &sa, nullptr);
+}
+
 }  // namespace
 
 void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) install(sig);
+}
+
+bool started_by_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (const char* v = std::getenv(name); v && *v) return true;
+  return false;
+}
+
+bool watch_launcher() {
+  if (g_launcher > 0) return true;
+  if (!started_by_launcher()) return false;
+  const pid_t parent = getppid();
+  std::ifstream comm("/proc/" + std::to_string(parent) + "/comm");
+  std::getline(comm, g_launcher_comm);
+  g_launcher_kills = g_launcher_comm == "mpiexec" || g_launcher_comm == "mpirun" || g_launcher_comm == "orterun" ||
+                     g_launcher_comm == "orted";
+  // A launcher that died while it started this process left it to init already; a launcher that
+  // is itself process 1 (in a container) has its own name.
+  const bool orphan = parent == 1 && !g_launcher_kills && g_launcher_comm != "prterun" && g_launcher_comm != "prted" &&
+                      g_launcher_comm != "hydra_pmi_proxy" && g_launcher_comm != "slurmstepd";
+  if (const char* v = std::getenv("OMPI_MCA_odls_base_sigkill_timeout")) {
+    char* end = nullptr;
+    const double t = std::strtod(v, &end);
+    if (end != v && *end == '\0' && t >= 0.0) g_kill_timeout_s = t;
+  }
+  std::signal(SIGPIPE, SIG_IGN);  // writes to a launcher's dead pipe fail instead of killing the rank
+  g_launcher = parent;
+  install(SIGHUP);
+  prctl(PR_SET_PDEATHSIG, SIGHUP);
+  if (orphan) note_launcher_gone();
+  launcher_gone();  // it may have died before the prctl: no signal then, but another parent
+  return true;
+}
+
+bool launcher_gone() noexcept {
+  if (g_gone) return true;
+  if (g_launcher > 0 && getppid() != g_launcher) note_launcher_gone();
+  return g_gone != 0;
+}
+
+bool launcher_teardown() noexcept { return g_teardown != 0; }
+
+double effective_grace(double grace) noexcept {
+  if (launcher_gone()) return 0.0;
+  if (g_teardown) return std::min(grace, std::max(0.0, g_kill_timeout_s - 1.0));
+  return grace;
+}
+
+bool exit_without_finalize() noexcept { return launcher_gone() || g_teardown != 0; }
+
+std::string launcher_name() {
+  return (g_launcher_comm.empty() ? std::string("the launcher") : g_launcher_comm) + " (pid " +
+         std::to_string(g_launcher) + ")";
 }
 
 int stop_signal() noexcept { return g_signal; }
@@ -49,7 +141,10 @@ double seconds_since_stop_signal() noexcept {
   return static_cast<double>(monotonic_ns() - g_when_ns.load(std::memory_order_relaxed)) * 1e-9;
 }
 
-void clear_stop_signal() noexcept { g_signal = 0; }
+void clear_stop_signal() noexcept {
+  g_signal = 0;
+  g_teardown = 0;
+}
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -57,6 +152,7 @@ std::string signal_name(int sig) {
     case SIGINT: return "SIGINT";
     case SIGUSR1: return "SIGUSR1";
     case SIGUSR2: return "SIGUSR2";
+    case SIGHUP: return "SIGHUP";
     default: return "signal " + std::to_string(sig);
   }
 }

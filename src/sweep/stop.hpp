@@ -11,7 +11,47 @@ namespace rcsweep::sweep {
 
 /// Install the handlers of SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 (idempotent). The first of them
 /// asks the run to stop; a second SIGINT or SIGTERM kills the process at once (default action).
+/// After watch_launcher(), also the handler of SIGHUP, the launcher's death (below).
 void install_stop_handlers();
+
+// The launcher (docs/GUARANTEES.md "The launcher"). Under mpiexec every rank is a child of mpiexec
+// (or of Open MPI's orted on other nodes). When it dies (kill -9, a lost node daemon) nobody waits
+// for the run any more: the ranks stop at once, keep what they finished and exit. When it tears
+// the job down (Open MPI's mpiexec and orted answer SIGINT, SIGTERM and SIGHUP with SIGCONT to
+// every rank, SIGTERM after odls_base_sigkill_timeout seconds and SIGKILL after as many again),
+// the grace period is cut to what is left before the SIGKILL.
+
+/// Whether the environment says this process was started by an MPI launcher (Open MPI's
+/// OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK, PMI's PMI_RANK / PMI_SIZE). Read it before MPI_Init:
+/// a singleton MPI_Init sets PMIX_RANK itself.
+bool started_by_launcher();
+
+/// Under a launcher: take the parent process as the launcher, ask the kernel for SIGHUP when it
+/// dies (PR_SET_PDEATHSIG) and ignore SIGPIPE (its end of our stdout and stderr is gone then).
+/// Call before MPI_Init; does nothing for a process not started by a launcher (a single process
+/// keeps running when its shell goes away, as with nohup). Returns whether it watches. A rank
+/// whose parent is already init (not a launcher running as process 1) finds it gone at once.
+bool watch_launcher();
+
+/// The launcher watched by watch_launcher() has died: the parent process is another one.
+/// Checked on every call (getppid) besides the signal; the first time it also arms a
+/// backstop: the process is killed (SIGALRM) if it has not exited 20 s later.
+bool launcher_gone() noexcept;
+
+/// The stop signal was the launcher tearing the job down (SIGTERM from Open MPI's mpiexec or orted).
+bool launcher_teardown() noexcept;
+
+/// The grace period of the current stop: `grace`, cut to 0 when the launcher is gone and to
+/// odls_base_sigkill_timeout less 1 s (read from OMPI_MCA_odls_base_sigkill_timeout, default 1) when it
+/// tears the job down.
+double effective_grace(double grace) noexcept;
+
+/// Whether this process must end without MPI_Finalize, which would block or fail: the launcher
+/// is gone or tearing the job down.
+bool exit_without_finalize() noexcept;
+
+/// "mpiexec (pid 123)": the watched launcher, for messages.
+std::string launcher_name();
 
 /// The signal that asked this process to stop, 0 when none.
 int stop_signal() noexcept;

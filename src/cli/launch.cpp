@@ -1,0 +1,194 @@
+#include "cli/launch.hpp"
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "base/error.hpp"
+#include "sweep/mpi.hpp"
+#include "sweep/stop.hpp"
+
+namespace rcsweep::cli {
+namespace {
+
+constexpr const char* exit_file_env = "RCSWEEP_EXIT_FILE";
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+/// The file rank 0 writes the exit code into: created empty here, removed by the destructor.
+struct ExitFile {
+  std::string path;
+  ExitFile() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string name = std::string(tmp && *tmp ? tmp : "/tmp") + "/rcsweep-exit-XXXXXX";
+    const int fd = mkstemp(name.data());
+    if (fd < 0) throw Error("cannot create a file in " + name.substr(0, name.rfind('/')) + ": " + std::strerror(errno));
+    close(fd);
+    path = name;
+  }
+  ~ExitFile() { std::remove(path.c_str()); }
+  ExitFile(const ExitFile&) = delete;
+  ExitFile& operator=(const ExitFile&) = delete;
+  /// The code written by rank 0, 0 when none.
+  int code() const {
+    std::ifstream in(path);
+    int c = 0;
+    return in >> c ? c : 0;
+  }
+};
+
+}  // namespace
+
+int launch_run(int ranks, const std::string& mpiexec, int argc, char** argv) {
+  std::vector<std::string> cmd = split_words(mpiexec);
+  if (cmd.empty()) throw ConfigError({ConfigIssue{"--mpiexec", "empty command"}});
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  cmd.insert(cmd.end(), {"-n", std::to_string(ranks), ec ? std::string(argv[0]) : self.string()});
+  for (int i = 1; i < argc; ++i) cmd.emplace_back(argv[i]);  // the ranks see -n too: they check the job's size
+  std::vector<char*> cargv;
+  for (auto& w : cmd) cargv.push_back(w.data());
+  cargv.push_back(nullptr);
+  ExitFile exit_file;
+
+  // The signals are taken with sigtimedwait: blocked from before the fork on, so none is lost.
+  sigset_t set, old;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGCHLD}) sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, &old);
+  int exec_error[2];
+  if (pipe2(exec_error, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t launcher = getpid();
+  const pid_t child = fork();
+  if (child < 0) throw Error(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    // Own process group: the terminal's Ctrl-C reaches only this launcher. As a background group,
+    // mpiexec must not read the terminal (stdin from /dev/null) and may write to it even under
+    // `stty tostop` (SIGTTOU ignored, kept across exec).
+    setpgid(0, 0);
+    std::signal(SIGTTOU, SIG_IGN);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher killed: mpiexec tears the job down
+    if (getppid() != launcher) _exit(1);
+    const int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    setenv(exit_file_env, exit_file.path.c_str(), 1);
+    execvp(cargv[0], cargv.data());
+    const int e = errno;
+    (void)!write(exec_error[1], &e, sizeof e);
+    _exit(127);
+  }
+  setpgid(child, child);  // also here, before any signal is forwarded to the group
+  close(exec_error[1]);
+  int e = 0;
+  const bool exec_failed = read(exec_error[0], &e, sizeof e) == static_cast<ssize_t>(sizeof e);
+  close(exec_error[0]);
+  if (exec_failed) {
+    waitpid(child, nullptr, 0);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    std::fprintf(stderr, "error: cannot run '%s': %s (set --mpiexec or RCSWEEP_MPIEXEC)\n", cmd[0].c_str(),
+                 std::strerror(e));
+    return 2;
+  }
+
+  int stops = 0, hard = 0;  // stop signals taken; the second SIGINT/SIGTERM (stop at once)
+  int status = 0;
+  for (;;) {
+    timespec tick{0, 200'000'000};
+    siginfo_t info{};
+    const int sig = sigtimedwait(&set, &info, &tick);
+    if (waitpid(child, &status, WNOHANG) == child) break;
+    switch (sig) {
+      case SIGINT:
+      case SIGTERM:
+      case SIGHUP:
+        if (++stops == 1) {
+          std::fprintf(stderr,
+                       "[rcsweep] %s: stopping the run cleanly (passed to the ranks as SIGUSR1); %s again stops it "
+                       "at once\n",
+                       sweep::signal_name(sig).c_str(), sig == SIGINT ? "Ctrl-C" : sweep::signal_name(sig).c_str());
+          kill(child, SIGUSR1);
+        } else if (sig != SIGHUP && hard == 0) {
+          hard = sig;
+          kill(child, SIGINT);  // Open MPI kills the ranks (a second stop signal for them)
+        }
+        break;
+      case SIGUSR1:
+      case SIGUSR2:
+        ++stops;
+        kill(child, sig);
+        break;
+      case SIGTSTP:  // Ctrl-Z: stop the ranks (mpiexec forwards it) and this process; continue both
+        kill(child, SIGTSTP);
+        raise(SIGSTOP);
+        kill(child, SIGCONT);
+        break;
+      default:
+        break;
+    }
+  }
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (hard != 0) {  // stopped at once: end as a single process does, by the signal
+    std::fflush(nullptr);
+    std::remove(exit_file.path.c_str());
+    std::signal(hard, SIG_DFL);
+    raise(hard);
+  }
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (rc != 0) return rc;
+  return exit_file.code();
+}
+
+int exit_code_for_launcher(int code) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  auto ok = std::make_unique<int>(0);
+  if (rank == 0 && code != 0) {
+    const char* path = std::getenv(exit_file_env);
+    if (path && *path) {
+      // O_TRUNC without O_CREAT: the launcher made the file; a rank 0 on another node has no such file.
+      const int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+      if (fd >= 0) {
+        const std::string text = std::to_string(code) + "\n";
+        *ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+        *ok = close(fd) == 0 && *ok;
+      }
+    }
+  }
+  // Every rank learns whether rank 0 wrote it; waiting without spinning (see run_sweep).
+  MPI_Request request;
+  mpi::check(MPI_Ibcast(ok.get(), 1, MPI_INT, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast");
+  for (int done = 0;;) {
+    mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) break;
+    if (sweep::launcher_gone()) {  // the others may never join; the buffer is left to MPI
+      ok.release();
+      return code;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return *ok ? 0 : code;
+}
+
+}  // namespace rcsweep::cli
