@@ -54,7 +54,7 @@ def tenth_done(w):
 
 def rank_pids(proc):
     """{MPI rank: pid} of an mpiexec job started by start()."""
-    deadline = time.time() + 20
+    deadline = time.time() + 60
     while time.time() < deadline:
         pids = {mpi_rank_of(p): p for p in descendants(proc.pid)}
         pids.pop(None, None)
