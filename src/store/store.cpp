@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -710,32 +711,49 @@ Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, c
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->load_plan(plan);
+  // A new store is built under a temporary name next to it and linked into place only when
+  // complete, so that a kill while the datasets are being allocated never leaves a half-made file
+  // under the store's name: the same command then simply creates it again (replacing the leftover
+  // .partial). --overwrite truncates the old store in place, which HDF5's lock refuses while a
+  // writer has it open, and after a kill the same command replaces it again.
+  const std::filesystem::path partial = overwrite ? path : std::filesystem::path(p + ".partial");
   // Every dataset's storage is allocated here, so a full disk shows now, before any work.
   const auto disk_full = [&](const StoreError& e) {
     return StoreError("cannot create " + p + ": the disk is full (" + e.what() +
                       "); the store is allocated in full when it is created: free space or write it elsewhere");
   };
   try {
-    impl->file = h5::create_file(path, overwrite);
+    impl->file = h5::create_file(partial, /*truncate=*/true);
   } catch (const StoreError& e) {
     if (is_disk_full(e.what())) {
-      std::filesystem::remove(path, ec);  // what H5Fcreate began
+      std::filesystem::remove(partial, ec);  // what H5Fcreate began
       throw disk_full(e);
     }
-    if (!overwrite && std::filesystem::exists(path, ec))  // created by someone else meanwhile
-      throw StoreError(p + " exists; pass --resume to continue it or --overwrite to replace it");
     throw;
   }
   try {
     impl->create_all(plan, prov);
+    h5::flush(impl->file.id());
+    if (!overwrite) {  // into place, unless somebody created the store meanwhile (link refuses)
+      const std::string exists = p + " exists; pass --resume to continue it or --overwrite to replace it";
+      if (::link(partial.c_str(), path.c_str()) == 0) {
+        std::filesystem::remove(partial);
+      } else if (errno == EEXIST) {
+        throw StoreError(exists);
+      } else {  // a file system without hard links: rename, which is atomic but replaces
+        if (std::filesystem::exists(path, ec)) throw StoreError(exists);
+        if (std::rename(partial.c_str(), path.c_str()) != 0)
+          throw StoreError("cannot create " + p + ": " + std::strerror(errno));
+      }
+    }
   } catch (const StoreError& e) {
     impl.reset();  // close every handle, then do not leave a half-made store behind
-    std::filesystem::remove(path, ec);
+    std::filesystem::remove(partial, ec);
     if (is_disk_full(e.what())) throw disk_full(e);
     throw;
   } catch (...) {
     impl.reset();
-    std::filesystem::remove(path, ec);
+    std::filesystem::remove(partial, ec);
     throw;
   }
   return Store(std::move(impl));
