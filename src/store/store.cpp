@@ -729,7 +729,11 @@ Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, c
       std::filesystem::remove(partial, ec);  // what H5Fcreate began
       throw disk_full(e);
     }
-    throw;
+    // Name the store the user asked for, not its temporary name.
+    std::string what = e.what();
+    const std::string temporary = "cannot create " + partial.string();
+    if (what.starts_with(temporary)) what = "cannot create " + p + what.substr(temporary.size());
+    throw StoreError(what);
   }
   try {
     impl->create_all(plan, prov);

@@ -221,12 +221,17 @@ def wait_for_start(proc, timeout=120):
     return text.decode(errors="replace")
 
 
-def finish(proc, before, timeout=60):
-    """Wait for `proc`; then no process of its tree may be left (killed if one is, and the test fails)."""
+def finish(proc, before, timeout=60, linger=5.0):
+    """Wait for `proc`; then no process of its tree may be left `linger` s later (a rank may still be
+    exiting when mpiexec returns, more so on a loaded machine; one left then is killed and the test
+    fails)."""
     tree = [proc.pid] + descendants(proc.pid)
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
+        deadline = time.monotonic() + linger
+        while any(alive(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.05)
         left = [p for p in tree if alive(p)]
         for p in left:
             try:
