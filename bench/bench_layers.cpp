@@ -408,7 +408,7 @@ void BM_breakdown(benchmark::State& state, Mixer mixer, int T, int d) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// (4) The S4D causal convolution alone (docs/BENCHMARKS.md "S4D causal convolution (session 4)"):
+// (4) The S4D causal convolution alone (docs/BENCHMARKS.md "S4D causal convolution"):
 // the scalar loop it replaced, the register-blocked kernel for each instruction set, and the
 // transpose (gradients.cpp's reverse pass), against the s4d bound of (2) (T(T+1) d flops at the
 // square dgemm rate). `ratio` = time / bound; all variants of one shape in the same run. Also the

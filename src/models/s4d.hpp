@@ -3,7 +3,7 @@
 // The convolution is direct and register-blocked (s4d.cpp), with the operation order of the plain
 // loop, so results are bitwise those of the scalar code; an FFT was measured faster at T >= 1024
 // but changes results by rounding and needs a cached spectrum (docs/BENCHMARKS.md, "S4D causal
-// convolution (session 4)").
+// convolution").
 #pragma once
 #include "base/matrix.hpp"
 #include "config/params.hpp"
@@ -42,7 +42,7 @@ void s4d_mix_direct(S4dIsa isa, const Matrix& K, const Matrix& X, double alpha, 
 void s4d_mix_transpose_direct(S4dIsa isa, const Matrix& K, const Matrix& G, Matrix& out);
 void s4d_kernels_build(S4dIsa isa, const config::ModelParams& model, int layer, RandomSource& random, Matrix& K);
 
-/// The plain loops these replace (the code before session 4): the reference for tests and benchmarks.
+/// The plain scalar loops: the reference for tests and benchmarks.
 void s4d_mix_reference(const Matrix& K, const Matrix& X, double alpha, double beta, Matrix& acc);
 Matrix s4d_mix_transpose_reference(const Matrix& K, const Matrix& G);
 Matrix s4d_kernels_reference(const config::ModelParams& model, int layer, RandomSource& random);
