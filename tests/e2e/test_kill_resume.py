@@ -88,7 +88,12 @@ def run_and_kill(args, ranks, when, victim="all"):
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    proc.wait(timeout=120)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the job did not end within 120 s after SIGKILL of {victim} "
+                             f"({[(mpi_rank_of(p), p) for p in targets]}) at {when}:\n"
+                             + where_they_are([proc.pid] + descendants(proc.pid)))
     # Every rank gone before the next run opens the store. A rank that mpiexec was spawning at the
     # kill is not in `procs`: it notices its parent's death and aborts (within seconds, longer on
     # a loaded machine), so wait until no process names the store for a few consecutive checks.
@@ -100,6 +105,30 @@ def run_and_kill(args, ranks, when, victim="all"):
         quiet = 0 if survivors or using(path) else quiet + 1
         time.sleep(0.1)
     return True, watched.opened
+
+
+def where_they_are(pids):
+    """State, kernel wait channel and (gdb) stack of every thread of the processes `pids`: what a
+    hang report needs."""
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/wchan") as f:
+                wchan = f.read()
+        except OSError:
+            continue
+        out.append(f"--- pid {pid} rank {mpi_rank_of(pid)} state {state} wchan {wchan}: {cmd}")
+        try:
+            gdb = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 25"],
+                                 capture_output=True, text=True, timeout=60)
+            out.append("\n".join(l for l in gdb.stdout.splitlines() if l.startswith(("#", "Thread"))))
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out.append(f"(no stack: {e})")
+    return "\n".join(out)
 
 
 def random_moment(rng, opened):
