@@ -261,19 +261,24 @@ int run_command(const RunArgs& args) {
     if (rank == 0) opt.calibration = load_calibration(calibration_path());
     // A store to resume is first read in a child process (rank 0): a file that crashes HDF5 is
     // refused like any damaged store instead of taking the job down.
-    std::string crash;
-    if (rank == 0 && !opt.overwrite && std::filesystem::is_regular_file(opt.output))
-      in_child(
-          [&] {
-            try {  // only a crash matters here: errors are reported by the real open below
-              store::read_info(opt.output);
-            } catch (const std::exception&) {
-            }
-            return 0;
-          },
-          crash);
-    crash = mpi::bcast(crash, 0, MPI_COMM_WORLD);
-    if (!crash.empty()) throw sweep::StoreRefused(crashed_message(opt.output, crash));
+    // So are the stores of --reuse.
+    std::vector<std::filesystem::path> to_read = opt.reuse;
+    if (!opt.overwrite && std::filesystem::is_regular_file(opt.output)) to_read.insert(to_read.begin(), opt.output);
+    for (const auto& path : to_read) {
+      std::string crash;
+      if (rank == 0)
+        in_child(
+            [&] {
+              try {  // only a crash matters here: errors are reported by the real open below
+                store::read_info(path);
+              } catch (const std::exception&) {
+              }
+              return 0;
+            },
+            crash);
+      crash = mpi::bcast(crash, 0, MPI_COMM_WORLD);
+      if (!crash.empty()) throw sweep::StoreRefused(crashed_message(path, crash));
+    }
     std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
     if (args.dump_weights) {  // every rank sees the same plan: all refuse together, before any work
       for (const auto& b : plan.bundles) dump_tasks.insert(dump_tasks.end(), b.tasks.begin(), b.tasks.end());
@@ -484,6 +489,11 @@ int print_info(const std::filesystem::path& path) {
   for (const auto& [p, n] : info.platforms)
     std::printf("computed by   %s on %s: %llu tasks\n", p.empty() ? "(not recorded)" : p.blas_kernel.c_str(),
                 p.empty() ? "(not recorded)" : p.cpu.c_str(), static_cast<unsigned long long>(n));
+  for (std::size_t pos = 0; pos < info.reused.size();) {  // results copied from other stores (--reuse, growth)
+    const auto nl = std::min(info.reused.find('\n', pos), info.reused.size());
+    std::printf("reused        %s\n", info.reused.substr(pos, nl - pos).c_str());
+    pos = nl + 1;
+  }
   std::string axes;
   for (const auto& a : info.axes) axes += (axes.empty() ? "" : ", ") + a;
   std::printf("axes          %s\n", axes.empty() ? "(none)" : axes.c_str());

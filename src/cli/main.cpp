@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
       "  rcsweep run -n 4 sweep.toml -o out.h5            (starts mpiexec -n 4 itself)\n"
       "  mpiexec -n 4 rcsweep run sweep.toml -o out.h5\n"
       "or as a single process. Killing the run at any time keeps every finished task; running the same\n"
-      "command again computes only what is missing.\n"
+      "command again computes only what is missing. A store made from an earlier version of the sweep\n"
+      "file (more replicates, axis values or zip entries now) grows in place, keeping every finished task.\n"
       "SIGTERM, SIGINT (Ctrl-C), SIGUSR1/2 (and SIGHUP with -n) stop it cleanly: no new tasks, running\n"
       "ones kept if they finish within --grace, store flushed, exit code 4 (a second SIGINT/SIGTERM stops\n"
       "at once). Under a plain mpiexec send SIGUSR1, which it forwards to every rank: Open MPI's mpiexec\n"
@@ -71,6 +72,12 @@ int main(int argc, char** argv) {
                       "memory budget of one rank (e.g. 4G, 512M); a sweep whose largest bundle would not fit is\n"
                       "refused before any work (exit 2). Default: physical memory / ranks on the node");
   run_cmd->add_flag("--retry-failed", run.options.retry_failed, "run failed and diverged tasks of the store again");
+  run_cmd
+      ->add_option("--reuse", run.options.reuse,
+                   "copy the finished results of this older store (repeatable) into the tasks they fit instead\n"
+                   "of computing them: tasks with the same parameters, replicate, seed, largest depth and\n"
+                   "[output] (docs/CONFIG.md \"Growing a sweep\"); e.g. more replicates or axis values into a new -o")
+      ->check(CLI::ExistingFile);
   run_cmd->add_option("--grace", run.options.grace_s,
                       "seconds that running tasks get to finish after a stop signal (default 30)")
       ->check(CLI::Range(0.0, 1e6));

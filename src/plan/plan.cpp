@@ -28,7 +28,9 @@ double svd_values_flops(double m, double n) {
 // that share W_Q, W_K (same T, d, d_qk, heads; a bundle holds them for each replicate) save
 // 4 T d d_qk + 2 T^2 d_qk - 2 T d^2 - 2 T^2 d per layer and task, and the bundle pays 2 d^2 d_qk
 // once per layer for P. Counted over all points, not a shard's, so every shard (and a task
-// computed alone) takes the same route and results do not depend on the layout.
+// computed alone) takes the same route and results do not depend on the layout. Ties go to the
+// product: at T = d one task alone costs the same either way, so a grid that grows from one
+// model of a (T, d) to several keeps its route (and its stored results, plan/reuse.hpp).
 void choose_qk_product(std::vector<ModelParams>& models) {
   std::map<std::tuple<int, int, int, int>, int> sharing;
   for (const auto& m : models)
@@ -38,7 +40,7 @@ void choose_qk_product(std::vector<ModelParams>& models) {
     const double T = m.T, d = m.d, dqk = m.d_qk;
     const double n = sharing[{m.T, m.d, m.d_qk, m.heads}];
     const double saved = 4.0 * T * d * dqk + 2.0 * T * T * dqk - 2.0 * T * d * d - 2.0 * T * T * d;
-    m.qk_product = n * saved > 2.0 * d * d * dqk;
+    m.qk_product = n * saved >= 2.0 * d * d * dqk;
   }
 }
 }  // namespace

@@ -1053,6 +1053,14 @@ void Store::write(std::span<const TaskResult> results) {
   h5::flush(s.file.id());
 }
 
+void Store::note_reused(const std::string& line) {
+  h5::init();
+  const hid_t f = impl_->file.id();
+  const std::string before = h5::has_attr(f, "reused") ? h5::get_attr_string(f, "reused") : std::string();
+  h5::set_attr(f, "reused", before + line + "\n");
+  h5::flush(f);
+}
+
 void Store::mark_finished(const std::string& when) {
   h5::init();
   h5::set_attr(impl_->file.id(), "finished", when);
@@ -1079,6 +1087,7 @@ StoreInfo read_info(const std::filesystem::path& path) {
     info.config = str("config");
     info.created = str("created");
     info.finished = str("finished");
+    info.reused = str("reused");
     info.rcsweep_version = str("rcsweep_version");
     info.git_commit = str("git_commit");
     info.host = str("host");

@@ -79,6 +79,7 @@ struct StoreInfo {
   std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0;
   std::vector<std::string> axes;      ///< swept parameter names
   std::vector<std::string> datasets;  ///< every dataset path
+  std::string reused;                 ///< results copied from other stores, one line each (may be empty)
   /// Finished (done, failed, diverged) tasks per platform, in the order platforms first appeared;
   /// an empty Platform counts those not recorded (stores made before /provenance).
   std::vector<std::pair<Platform, std::uint64_t>> platforms;
@@ -109,6 +110,8 @@ class Store {
   std::vector<TaskResult> read_results(std::span<const std::uint64_t> tasks) const;
   /// Write a batch of results: all rows, flush, then all statuses, flush.
   void write(std::span<const TaskResult> results);
+  /// Append a line to the `reused` attribute (where copied results came from, store/reuse.hpp).
+  void note_reused(const std::string& line);
   /// Set the `finished` attribute (ISO-8601 UTC) and flush.
   void mark_finished(const std::string& when);
   /// fsync the file (protects against node crashes; H5Fflush alone does not).

@@ -21,6 +21,7 @@
 #include "linalg/linalg.hpp"
 #include "models/task_runner.hpp"
 #include "rcsweep/version.hpp"
+#include "store/reuse.hpp"
 #include "store/store.hpp"
 #include "sweep/message.hpp"
 #include "sweep/mpi.hpp"
@@ -471,6 +472,15 @@ void note_new_kernels(const std::vector<store::Platform>& ranks,
                  "rcsweep info counts the tasks of each\n");
 }
 
+/// --reuse of a store none of whose results fits this sweep is a mistake: say why, before any work.
+void refuse_unusable(const std::filesystem::path& from, const plan::Plan& plan) {
+  const auto r = store::compare_with_store(from, plan);
+  if (!r.blockers.empty())
+    throw StoreError("--reuse " + from.string() + ": none of its results fits this sweep (sweep '" + r.from_name +
+                     "', plan hash " + r.from_hash + " -> " + plan.hash + "):\n" + store::describe(r) +
+                     "drop --reuse " + from.string());
+}
+
 }  // namespace
 
 store::TaskResult to_result(models::TaskOutput&& out, int rank) {
@@ -547,11 +557,25 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       const bool exists = std::filesystem::exists(opt.output);
       if (opt.require_existing && !exists)
         throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");
+      for (const auto& from : opt.reuse) refuse_unusable(from, plan);  // before anything is written
       if (exists && !opt.overwrite) {
+        if (store::read_info(opt.output).plan_hash != plan.hash) {
+          const auto grown = store::grow_in_place(opt.output, plan, prov);
+          if (opt.progress)
+            std::fprintf(stderr, "[rcsweep] %s was made from another version of the sweep file:\n%s[rcsweep] grown to this sweep: %llu finished tasks copied\n",
+                         opt.output.c_str(), store::describe(grown).c_str(), static_cast<unsigned long long>(grown.copied));
+        }
         store.emplace(store::Store::open_resume(opt.output, plan, prov));
         summary.resumed = true;
       } else {
         store.emplace(store::Store::create(opt.output, plan, prov, opt.overwrite));
+      }
+      for (const auto& from : opt.reuse) {
+        const auto r = store::reuse_results(from, *store, plan);
+        if (opt.progress)
+          std::fprintf(stderr, "[rcsweep] --reuse %s: copied %llu finished tasks%s\n", from.c_str(),
+                       static_cast<unsigned long long>(r.copied),
+                       r.not_in_sweep ? (" (" + std::to_string(r.not_in_sweep) + " of its finished tasks are not tasks of this sweep)").c_str() : "");
       }
     } catch (const std::exception& e) {
       error = e.what();

@@ -27,6 +27,9 @@ struct RunOptions {
   double write_interval_s = 0.2;  ///< finished results are written (and flushed) at least this often
   double sync_interval_s = 300.0;  ///< the store is fsync'ed this often (and at the end)
   bool retry_failed = false;    ///< --retry-failed: failed and diverged tasks are run again
+  /// --reuse: stores whose finished results are copied into the pending tasks they fit
+  /// (store/reuse.hpp) before any work.
+  std::vector<std::filesystem::path> reuse;
   /// After a stop signal (stop.hpp): running bundles that finish within this many seconds are
   /// kept, the others abandoned (their tasks stay pending).
   double grace_s = 30.0;

@@ -93,7 +93,8 @@ TEST(Plan, BundleMemoryAddsSharedKindsAndLayerOneProductsOnlyWhenShared) {
   const auto& b = both.bundles.front();  // T = 32, d = 64: softmax and markov, lambda 0 and 1
   ASSERT_EQ(b.tasks.size(), 4u);
   const std::size_t T = 32, d = 64;
-  const std::size_t weights = d * d + 2 * d * d + 2 * T * T + T * d;  // W_V, W_Q W_K, G + M, X_0
+  // W_V, W_Q W_K, P = W_Q W_K^T (2 softmax points at d = 2T: a tie, which goes to P), G + M, X_0
+  const std::size_t weights = d * d + 2 * d * d + d * d + 2 * T * T + T * d;
   const std::size_t layer1 = T * d + T * T;                           // X_0 W_V, M(X_0)
   EXPECT_EQ(b.shared_bytes, 8 * (weights + layer1));
   EXPECT_EQ(b.state_bytes, 4 * 8 * T * d);  // per task: X between layers
@@ -111,13 +112,16 @@ depth = 2
   EXPECT_EQ(alone.bundles.front().state_bytes, 8 * T * d);
 }
 
-// The shared W_Q W_K^T product is used where the bundle's attention tasks save more flops than P
-// costs: here 2 softmax points (lambda 0, 1) per (T, d) with d = 2T, d_qk = d save 2 x 2 T d^2 =
-// 2 d^3 per layer, what P costs, so not; with 6 points (x 3 norms) 6 x 2 T d^2 > 2 d^3, so at every
-// size. The choice is the same in every shard.
+// The shared W_Q W_K^T product is used where the bundle's attention tasks save at least the flops
+// P costs: one softmax point with d = 2T, d_qk = d saves 2 T d^2 = d^3 per layer, less than P's
+// 2 d^3, so not; 2 points (lambda 0, 1) save 2 d^3, a tie, which goes to P; with 6 points (x 3
+// norms) at every size. The choice is the same in every shard.
 TEST(Plan, SharedQueryKeyProductWhereItSavesFlops) {
+  const auto alone = plan::make_plan(config::parse_sweep(
+      "[sweep]\nname = \"a\"\n[model]\nT = 32\nd = 64\ndepth = 2\n", "test"));
+  EXPECT_FALSE(alone.models.front().qk_product);
   const auto few = make();
-  for (const auto& m : few.models) EXPECT_FALSE(m.qk_product);
+  for (const auto& m : few.models) EXPECT_EQ(m.qk_product, m.mixer == config::Mixer::softmax) << m.T;
   const auto many = make("[[zip]]\nnorm = [\"none\", \"rms\", \"layernorm\"]\n");
   for (const auto& m : many.models)
     EXPECT_EQ(m.qk_product, m.mixer == config::Mixer::softmax) << m.T;

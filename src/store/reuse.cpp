@@ -1,0 +1,145 @@
+#include "store/reuse.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+
+#include "base/error.hpp"
+#include "config/sweep_spec.hpp"
+#include "plan/reuse.hpp"
+
+namespace rcsweep::store {
+namespace {
+
+bool finished_result(TaskStatus s) { return s == TaskStatus::done || s == TaskStatus::diverged; }
+
+/// The plan a store was made from, rebuilt from its canonical config.
+plan::Plan stored_plan(const std::filesystem::path& path, const StoreInfo& info) {
+  const std::string p = path.string();
+  config::SweepSpec spec;
+  try {
+    spec = config::parse_sweep(info.config, p);
+  } catch (const ConfigError& e) {
+    throw StoreError(p + ": cannot read the sweep it was made from:\n" + e.what());
+  }
+  // An input file's content digest is a comment of the canonical text (not read back by TOML).
+  constexpr std::string_view digest = "# input file content: ";
+  if (const auto at = info.config.find(digest); at != std::string::npos)
+    spec.input_file_digest = info.config.substr(at + digest.size(), info.config.find('\n', at) - at - digest.size());
+  plan::Plan plan = plan::make_plan(std::move(spec));
+  if (plan.hash != info.plan_hash)
+    throw StoreError(p + ": its sweep reads back with plan hash " + plan.hash + ", not its own " + info.plan_hash +
+                     " (made by another version of rcsweep?): its results cannot be matched to tasks");
+  return plan;
+}
+
+/// The old store, its plan and which of its tasks are tasks of the new plan.
+struct Source {
+  StoreInfo info;
+  plan::Plan plan;
+  plan::TaskMatch match;
+  std::vector<TaskStatus> status;
+  ReuseReport report;
+};
+
+Source read_source(const std::filesystem::path& from, const plan::Plan& plan) {
+  Source s{read_info(from), {}, {}, {}, {}};
+  s.plan = stored_plan(from, s.info);
+  s.match = plan::match_tasks(s.plan, plan);
+  s.report.from_name = s.plan.spec.name;
+  s.report.from_hash = s.info.plan_hash;
+  s.report.differences = plan::config_differences(s.plan.spec, plan.spec);
+  s.report.blockers = s.match.blockers;
+  s.status = Store::open_read(from, s.plan).task_status();
+  std::uint64_t matched = 0;
+  for (const auto& [old_id, new_id] : s.match.pairs) matched += finished_result(s.status[old_id]);
+  for (const auto st : s.status) s.report.finished += finished_result(st);
+  for (const auto old_id : s.match.rerouted) s.report.recomputed += finished_result(s.status[old_id]);
+  s.report.not_in_sweep = s.report.finished - matched - s.report.recomputed;
+  return s;
+}
+
+ReuseReport copy(const std::filesystem::path& from, Source&& s, Store& into) {
+  const auto status = into.task_status();
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> todo;
+  for (const auto& pair : s.match.pairs)
+    if (finished_result(s.status[pair.first]) && status[pair.second] == TaskStatus::pending) todo.push_back(pair);
+  if (todo.empty()) return std::move(s.report);
+  const Store old = Store::open_read(from, s.plan);
+  constexpr std::size_t batch = 1024;  // bounded memory for stores with large spectra
+  for (std::size_t i = 0; i < todo.size(); i += batch) {
+    const std::size_t n = std::min(batch, todo.size() - i);
+    std::vector<std::uint64_t> ids(n);
+    for (std::size_t k = 0; k < n; ++k) ids[k] = todo[i + k].first;
+    auto results = old.read_results(ids);
+    for (std::size_t k = 0; k < n; ++k) results[k].task = todo[i + k].second;
+    into.write(results);
+  }
+  s.report.copied = todo.size();
+  into.note_reused(std::to_string(todo.size()) + " tasks from " + from.string() + " (sweep '" + s.report.from_name +
+                   "', plan hash " + s.report.from_hash + ")");
+  return std::move(s.report);
+}
+
+}  // namespace
+
+ReuseReport compare_with_store(const std::filesystem::path& path, const plan::Plan& plan) {
+  return read_source(path, plan).report;
+}
+
+ReuseReport reuse_results(const std::filesystem::path& from, Store& into, const plan::Plan& plan) {
+  return copy(from, read_source(from, plan), into);
+}
+
+ReuseReport grow_in_place(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov) {
+  Source s = read_source(path, plan);
+  const std::string p = path.string();
+  if (!s.report.blockers.empty() || s.report.not_in_sweep > 0) {
+    const std::string why = !s.report.blockers.empty()
+                                ? "none of its results fits this sweep"
+                                : std::to_string(s.report.not_in_sweep) + " of its " +
+                                      std::to_string(s.report.finished) + " finished tasks are not tasks of this sweep";
+    throw StoreError(p + " (sweep '" + s.report.from_name + "', plan hash " + s.report.from_hash +
+                     ") was made from a different sweep file (plan hash " + plan.hash + "), and " + why +
+                     ", so it is not grown in place:\n" + describe(s.report) + "write a new store (another -o" +
+                     (s.report.blockers.empty() ? "; add --reuse " + p + " to copy what fits" : std::string()) +
+                     ") or pass --overwrite");
+  }
+  const std::filesystem::path grown = p + ".grown";
+  std::error_code ec;
+  std::filesystem::remove(grown, ec);  // a leftover of a killed growth
+  try {
+    Store into = Store::create(grown, plan, prov, /*overwrite=*/false);
+    s.report = copy(path, std::move(s), into);
+    into.sync();
+  } catch (...) {
+    std::filesystem::remove(grown, ec);
+    throw;
+  }
+  if (std::rename(grown.c_str(), path.c_str()) != 0)
+    throw StoreError("cannot replace " + p + " by the grown store " + grown.string() + ": " + std::strerror(errno));
+  return s.report;
+}
+
+std::string describe(const ReuseReport& r, std::size_t max_lines) {
+  const auto blocks = [&](const std::string& line) {
+    return std::find(r.blockers.begin(), r.blockers.end(), line) != r.blockers.end();
+  };
+  std::string out;
+  const std::size_t shown = std::min(max_lines, r.differences.size());
+  for (std::size_t i = 0; i < shown; ++i)
+    out += "  " + r.differences[i] + (blocks(r.differences[i]) ? "   (changes every task's results)" : "") + "\n";
+  if (shown < r.differences.size())
+    out += "  ... and " + std::to_string(r.differences.size() - shown) + " more differences\n";
+  for (const auto& b : r.blockers)
+    if (std::find(r.differences.begin(), r.differences.end(), b) == r.differences.end())
+      out += "  " + b + "   (changes every task's results)\n";
+  if (r.recomputed > 0)
+    out += "  " + std::to_string(r.recomputed) +
+           " finished tasks are computed again: the grid's number of attention models of their T and d changed "
+           "the order of their logits' products (docs/CONFIG.md \"Growing a sweep\")\n";
+  return out;
+}
+
+}  // namespace rcsweep::store
