@@ -28,6 +28,7 @@
 #include "store/dump.hpp"
 #include "store/matrix_file.hpp"
 #include "rcsweep/version.hpp"
+#include "store/reuse.hpp"
 #include "store/store.hpp"
 #include "sweep/mpi.hpp"
 #include "sweep/stop.hpp"
@@ -396,6 +397,51 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
 }
 }  // namespace
 
+/// What `run -o STORE` would do with an existing store of this or another sweep.
+void print_outlook(const std::filesystem::path& path, const plan::Plan& plan) {
+  const auto info = store::read_info(path);
+  if (info.plan_hash == plan.hash) {
+    std::printf("store         %s: a run resumes it, %llu of %llu tasks left\n", path.c_str(),
+                static_cast<unsigned long long>(info.n_pending), static_cast<unsigned long long>(info.n_tasks));
+    return;
+  }
+  const auto r = store::compare_with_store(path, plan);
+  const std::uint64_t copied = r.finished - r.not_in_sweep - r.recomputed;
+  if (!r.blockers.empty())
+    std::printf("store         %s: made from another sweep, none of whose results fits: a run refuses it\n", path.c_str());
+  else if (r.not_in_sweep > 0)
+    std::printf("store         %s: made from another sweep; %llu of its finished tasks are not tasks of this one: a run "
+                "refuses it (--reuse it into another -o to copy the %llu that fit)\n",
+                path.c_str(), static_cast<unsigned long long>(r.not_in_sweep), static_cast<unsigned long long>(copied));
+  else
+    std::printf("store         %s: made from another version of this sweep: a run grows it, copying %llu finished "
+                "tasks and computing %llu\n",
+                path.c_str(), static_cast<unsigned long long>(copied),
+                static_cast<unsigned long long>(plan.tasks.size() - copied));
+  std::printf("%s", store::describe(r).c_str());
+}
+
+/// What `run -o STORE` would do with the store: start it, resume it, grow it or refuse it. Read in
+/// a child process, like every store a run opens (a damaged file cannot crash `plan`).
+void print_store_outlook(const std::filesystem::path& path, const plan::Plan& plan) {
+  if (!std::filesystem::exists(path)) {
+    std::printf("store         %s does not exist: a run starts it\n", path.c_str());
+    return;
+  }
+  std::string crash;
+  const auto rc = in_child(
+      [&] {
+        try {
+          print_outlook(path, plan);
+        } catch (const std::exception& e) {
+          std::printf("store         %s: a run refuses it (%s)\n", path.c_str(), e.what());
+        }
+        return 0;
+      },
+      crash);
+  if (!rc) std::printf("store         %s\n", crashed_message(path, crash).c_str());
+}
+
 int plan_command(const PlanArgs& args) {
   const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
   const auto& spec = plan.spec;
@@ -456,6 +502,7 @@ int plan_command(const PlanArgs& args) {
   std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s.h5   (one rank per core, 1 BLAS thread each;"
               " about %s wall)\n",
               ranks, args.sweep_file.c_str(), spec.name.c_str(), human_seconds(makespan).c_str());
+  if (!args.output.empty()) print_store_outlook(args.output, plan);
   return 0;
 }
 

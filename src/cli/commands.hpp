@@ -37,6 +37,7 @@ struct PlanArgs {
   std::string emit;          ///< --emit slurm|pbs: print a job script sized from the plan (plan/job_script.hpp)
   int nodes = 1;             ///< --nodes of that job (with --cores: cores per node)
   double hours = 24.0;       ///< --hours: the longest walltime a job may ask for
+  std::filesystem::path output;  ///< -o: say what a run into this store would do (resume, grow, refuse)
 };
 int plan_command(const PlanArgs& args);
 

@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
   auto* plan_cmd = app.add_subcommand("plan", "Show what a sweep would compute, its cost and memory; computes nothing.");
   plan_cmd->add_option("sweep", plan.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
   plan_cmd->add_option("--shard", plan_shard, "plan only shard i/n");
+  plan_cmd->add_option("-o,--output", plan.output,
+                       "a store to run into: say what `run -o` would do with it (start, resume with N tasks\n"
+                       "left, grow it to this sweep copying N finished tasks, or refuse it and why)");
   plan_cmd->add_option("--cores", plan.cores, "cores to plan for (default: this machine's)")->check(CLI::Range(1, 1 << 20));
   plan_cmd->add_option("--mem-per-rank", plan.mem_per_rank,
                        "memory budget of one rank (e.g. 4G); refused (exit 2) if the largest bundle does not fit.\n"

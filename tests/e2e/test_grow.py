@@ -57,6 +57,9 @@ def test_more_replicates_axis_values_and_zip_entries_grow_the_store_in_place(tmp
     rcsweep("run", small, "-o", store, "-q", ranks=2, check=0)
     before = rows(store)
     big = write(tmp_path / "big.toml", replicates=3, lambdas="[0.0, 0.25, 0.5]", T="[8, 16, 24]", d="[8, 16, 24]")
+    outlook = rcsweep("plan", big, "-o", store, check=0).stdout  # what the run will do
+    assert f"a run grows it, copying {len(before)} finished tasks and computing {27 - len(before)}" in outlook
+    assert "sweep.replicates: 2 -> 3" in outlook
     proc = rcsweep("run", big, "-o", store, ranks=2, check=0)
     assert "sweep.replicates: 2 -> 3" in proc.stderr
     assert "axes.lambda: [0.0, 0.5] -> [0.0, 0.25, 0.5]" in proc.stderr
@@ -79,6 +82,8 @@ def test_reuse_copies_what_fits_into_a_new_store_and_leaves_the_old_one(tmp_path
     old_digest = digest(old)
     # lambda 0.5 dropped, 1.0 added: the lambda = 0 tasks fit (2 points x 2 replicates).
     other = write(tmp_path / "b.toml", lambdas="[0.0, 1.0]")
+    assert "a run refuses it (--reuse it into another -o to copy the 4 that fit)" in rcsweep(
+        "plan", other, "-o", old, check=0).stdout
     proc = rcsweep("run", other, "-o", old, "-q", check=2)  # in place it would lose the lambda = 0.5 tasks
     assert "4 of its 8 finished tasks are not tasks of this sweep" in proc.stderr
     assert "axes.lambda: [0.0, 0.5] -> [0.0, 1.0]" in proc.stderr
