@@ -6,11 +6,14 @@ import hashlib
 import os
 import random
 import signal
+import subprocess
+import time
 
 import h5py
 import numpy as np
 
 from conftest import BIN, assert_same_results, mpi_prefix, rcsweep
+from test_kill_resume import using
 from workload import Watched
 
 BASE = """[sweep]
@@ -133,12 +136,24 @@ def test_killed_while_growing_or_computing_then_resumed_equals_a_fresh_run(tmp_p
     for attempt in range(3):
         store = tmp_path / f"study{attempt}.h5"
         rcsweep("run", small, "-o", store, "-q", check=0)
-        for _ in range(2):  # kill twice at random shares of the work (the first may hit the growth)
+        for k in range(2):  # the first kill at a random time around the growth, then at a share of the work
             w = Watched(mpi_prefix(2) + [BIN, "run", big, "-o", store])
-            if w.wait_until(lambda w: w.work >= rng.uniform(0.0, 0.8)):
+            if k == 0:
+                try:
+                    w.proc.wait(timeout=rng.uniform(0.1, 1.5))
+                    running = False
+                except subprocess.TimeoutExpired:
+                    running = True
+            else:
+                running = w.wait_until(lambda w: w.work >= rng.uniform(0.0, 0.8))
+            if running:
                 os.killpg(w.pid, signal.SIGKILL)
                 kills += 1
             w.proc.wait(timeout=120)
+            deadline = time.time() + 60  # every rank gone (they follow their launcher within seconds)
+            while using(str(store)):
+                assert time.time() < deadline, using(str(store), report=True)
+                time.sleep(0.1)
             assert store.exists()  # the old store or the grown one, never neither
             with h5py.File(store, "r") as f:
                 assert f["tasks"].shape[0] in (2 * 2 * 2, 6 * 4 * 2)
