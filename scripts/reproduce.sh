@@ -4,18 +4,28 @@
 # writes the HTML report. See docs/FIGURES.md.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY=/usr/bin/python3
-BIN="${RCSWEEP_BIN:-$ROOT/build/rcsweep}"
+if [[ -x "$HERE/rcsweep" ]]; then  # installed as P/bin/rcsweep-reproduce (cmake --install)
+    BIN="${RCSWEEP_BIN:-$HERE/rcsweep}"
+    PLOT="$HERE/rcsweep-plot"
+    PYPATH="$HERE/../lib/rcsweep/python"
+    SWEEPS="$HERE/../share/rcsweep/jobs/examples"
+else                               # a checkout: scripts/reproduce.sh
+    BIN="${RCSWEEP_BIN:-$HERE/../build/rcsweep}"
+    PLOT="$HERE/rcsweep-plot"
+    PYPATH="$HERE"
+    SWEEPS="$HERE/../jobs/examples"
+fi
 MPIEXEC="${MPIEXEC:-mpiexec}"
-OUT="$ROOT/out"
+OUT="out"
 REPORT=""
-SWEEPS="$ROOT/jobs/examples"
 FORCE=0
 
 usage() {
     cat <<EOF
-Usage: scripts/reproduce.sh [OPTIONS] FIGURE[,FIGURE...]|all [RANKS]
+Usage: rcsweep-reproduce [OPTIONS] FIGURE[,FIGURE...]|all [RANKS]   (installed)
+       scripts/reproduce.sh [OPTIONS] FIGURE[,FIGURE...]|all [RANKS]  (a checkout)
 
 Runs the sweep of each FIGURE (the file jobs/examples/<sweep> named by the figure registry) into
 OUT/<sweep>.h5 with RANKS MPI ranks (default: nproc = $(nproc)), then draws OUT/<FIGURE>.png with
@@ -25,14 +35,15 @@ file is replaced. 'all' does every registered figure and writes REPORT/index.htm
 report/): every figure, its sweep file and its store's provenance.
 
 Options:
-  -o, --out DIR      stores and PNGs (default: out/)
-  --report DIR       also write the HTML report there (default for 'all': report/)
+  -o, --out DIR      stores and PNGs (default: out/ in the current directory)
+  --report DIR       also write the HTML report there (default for 'all': report/ in the current directory)
   --sweeps DIR       take the sweep files from DIR instead of jobs/examples/ (same file names)
   --force            rerun the sweeps even when their stores are up to date (--overwrite)
   --list             list the figures and their sweep files, then exit
   -h, --help         this help
 
-Environment: RCSWEEP_BIN (default build/rcsweep), MPIEXEC (default mpiexec).
+Environment: RCSWEEP_BIN (default: the installed rcsweep next to this command, or the checkout's
+build/rcsweep), MPIEXEC (default mpiexec).
 Exit codes: 0 done; 1 a sweep or a figure failed; 2 usage error (unknown figure, bad RANKS).
 Figures:
 EOF
@@ -43,7 +54,7 @@ die() { echo "reproduce.sh: $*" >&2; exit 2; }
 
 # "name sweep" per registered figure
 figures() {
-    PYTHONPATH="$ROOT/scripts" MPLBACKEND=Agg "$PY" -c '
+    PYTHONPATH="$PYPATH" MPLBACKEND=Agg "$PY" -c '
 from rcsweep_tools.figures import FIGURES
 for f in FIGURES.values():
     print(f.name, f.sweep)'
@@ -77,7 +88,7 @@ done < <(figures)
 
 if [[ "$WANT" == all ]]; then
     SELECTED=("${ORDER[@]}")
-    REPORT="${REPORT:-$ROOT/report}"
+    REPORT="${REPORT:-report}"
 else
     IFS=',' read -r -a SELECTED <<< "$WANT"
     for name in "${SELECTED[@]}"; do
@@ -102,7 +113,7 @@ run_sweep() {
     hash="$("$BIN" plan "$file" | sed -n 's/.*(plan \([0-9a-f]\{16\}\).*/\1/p' | head -n 1)" || true
     [[ -n "$hash" ]] || { echo "reproduce.sh: rcsweep plan $file failed" >&2; "$BIN" plan "$file" >&2 || true; return 1; }
     if [[ "$FORCE" -eq 0 && -f "$store" ]] &&
-       PYTHONPATH="$ROOT/scripts" "$PY" -m rcsweep_tools.report uptodate "$store" "$hash"; then
+       PYTHONPATH="$PYPATH" "$PY" -m rcsweep_tools.report uptodate "$store" "$hash"; then
         echo "== $(basename "$file"): $store is up to date (plan $hash), not run again"
         return 0
     fi
@@ -143,7 +154,7 @@ for name in "${SELECTED[@]}"; do
     if [[ "${DONE_SWEEP[$sweep]}" != ok ]]; then
         FAILED+=("$name"); rm -f "$OUT/$name.png"; continue
     fi
-    if MPLBACKEND=Agg "$PY" "$ROOT/scripts/rcsweep-plot" "$store" "$name" -o "$OUT/$name.png"; then
+    if MPLBACKEND=Agg "$PY" "$PLOT" "$store" "$name" -o "$OUT/$name.png"; then
         echo "== $name: $OUT/$name.png"
     else
         echo "reproduce.sh: drawing $name from $store failed" >&2
@@ -153,7 +164,7 @@ done
 
 if [[ -n "$REPORT" ]]; then
     rc=0
-    PYTHONPATH="$ROOT/scripts" MPLBACKEND=Agg "$PY" -m rcsweep_tools.report build --out "$REPORT" \
+    PYTHONPATH="$PYPATH" MPLBACKEND=Agg "$PY" -m rcsweep_tools.report build --out "$REPORT" \
         --stores "$OUT" --figures "$OUT" --sweeps "$SWEEPS" "${SELECTED[@]}" || rc=$?
     # 1: some figure is missing from the page (already counted in FAILED); anything else: no page
     if [[ "$rc" -ne 0 && ( "$rc" -ne 1 || ${#FAILED[@]} -eq 0 ) ]]; then
