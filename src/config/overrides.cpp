@@ -1,7 +1,7 @@
 #include "config/overrides.hpp"
 
+#include <algorithm>
 #include <cctype>
-#include <limits>
 #include <optional>
 #include <utility>
 
@@ -10,7 +10,7 @@
 namespace rcsweep::config {
 namespace {
 
-constexpr std::size_t max_index = 1'000'000;  // larger array indices are refused as malformed
+constexpr std::size_t max_index_digits = 6;  // longer array indices are refused as malformed
 
 std::string_view trim(std::string_view s) {
   const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
@@ -34,8 +34,7 @@ ConfigError malformed(const std::string& key, std::string_view text, const std::
 }
 
 std::size_t parse_index(std::string_view digits, std::string_view text) {
-  if (digits.size() > 7 || std::stoul(std::string(digits)) > max_index)
-    throw malformed("", text, "index " + std::string(digits) + " is too large");
+  if (digits.size() > max_index_digits) throw malformed("", text, "index " + std::string(digits) + " is too large");
   return std::stoul(std::string(digits));
 }
 
@@ -47,6 +46,11 @@ std::vector<PathStep> parse_path(std::string_view key, std::string_view text) {
     throw malformed("", text,
                     "the '+', '++' and '~' prefixes are not supported: any key is set as KEY=VALUE, and a "
                     "parameter goes back to its default when set to it");
+  const auto not_a_key = [&](std::string_view part) {
+    return malformed("", text,
+                     "'" + std::string(part) + "' in the key '" + std::string(key) +
+                         "' is not a key (letters, digits, '_' and '-', then any [index])");
+  };
   std::vector<PathStep> path;
   std::size_t at = 0;
   while (true) {
@@ -59,17 +63,12 @@ std::vector<PathStep> parse_path(std::string_view key, std::string_view text) {
     } else {
       std::size_t i = 0;
       while (i < part.size() && bare_key_char(part[i])) ++i;
-      if (i == 0)
-        throw malformed("", text,
-                        "'" + std::string(part) + "' in the key '" + std::string(key) +
-                            "' is not a key (letters, digits, '_' and '-', then any [index])");
+      if (i == 0) throw not_a_key(part);
       path.emplace_back(std::string(part.substr(0, i)));
       while (i < part.size()) {  // [i][j]...
         const std::size_t close = part.find(']', i);
         if (part[i] != '[' || close == std::string_view::npos || !all_digits(part.substr(i + 1, close - i - 1)))
-          throw malformed("", text,
-                          "'" + std::string(part) + "' in the key '" + std::string(key) +
-                              "' is not a key (letters, digits, '_' and '-', then any [index])");
+          throw not_a_key(part);
         path.emplace_back(parse_index(part.substr(i + 1, close - i - 1), text));
         i = close + 1;
       }
