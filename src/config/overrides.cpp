@@ -332,17 +332,36 @@ void apply_overrides(toml::table& root, const std::vector<Override>& overrides) 
   if (!issues.empty()) throw ConfigError(std::move(issues));
 }
 
+namespace {
+/// Whether `key` is `place.param` for a place a parameter can be given: model, axes or zip[k].
+bool is_param_key(const std::string& key, const std::string& param) {
+  if (key.size() <= param.size() + 1 || !key.ends_with("." + param)) return false;
+  const std::string place = key.substr(0, key.size() - param.size() - 1);
+  return place == "model" || place == "axes" ||
+         (place.starts_with("zip[") && place.ends_with("]") && all_digits(place.substr(4, place.size() - 5)));
+}
+}  // namespace
+
 void mark_overridden(std::vector<ConfigIssue>& issues, const std::vector<Override>& overrides) {
-  for (auto& issue : issues)
-    for (auto o = overrides.rbegin(); o != overrides.rend(); ++o) {
-      const std::string& k = o->key;
-      const bool below = issue.key.size() > k.size() && issue.key.compare(0, k.size(), k) == 0 &&
-                         (issue.key[k.size()] == '.' || issue.key[k.size()] == '[');
-      if (issue.key == k || below) {
-        issue.problem += " (set on the command line by '" + o->text + "')";
-        break;
-      }
+  for (auto& issue : issues) {
+    // the key an override set, or an element or key below it
+    const auto set = std::find_if(overrides.rbegin(), overrides.rend(), [&](const Override& o) {
+      const std::string& k = o.key;
+      return issue.key == k || (issue.key.size() > k.size() && issue.key.starts_with(k) &&
+                                (issue.key[k.size()] == '.' || issue.key[k.size()] == '['));
+    });
+    if (set != overrides.rend()) {
+      issue.problem += " (set on the command line by '" + set->text + "')";
+      continue;
     }
+    // the same parameter in another place (given in both [model] and a [[zip]] table)
+    const auto same = std::find_if(overrides.rbegin(), overrides.rend(), [&](const Override& o) {
+      const auto* param = o.path.size() == 2 ? std::get_if<std::string>(&o.path[1]) : nullptr;
+      return param && is_param_key(o.key, *param) && is_param_key(issue.key, *param);
+    });
+    if (same != overrides.rend())
+      issue.problem += " ('" + same->key + "' is set on the command line by '" + same->text + "')";
+  }
 }
 
 std::string overrides_line(const std::vector<std::string>& texts) {

@@ -111,6 +111,12 @@ TEST(ParseOverride, IssuesOnAnOverriddenKeySayWhereTheValueCameFrom) {
   EXPECT_EQ(issues[1].problem, "y (set on the command line by 'model.T=-1')");  // the later one wins
   EXPECT_EQ(issues[2].problem, "z");
   EXPECT_EQ(issues[3].problem, "w");
+  // the same parameter given in another place: the override is named, as the other side
+  std::vector<ConfigIssue> both = {{"zip[1].T", "given in both"}, {"zip[1].T[0]", "bad"}, {"zip[1].d", "d"}};
+  mark_overridden(both, overrides);
+  EXPECT_EQ(both[0].problem, "given in both ('model.T' is set on the command line by 'model.T=-1')");
+  EXPECT_EQ(both[1].problem, "bad");
+  EXPECT_EQ(both[2].problem, "d");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -227,7 +233,8 @@ TEST(OverrideErrors, ValuesAreValidatedLikeTheFileAndNamedAsFromTheCommandLine) 
 }
 
 TEST(OverrideErrors, AZipListIsNotReplacedByModelOrAxes) {
-  expect_issue({"model.sigma_qk=2.0"}, "zip[0].sigma_qk", {"given in both model and zip[0]"});
+  expect_issue({"model.sigma_qk=2.0"}, "zip[0].sigma_qk",
+               {"given in both model and zip[0]", "('model.sigma_qk' is set on the command line by 'model.sigma_qk=2.0')"});
 }
 
 TEST(OverrideErrors, PathsThatCannotBeSet) {
