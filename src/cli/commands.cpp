@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
 #include "plan/job_script.hpp"
 #include "store/dump.hpp"
@@ -185,9 +186,9 @@ void load_input_file(config::SweepSpec& spec, const std::filesystem::path& sweep
   spec.set_input_file(std::move(X));
 }
 
-/// load_sweep, then the input file if the sweep has one.
-config::SweepSpec load_spec(const std::filesystem::path& sweep_file) {
-  config::SweepSpec spec = config::load_sweep(sweep_file);
+/// load_sweep with the command-line overrides, then the input file if the sweep has one.
+config::SweepSpec load_spec(const std::filesystem::path& sweep_file, const std::vector<std::string>& overrides) {
+  config::SweepSpec spec = config::load_sweep(sweep_file, overrides);
   load_input_file(spec, sweep_file);
   return spec;
 }
@@ -246,7 +247,7 @@ int run_command(const RunArgs& args) {
     if (args.ranks > 0 && args.ranks != size)
       throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " + std::to_string(size) +
                                          " ranks (-n starts the run without mpiexec)"}});
-    plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
+    plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
     {  // every rank checks the same plan against its node's budget: all refuse together
       MPI_Comm node;
       mpi::check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
@@ -349,7 +350,8 @@ int run_command(const RunArgs& args) {
     const bool option = !e.issues().empty() && e.issues().front().key.starts_with("--");
     if (rank == 0 && option) std::fprintf(stderr, "error: %s\n", e.what());
     if (rank == 0 && !option)
-      std::fprintf(stderr, "error: invalid sweep file %s:\n%s\n", args.sweep_file.c_str(), e.what());
+      std::fprintf(stderr, "error: invalid sweep file %s%s:\n%s\n", args.sweep_file.c_str(),
+                   args.overrides.empty() ? "" : " with its command-line overrides", e.what());
     return 2;
   } catch (const sweep::StoreRefused& e) {  // thrown on every rank
     if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
@@ -389,7 +391,7 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
                plan::shell_quote(std::filesystem::absolute(args.sweep_file).string()) + " " + out;
   std::fputs(plan::job_script(scheduler, s,
                               {std::filesystem::absolute(args.sweep_file).string(), out, plan.spec.name,
-                               ec ? std::string("rcsweep") : self.string(), summary})
+                               ec ? std::string("rcsweep") : self.string(), summary, args.overrides})
                  .c_str(),
              stdout);
   std::fprintf(stderr, "%s\n", summary.c_str());
@@ -443,7 +445,7 @@ void print_store_outlook(const std::filesystem::path& path, const plan::Plan& pl
 }
 
 int plan_command(const PlanArgs& args) {
-  const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file), args.shard);
+  const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
   const auto& spec = plan.spec;
   std::size_t shard_tasks = 0, peak_bytes = 0;
   for (const auto& b : plan.bundles) {
@@ -472,6 +474,7 @@ int plan_command(const PlanArgs& args) {
 
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
               static_cast<unsigned long long>(spec.seed));
+  if (!spec.overrides.empty()) std::printf("overrides     %s\n", config::overrides_line(spec.overrides).c_str());
   std::printf("grid:\n");
   if (spec.dims.empty()) std::printf("  (no swept axes: one point)\n");
   for (const auto& dim : spec.dims) {
@@ -499,9 +502,11 @@ int plan_command(const PlanArgs& args) {
   const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) * 13 +
                                     static_cast<double>(plan.spectrum_total()));
   std::printf("store size    about %s\n", human_bytes(store_bytes).c_str());
+  std::string command = plan::shell_quote(args.sweep_file.string());
+  for (const auto& o : args.overrides) command += " " + plan::shell_quote(o);
   std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s.h5   (one rank per core, 1 BLAS thread each;"
               " about %s wall)\n",
-              ranks, args.sweep_file.c_str(), spec.name.c_str(), human_seconds(makespan).c_str());
+              ranks, command.c_str(), spec.name.c_str(), human_seconds(makespan).c_str());
   if (!args.output.empty()) print_store_outlook(args.output, plan);
   return 0;
 }
@@ -512,6 +517,7 @@ int print_info(const std::filesystem::path& path) {
   std::printf("store         %s\n", path.c_str());
   std::printf("sweep config  plan %s, schema %d, rcsweep %s (%s)\n", info.plan_hash.c_str(), info.schema_version,
               info.rcsweep_version.c_str(), info.git_commit.c_str());
+  if (!info.overrides.empty()) std::printf("overrides     %s\n", config::overrides_line(info.overrides).c_str());
   std::printf("created       %s on %s, %d MPI ranks x %d BLAS threads\n", info.created.c_str(), info.host.c_str(),
               info.mpi_ranks, info.threads);
   std::printf("finished      %s\n", info.finished.empty() ? "(not yet)" : info.finished.c_str());
@@ -577,7 +583,9 @@ int merge_stores(const MergeArgs& args) {
     if (infos[i].plan_hash != infos[0].plan_hash)
       throw StoreError(args.shards[i].string() + " is from another sweep (plan hash " + infos[i].plan_hash +
                        ", not " + infos[0].plan_hash + " of " + args.shards[0].string() + ")");
-  const plan::Plan plan = plan::make_plan(config::parse_sweep(infos[0].config, args.shards[0].string() + ":/config"));
+  config::SweepSpec spec = config::parse_sweep(infos[0].config, args.shards[0].string() + ":/config");
+  spec.overrides = infos[0].overrides;  // recorded, already in the config
+  const plan::Plan plan = plan::make_plan(std::move(spec));
   if (plan.hash != infos[0].plan_hash)
     throw StoreError(args.shards[0].string() + ": its config does not reproduce its plan hash (made by another rcsweep?)");
 

@@ -12,6 +12,7 @@ namespace rcsweep::cli {
 
 struct RunArgs {
   std::filesystem::path sweep_file;
+  std::vector<std::string> overrides;  ///< KEY=VALUE after the sweep file (config/overrides.hpp)
   sweep::RunOptions options;
   plan::Shard shard;
   bool quiet = false;
@@ -31,6 +32,7 @@ int run_command(const RunArgs& args);
 
 struct PlanArgs {
   std::filesystem::path sweep_file;
+  std::vector<std::string> overrides;  ///< KEY=VALUE after the sweep file (config/overrides.hpp)
   plan::Shard shard;
   int cores = 0;  ///< 0: this machine's
   std::string mem_per_rank;  ///< --mem-per-rank (default: physical memory / planned ranks)

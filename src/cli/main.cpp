@@ -29,6 +29,24 @@ int main(int argc, char** argv) {
                                         linalg::blas_kernel() + " on " + cpu_model());
   app.require_subcommand(1);
 
+  // Command-line overrides of the sweep file: the positional arguments after it.
+  const std::string overrides_help =
+      "settings of the sweep file as KEY=VALUE (docs/CONFIG.md \"Overrides on the command line\")";
+  const std::string overrides_footer =
+      "Overrides: KEY=VALUE arguments after the sweep file change it before it is checked, e.g.\n"
+      "  rcsweep %s sweep.toml model.T=256 axes.lambda=[0,0.5,1] sweep.replicates=20 zip[0].d=[64,128]\n"
+      "KEY is a dotted key path (sweep.seed, model.mixer, axes.d, output.spectra, zip[0].T or zip.0.T for\n"
+      "the first [[zip]] table); VALUE is a TOML value, and a bare word is a string (model.mixer=markov,\n"
+      "axes.gap_fix=[none,perp]). model.P and axes.P replace P wherever the file gives it under [model]\n"
+      "or [axes], so axes.lambda=[0,1] sweeps a lambda the file fixes. Later overrides win. A bad one\n"
+      "exits with code 2 before any work. The store records them (rcsweep info); resuming it needs the\n"
+      "same sweep after overrides (the plan hash is checked).";
+  const auto footer_for = [&](const char* cmd) {
+    std::string text = overrides_footer;
+    text.replace(text.find("%s"), 2, cmd);
+    return text;
+  };
+
   cli::RunArgs run;
   std::string run_shard = "0/1";
   auto* run_cmd = app.add_subcommand("run", "Run a sweep into an HDF5 store (resumes an existing store of the same sweep).");
@@ -46,8 +64,10 @@ int main(int argc, char** argv) {
       "later, so they stop at once, and exits 1. Ranks whose mpiexec dies (kill -9) stop at once.\n"
       "Exit codes: 0 all tasks done, 1 runtime error, 2 usage/config error or store refused, 3 finished with\n"
       "failed or diverged tasks (recorded in /tasks with a message; --retry-failed reruns them), 4 stopped\n"
-      "early by a signal or the time limit (resumable: run the same command again).");
+      "early by a signal or the time limit (resumable: run the same command again).\n" +
+      footer_for("run"));
   run_cmd->add_option("sweep", run.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
+  run_cmd->add_option("overrides", run.overrides, overrides_help);
   auto* ranks_opt =
       run_cmd->add_option("-n,--ranks", run.ranks,
                           "run on N MPI ranks: starts `mpiexec -n N` itself, so that Ctrl-C and SIGTERM stop the\n"
@@ -95,6 +115,8 @@ int main(int argc, char** argv) {
   std::string plan_shard = "0/1";
   auto* plan_cmd = app.add_subcommand("plan", "Show what a sweep would compute, its cost and memory; computes nothing.");
   plan_cmd->add_option("sweep", plan.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
+  plan_cmd->add_option("overrides", plan.overrides, overrides_help);
+  plan_cmd->footer(footer_for("plan"));
   plan_cmd->add_option("--shard", plan_shard, "plan only shard i/n");
   plan_cmd->add_option("-o,--output", plan.output,
                        "a store to run into: say what `run -o` would do with it (start, resume with N tasks\n"

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "base/error.hpp"
+#include "config/overrides_toml.hpp"
 
 namespace rcsweep::config {
 namespace {
@@ -959,7 +960,9 @@ void SweepSpec::set_input_file(Matrix X) {
 
 // -------------------------------------------------------------------------------------------------
 
-SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name) {
+SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
+                      const std::vector<std::string>& overrides) {
+  const std::vector<Override> parsed = parse_overrides(overrides);
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -969,10 +972,19 @@ SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name) 
                                 std::to_string(pos.line) + ", column " + std::to_string(pos.column) + ": " +
                                 std::string(err.description())}});
   }
-  return Parser(root).run();
+  apply_overrides(root, parsed);
+  try {
+    SweepSpec spec = Parser(root).run();
+    spec.overrides = overrides;
+    return spec;
+  } catch (const ConfigError& e) {
+    auto issues = e.issues();
+    mark_overridden(issues, parsed);
+    throw ConfigError(std::move(issues));
+  }
 }
 
-SweepSpec load_sweep(const std::filesystem::path& path) {
+SweepSpec load_sweep(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError({{"", "cannot read sweep file '" + path.string() + "': it is a directory"}});
@@ -981,7 +993,7 @@ SweepSpec load_sweep(const std::filesystem::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError({{"", "cannot read sweep file '" + path.string() + "': read error"}});
-  return parse_sweep(text.str(), path.string());
+  return parse_sweep(text.str(), path.string(), overrides);
 }
 
 }  // namespace rcsweep::config

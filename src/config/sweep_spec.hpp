@@ -63,6 +63,9 @@ struct SweepSpec {
   /// input = "file": shape and content digest of the loaded dataset (a comment line of the
   /// canonical text, so the plan hash changes when the file's content does); empty before.
   std::string input_file_digest;
+  /// The command-line overrides (config/overrides.hpp) as given, in order; already applied to
+  /// everything above. Not part of the canonical text, which holds their effect.
+  std::vector<std::string> overrides;
 
   /// Largest depth L_max: every task runs to it.
   int max_depth() const;
@@ -89,9 +92,13 @@ struct SweepSpec {
 /// non-finite numbers, models that check_model() rejects at any grid point, ...) and thrown
 /// together as one ConfigError whose issues name the key path (e.g. "axes.lambda[2]").
 /// `source_name` is used in messages (usually the file path).
-SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name = "sweep");
+/// `overrides` (KEY=VALUE, config/overrides.hpp) are applied to the document before it is
+/// validated; a malformed one is a ConfigError naming it, and an issue on a key an override set
+/// says so.
+SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name = "sweep",
+                      const std::vector<std::string>& overrides = {});
 
 /// Read and parse a sweep file. A missing or unreadable file is a ConfigError on key "".
-SweepSpec load_sweep(const std::filesystem::path& path);
+SweepSpec load_sweep(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
 
 }  // namespace rcsweep::config

@@ -152,6 +152,14 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
   replace_line(text, "SWEEP=${1:-${SWEEP:-", "SWEEP=${1:-${SWEEP:-" + shell_quote(names.sweep_file) + "}}");
   replace_line(text, "OUT=${2:-${OUT:-", "OUT=${2:-${OUT:-" + shell_quote(names.output) + "}}");
   replace_line(text, "RCSWEEP=${RCSWEEP:-", "RCSWEEP=${RCSWEEP:-" + shell_quote(names.rcsweep) + "}");
+  if (!names.overrides.empty()) {
+    const std::string run = "run \"$SWEEP\"";
+    std::string with = run;
+    for (const auto& o : names.overrides) with += " " + shell_quote(o);
+    const std::size_t at = text.find(run);
+    if (at == std::string::npos) throw std::logic_error("job script template has no `" + run + "` command");
+    text.replace(at, run.size(), with);
+  }
 
   std::string summary = "# Written by `rcsweep plan --emit " +
                         std::string(scheduler == Scheduler::slurm ? "slurm" : "pbs") + "` from the shipped script:\n";

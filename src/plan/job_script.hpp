@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rcsweep::plan {
 
@@ -57,11 +58,13 @@ struct ScriptNames {
   std::string job_name;     ///< the sweep's name
   std::string rcsweep;      ///< default RCSWEEP (this program)
   std::string summary;      ///< comment lines (plan, estimate) put under the first line, without '#'
+  std::vector<std::string> overrides;  ///< command-line overrides of the sweep file, passed to `rcsweep run`
 };
 
 /// The shipped script (jobs/slurm/mpi_job.sh or array_job.sh, jobs/pbs/...) for `sizing`: its
 /// scheduler directives sized (nodes, ranks, walltime, memory, array range) and its defaults set
-/// (SWEEP, OUT, RCSWEEP, SHARDS); the rest unchanged.
+/// (SWEEP, OUT, RCSWEEP, SHARDS); the overrides, quoted, follow "$SWEEP" in its `rcsweep run`
+/// command; the rest unchanged.
 std::string job_script(Scheduler scheduler, const JobSizing& sizing, const ScriptNames& names);
 
 /// As job_script, with the template given (tests).

@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "base/error.hpp"
+#include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
 #include "plan/reuse.hpp"
 
@@ -100,8 +101,17 @@ ReuseReport grow_in_place(const std::filesystem::path& path, const plan::Plan& p
                                 ? "none of its results fits this sweep"
                                 : std::to_string(s.report.not_in_sweep) + " of its " +
                                       std::to_string(s.report.finished) + " finished tasks are not tasks of this sweep";
+    // Overrides given to either run belong to the sweep too: name both.
+    const auto line = [](const std::vector<std::string>& o) {
+      return o.empty() ? std::string("none") : config::overrides_line(o);
+    };
+    const bool overridden = !s.info.overrides.empty() || !plan.spec.overrides.empty();
+    const std::string overrides = overridden ? "; the store's overrides: " + line(s.info.overrides) +
+                                                   ", this run's: " + line(plan.spec.overrides)
+                                             : std::string();
     throw StoreError(p + " (sweep '" + s.report.from_name + "', plan hash " + s.report.from_hash +
-                     ") was made from a different sweep file (plan hash " + plan.hash + "), and " + why +
+                     ") was made from a different sweep file" + (overridden ? " or command-line overrides" : "") +
+                     " (plan hash " + plan.hash + overrides + "), and " + why +
                      ", so it is not grown in place:\n" + describe(s.report) + "write a new store (another -o" +
                      (s.report.blockers.empty() ? "; add --reuse " + p + " to copy what fits" : std::string()) +
                      ") or pass --overwrite");

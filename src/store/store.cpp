@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "base/error.hpp"
+#include "config/overrides.hpp"
 #include "metrics/metrics.hpp"
 #include "models/theory.hpp"
 #include "store/hdf5.hpp"
@@ -46,6 +47,23 @@ constexpr std::size_t choice_bytes = 16;    // /points: fixed-length string fiel
 constexpr std::size_t message_bytes = 256;  // /tasks: message field (255 bytes + NUL)
 constexpr const char* status_values = "0=pending,1=done,2=failed,3=diverged";
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+/// The root attribute `overrides`: one command-line override per line.
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
+  return out;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    lines.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return lines;
+}
 
 /// A store-identity problem (not rcsweep, wrong schema, wrong plan): reported as is, never
 /// re-labelled as damage.
@@ -381,6 +399,7 @@ void Store::Impl::write_root_attrs(const plan::Plan& plan, const Provenance& pro
   h5::set_attr(f, "git_commit", prov.git_commit);
   h5::set_attr(f, "config", plan.spec.canonical_toml());
   h5::set_attr(f, "plan_hash", plan.hash);
+  h5::set_attr(f, "overrides", join_lines(plan.spec.overrides));
   h5::set_attr(f, "created", prov.created);
   h5::set_attr(f, "finished", "");
   h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
@@ -795,8 +814,16 @@ Store Store::open_checked(const std::filesystem::path& path, const plan::Plan& p
     const std::string hash = h5::get_attr_string(f, "plan_hash");
     if (hash != plan.hash) {
       std::string name = h5::has_attr(f, "sweep_name") ? h5::get_attr_string(f, "sweep_name") : std::string("?");
-      throw IdentityError(p + " (sweep '" + name + "', plan hash " + hash +
-                          ") was made from a different sweep file (plan hash " + plan.hash +
+      const auto made_with = split_lines(h5::has_attr(f, "overrides") ? h5::get_attr_string(f, "overrides") : "");
+      const auto line = [](const std::vector<std::string>& o) {
+        return o.empty() ? std::string("none") : config::overrides_line(o);
+      };
+      const bool overridden = !made_with.empty() || !plan.spec.overrides.empty();
+      throw IdentityError(p + " (sweep '" + name + "', plan hash " + hash + ") was made from a different sweep file" +
+                          (overridden ? " or command-line overrides" : "") + " (plan hash " + plan.hash +
+                          (overridden ? "; the store's overrides: " + line(made_with) +
+                                            ", this run's: " + line(plan.spec.overrides)
+                                      : std::string()) +
                           "); use a new output file or --overwrite");
     }
     impl->load_plan(plan);
@@ -1085,6 +1112,7 @@ StoreInfo read_info(const std::filesystem::path& path) {
     auto str = [&](const char* name) { return h5::has_attr(f, name) ? h5::get_attr_string(f, name) : std::string(); };
     info.plan_hash = h5::get_attr_string(f, "plan_hash");
     info.config = str("config");
+    info.overrides = split_lines(str("overrides"));
     info.created = str("created");
     info.finished = str("finished");
     info.reused = str("reused");

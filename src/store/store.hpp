@@ -73,6 +73,7 @@ struct StoreInfo {
   std::string format;
   int schema_version = 0;
   std::string plan_hash, config, created, finished, rcsweep_version, git_commit, host, blas, hdf5_version;
+  std::vector<std::string> overrides;  ///< command-line overrides the store was made with, as given
   int mpi_ranks = 0, threads = 0;
   std::uint64_t n_tasks = 0, n_points = 0;
   int max_depth = 0;

@@ -174,3 +174,15 @@ def test_input_file_sweeps_grow_too(tmp_path):
     proc = rcsweep("run", big, "-o", store, check=0)
     assert "grown to this sweep: 4 finished tasks copied" in proc.stderr
     assert_same_results(store, fresh(tmp_path, big))
+
+
+def test_overrides_grow_a_store_like_an_edited_file(tmp_path):
+    """`run SWEEP sweep.replicates=4 axes.lambda=[...]` against the store of SWEEP: the same growth."""
+    small = write(tmp_path / "small.toml")
+    store = tmp_path / "study.h5"
+    rcsweep("run", small, "-o", store, "-q", check=0)
+    proc = rcsweep("run", small, "sweep.replicates=4", "axes.lambda=[0.0,0.5,1.0]", "-o", store, check=0)
+    assert "grown to this sweep: 8 finished tasks copied" in proc.stderr
+    assert_same_results(store, fresh(tmp_path, write(tmp_path / "big.toml", replicates=4, lambdas="[0.0, 0.5, 1.0]")))
+    info = rcsweep("info", store, check=0).stdout
+    assert "sweep.replicates=4" in info and "reused        8 tasks from" in info

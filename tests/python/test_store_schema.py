@@ -41,7 +41,7 @@ def test_root_attributes(f):
     assert a["format"] == "rcsweep"
     assert int(a["schema_version"]) == 1
     for name in ["rcsweep_version", "git_commit", "config", "plan_hash", "created", "finished",
-                 "blas", "hdf5_version", "host", "sweep_name"]:
+                 "blas", "hdf5_version", "host", "sweep_name", "overrides"]:
         assert isinstance(a[name], str), name  # h5py reads them as str, not bytes
     assert re.fullmatch(r"[0-9a-f]{16}", a["plan_hash"])
     assert "[sweep]" in a["config"]

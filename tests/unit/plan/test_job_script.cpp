@@ -129,7 +129,9 @@ TEST(JobScript, CompiledInTemplatesAreTheShippedScripts) {
   EXPECT_EQ(plan::job_template(Scheduler::pbs, true), read("jobs/pbs/array_job.sh"));
 }
 
-plan::ScriptNames names() { return {"/data/my sweep.toml", "out.h5", "mtg grid", "/opt/rcsweep/bin/rcsweep", "plan abc\nsecond"}; }
+plan::ScriptNames names() {
+  return {"/data/my sweep.toml", "out.h5", "mtg grid", "/opt/rcsweep/bin/rcsweep", "plan abc\nsecond", {}};
+}
 
 /// Every line of `shipped` is in `emitted` except those starting with one of `changed`.
 void expect_rest_unchanged(const std::string& shipped, const std::string& emitted, std::vector<std::string> changed) {
@@ -187,9 +189,22 @@ TEST(JobScript, ShardedSweepsGetTheArrayScripts) {
   EXPECT_TRUE(has_line(single, "#PBS -l select=1:ncpus=8:mpiprocs=8:mem=2048mb"));
 }
 
+TEST(JobScript, OverridesFollowTheSweepFileOfTheRunCommandQuoted) {
+  auto with = names();
+  with.overrides = {"model.T=256", "axes.lambda=[0, 0.5]"};
+  for (const auto scheduler : {Scheduler::slurm, Scheduler::pbs})
+    for (const int shards : {1, 3}) {
+      const auto s = plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, shards == 1 ? 24.0 : 4.0});
+      ASSERT_EQ(s.shards, shards);
+      const auto text = plan::job_script(scheduler, s, with);
+      EXPECT_NE(text.find("run \"$SWEEP\" 'model.T=256' 'axes.lambda=[0, 0.5]' -o "), std::string::npos) << text;
+      EXPECT_EQ(text.find("run \"$SWEEP\" -o"), std::string::npos);
+    }
+}
+
 TEST(JobScript, PbsNamesStartWithALetter) {
   const auto text = plan::job_script(Scheduler::pbs, plan::size_job({100, 1, 10, 1e6}, {1, 8, 24}),
-                                     {"s.toml", "o.h5", "2025 grid of everything", "rcsweep", ""});
+                                     {"s.toml", "o.h5", "2025 grid of everything", "rcsweep", "", {}});
   EXPECT_TRUE(has_line(text, "#PBS -N r2025gridofever"));
 }
 

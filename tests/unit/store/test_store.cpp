@@ -418,6 +418,29 @@ TEST_F(StoreTest, ResumeSamePlanSeesStatusesAndContinues) {
   EXPECT_EQ(info.created, "2026-01-01T00:00:00Z");  // kept from the first run
 }
 
+TEST_F(StoreTest, OverridesAreRecordedAndARefusedResumeNamesBothRunsOverrides) {
+  auto spec = make_spec(config::Spectra::last);
+  spec.overrides = {"axes.lambda=[0, 0.5]", "sweep.replicates=2"};
+  const auto plan = plan::make_plan(spec);
+  { Store::create(path("o.h5"), plan, prov(), false); }
+  EXPECT_EQ(store::read_info(path("o.h5")).overrides, spec.overrides);
+  { Store::create(path("none.h5"), plan::make_plan(make_spec(config::Spectra::last, 0.75)), prov(), false); }
+  EXPECT_TRUE(store::read_info(path("none.h5")).overrides.empty());
+
+  const auto other = make_spec(config::Spectra::last, 0.75);
+  const std::string msg = store_error_of([&] { Store::open_resume(path("o.h5"), plan::make_plan(other), prov()); });
+  EXPECT_NE(msg.find("was made from a different sweep file or command-line overrides (plan hash "), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("; the store's overrides: 'axes.lambda=[0, 0.5]' sweep.replicates=2, this run's: none); use a "
+                     "new output file or --overwrite"),
+            std::string::npos)
+      << msg;
+  const std::string msg2 = store_error_of([&] { Store::open_resume(path("none.h5"), plan, prov()); });
+  EXPECT_NE(msg2.find("the store's overrides: none, this run's: 'axes.lambda=[0, 0.5]' sweep.replicates=2)"),
+            std::string::npos)
+      << msg2;
+}
+
 TEST_F(StoreTest, ResumeDifferentPlanNamesBothHashes) {
   const auto plan = plan::make_plan(make_spec(config::Spectra::last));
   const auto other = plan::make_plan(make_spec(config::Spectra::last, /*lambda1=*/0.75));
