@@ -5,4 +5,6 @@ Run with Debian's interpreter /usr/bin/python3 (it has h5py, numpy, matplotlib, 
     from rcsweep_tools import load
     ds = load("out/quick.h5")          # xarray.Dataset: swept axes x replicate x layer
 """
-from .load import load, tidy  # noqa: F401
+from .api import Job, Plan, RcsweepError, Sweep, SweepConfigError  # noqa: F401
+from .export import export  # noqa: F401
+from .load import load, spectrum, tidy  # noqa: F401

@@ -1,0 +1,83 @@
+"""Export an rcsweep store for other tools.
+
+    rcsweep export STORE [-o FILE] [--format csv|parquet|netcdf]      (or rcsweep-export ...)
+    export(store, path, format=None)                                   (Python)
+
+csv and parquet: the tidy table (one row per task and layer: the swept parameters, replicate,
+layer, the 13 metrics, status), as `tidy(store)` gives it. netcdf: the Dataset of `load(store)`
+(grid dimensions x replicate x layer, with the store's attributes), written by xarray (the
+netCDF4 library when installed, else scipy's netCDF3 writer). The format is taken from the
+output's extension (.csv, .parquet, .nc) unless given. Parquet needs pyarrow or fastparquet,
+which Debian 12 does not package: without them it is refused with exit code 2.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".nc": "netcdf", ".nc4": "netcdf"}
+SUFFIX = {"csv": ".csv", "parquet": ".parquet", "netcdf": ".nc"}
+
+
+class ExportError(ValueError):
+    pass
+
+
+def export(store, path=None, format=None):
+    """Write `store` as `format` (csv, parquet, netcdf; default: from the extension of `path`, else
+    csv) to `path` (default: the store's name with the format's extension). Returns the path."""
+    from .load import load, tidy
+
+    store = Path(store)
+    if format is None:
+        format = FORMATS.get(Path(path).suffix.lower(), "csv") if path else "csv"
+    if format not in SUFFIX:
+        raise ExportError(f"unknown format {format!r}: csv, parquet or netcdf")
+    path = Path(path) if path else Path(store.name).with_suffix(SUFFIX[format])
+    if format == "csv":
+        tidy(store).to_csv(path, index=False)
+    elif format == "parquet":
+        try:
+            tidy(store).to_parquet(path, index=False)
+        except ImportError:
+            raise ExportError("parquet needs pyarrow or fastparquet, which are not installed here; "
+                              "export csv or netcdf instead") from None
+    else:
+        ds = load(store)
+        # netCDF attributes are numbers or strings: the store's are, but for None and bools.
+        ds.attrs = {k: (str(v) if isinstance(v, bool) or v is None else v) for k, v in ds.attrs.items()}
+        try:
+            import netCDF4  # noqa: F401
+            engine = "netcdf4"
+        except ImportError:
+            engine = "scipy"
+            for name in list(ds.variables):  # netCDF3 has no variable-length strings
+                if ds[name].dtype == object:
+                    ds[name] = ds[name].astype(str)
+        ds.to_netcdf(path, engine=engine)
+    return path
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="rcsweep export", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("store", help="rcsweep HDF5 store")
+    p.add_argument("-o", "--output", help="output file (default: the store's name with the format's extension)")
+    p.add_argument("--format", choices=sorted(SUFFIX), help="default: from the output's extension, else csv")
+    a = p.parse_args(argv)
+    if not Path(a.store).is_file():
+        print(f"error: {a.store}: no such file", file=sys.stderr)
+        return 2
+    try:
+        out = export(a.store, a.output, a.format)
+    except ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, KeyError) as e:
+        print(f"error: {a.store}: cannot export: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
