@@ -10,6 +10,7 @@ packages=(
   clang-16 libclang-rt-16-dev libomp-16-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan (clang 14 lacks std::source_location)
   slurm-wlm munge                             # tests/cluster: a real one-node Slurm runs the job scripts
   help2man lmod python3-venv python3-setuptools  # man pages, the module file, pip install of the toolkit (tests/cluster/test_install.py)
+  python3-nbclient python3-nbformat python3-ipykernel  # tests/python/test_notebook.py runs docs/examples/*.ipynb headless
   chromium                                    # tests/python: the report page checked in headless Chromium
 )
 
