@@ -101,3 +101,12 @@ def test_config_parameter_table_is_the_registry(tmp_path, run_sweep):
             proc = subprocess.run([BIN, "plan", str(bad)], capture_output=True, text=True)
             engine = re.search(rf"model\.{name}: must be one of (.*), got", proc.stderr).group(1)
             assert re.findall(r'"([^"]*)"', engine) == choices, name
+
+
+def test_one_version_everywhere():
+    cmake = re.search(r"project\(rcsweep VERSION (\S+)", (SOURCE / "CMakeLists.txt").read_text()).group(1)
+    pyproject = re.search(r'^version = "([^"]+)"', (SOURCE / "scripts" / "pyproject.toml").read_text(), re.M).group(1)
+    changelog = re.search(r"^## (\S+)", (DOCS / "CHANGELOG.md").read_text(), re.M).group(1)
+    import rcsweep_tools
+    program = subprocess.run([BIN, "--version"], capture_output=True, text=True, check=True).stdout.split()[0]
+    assert cmake == pyproject == changelog == rcsweep_tools.__version__ == program
