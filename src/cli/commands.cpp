@@ -399,6 +399,23 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
 }
 }  // namespace
 
+namespace {
+/// Levenshtein distance.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
 /// What `run -o STORE` would do with an existing store of this or another sweep.
 void print_outlook(const std::filesystem::path& path, const plan::Plan& plan) {
   const auto info = store::read_info(path);
@@ -442,6 +459,19 @@ void print_store_outlook(const std::filesystem::path& path, const plan::Plan& pl
       },
       crash);
   if (!rc) std::printf("store         %s\n", crashed_message(path, crash).c_str());
+}
+
+}  // namespace
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const auto& c : candidates)
+    if (const auto d = edit_distance(word, c); d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  return best;
 }
 
 int plan_command(const PlanArgs& args) {
@@ -557,9 +587,72 @@ int print_info(const std::filesystem::path& path) {
 }
 
 /// print_info with a refused store (not a store, damaged, another schema) as exit code 2.
-int print_info_or_refuse(const std::filesystem::path& path) {
+/// A JSON string literal.
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_strings(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_string(items[i]);
+  return out + "]";
+}
+
+/// `info --json`: the same facts as print_info, as one JSON object (for scripts).
+int print_info_json(const std::filesystem::path& path) {
+  const auto info = store::read_info(path);
+  const auto u = [](std::uint64_t n) { return std::to_string(n); };
+  std::vector<std::string> reused;
+  for (std::size_t pos = 0; pos < info.reused.size();) {
+    const auto nl = std::min(info.reused.find('\n', pos), info.reused.size());
+    reused.push_back(info.reused.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  std::string platforms = "[";
+  for (std::size_t i = 0; i < info.platforms.size(); ++i) {
+    const auto& [p, n] = info.platforms[i];
+    platforms += std::string(i ? ", " : "") + "{\"blas_kernel\": " + json_string(p.blas_kernel) +
+                 ", \"cpu\": " + json_string(p.cpu) + ", \"tasks\": " + u(n) + "}";
+  }
+  platforms += "]";
+  std::printf(
+      "{\"store\": %s, \"format\": %s, \"schema_version\": %d, \"plan_hash\": %s, \"rcsweep_version\": %s, "
+      "\"git_commit\": %s, \"created\": %s, \"finished\": %s, \"host\": %s, \"mpi_ranks\": %d, \"threads\": %d, "
+      "\"blas\": %s, \"hdf5_version\": %s, \"n_tasks\": %s, \"n_points\": %s, \"max_depth\": %d, "
+      "\"tasks\": {\"pending\": %s, \"done\": %s, \"failed\": %s, \"diverged\": %s}, \"platforms\": %s, "
+      "\"overrides\": %s, \"reused\": %s, \"axes\": %s, \"datasets\": %s, \"config\": %s}\n",
+      json_string(path.string()).c_str(), json_string(info.format).c_str(), info.schema_version,
+      json_string(info.plan_hash).c_str(), json_string(info.rcsweep_version).c_str(),
+      json_string(info.git_commit).c_str(), json_string(info.created).c_str(), json_string(info.finished).c_str(),
+      json_string(info.host).c_str(), info.mpi_ranks, info.threads, json_string(info.blas).c_str(),
+      json_string(info.hdf5_version).c_str(), u(info.n_tasks).c_str(), u(info.n_points).c_str(), info.max_depth,
+      u(info.n_pending).c_str(), u(info.n_done).c_str(), u(info.n_failed).c_str(), u(info.n_diverged).c_str(),
+      platforms.c_str(), json_strings(info.overrides).c_str(), json_strings(reused).c_str(),
+      json_strings(info.axes).c_str(), json_strings(info.datasets).c_str(), json_string(info.config).c_str());
+  return 0;
+}
+
+int print_info_or_refuse(const std::filesystem::path& path, bool json) {
   try {
-    return print_info(path);
+    return json ? print_info_json(path) : print_info(path);
   } catch (const StoreError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
@@ -634,9 +727,9 @@ int merge_command(const MergeArgs& args) {
   }
 }
 
-int info_command(const std::filesystem::path& path) {
+int info_command(const std::filesystem::path& path, bool json) {
   std::string crash;
-  if (const auto rc = in_child([&] { return print_info_or_refuse(path); }, crash)) return *rc;
+  if (const auto rc = in_child([&] { return print_info_or_refuse(path, json); }, crash)) return *rc;
   std::fprintf(stderr, "error: %s\n", crashed_message(path, crash).c_str());
   return 2;
 }

@@ -43,9 +43,13 @@ struct PlanArgs {
 };
 int plan_command(const PlanArgs& args);
 
+/// The candidate nearest to `word` by edit distance, if at most 2 edits away (else "").
+std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+
 /// Print what a store holds. Exit code 2 when it is not a readable rcsweep store of this schema; the
 /// store is read in a child process, so a file that crashes the HDF5 library is such an error too.
-int info_command(const std::filesystem::path& store);
+/// With `json`, one JSON object instead of the text (info --json).
+int info_command(const std::filesystem::path& store, bool json = false);
 
 struct MergeArgs {
   std::filesystem::path output;

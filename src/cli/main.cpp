@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(version) + " (" + git_commit + ")\nBLAS kernel " +
                                         linalg::blas_kernel() + " on " + cpu_model());
   app.require_subcommand(1);
+  // Every error starts with "error:" (docs/ERRORS.md); subcommands inherit this.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+  });
 
   // Command-line overrides of the sweep file: the positional arguments after it.
   const std::string overrides_help =
@@ -135,6 +139,9 @@ int main(int argc, char** argv) {
   std::filesystem::path info_store;
   auto* info_cmd = app.add_subcommand("info", "Show what a store holds: provenance, progress, datasets.");
   info_cmd->add_option("store", info_store, "rcsweep HDF5 store")->required();
+  bool info_json = false;
+  info_cmd->add_flag("--json", info_json,
+                     "print one JSON object (provenance, task counts, platforms, overrides, datasets, config)");
 
   cli::MergeArgs merge;
   auto* merge_cmd = app.add_subcommand(
@@ -159,6 +166,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A mistyped command: name the closest one instead of "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
+      std::vector<std::string> names;
+      for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+      const std::string guess = cli::closest(argv[1], names);
+      std::fprintf(stderr, "error: unknown command '%s'%s; the commands are", argv[1],
+                   guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str());
+      for (const auto& n : names) std::fprintf(stderr, " %s", n.c_str());
+      std::fprintf(stderr, " (rcsweep --help)\n");
+      return 2;
+    }
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
@@ -174,13 +192,16 @@ int main(int argc, char** argv) {
       }
       return cli::run_command(run);
     }
+    // plan, info, merge and calibrate use no MPI: under a launcher only rank 0 runs them (one
+    // output, one merged store, one calibration that no other rank disturbs).
+    if (sweep::launcher_rank() != 0) return 0;
     if (*plan_cmd) {
       plan.shard = cli::parse_shard(plan_shard);
       return cli::plan_command(plan);
     }
     if (*merge_cmd) return cli::merge_command(merge);
     if (*calibrate_cmd) return cli::calibrate_command(calibration_out);
-    return cli::info_command(info_store);
+    return cli::info_command(info_store, info_json);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

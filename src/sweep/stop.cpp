@@ -87,6 +87,13 @@ bool started_by_launcher() {
   return false;
 }
 
+int launcher_rank() {
+  if (!started_by_launcher()) return 0;
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(name); v && *v) return std::atoi(v);
+  return 0;
+}
+
 bool watch_launcher() {
   if (g_launcher > 0) return true;
   if (!started_by_launcher()) return false;

@@ -25,6 +25,10 @@ void install_stop_handlers();
 /// OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK, PMI's PMI_RANK / PMI_SIZE). Read it before MPI_Init:
 /// a singleton MPI_Init sets PMIX_RANK itself.
 bool started_by_launcher();
+/// This process's rank as its launcher says (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
+/// SLURM_PROCID), without MPI; 0 when not started by one. Commands that need no MPI (plan,
+/// calibrate, info) run on rank 0 only.
+int launcher_rank();
 
 /// Under a launcher: take the parent process as the launcher, ask the kernel for SIGHUP when it
 /// dies (PR_SET_PDEATHSIG) and ignore SIGPIPE (its end of our stdout and stderr is gone then).

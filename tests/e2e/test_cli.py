@@ -140,3 +140,33 @@ def test_summary_script_prints_table_and_writes_plot(tmp_path):
     bad = subprocess.run([sys.executable, str(SOURCE / "scripts" / "rcsweep_summary.py"), str(store),
                           "--metric", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown metric" in bad.stderr
+
+
+def test_mistyped_command_names_the_closest_and_every_error_says_error():
+    proc = rcsweep("runn", QUICK)
+    assert proc.returncode == 2 and "error: unknown command 'runn'; did you mean 'run'?" in proc.stderr
+    assert "run plan info merge calibrate" in proc.stderr
+    proc = rcsweep("zzz")
+    assert proc.returncode == 2 and "did you mean" not in proc.stderr and proc.stderr.startswith("error: ")
+    for args in (["run"], ["run", QUICK, "--blas-threads", "0"], ["plan", QUICK, "--bogus"], ["--bogus"]):
+        proc = rcsweep(*args)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: "), (args, proc.stderr)
+
+
+def test_info_json_is_the_store_as_one_object(tmp_path):
+    import json
+    store = tmp_path / "q.h5"
+    rcsweep("run", QUICK, "-o", store, "-q", check=0)
+    data = json.loads(rcsweep("info", "--json", store, check=0).stdout)
+    with h5py.File(store, "r") as f:
+        assert data["n_tasks"] == int(f.attrs["n_tasks"]) == data["tasks"]["done"]
+        assert data["plan_hash"] == f.attrs["plan_hash"] and data["config"] == f.attrs["config"]
+    assert data["platforms"][0]["tasks"] == data["n_tasks"] and "/layers/sr_x" in data["datasets"]
+    assert data["overrides"] == [] and data["reused"] == []
+
+
+def test_commands_without_mpi_run_once_under_mpiexec(tmp_path):
+    proc = rcsweep("plan", QUICK, ranks=2, check=0)
+    assert proc.stdout.count("sweep \"") == 1
+    proc = rcsweep("info", "--json", "/nonexistent.h5", ranks=2)
+    assert proc.stderr.count("no such file") == 1
