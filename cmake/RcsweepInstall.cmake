@@ -1,5 +1,5 @@
 # `cmake --install build --prefix P`: what a site installs (docs/INSTALL.md).
-#   P/bin                      rcsweep; rcsweep-plot, rcsweep-summary, rcsweep-recompute (Python);
+#   P/bin                      rcsweep; rcsweep-plot, rcsweep-summary, rcsweep-recompute, rcsweep-export (Python);
 #                              rcsweep-reproduce
 #   P/lib/rcsweep/python       the Python package rcsweep_tools (the commands find it there; the
 #                              module file puts it on PYTHONPATH)
@@ -16,6 +16,8 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/rcsweep_summary.py DESTINATION ${
         RENAME rcsweep-summary)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/rcsweep_recompute.py DESTINATION ${CMAKE_INSTALL_BINDIR}
         RENAME rcsweep-recompute)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/rcsweep_export.py DESTINATION ${CMAKE_INSTALL_BINDIR}
+        RENAME rcsweep-export)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/reproduce.sh DESTINATION ${CMAKE_INSTALL_BINDIR}
         RENAME rcsweep-reproduce)
 
@@ -48,6 +50,7 @@ if(HELP2MAN)
       "rcsweep-info|$<TARGET_FILE:rcsweep>|info --help|show what an rcsweep store holds"
       "rcsweep-merge|$<TARGET_FILE:rcsweep>|merge --help|join the stores of an array job"
       "rcsweep-calibrate|$<TARGET_FILE:rcsweep>|calibrate --help|measure this machine's rates for time estimates"
+      "rcsweep-export|${PROJECT_SOURCE_DIR}/scripts/rcsweep_export.py|--help|write a store as csv, netcdf or parquet"
       "rcsweep-plot|${PROJECT_SOURCE_DIR}/scripts/rcsweep-plot|--help|redraw the seed papers' figures from a store"
       "rcsweep-summary|${PROJECT_SOURCE_DIR}/scripts/rcsweep_summary.py|--help|summarise a store as a table and a plot"
       "rcsweep-recompute|${PROJECT_SOURCE_DIR}/scripts/rcsweep_recompute.py|--help|recompute a weights dump with NumPy and check the store")

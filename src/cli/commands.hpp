@@ -43,6 +43,9 @@ struct PlanArgs {
 };
 int plan_command(const PlanArgs& args);
 
+/// `rcsweep export ARGS`: exec the Python toolkit's rcsweep-export with ARGS (returns only on error).
+int export_command(const std::vector<std::string>& args);
+
 /// The candidate nearest to `word` by edit distance, if at most 2 edits away (else "").
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 

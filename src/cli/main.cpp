@@ -153,6 +153,15 @@ int main(int argc, char** argv) {
       "The shards must come from the same sweep file (plan hash) and together finish every task exactly\n"
       "once; otherwise nothing is written and the exit code is 2. /dump groups are not merged.");
 
+  std::vector<std::string> export_args;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a store as csv (one row per task and layer), netcdf or parquet (the Python toolkit).");
+  export_cmd->prefix_command();  // every argument goes to rcsweep-export
+  export_cmd->footer(
+      "rcsweep export STORE [-o FILE] [--format csv|parquet|netcdf]\n"
+      "Runs the toolkit's rcsweep-export (next to this program when installed, scripts/ in a checkout)\n"
+      "with Debian's /usr/bin/python3; `rcsweep export STORE --help` shows its options.");
+
   std::filesystem::path calibration_out;
   auto* calibrate_cmd = app.add_subcommand(
       "calibrate", "Measure this machine's rates (about 3 s) for the time estimates of `rcsweep plan`.");
@@ -200,6 +209,7 @@ int main(int argc, char** argv) {
       return cli::plan_command(plan);
     }
     if (*merge_cmd) return cli::merge_command(merge);
+    if (*export_cmd) return cli::export_command(export_cmd->remaining());
     if (*calibrate_cmd) return cli::calibrate_command(calibration_out);
     return cli::info_command(info_store, info_json);
   } catch (const ConfigError& e) {

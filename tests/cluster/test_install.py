@@ -47,7 +47,7 @@ def clean_shell(script, cwd, prefix):
 
 def test_installed_tree_runs_from_a_clean_shell_with_the_module(prefix, quick_reference, tmp_path):
     for path in ("bin/rcsweep", "bin/rcsweep-plot", "bin/rcsweep-summary", "bin/rcsweep-recompute",
-                 "bin/rcsweep-reproduce", "lib/rcsweep/python/rcsweep_tools/__init__.py",
+                 "bin/rcsweep-reproduce", "bin/rcsweep-export", "lib/rcsweep/python/rcsweep_tools/__init__.py",
                  "share/rcsweep/jobs/slurm/mpi_job.sh", "share/rcsweep/jobs/examples/quick.toml",
                  "share/rcsweep/python/pyproject.toml", "share/doc/rcsweep/README.md",
                  "share/doc/rcsweep/docs/CONFIG.md", "share/man/man1/rcsweep-run.1"):
@@ -62,6 +62,7 @@ def test_installed_tree_runs_from_a_clean_shell_with_the_module(prefix, quick_re
         "mpiexec -n 2 --oversubscribe rcsweep run quick.toml -o quick.h5 -q\n"
         "rcsweep-summary quick.h5 --png quick.png\n"
         "rcsweep-plot --list\n"
+        "rcsweep export quick.h5 -o quick.csv\n"
         "rcsweep-reproduce --list\n"
         "/usr/bin/python3 -c 'import rcsweep_tools; print(rcsweep_tools.__file__); "
         "print(rcsweep_tools.load(\"quick.h5\").sizes[\"layer\"])'\n",
@@ -72,6 +73,7 @@ def test_installed_tree_runs_from_a_clean_shell_with_the_module(prefix, quick_re
     assert f"{prefix}/share/man/man1/rcsweep-run.1" in out
     assert f"{prefix}/lib/rcsweep/python/rcsweep_tools/__init__.py" in out
     assert (work / "quick.png").stat().st_size > 1000
+    assert (work / "quick.csv").stat().st_size > 1000
     assert_same_results(work / "quick.h5", quick_reference)
     assert not list(work.glob("out")), "nothing is written outside the current directory's own files"
 
