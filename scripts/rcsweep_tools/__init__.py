@@ -1,12 +1,23 @@
-"""rcsweep_tools: read rcsweep HDF5 stores in Python and redraw the seed papers' figures.
+"""rcsweep_tools: read rcsweep HDF5 stores in Python, build and run sweeps, redraw the seed papers'
+figures.
 
-Run with Debian's interpreter /usr/bin/python3 (it has h5py, numpy, matplotlib, xarray, pandas):
-    import sys; sys.path.insert(0, "scripts")
-    from rcsweep_tools import load
+Run with Debian's interpreter /usr/bin/python3 (it has h5py, numpy, matplotlib, xarray, pandas),
+after `pip install` or `module load rcsweep` (docs/INSTALL.md), or from a checkout with
+`sys.path.insert(0, "scripts")`:
+    from rcsweep_tools import load, tidy, spectrum, Sweep, export
     ds = load("out/quick.h5")          # xarray.Dataset: swept axes x replicate x layer
+    rcsweep_tools.figures.FIGURES      # the papers' figures (imported on first use: matplotlib)
 """
 __version__ = "0.2.0"  # = the project version (CMakeLists.txt, pyproject.toml; tests/python/test_docs.py)
 
 from .api import Job, Plan, RcsweepError, Sweep, SweepConfigError  # noqa: F401
 from .export import export  # noqa: F401
 from .load import load, spectrum, tidy  # noqa: F401
+
+
+def __getattr__(name):
+    """`figures` (and FIGURES) on first use: they import matplotlib, which `load` does not need."""
+    if name in ("figures", "FIGURES"):
+        from . import figures
+        return figures if name == "figures" else figures.FIGURES
+    raise AttributeError(f"module 'rcsweep_tools' has no attribute {name!r}")
