@@ -18,6 +18,7 @@ from .load import load, spectrum, tidy  # noqa: F401
 def __getattr__(name):
     """`figures` (and FIGURES) on first use: they import matplotlib, which `load` does not need."""
     if name in ("figures", "FIGURES"):
-        from . import figures
+        import importlib
+        figures = importlib.import_module(".figures", __name__)
         return figures if name == "figures" else figures.FIGURES
     raise AttributeError(f"module 'rcsweep_tools' has no attribute {name!r}")
