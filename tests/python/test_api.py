@@ -22,6 +22,13 @@ def width_sweep(replicates=2):
                  output={"spectra": "last"})
 
 
+def test_package_gives_the_api_and_the_figures():
+    import rcsweep_tools
+    for name in ("load", "tidy", "spectrum", "Sweep", "export"):
+        assert callable(getattr(rcsweep_tools, name))
+    assert "mtg-fig1" in rcsweep_tools.FIGURES and rcsweep_tools.figures.FIGURES is rcsweep_tools.FIGURES
+
+
 def test_sweep_text_is_a_valid_sweep_file_with_every_value():
     text = width_sweep().toml()
     assert 'mixer = "softmax"' in text and "lambda = [0.0, 0.5]" in text and "[[zip]]" in text
