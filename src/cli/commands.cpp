@@ -425,13 +425,14 @@ void print_outlook(const std::filesystem::path& path, const plan::Plan& plan) {
     return;
   }
   const auto r = store::compare_with_store(path, plan);
-  const std::uint64_t copied = r.finished - r.not_in_sweep - r.recomputed;
+  const std::uint64_t copied = r.finished - r.not_in_sweep - r.recomputed - r.other_shards;
   if (!r.blockers.empty())
     std::printf("store         %s: made from another sweep, none of whose results fits: a run refuses it\n", path.c_str());
-  else if (r.not_in_sweep > 0)
-    std::printf("store         %s: made from another sweep; %llu of its finished tasks are not tasks of this one: a run "
+  else if (r.not_in_sweep + r.other_shards > 0)
+    std::printf("store         %s: made from another sweep; %llu of its finished tasks are not tasks of this one (or of this shard): a run "
                 "refuses it (--reuse it into another -o to copy the %llu that fit)\n",
-                path.c_str(), static_cast<unsigned long long>(r.not_in_sweep), static_cast<unsigned long long>(copied));
+                path.c_str(), static_cast<unsigned long long>(r.not_in_sweep + r.other_shards),
+                static_cast<unsigned long long>(copied));
   else
     std::printf("store         %s: made from another version of this sweep: a run grows it, copying %llu finished "
                 "tasks and computing %llu\n",

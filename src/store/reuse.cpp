@@ -53,11 +53,21 @@ Source read_source(const std::filesystem::path& from, const plan::Plan& plan) {
   s.report.differences = plan::config_differences(s.plan.spec, plan.spec);
   s.report.blockers = s.match.blockers;
   s.status = Store::open_read(from, s.plan).task_status();
+  // Results go only into tasks of this run's shard (--shard: the plan's bundles hold only those),
+  // so that the grown shards of an array job still finish every task exactly once.
+  std::vector<bool> in_shard(plan.tasks.size(), false);
+  for (const auto& b : plan.bundles)
+    for (const auto id : b.tasks) in_shard[id] = true;
+  std::erase_if(s.match.pairs, [&](const auto& pair) {
+    const bool other = !in_shard[pair.second];
+    s.report.other_shards += other && finished_result(s.status[pair.first]);
+    return other;
+  });
   std::uint64_t matched = 0;
   for (const auto& [old_id, new_id] : s.match.pairs) matched += finished_result(s.status[old_id]);
   for (const auto st : s.status) s.report.finished += finished_result(st);
   for (const auto old_id : s.match.rerouted) s.report.recomputed += finished_result(s.status[old_id]);
-  s.report.not_in_sweep = s.report.finished - matched - s.report.recomputed;
+  s.report.not_in_sweep = s.report.finished - matched - s.report.recomputed - s.report.other_shards;
   return s;
 }
 
@@ -96,11 +106,15 @@ ReuseReport reuse_results(const std::filesystem::path& from, Store& into, const 
 ReuseReport grow_in_place(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov) {
   Source s = read_source(path, plan);
   const std::string p = path.string();
-  if (!s.report.blockers.empty() || s.report.not_in_sweep > 0) {
-    const std::string why = !s.report.blockers.empty()
-                                ? "none of its results fits this sweep"
-                                : std::to_string(s.report.not_in_sweep) + " of its " +
-                                      std::to_string(s.report.finished) + " finished tasks are not tasks of this sweep";
+  if (!s.report.blockers.empty() || s.report.not_in_sweep > 0 || s.report.other_shards > 0) {
+    const std::string why =
+        !s.report.blockers.empty() ? "none of its results fits this sweep"
+        : s.report.not_in_sweep > 0
+            ? std::to_string(s.report.not_in_sweep) + " of its " + std::to_string(s.report.finished) +
+                  " finished tasks are not tasks of this sweep"
+            : std::to_string(s.report.other_shards) + " of its " + std::to_string(s.report.finished) +
+                  " finished tasks belong to other shards of the grown sweep (merge the shards, grow the merged "
+                  "store, or --reuse it into each new shard's store)";
     // Overrides given to either run belong to the sweep too: name both.
     const auto line = [](const std::vector<std::string>& o) {
       return o.empty() ? std::string("none") : config::overrides_line(o);

@@ -21,6 +21,7 @@ struct ReuseReport {
   std::uint64_t finished = 0;            ///< done or diverged tasks of the old store
   std::uint64_t not_in_sweep = 0;        ///< ... that are no task of the new sweep
   std::uint64_t recomputed = 0;          ///< ... tasks of it, computed again (plan::TaskMatch::rerouted)
+  std::uint64_t other_shards = 0;        ///< ... tasks of it outside this run's --shard (not copied)
   std::uint64_t copied = 0;              ///< ... copied into pending tasks of the new store
 };
 

@@ -573,9 +573,10 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       for (const auto& from : opt.reuse) {
         const auto r = store::reuse_results(from, *store, plan);
         if (opt.progress)
-          std::fprintf(stderr, "[rcsweep] --reuse %s: copied %llu finished tasks%s\n", from.c_str(),
+          std::fprintf(stderr, "[rcsweep] --reuse %s: copied %llu finished tasks%s%s\n", from.c_str(),
                        static_cast<unsigned long long>(r.copied),
-                       r.not_in_sweep ? (" (" + std::to_string(r.not_in_sweep) + " of its finished tasks are not tasks of this sweep)").c_str() : "");
+                       r.not_in_sweep ? (" (" + std::to_string(r.not_in_sweep) + " of its finished tasks are not tasks of this sweep)").c_str() : "",
+                       r.other_shards ? (" (" + std::to_string(r.other_shards) + " belong to other shards)").c_str() : "");
       }
     } catch (const std::exception& e) {
       error = e.what();

@@ -5,6 +5,7 @@ refused with the differences, and the old store is left as it was."""
 import hashlib
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -186,3 +187,27 @@ def test_overrides_grow_a_store_like_an_edited_file(tmp_path):
     assert_same_results(store, fresh(tmp_path, write(tmp_path / "big.toml", replicates=4, lambdas="[0.0, 0.5, 1.0]")))
     info = rcsweep("info", store, check=0).stdout
     assert "sweep.replicates=4" in info and "reused        8 tasks from" in info
+
+
+def test_array_job_shards_grow_through_the_merged_store(tmp_path):
+    """Shards of a grown sweep take from the merged old store only their own tasks (--reuse), so that
+    their merge finishes every task exactly once and equals a fresh run; a shard store does not grow
+    in place when that would strand results in other shards."""
+    small = write(tmp_path / "small.toml")
+    big = write(tmp_path / "big.toml", replicates=3, lambdas="[0.0, 0.25, 0.5]")
+    old = [tmp_path / f"old{i}.h5" for i in range(2)]
+    for i, shard in enumerate(old):
+        rcsweep("run", small, "-o", shard, "--shard", f"{i}/2", "-q", check=0)
+    proc = rcsweep("run", big, "-o", old[0], "--shard", "0/2", "-q", check=2)
+    assert "belong to other shards of the grown sweep" in proc.stderr
+    merged = tmp_path / "old.h5"
+    rcsweep("merge", merged, *old, check=0)
+    new = [tmp_path / f"new{i}.h5" for i in range(2)]
+    copied = 0
+    for i, shard in enumerate(new):
+        proc = rcsweep("run", big, "-o", shard, "--shard", f"{i}/2", "--reuse", merged, check=0)
+        copied += int(re.search(r"copied (\d+) finished tasks", proc.stderr).group(1))
+        assert "belong to other shards" in proc.stderr
+    assert copied == 8  # every old task, once
+    rcsweep("merge", tmp_path / "new.h5", *new, check=0)
+    assert_same_results(tmp_path / "new.h5", fresh(tmp_path, big))
