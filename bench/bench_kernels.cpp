@@ -137,7 +137,7 @@ BENCHMARK(BM_signal_metrics)->Apply(shapes);
 // Keyed normals (Philox4x64-10 + Box–Muller), at the sizes the models draw: T x T Markov
 // matrices and d x d weights of the grid (20², 60², 100², 150², 300², 750²) and 2^20.
 // BM_fill_normal is what the models call (the AVX2 variant on an AVX2 CPU); the _portable one is
-// the baseline x86-64 build of the same code (the generator before issue 5), in the same run.
+// the baseline x86-64 build of the same code (the generator without the AVX2 build), in the same run.
 template <void (*Fill)(const rcsweep::rng::StreamKey&, std::span<double>)>
 void fill_normal_bench(benchmark::State& state) {
   std::vector<double> out(static_cast<std::size_t>(state.range(0)));

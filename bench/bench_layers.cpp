@@ -1,4 +1,4 @@
-// Layer efficiency (issue 5, target 1): in one run, the machine's own limits (single-thread dgemm
+// Layer efficiency: in one run, the machine's own limits (single-thread dgemm
 // at the layer's shapes, dgesdd of T x d) and the time of one models::apply_layer call plus the
 // metrics the task runner computes for it (metrics::signal_metrics, as task_runner.cpp `record`
 // does; the mixer metrics are computed inside apply_layer), against the bound

@@ -1,4 +1,4 @@
-// The routes to the per-layer spectral metrics (issue 5, target 2), on the matrices a layer
+// The routes to the per-layer spectral metrics, on the matrices a layer
 // really has: the T x T softmax mixer (with and without perp) and a T x d signal.
 //   ./build/bench/bench_metrics --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // Each route gives s_1 and s_2 (and, for the signal, sum s^4 through the Gram matrix):

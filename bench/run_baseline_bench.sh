@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NumPy baseline benchmark (issue 5, target 4): in one run, alternating, time
+# NumPy baseline benchmark: in one run, alternating, time
 #   (a) the plain NumPy implementation bench/reference/mind_the_gap_numpy.py (1 process, 1 BLAS
 #       thread),
 #   (b) rcsweep run of the same sweep file on 1 rank (mpiexec -n 1, 1 BLAS thread),

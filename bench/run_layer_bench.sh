@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Layer efficiency (issue 5, target 1): run bench_layers from an existing build directory (this
+# Layer efficiency: run bench_layers from an existing build directory (this
 # script builds nothing) and print Markdown tables: machine limits, per-layer time against the
 # GEMM bound (ratio), and the breakdown of every layer. Medians over the repetitions.
 #   bash bench/run_layer_bench.sh BUILD_DIR [REPETITIONS=3] [extra benchmark args...]

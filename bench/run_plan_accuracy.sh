@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Predicted vs measured time (issue 5, target 7): for each sweep file, `rcsweep plan`'s one-core
+# Predicted vs measured time: for each sweep file, `rcsweep plan`'s one-core
 # estimate (from this machine's stored calibration) against the wall time of `rcsweep run` on one
 # rank, and the ratio. Calibrates first when no calibration of this machine is stored. Also prints
 # the predicted and the measured peak memory (maximum RSS).

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plain NumPy baseline of Mind the Gap's stable-rank grid (issue 5, target 4).
+"""Plain NumPy baseline of Mind the Gap's stable-rank grid.
 
     /usr/bin/python3 bench/reference/mind_the_gap_numpy.py [SWEEP.toml] [--max-T 60]
         [--replicates 2] [--out results.npz] [--compare STORE.h5]
