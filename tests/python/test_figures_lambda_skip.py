@@ -223,6 +223,16 @@ def test_fig1_lines_and_bound(stores):
                 want = np.mean(a ** (layers / 2) * mu[:, :1] / fro, axis=0)
                 np.testing.assert_allclose(theory[gid].get_ydata(), want, rtol=1e-12)
     assert n_bounds >= 2  # lambda = 1e5 satisfies (7) for both mixers: the theory branch is tested
+    # one legend, right of the panels so that it hides no curve, lambda in increasing order, one
+    # colour per lambda (the same in both panels)
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert len(legends) == 1
+    box = legends[0].get_window_extent()
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+    texts = [t.get_text() for t in legends[0].get_texts()]
+    assert texts[:4] == [rf"$\lambda$ = {v:g}" for v in (-1.0, 0.0, 1.0, 100000.0)] and "Thm 4.1" in texts[4]
+    colours = {t: [tuple(line(panel(fig, f"mixer = {m}"), t).get_color()) for m in ("softmax", "ssd")] for t in texts[:4]}
+    assert all(a == b for a, b in colours.values()) and len({a for a, _ in colours.values()}) == 4
     # lambda = 0 collapses (softmax) while 1e5 keeps mu: the figure shows the paper's effect
     ax = panel(fig, "mixer = softmax")
     assert line(ax, r"$\lambda$ = 0").get_ydata()[-1] < 0.5 * line(ax, r"$\lambda$ = 100000").get_ydata()[-1]
