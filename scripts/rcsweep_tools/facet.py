@@ -3,7 +3,7 @@ layer or a swept axis, the mean over replicates with a band, one line per value 
 of a dash axis), one panel per value of a column axis (wrapped into rows) or per (row, column).
 
     draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, layer=-1,
-         logx=False, logy=False, band="ci", wrap=None, panel=(3.6, 2.7)) -> fig
+         logx=False, logy=False, band="ci", wrap=None, panel=(3.6, 2.7), grid=True) -> fig
 
 - y: a data variable with a replicate dimension (the /layers metrics, theory_*, grad_*, wall_s).
 - An axis is a dimension of y other than replicate (a grid dimension, `layer`, `L`) or a
@@ -16,7 +16,8 @@ of a dash axis), one panel per value of a column axis (wrapped into rows) or per
   quantity's range (load.RANGES). Lines carry label "<hue label>[, <dash label>]" and bands gid
   "band:<label>", as in the paper figures.
 - Colours: plot.hue_colors (ordered sequential colours for numbers); the legend sits outside the
-  panels, right of the top-right one.
+  panels, right of the top-right one. Panels: plot.panel_grid (`wrap` panels a row, `panel` inches
+  each); `grid` draws grid lines.
 Bad choices raise plot.FigureDataError naming the choices (rcsweep-plot: exit code 2).
 """
 from __future__ import annotations
@@ -193,7 +194,7 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
             for s, (sk, slabel) in enumerate(dashes):
                 line = pick(pick(sub, "hue", hk), "dash", sk).transpose(xdim, "replicate").isel({xdim: order})
                 label = ", ".join(t for t in (hlabel, slabel) if t) or str(y)
-                line_band(ax, xpos[order], line, label, band=band, color=colours[(hk or 0) % len(colours)],
+                line_band(ax, xpos[order], line, label, band=band, color=colours[hk or 0],
                           ls=DASHES[s % len(DASHES)], marker="o" if len(xpos) <= 12 else None, ms=3)
         width = fig.get_figwidth() / ncols
         ax.set_title(_wrap(", ".join(t for t in (rlabel, clabel) if t), width), fontsize="medium")

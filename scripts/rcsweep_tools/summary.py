@@ -9,7 +9,8 @@ Table: one row per grid point with the swept parameters, the mean +- standard de
 replicates of each metric at the last layer, and how many replicates diverged or failed.
 Plot: the metric against layer (mean over replicates, band = min..max), one panel per value of
 the first swept dimension (wrapped into rows of at most about sqrt(n) panels), one row per value of
-the last (with 3 or more), colour by the second, line style by the third.
+the last (with 3 or more), colour by the second, line style by the third, the first value of any
+further one (rcsweep-plot STORE --y METRIC draws any other choice).
 """
 import argparse
 import sys
