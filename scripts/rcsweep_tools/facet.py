@@ -2,14 +2,14 @@
 layer or a swept axis, the mean over replicates with a band, one line per value of a hue axis (and
 of a dash axis), one panel per value of a column axis (wrapped into rows) or per (row, column).
 
-    draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, layer=-1,
+    draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, layer=None,
          logx=False, logy=False, band="ci", wrap=None, panel=(3.6, 2.7), grid=True) -> fig
 
 - y: a data variable with a replicate dimension (the /layers metrics, theory_*, grad_*, wall_s).
 - An axis is a dimension of y other than replicate (a grid dimension, `layer`, `L`) or a
   coordinate along one (a [[zip]] member such as T, d): x, hue, col, row and dash each take one,
   and no dimension may be used twice. x defaults to `layer` (else the first swept dimension).
-- Dimensions left over: `layer` is taken at `layer` (an index, -1 the last), `L` at its last
+- Dimensions left over: `layer` is taken at `layer` (an index, -1 or None the last), `L` at its last
   value, a dimension of one value is dropped, and a swept one goes to the first free role of hue,
   col, row, dash; more than that is an error asking for `sel` (name -> value, plot.select).
 - Bands: plot.mean_band's `band` ("ci" t-based 95%, "se", "range", "none"), clipped to the
@@ -92,7 +92,7 @@ def parse_sel(ds, items):
     return out
 
 
-def assign(da, x=None, hue=None, col=None, row=None, dash=None, layer=-1):
+def assign(da, x=None, hue=None, col=None, row=None, dash=None, layer=None):
     """Check the roles against `da` and fill them in: (da with the unused dimensions taken away,
     {role: (name, dim)} for x and the roles in use, " at layer 12"-like text for what was taken)."""
     choices = axis_choices(da)
@@ -114,6 +114,10 @@ def assign(da, x=None, hue=None, col=None, row=None, dash=None, layer=-1):
         if dim is None:
             raise FigureDataError(f"{da.name} has no axis left for --x; choose one of: {', '.join(choices)}")
         roles["x"], used[dim] = (dim, dim), "x"
+    if layer is not None and "layer" in used:
+        raise FigureDataError(f"--layer {layer}: layer is the --{used['layer']} axis here; --layer picks "
+                              "the layer when no role takes it (e.g. with --x lambda)")
+    layer = -1 if layer is None else layer
     extra, at = [], ""
     for dim in [d for d in da.dims if d not in used and d != "replicate"]:
         if dim == "layer":
@@ -152,7 +156,7 @@ def _entries(da, roles, role):
     return [(int(k), labels[k]) for k in order]
 
 
-def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, layer=-1,
+def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, layer=None,
          logx=False, logy=False, band="ci", wrap=None, panel=(3.6, 2.7), grid=True):
     """Draw the generic plot into `fig` (see the module docstring); returns fig."""
     from matplotlib.lines import Line2D

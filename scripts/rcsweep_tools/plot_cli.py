@@ -95,7 +95,7 @@ def build(ds, a):
     fig = Figure(layout="constrained")
     if a.y:
         facet.draw(ds, fig, a.y, x=a.x, hue=a.hue, col=a.col, row=a.row, dash=a.dash,
-                   sel=facet.parse_sel(ds, a.sel), layer=-1 if a.layer is None else a.layer, logx=a.logx,
+                   sel=facet.parse_sel(ds, a.sel), layer=a.layer, logx=a.logx,
                    logy=a.logy, band=a.band or "ci", wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper")
         heading = f"{a.y}: mean over replicates, band {BAND_TEXT[a.band or 'ci']}"
     else:

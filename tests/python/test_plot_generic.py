@@ -220,6 +220,7 @@ def test_ordered_colours_stay_apart():
     (("--y", "sr_cov", "--sel", "lambda=3"), ["lambda takes the values 0, 0.5, 1, 2, 10"]),
     (("--y", "sr_cov", "--sel", "bogus=1"), ["no coordinate 'bogus'", "mixer"]),
     (("--y", "sr_cov", "--x", "lambda", "--sel", "norm=none", "--layer", "9"), ["--layer 9", "0..4"]),
+    (("--y", "sr_cov", "--sel", "norm=none", "--layer", "2"), ["--layer 2: layer is the --x axis"]),
     (("--y", "sr_cov", "--band", "sd"), ["invalid choice: 'sd'", "ci", "se"]),
     (("--y", "sr_cov", "--style", "poster"), ["invalid choice: 'poster'", "paper"]),
     (("mtg-fig4a", "--y", "sr_cov"), ["not both"]),
