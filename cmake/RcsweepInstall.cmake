@@ -51,7 +51,7 @@ if(HELP2MAN)
       "rcsweep-merge|$<TARGET_FILE:rcsweep>|merge --help|join the stores of an array job"
       "rcsweep-calibrate|$<TARGET_FILE:rcsweep>|calibrate --help|measure this machine's rates for time estimates"
       "rcsweep-export|${PROJECT_SOURCE_DIR}/scripts/rcsweep_export.py|--help|write a store as csv, netcdf or parquet"
-      "rcsweep-plot|${PROJECT_SOURCE_DIR}/scripts/rcsweep-plot|--help|redraw the seed papers' figures from a store"
+      "rcsweep-plot|${PROJECT_SOURCE_DIR}/scripts/rcsweep-plot|--help|draw the seed papers' figures or any metric from a store"
       "rcsweep-summary|${PROJECT_SOURCE_DIR}/scripts/rcsweep_summary.py|--help|summarise a store as a table and a plot"
       "rcsweep-recompute|${PROJECT_SOURCE_DIR}/scripts/rcsweep_recompute.py|--help|recompute a weights dump with NumPy and check the store")
   foreach(page IN LISTS pages)

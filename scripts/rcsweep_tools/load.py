@@ -74,6 +74,19 @@ METRICS = {
     "rank": ("MPI rank that ran the task (-1 before)", "rank", "1"),
     "message": ("why the task failed or diverged", "message", ""),
 }
+# name -> (smallest, largest) value the quantity can take (None: unbounded), from its definition
+# (docs/MODELS.md): a stable rank sum s_i^p / s_1^p >= 1, s1/s2 >= 1, norms and singular values >= 0,
+# mu = ||X - 1 x^T||_F <= ||X||_F (centring is an orthogonal projection), a_star = lambda^2/(S C_M +
+# |lambda|)^2 <= 1, 0/1 flags. Bands drawn around means (plot.mean_band) are clipped to it.
+RANGES = {
+    "fro": (0, None), "s1": (0, None), "s2": (0, None), "mu": (0, None),
+    "sr_cov": (1, None), "sr_x": (1, None), "mu_rel": (0, 1), "res_rel": (0, None),
+    "m_s1": (0, None), "m_s2": (0, None), "m_gap": (1, None), "m_fro": (0, None),
+    "theory_C_M": (0, None), "theory_S": (0, None), "theory_lambda_min": (0, None),
+    "theory_a_star": (0, 1), "theory_b": (0, None), "theory_bound_applies": (0, 1),
+    "theory_bound_holds": (0, 1), "grad_stderr": (0, None), "grad_stderr_all": (0, None),
+    "wall_s": (0, None),
+}
 PARAMS = {  # coordinate name -> (long name, symbol)
     "T": ("context length", r"$T$"), "d": ("width", r"$d$"), "lambda": ("skip strength", r"$\lambda$"),
     "sigma_A": ("Markov relative std", r"$\sigma_A$"), "sigma_qk": ("std of W_Q, W_K", r"$\sigma_{qk}$"),

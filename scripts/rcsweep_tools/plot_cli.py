@@ -1,13 +1,23 @@
-"""rcsweep-plot STORE FIGURE [-o FILE]: redraw one of the seed papers' figures from an rcsweep store.
+"""rcsweep-plot: draw a seed paper's figure, or a generic plot of any metric, from an rcsweep store.
 
-Each figure reads the store its sweep file (jobs/examples/<sweep>) makes; `--list` shows them all.
-Exit codes: 0 written; 2 usage error, unknown figure, a file that is not a store, or a store that
-lacks what the figure needs (the message names what is missing and the sweep file to run).
+    rcsweep-plot STORE FIGURE [-o FILE] [--style paper] [--no-title]       a paper's figure (--list)
+    rcsweep-plot STORE --y METRIC [--x AXIS] [--hue AXIS] [--col AXIS] [--row AXIS] [--dash AXIS]
+                 [--sel NAME=VALUE] [--layer N] [--logx] [--logy] [--band ci|se|range|none] ...
+
+Each figure reads the store its sweep file (jobs/examples/<sweep>) makes; the generic plot
+(rcsweep_tools.facet) reads any store. Exit codes: 0 written; 2 usage error, unknown figure,
+metric or axis, a file that is not a store, or a store that lacks what the figure needs (the
+message names what is missing and the choices or the sweep file to run).
 """
 import argparse
 import os
 import sys
 from pathlib import Path
+
+GENERIC = ("x", "hue", "col", "row", "dash", "wrap", "sel", "layer", "logx", "logy", "band")
+BAND_TEXT = {"ci": "t-based 95% confidence interval", "se": "± one standard error", "range": "min–max",
+             "none": "none"}
+PANEL = {"default": (3.6, 2.7), "paper": (2.8, 2.1)}  # inches per panel of the generic plot
 
 
 def figure_list(figures):
@@ -21,48 +31,115 @@ def figure_list(figures):
     return "\n".join(lines)
 
 
+def parser():
+    from rcsweep_tools.figures import FIGURES
+    from rcsweep_tools.plot import BANDS, STYLES
+
+    p = argparse.ArgumentParser(
+        prog="rcsweep-plot",
+        usage="rcsweep-plot STORE FIGURE [options] | STORE --y METRIC [options] | --list",
+        description="Draw a figure of the seed papers (Mind the Gap, Lambda-skip, Dong et al.) from an "
+                    "rcsweep store, or (with --y) any metric of any store against layer or a swept "
+                    "axis: the mean over replicates with a t-based 95% band (clipped to the metric's "
+                    "range), theory curves beside the data in the papers' figures. PNG or SVG by the "
+                    "output's extension.",
+        epilog="Figures (name, what it shows, the sweep file that makes its store):\n"
+               + figure_list(FIGURES)
+               + "\n\nGeneric plot: an AXIS is `layer`, a swept parameter, a [[zip]] dimension (zip0) or "
+                 "one of its members (T, d). Swept axes not given to --x/--hue/--col/--row/--dash go "
+                 "to the free ones in the order hue, col, row, dash; --sel fixes the others.\n"
+                 "\nExamples:\n  mpiexec -n 2 rcsweep run jobs/examples/mtg_width.toml -o width.h5\n"
+                 "  scripts/rcsweep-plot width.h5 mtg-fig4a -o width.svg\n"
+                 "  scripts/rcsweep-plot quick.h5 --y sr_cov --hue lambda --col d --row mixer --logy "
+                 "--sel gap_fix=none\n"
+                 "  scripts/rcsweep-plot width.h5 --y sr_cov --x T --hue layer --col zip0 --logx --logy "
+                 "--style paper -o w.svg\n"
+                 "Exit codes: 0 written; 2 usage error, unknown figure, metric or axis, not a store, "
+                 "or a store that lacks what the figure needs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("store", nargs="?", help="rcsweep HDF5 store (may be a running or partial sweep)")
+    p.add_argument("figure", nargs="?", help="a paper's figure (see --list); leave it out with --y")
+    p.add_argument("-o", "--output", help="output file, .png or .svg (default: <figure>.png, <METRIC>.png)")
+    p.add_argument("--dpi", type=int, help="PNG resolution (default 150; 300 with --style paper)")
+    p.add_argument("--style", choices=sorted(STYLES), default="default",
+                   help="paper: small type for a journal column, no provenance title and no caption line")
+    p.add_argument("--no-title", action="store_true", help="leave out the provenance title (store, tasks, commit)")
+    p.add_argument("--list", action="store_true", help="list the figures and exit")
+    g = p.add_argument_group("generic plot (instead of FIGURE)")
+    g.add_argument("--y", metavar="METRIC", help="the quantity: a /layers metric (sr_cov, mu_rel, ...), "
+                                                 "theory_*, grad_*, wall_s")
+    g.add_argument("--x", metavar="AXIS", help="horizontal axis (default: layer)")
+    for role, what in (("hue", "one colour per value (ordered colours for numbers)"),
+                       ("col", "one panel per value, wrapped into rows"), ("row", "one row of panels per value"),
+                       ("dash", "one line style per value")):
+        g.add_argument(f"--{role}", metavar="AXIS", help=what)
+    g.add_argument("--wrap", type=int, metavar="N", help="panels per row with --col alone (default: up to 3 "
+                                                         "in a row, else about a square)")
+    g.add_argument("--sel", action="append", metavar="NAME=VALUE", help="keep one value of a coordinate (repeatable)")
+    g.add_argument("--layer", type=int, metavar="N", help="the layer when x is not layer (default -1: the last)")
+    g.add_argument("--logx", action="store_true", help="log x (symlog when x has values <= 0)")
+    g.add_argument("--logy", action="store_true", help="log y")
+    g.add_argument("--band", choices=BANDS, help="ci: t-based 95%% interval (default); se: one standard "
+                                                 "error; range: min..max over replicates; none")
+    return p
+
+
+def build(ds, a):
+    """The matplotlib Figure for parsed arguments `a` and the loaded store `ds` (inside the style's
+    settings; save it inside them too). Raises FigureDataError or KeyError for a bad request."""
+    from matplotlib.figure import Figure
+
+    from rcsweep_tools import facet
+    from rcsweep_tools.figures import FIGURES
+
+    fig = Figure(layout="constrained")
+    if a.y:
+        facet.draw(ds, fig, a.y, x=a.x, hue=a.hue, col=a.col, row=a.row, dash=a.dash,
+                   sel=facet.parse_sel(ds, a.sel), layer=a.layer, logx=a.logx,
+                   logy=a.logy, band=a.band or "ci", wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper")
+        heading = f"{a.y}: mean over replicates, band {BAND_TEXT[a.band or 'ci']}"
+    else:
+        f = FIGURES[a.figure]
+        f.draw(ds, fig)
+        heading = f"{f.paper} — {f.title}"
+    if a.style == "paper" and fig._supxlabel is not None:  # the caption line: the paper's caption says it
+        fig._supxlabel.set_visible(False)
+        fig._supxlabel.set_in_layout(False)
+    if not (a.no_title or a.style == "paper"):
+        done = int((ds["status"] == 1).sum())
+        fig.suptitle(f"{heading}\n{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}, "
+                     f"{done}/{ds['status'].size} tasks done, rcsweep {ds.attrs.get('git_commit', '?')}", fontsize=8)
+    return fig
+
+
 def main(argv=None):
     os.environ.setdefault("MPLBACKEND", "Agg")
     from rcsweep_tools.figures import FIGURES
 
-    p = argparse.ArgumentParser(
-        prog="rcsweep-plot",
-        description="Draw a figure of the seed papers (Mind the Gap, Lambda-skip, Dong et al.) from an "
-                    "rcsweep store: the mean over replicates with a t-based 95% band, theory curves "
-                    "beside the data, log axes where the papers use them. PNG or SVG by the output's "
-                    "extension.",
-        epilog="Figures (name, what it shows, the sweep file that makes its store):\n"
-               + figure_list(FIGURES)
-               + "\n\nExample:\n  mpiexec -n 2 rcsweep run jobs/examples/mtg_width.toml -o width.h5\n"
-                 "  scripts/rcsweep-plot width.h5 mtg-fig4a -o width.svg\n"
-                 "Exit codes: 0 written; 2 usage error, unknown figure, not a store, or a store "
-                 "that lacks what the figure needs.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("store", nargs="?", help="rcsweep HDF5 store (may be a running or partial sweep)")
-    p.add_argument("figure", nargs="?", help="figure name (see --list)")
-    p.add_argument("-o", "--output", help="output file, .png or .svg (default: <figure>.png)")
-    p.add_argument("--dpi", type=int, default=150, help="PNG resolution (default 150)")
-    p.add_argument("--list", action="store_true", help="list the figures and exit")
+    p = parser()
     a = p.parse_args(argv)
     if a.list:
         print(figure_list(FIGURES))
         return 0
-    if not a.store or not a.figure:
-        p.error("give STORE and FIGURE (or --list)")
-    if a.figure not in FIGURES:
-        print(f"rcsweep-plot: unknown figure {a.figure!r}; known: {', '.join(FIGURES)} (see --list)",
-              file=sys.stderr)
-        return 2
-    out = Path(a.output or f"{a.figure}.png")
+    if not a.store or not (a.figure or a.y):
+        p.error("give STORE and FIGURE, or STORE --y METRIC (or --list)")
+    if a.figure and a.y:
+        p.error(f"give a FIGURE ({a.figure}) or --y {a.y}, not both")
+    if not a.y:
+        stray = [f"--{k}" for k in GENERIC if getattr(a, k) not in (None, False)]
+        if stray:
+            p.error(f"{', '.join(stray)} belong to the generic plot: give --y METRIC instead of FIGURE {a.figure}")
+        if a.figure not in FIGURES:
+            print(f"rcsweep-plot: unknown figure {a.figure!r}; known: {', '.join(FIGURES)} (see --list)",
+                  file=sys.stderr)
+            return 2
+    out = Path(a.output or f"{a.figure or a.y}.png")
     if out.suffix.lower() not in (".png", ".svg"):
         print(f"rcsweep-plot: -o {out}: the output must end in .png or .svg", file=sys.stderr)
         return 2
-    fig_def = FIGURES[a.figure]
-
-    from matplotlib.figure import Figure
 
     from rcsweep_tools import load
-    from rcsweep_tools.plot import FigureDataError
+    from rcsweep_tools.plot import FigureDataError, style
 
     if not Path(a.store).is_file():
         print(f"rcsweep-plot: {a.store}: no such file", file=sys.stderr)
@@ -72,21 +149,17 @@ def main(argv=None):
     except (OSError, ValueError, KeyError) as e:
         print(f"rcsweep-plot: {a.store}: cannot read as an rcsweep store: {e}", file=sys.stderr)
         return 2
-    fig = Figure(layout="constrained")
-    try:
-        fig_def.draw(ds, fig)
-    except (FigureDataError, KeyError) as e:
-        msg = e.args[0] if e.args else str(e)
-        print(f"rcsweep-plot: {msg}", file=sys.stderr)
-        return 2
-    done = int((ds["status"] == 1).sum())
-    fig.suptitle(f"{fig_def.paper} — {fig_def.title}\n{Path(a.store).name}: sweep {ds.attrs.get('sweep_name')!r}, "
-                 f"{done}/{ds['status'].size} tasks done, rcsweep {ds.attrs.get('git_commit', '?')}", fontsize=8)
-    try:
-        fig.savefig(out, dpi=a.dpi)
-    except OSError as e:
-        print(f"rcsweep-plot: cannot write {out}: {e}", file=sys.stderr)
-        return 1
+    with style(a.style):
+        try:
+            fig = build(ds, a)
+        except (FigureDataError, KeyError) as e:
+            msg = e.args[0] if e.args else str(e)
+            print(f"rcsweep-plot: {msg}", file=sys.stderr)
+            return 2
+        try:
+            fig.savefig(out, dpi=a.dpi or (300 if a.style == "paper" else 150))
+        except OSError as e:
+            print(f"rcsweep-plot: cannot write {out}: {e}", file=sys.stderr)
+            return 1
     print(f"wrote {out}")
     return 0
-

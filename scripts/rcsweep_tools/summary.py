@@ -8,7 +8,9 @@ Run with Debian's interpreter (it has h5py, numpy, matplotlib):
 Table: one row per grid point with the swept parameters, the mean +- standard deviation over
 replicates of each metric at the last layer, and how many replicates diverged or failed.
 Plot: the metric against layer (mean over replicates, band = min..max), one panel per value of
-the first swept axis, one line per combination of the others.
+the first swept dimension (wrapped into rows of at most about sqrt(n) panels), one row per value of
+the last (with 3 or more), colour by the second, line style by the third, the first value of any
+further one (rcsweep-plot STORE --y METRIC draws any other choice).
 """
 import argparse
 import sys
@@ -78,75 +80,30 @@ def print_table(data, status, swept, labels, out=sys.stdout):
         print(fmt.format(*r), file=out)
 
 
-def plot(data, swept, labels, metric, png, title):
-    """Panels: columns by the first swept axis, rows by the last one (with 3+ axes); colour by the
-    second axis, line style by the rest."""
+def plot(store, metric, png, title):
+    """The metric against layer (facet.draw): panels by the first swept dimension (wrapped into
+    rows), rows by the last one (with 3+), colour by the second, line style by the third; the
+    first value of any further one. Band min..max over replicates; log y when every value is > 0."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    def values_of(p):
-        seen = []
-        for lab in labels:
-            if lab[p] not in seen:
-                seen.append(lab[p])
-        return seen
+    from . import facet
+    from .load import load as load_dataset
 
-    col_axis = swept[0] if swept else None
-    row_axis = swept[-1] if len(swept) >= 3 else None
-    colour_axis = swept[1] if len(swept) >= 2 else None
-    style_axes = [p for p in swept[2:] if p != row_axis]
-    cols = values_of(col_axis) if col_axis else [None]
-    rows = values_of(row_axis) if row_axis else [None]
-    colours = {v: f"C{i % 10}" for i, v in enumerate(values_of(colour_axis))} if colour_axis else {}
-    styles = ["-", "--", ":", "-."]
-    style_keys = []
-    for lab in labels:
-        key = tuple(lab[p] for p in style_axes)
-        if key not in style_keys:
-            style_keys.append(key)
-
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=(4.6 * len(cols) + 2.2, 3.6 * len(rows)),
-                             squeeze=False, sharex=True, sharey=True)
-    layers = np.arange(data[metric].shape[2])
-    for r, rv in enumerate(rows):
-        for c, cv in enumerate(cols):
-            ax = axes[r][c]
-            for i, lab in enumerate(labels):
-                if (col_axis and lab[col_axis] != cv) or (row_axis and lab[row_axis] != rv):
-                    continue
-                y = data[metric][i]
-                ok = np.isfinite(y).any(axis=0)
-                if not ok.any():
-                    continue
-                with np.errstate(all="ignore"):
-                    mean = np.nanmean(y[:, ok], axis=0)
-                    lo, hi = np.nanmin(y[:, ok], axis=0), np.nanmax(y[:, ok], axis=0)
-                colour = colours.get(lab[colour_axis], "C0") if colour_axis else "C0"
-                style = styles[style_keys.index(tuple(lab[p] for p in style_axes)) % len(styles)]
-                ax.plot(layers[ok], mean, style, color=colour, marker="o", ms=2.5, lw=1.2)
-                ax.fill_between(layers[ok], lo, hi, color=colour, alpha=0.12, lw=0)
-            ax.set_yscale("log")
-            ax.grid(True, which="both", alpha=0.3)
-            heading = [f"{a} = {v}" for a, v in ((col_axis, cv), (row_axis, rv)) if a]
-            ax.set_title(", ".join(heading) or title, fontsize=10)
-            if r == len(rows) - 1:
-                ax.set_xlabel("layer ℓ")
-    axes[len(rows) // 2][0].set_ylabel({"sr_cov": "stable rank of X Xᵀ  (Σs⁴/s₁⁴)",
-                                        "sr_x": "stable rank of X  (Σs²/s₁²)",
-                                        "mu_rel": "μ(X) / ‖X‖_F"}.get(metric, metric))
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=col, lw=2, label=f"{colour_axis} = {v}") for v, col in colours.items()]
-    if style_axes:
-        handles += [Line2D([], [], color="k", ls=styles[k % len(styles)],
-                           label=", ".join(f"{p} = {v}" for p, v in zip(style_axes, key)))
-                    for k, key in enumerate(style_keys)]
-    if handles:
-        fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(f"{title}: {metric} against layer (mean over replicates, band min–max)")
-    fig.tight_layout(rect=(0, 0, 1 - 2.0 / fig.get_figwidth(), 1))
+    ds = load_dataset(store)
+    dims = [d for d in ds["status"].dims if d != "replicate" and ds.sizes[d] > 1]
+    roles = {"col": dims[0] if dims else None, "hue": dims[1] if len(dims) > 1 else None,
+             "row": dims[-1] if len(dims) > 2 else None, "dash": dims[2] if len(dims) > 3 else None}
+    rest = {d: ds[d].values[0].item() for d in dims[3:-1]}
+    if rest:
+        print("plot: " + ", ".join(f"{d} = {v}" for d, v in rest.items()) + " only (rcsweep-plot --sel picks others)")
+    values = ds[metric].values
+    logy = bool(np.isfinite(values).any() and np.nanmin(values) > 0)
+    fig = Figure(layout="constrained")
+    facet.draw(ds, fig, metric, x="layer", sel=rest, band="range", logy=logy, **roles)
+    fig.suptitle(f"{title}: {metric} against layer (mean over replicates, band min–max)", fontsize=10)
     fig.savefig(png, dpi=130)
     print(f"wrote {png}")
 
@@ -166,5 +123,5 @@ def main(argv=None):
         sys.stderr.close()
         return
     if args.png:
-        plot(data, swept, labels, args.metric, args.png, title)
+        plot(args.store, args.metric, args.png, title)
 

@@ -48,7 +48,8 @@ def test_readme_using_it_block_runs_as_written(tmp_path):
     proc = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, f"{block}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    for made in ("quick.h5", "deep.h5", "mu.png", "width.h5", "width.svg", "out/ls-fig2.png", "calibration.toml"):
+    for made in ("quick.h5", "deep.h5", "mu.png", "width.h5", "width.svg", "mu_lambda.png", "out/ls-fig2.png",
+                 "calibration.toml"):
         assert (tmp_path / made).exists(), made
 
 

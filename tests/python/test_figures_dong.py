@@ -11,7 +11,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from conftest import BIN, SOURCE, plot_cli
-from test_figures_lambda_skip import Raw, check_mean_line, line
+from test_figures_lambda_skip import RES_REL, Raw, check_mean_line, line
 
 from rcsweep_tools import load
 from rcsweep_tools.figures import FIGURES
@@ -58,7 +58,7 @@ def test_curves_equal_store(store):
         assert len([ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]) == 4
         for label, (lam, mlp) in VARIANTS.items():
             r = raw.rows(norm=norm, mlp=mlp, **{"lambda": lam})
-            check_mean_line(ax, label, layers, raw.layers["res_rel"][r])
+            check_mean_line(ax, label, layers, raw.layers["res_rel"][r], RES_REL)
         # pure attention collapses: its last-layer residual is below the skip connection's
         assert line(ax, "SAN (pure attention)").get_ydata()[-1] < line(ax, "SAN + skip").get_ydata()[-1]
 

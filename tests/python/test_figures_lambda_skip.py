@@ -130,8 +130,14 @@ class Raw:
         return rows
 
 
-def mean_band(a):
-    """mean over axis 0 ignoring NaN and the t-based 95% half width (NaN where n < 2)."""
+# The range each plotted quantity can take, from its definition: the bands are clipped to it.
+MU_REL = (0.0, 1.0)     # mu(X) = ||X - 1 xbar^T||_F <= ||X||_F: centring is an orthogonal projection
+RES_REL = (0.0, np.inf)
+
+
+def mean_band(a, valid=MU_REL):
+    """mean over axis 0 ignoring NaN, and mean -/+ the t-based 95% half width (NaN where n < 2)
+    clipped to `valid`."""
     a = np.asarray(a, float)
     n = np.isfinite(a).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
@@ -139,7 +145,7 @@ def mean_band(a):
         mean = np.nanmean(a, axis=0)
         sd = np.array([np.std(c[np.isfinite(c)], ddof=1) if np.isfinite(c).sum() >= 2 else np.nan for c in a.T])
     half = sd / np.sqrt(np.maximum(n, 1)) * np.where(n >= 2, stats.t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
-    return mean, mean - half, mean + half
+    return mean, np.clip(mean - half, *valid), np.clip(mean + half, *valid)
 
 
 def draw(name, store):
@@ -180,8 +186,8 @@ def check_band(ax, label, x, lo, hi):
         assert np.isclose(ys, h, rtol=1e-9, atol=1e-12).any(), (label, xi, h, ys)
 
 
-def check_mean_line(ax, label, x, values):
-    mean, lo, hi = mean_band(values)
+def check_mean_line(ax, label, x, values, valid=MU_REL):
+    mean, lo, hi = mean_band(values, valid)
     ln = line(ax, label)
     np.testing.assert_array_equal(ln.get_xdata(), x)
     np.testing.assert_allclose(ln.get_ydata(), mean, rtol=1e-12, atol=1e-15, equal_nan=True)
@@ -217,6 +223,16 @@ def test_fig1_lines_and_bound(stores):
                 want = np.mean(a ** (layers / 2) * mu[:, :1] / fro, axis=0)
                 np.testing.assert_allclose(theory[gid].get_ydata(), want, rtol=1e-12)
     assert n_bounds >= 2  # lambda = 1e5 satisfies (7) for both mixers: the theory branch is tested
+    # one legend, right of the panels so that it hides no curve, lambda in increasing order, one
+    # colour per lambda (the same in both panels)
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert len(legends) == 1
+    box = legends[0].get_window_extent()
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+    texts = [t.get_text() for t in legends[0].get_texts()]
+    assert texts[:4] == [rf"$\lambda$ = {v:g}" for v in (-1.0, 0.0, 1.0, 100000.0)] and "Thm 4.1" in texts[4]
+    colours = {t: [tuple(line(panel(fig, f"mixer = {m}"), t).get_color()) for m in ("softmax", "ssd")] for t in texts[:4]}
+    assert all(a == b for a, b in colours.values()) and len({a for a, _ in colours.values()}) == 4
     # lambda = 0 collapses (softmax) while 1e5 keeps mu: the figure shows the paper's effect
     ax = panel(fig, "mixer = softmax")
     assert line(ax, r"$\lambda$ = 0").get_ydata()[-1] < 0.5 * line(ax, r"$\lambda$ = 100000").get_ydata()[-1]

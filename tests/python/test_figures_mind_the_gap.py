@@ -176,15 +176,20 @@ class Raw:
         return self.spectra["m_sv"][o:o + n]
 
 
-def mean_band(samples):
-    """Mean and t-based 95% band of one row of replicate samples, computed independently."""
+SR = (1.0, np.inf)  # a stable rank sum s_i^p / s_1^p is >= 1: the bands are clipped to it
+ANY = (-np.inf, np.inf)
+
+
+def mean_band(samples, valid=ANY):
+    """Mean and t-based 95% band of one row of replicate samples, computed independently and
+    clipped to `valid`."""
     s = np.asarray(samples, float)
     s = s[~np.isnan(s)]
     m = s.mean()
     if len(s) < 2:
         return m, np.nan, np.nan
     h = stats.t.ppf(0.975, len(s) - 1) * s.std(ddof=1) / np.sqrt(len(s))
-    return m, m - h, m + h
+    return m, max(m - h, valid[0]), min(m + h, valid[1])
 
 
 def draw(name, store):
@@ -212,10 +217,10 @@ def band(ax, label):
     return v
 
 
-def assert_line_and_band(ax, label, x, samples_per_x):
+def assert_line_and_band(ax, label, x, samples_per_x, valid=ANY):
     """The line `label` is at x with the means of samples_per_x; its band spans lo..hi at each x."""
     ln = line(ax, label)
-    exp = [mean_band(s) for s in samples_per_x]
+    exp = [mean_band(s, valid) for s in samples_per_x]
     np.testing.assert_allclose(ln.get_xdata(), x, rtol=1e-12)
     np.testing.assert_allclose(ln.get_ydata(), [e[0] for e in exp], rtol=1e-10, atol=1e-12)
     v = band(ax, label)
@@ -276,7 +281,7 @@ def test_fig4a_stable_rank_vs_T(stores):
                 label = f"ℓ={ell}" + (" ⊥" if gf == "perp" else "")
                 samples = [raw.layers["sr_cov"][raw.rows(mixer=mixer, gap_fix=gf, T=T), ell] for T in Ts]
                 assert all(len(x) == 3 for x in samples)
-                assert_line_and_band(ax, label, Ts, samples)
+                assert_line_and_band(ax, label, Ts, samples, SR)
         np.testing.assert_array_equal(theory(ax, "theory:sr=1").get_ydata(), [1, 1, 1])
         t = theory(ax, "theory:sr=T")
         np.testing.assert_array_equal(t.get_xdata(), Ts)
@@ -299,7 +304,7 @@ def test_fig4b_stable_rank_vs_depth(stores):
             rows = raw.rows(**{"lambda": lam}, norm=norm, gap_fix=gf)
             assert len(rows) == 3
             assert_line_and_band(ax, name + (" ⊥" if gf == "perp" else ""), np.arange(5),
-                                 [raw.layers["sr_cov"][rows, ell] for ell in range(5)])
+                                 [raw.layers["sr_cov"][rows, ell] for ell in range(5)], SR)
 
 
 def test_fig5_gradients_and_T_power_reference(stores):
@@ -376,10 +381,10 @@ def test_fig6_perp_against_no_outliers(stores):
     ax_w, ax_d, ax_g = fig.axes
     assert ax_w.get_xscale() == "log" and ax_w.get_yscale() == "log" and ax_d.get_yscale() == "log"
     for gf, name in (("none", "A(X) + LN"), ("perp", "A(X) + LN ⊥"), ("outliers", "A(X) + LN no outliers")):
-        assert_line_and_band(ax_w, name, [4, 8], [raw.layers["sr_cov"][raw.rows(gap_fix=gf, T=T), 1] for T in (4, 8)])
+        assert_line_and_band(ax_w, name, [4, 8], [raw.layers["sr_cov"][raw.rows(gap_fix=gf, T=T), 1] for T in (4, 8)], SR)
         rows = raw.rows(gap_fix=gf, T=8)
         assert len(rows) == 3
-        assert_line_and_band(ax_d, name, [0, 1, 2], [raw.layers["sr_cov"][rows, ell] for ell in range(3)])
+        assert_line_and_band(ax_d, name, [0, 1, 2], [raw.layers["sr_cov"][rows, ell] for ell in range(3)], SR)
         assert_line_and_band(ax_g, name, [1, 2], [raw.grad[rows, L - 1, 0] for L in (1, 2)])
 
 

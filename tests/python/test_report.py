@@ -153,7 +153,7 @@ def test_reproduce_usage_errors(args, message, tmp_path):
 def test_reproduce_help_lists_figures():
     p = reproduce("--help")
     assert p.returncode == 0
-    assert "Usage: scripts/reproduce.sh" in p.stdout
+    assert "Usage: rcsweep-reproduce" in p.stdout and "scripts/reproduce.sh" in p.stdout
     for name in FIGURES:
         assert name in p.stdout
 

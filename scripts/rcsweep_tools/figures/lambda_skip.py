@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from . import figure
-from ..plot import FigureDataError, axis_label, line_band, need, select
+from ..plot import FigureDataError, axis_label, hue_colors, legend_outside, line_band, need, select
 
 PAPER = "Lambda-skip"
 MU_LABEL = r"normalised rank-collapse measure $\mu(X_\ell)/\|X_\ell\|_F$"
@@ -30,8 +30,8 @@ def _values(ds, name):
     return list(np.atleast_1d(v))
 
 
-def _panels(fig, n, width=5.2, height=4.0):
-    fig.set_size_inches(width * n, height)
+def _panels(fig, n, width=5.2, height=4.0, legend=0.0):
+    fig.set_size_inches(width * n + legend, height)
     return [fig.add_subplot(1, n, k + 1) for k in range(n)]
 
 
@@ -83,26 +83,36 @@ def _lambdas(ds):
 def fig1(ds, fig):
     need(ds, _registered("ls-fig1"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M"),
          coords=("mixer", "lambda", "collapse_rate"))
+    from matplotlib.lines import Line2D
+
     a = _a(ds)
     mixers, lams = _mixers(ds), _lambdas(ds)
-    cmap = _cmap(len(lams))
-    for ax, mixer in zip(_panels(fig, len(mixers)), mixers):
+    cmap = hue_colors(lams)  # ordered colours that stay apart for the paper's 9 values
+    bound_drawn, lines = False, {}
+    axes = _panels(fig, len(mixers), legend=1.4)
+    for ax, mixer in zip(axes, mixers):
         dm = select(ds, mixer=mixer)
         for k, lam in enumerate(lams):
             p = select(dm, **{"lambda": lam})
             label = rf"$\lambda$ = {lam:g}"
-            line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label, color=cmap[k])
+            lines[lam] = line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
+                                   color=cmap[k])
             ok = condition_holds(lam, p["theory_S"].values, p["theory_C_M"].values, a)
             if ok.all():  # every replicate satisfies (7): the bound's shape beside the data
                 bound = normalised_bound(p, a).mean("replicate")
                 ax.plot(p["layer"].values, bound.values, ls="--", lw=1, color=cmap[k],
-                        gid=f"theory:bound:{lam:g}",
-                        label=rf"Thm 4.1 bound $a^{{\ell/2}}\mu(X_0)/\|X_\ell\|_F$, $\lambda$ = {lam:g}")
+                        gid=f"theory:bound:{lam:g}", label="_bound")
+                bound_drawn = True
         ax.set_title(f"mixer = {mixer}, norm = {_scalar_str(dm, 'norm')}")
         ax.set_xlabel(axis_label(ds["layer"]))
         ax.set_ylabel(MU_LABEL)
         ax.set_ylim(-0.02, 1.05)
-        ax.legend(fontsize=7, loc="center right")
+    # one legend right of the panels, lambda in increasing order: it hides no curve
+    handles = [lines[v] for v in sorted(lines)]
+    if bound_drawn:
+        handles.append(Line2D([], [], ls="--", lw=1, color="0.3",
+                              label="Thm 4.1 bound\n" r"$a^{\ell/2}\mu(X_0)/\|X_\ell\|_F$" "\n(same colour)"))
+    legend_outside(axes[-1], handles)
     fig.supxlabel(f"Lambda-skip Fig. 1 at initialisation (T = {_scalar_str(ds, 'T')}, "
                  f"d = {_scalar_str(ds, 'd')}, a = {a:g}; 95% band over {ds.sizes['replicate']} replicates)",
                  fontsize=8)
@@ -265,11 +275,4 @@ def thm41(ds, fig):
 def _scalar_str(ds, name):
     v = np.unique(np.atleast_1d(ds[name].values))
     return ", ".join(str(x) for x in v)
-
-
-def _cmap(n):
-    import matplotlib
-
-    cm = matplotlib.colormaps["viridis"]
-    return [cm(x) for x in np.linspace(0, 0.9, max(n, 1))]
 
