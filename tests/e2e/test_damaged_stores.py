@@ -286,7 +286,9 @@ def test_store_of_another_plan_is_refused_naming_both_hashes_then_overwritten(tm
         proc = cli("run", made["other"], "-o", path, "-q", *flags)
         assert proc.returncode == 2, proc.stderr
         assert (f"error: {path} (sweep 'dmg', plan hash {real}) was made from a different sweep file "
-                f"(plan hash {other}); use a new output file or --overwrite") in proc.stderr
+                f"(plan hash {other}), and none of its results fits this sweep") in proc.stderr
+        assert "sweep.seed: 3 -> 4   (changes every task's results)" in proc.stderr
+        assert "write a new store (another -o) or pass --overwrite" in proc.stderr
         assert digest(path) == before
     assert cli("info", path).returncode == 0  # a store of another plan is still a good store
     proc = cli("run", made["other"], "-o", path, "-q", "--overwrite")
