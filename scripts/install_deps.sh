@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev librandom123-dev
   python3-h5py python3-numpy python3-matplotlib python3-pandas python3-xarray python3-scipy python3-pytest
   clang-16 libclang-rt-16-dev libomp-16-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan (clang 14 lacks std::source_location)
+  clang-format                                # scripts/format.sh (.clang-format)
   slurm-wlm munge                             # tests/cluster: a real one-node Slurm runs the job scripts
   help2man lmod python3-venv python3-setuptools  # man pages, the module file, pip install of the toolkit (tests/cluster/test_install.py)
   python3-nbclient python3-nbformat python3-ipykernel  # tests/python/test_notebook.py runs docs/examples/*.ipynb headless
