@@ -2,6 +2,7 @@
 
 #include "cli/calibrate.hpp"
 #include "cli/launch.hpp"
+#include "metrics/metrics.hpp"
 #include "plan/cost_model.hpp"
 
 #include <sys/wait.h>
@@ -554,7 +555,7 @@ int plan_command(const PlanArgs& args) {
               human_bytes(static_cast<double>(peak_bytes) + program_bytes).c_str(),
               human_bytes(static_cast<double>(peak_bytes)).c_str(), human_bytes(program_bytes).c_str());
   std::printf("memory budget %s per rank (%s)\n", human_bytes(budget).c_str(), budget_source.c_str());
-  const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) * 13 +
+  const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) * static_cast<double>(metrics::n_layer_metrics) +
                                     static_cast<double>(plan.spectrum_total()));
   std::printf("store size    about %s\n", human_bytes(store_bytes).c_str());
   std::string command = plan::shell_quote(args.sweep_file.string());

@@ -69,7 +69,7 @@ const std::vector<ParamInfo>& model_params() {
       {"lambda_mlp", K::real, std::string("lambda"), false, 0, false, {"lambda"},
        "skip strength of the MLP sub-block; \"lambda\" (default) means the same as lambda"},
       {"mlp_ratio", K::integer, std::int64_t{4}, false, 1, false, {}, "MLP hidden width m = mlp_ratio * d"},
-      {"state_dim", K::integer, std::int64_t{16}, false, 1, false, {}, "SSM state dimension N (ssd, lti)"},
+      {"state_dim", K::integer, std::int64_t{16}, false, 1, false, {}, "SSM state dimension N (ssd, lti, s4d)"},
       {"alpha", K::real, 1.0, false, 0, false, {}, "SSM decay: L(alpha)_ji = alpha^(j-i) for j >= i (ssd, lti)"},
       {"bc_init", K::choice, std::string("gaussian"), false, 0, false, {"gaussian", "identity"},
        "SSM B, C: i.i.d. N(0, N^-1/2) weights, or identity (W_B = W_C = I with N = d; lti gain g = 1)"},

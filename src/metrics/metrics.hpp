@@ -1,4 +1,4 @@
-// Per-layer metrics of MODELS.md "Metrics per layer". Pure functions of their inputs.
+// Per-layer metrics of MODELS.md "Metrics". Pure functions of their inputs.
 //
 // The signal is passed as (X, log_scale): the true X_l is X * exp(log_scale). This lets the
 // engine carry X at unit norm through homogeneous layers (MODELS.md "Scale"). All

@@ -1,4 +1,4 @@
-// Predicted run time of a plan from measured rates of this machine (issue 5, target 7). Pure: the
+// Predicted run time of a plan from measured rates of this machine. Pure: the
 // rates are measured elsewhere (`rcsweep calibrate`, src/cli/calibrate.cpp) and passed in.
 //
 // A task's layer is priced by kind of work, each at its own measured rate: matrix products at the
