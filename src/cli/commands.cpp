@@ -404,14 +404,17 @@ int plan_command(const PlanArgs& args) {
   const auto stored = load_calibration(calibration_path());
   const plan::Calibration rates = stored ? *stored : plan::default_calibration();
   double core_s = 0.0, largest_s = 0.0;
+  std::vector<plan::BundleWork> work;
   for (const auto& b : plan.bundles) {
-    const double s = plan::bundle_seconds(plan, b, rates);
-    core_s += s;
-    largest_s = std::max(largest_s, s);
+    work.push_back(plan::bundle_work(plan, b.tasks, rates));
+    core_s += work.back().seconds();
+    largest_s = std::max(largest_s, work.back().seconds());
   }
+  // One rank per core, but no more ranks than tasks (a bundle may be cut into slices, a task not).
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int ranks = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, plan.bundles.size())));
-  const double makespan = std::max(core_s / ranks, largest_s);
+  const int ranks = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, shard_tasks)));
+  const plan::Schedule schedule = plan::make_schedule(work, ranks);
+  const double makespan = schedule.makespan_s;
   std::string budget_source;
   const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
   check_memory(plan, budget, budget_source);
@@ -451,6 +454,9 @@ int plan_command(const PlanArgs& args) {
   std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s.h5   (one rank per core, 1 BLAS thread each;"
               " about %s wall)\n",
               ranks, args.sweep_file.c_str(), spec.name.c_str(), human_seconds(makespan).c_str());
+  std::printf("ranks %d: %s\n", ranks, plan::describe(schedule).c_str());
+  if (const auto warning = plan::idle_warning(schedule, work); !warning.empty())
+    std::printf("warning       %s\n", warning.c_str());
   return 0;
 }
 

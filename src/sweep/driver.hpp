@@ -1,5 +1,6 @@
-// The MPI task farm: every rank computes; bundles of tasks are handed out dynamically, largest
-// first; rank 0 also owns the store (one writer, serial HDF5) in a service thread.
+// The MPI task farm: every rank computes; units of tasks (bundles, or slices of a bundle when that
+// is faster: plan/schedule.hpp) are handed out dynamically, largest first; rank 0 also owns the
+// store (one writer, serial HDF5) in a service thread.
 #pragma once
 #include <mpi.h>
 
@@ -67,7 +68,8 @@ struct RunSummary {
   double write_s = 0.0;
   std::uint64_t write_batches = 0, max_batch = 0;
   double max_write_latency_s = 0.0;
-  std::uint64_t bundles = 0;
+  std::uint64_t bundles = 0;  ///< units of work computed (a bundle or a slice of one)
+  std::uint64_t units = 0;    ///< rank 0: units the pending work was cut into
   double wait_s = 0.0, max_wait_s = 0.0;
 };
 
