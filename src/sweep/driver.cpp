@@ -78,7 +78,7 @@ struct WorkItem {
 };
 
 /// Work shared by rank 0's compute thread and its service thread. With a deadline, pop() only
-/// hands out a bundle (the largest first) whose estimated time fits before it; the estimates are
+/// hands out a unit (the largest first) whose estimated time fits before it; the estimates are
 /// scaled by measured / estimated time of the finished tasks once a second of work is done.
 class WorkQueue {
  public:

@@ -32,11 +32,11 @@ struct RunOptions {
   /// kept, the others abandoned (their tasks stay pending).
   double grace_s = 30.0;
   /// --time-limit in seconds (0: none); SLURM_JOB_END_TIME / PBS_WALLTIME also limit the run. No
-  /// bundle is started whose estimated time would overrun the limit.
+  /// unit (bundle or slice) is started whose estimated time would overrun the limit.
   double time_limit_s = 0.0;
-  /// This machine's measured rates (`rcsweep calibrate`), when stored: the estimates of bundle
+  /// This machine's measured rates (`rcsweep calibrate`), when stored: the estimates of unit
   /// times for the time limit come from the cost model (plan/cost_model.hpp). Without them, from
-  /// the bundle's flops at assumed_flop_rate. Either way, once a second of tasks is done, the
+  /// the unit's flops at assumed_flop_rate. Either way, once a second of tasks is done, the
   /// estimates are scaled by measured / estimated time of the finished tasks.
   std::optional<plan::Calibration> calibration;
   /// Flop rate per rank assumed for those estimates when no calibration is given.
