@@ -403,12 +403,12 @@ int plan_command(const PlanArgs& args) {
   // Time from the cost model at this machine's measured rates (rcsweep calibrate), or rough rates.
   const auto stored = load_calibration(calibration_path());
   const plan::Calibration rates = stored ? *stored : plan::default_calibration();
-  double core_s = 0.0, largest_s = 0.0;
+  double core_s = 0.0, largest_task_s = 0.0;
   std::vector<plan::BundleWork> work;
   for (const auto& b : plan.bundles) {
-    work.push_back(plan::bundle_work(plan, b.tasks, rates));
-    core_s += work.back().seconds();
-    largest_s = std::max(largest_s, work.back().seconds());
+    const auto& w = work.emplace_back(plan::bundle_work(plan, b.tasks, rates));
+    core_s += w.seconds();
+    for (const double t : w.task_s) largest_task_s = std::max(largest_task_s, t + w.shared_s);
   }
   // One rank per core, but no more ranks than tasks (a bundle may be cut into slices, a task not).
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -419,7 +419,7 @@ int plan_command(const PlanArgs& args) {
   const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
   check_memory(plan, budget, budget_source);
   if (!args.emit.empty())
-    return emit_job_script(args, plan, {core_s, largest_s, plan.bundles.size(),
+    return emit_job_script(args, plan, {core_s, largest_task_s, shard_tasks,
                                         static_cast<double>(peak_bytes) + program_bytes});
 
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),

@@ -155,7 +155,8 @@ class ResultQueue {
   std::vector<store::TaskResult> items_;
 };
 
-/// Rank 0's service thread: hands out units (bundles or slices of them) to workers, collects results, writes the store.
+/// Rank 0's service thread: hands out units (bundles or slices of them) to workers, collects
+/// results, writes the store.
 class Service {
  public:
   Service(const plan::Plan& plan, store::Store& store, WorkQueue& work, ResultQueue& local, StopState& stop,
