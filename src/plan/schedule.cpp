@@ -94,22 +94,30 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
     out.tasks += bundles[b].tasks.size();
     ++out.bundles;
   }
-  // Cut further while it may pay: the best makespan found is kept, and the search goes on through
-  // a plateau of `ranks` + 8 cuts that do not improve it (one more slice of a bundle may only help
-  // together with the next). A gain under 1 % is not worth a cut: slices also repeat work the
-  // cost model does not price (their hand-out, allocations).
+  // Cut further while it may pay: the bundle holding the largest unit gets the fewest more slices
+  // that make its largest one smaller. The best makespan found is kept, and the search goes on
+  // through as many cuts that do not improve it as there are bundles, + 8 (bundles whose largest
+  // slices are equal only pay once all of them are cut). A gain under 1 % is not worth a cut:
+  // slices also repeat work the cost model does not price (their hand-out, allocations).
+  const auto largest_slice = [](const std::vector<Slice>& v) {
+    double m = 0.0;
+    for (const auto& x : v) m = std::max(m, x.seconds);
+    return m;
+  };
   double best = hand_out_makespan(unit_seconds(slices), ranks);
   std::vector<std::size_t> best_k = k;
-  for (int stale = 0; ranks > 1 && stale <= ranks + 8 && best > 1.01 * out.bundle_work_s / ranks;) {
+  const auto patience = static_cast<int>(out.bundles) + 8;
+  for (int stale = 0; ranks > 1 && stale <= patience && best > 1.01 * out.bundle_work_s / ranks;) {
     std::size_t pick = bundles.size();
     double largest = -1.0;
     for (std::size_t b = 0; b < bundles.size(); ++b) {
       if (k[b] == 0 || k[b] >= bundles[b].tasks.size()) continue;
-      for (const auto& s : slices[b])
-        if (s.seconds > largest) largest = s.seconds, pick = b;
+      if (const double m = largest_slice(slices[b]); m > largest) largest = m, pick = b;
     }
     if (pick == bundles.size()) break;  // every bundle is cut into single tasks
-    slices[pick] = cut(bundles[pick], ++k[pick]);
+    do {
+      slices[pick] = cut(bundles[pick], ++k[pick]);
+    } while (k[pick] < bundles[pick].tasks.size() && largest_slice(slices[pick]) >= largest);
     const double m = hand_out_makespan(unit_seconds(slices), ranks);
     if (m < 0.99 * best) {
       best = m;
@@ -142,9 +150,15 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
 
 int fewest_ranks(const std::vector<BundleWork>& bundles, int ranks, double slower) {
   const double limit = (1.0 + slower) * make_schedule(bundles, ranks).makespan_s;
-  int r = ranks;
-  while (r > 1 && make_schedule(bundles, r - 1).makespan_s <= limit) --r;
-  return r;
+  int lo = 1, hi = ranks;  // bisection: the makespan hardly ever grows with the ranks
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (make_schedule(bundles, mid).makespan_s <= limit)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return hi;
 }
 
 std::string describe(const Schedule& s) {
@@ -168,7 +182,7 @@ std::string idle_warning(const Schedule& s, const std::vector<BundleWork>& bundl
   if (s.utilisation() >= min_utilisation) return "";
   const int fewer = fewest_ranks(bundles, s.ranks, 0.02);
   const Schedule alt = make_schedule(bundles, fewer);
-  char buf[320];
+  char buf[512];
   std::snprintf(buf, sizeof buf,
                 "ranks will idle: %s of the time of %d ranks is expected busy; the largest unit (%s) takes about "
                 "%.3g s against %.3g s of work per rank (too few or too unequal tasks for %d ranks); -n %d keeps %s "

@@ -44,14 +44,14 @@ struct Schedule {
 double hand_out_makespan(const std::vector<double>& seconds, int ranks);
 
 /// Cut `bundles` into units for `ranks` ranks. Starting from whole bundles, the bundle holding the
-/// largest unit is cut into one more slice (contiguous runs of its tasks of about equal estimated
+/// largest unit is cut into more slices (contiguous runs of its tasks of about equal estimated
 /// time) while that can shorten the makespan; the shortest makespan found wins (ties: the fewest
 /// slices). Every task of `bundles` is in exactly one unit, no unit is empty, and a unit's tasks
 /// belong to one bundle, in bundle order.
 Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks);
 
-/// The fewest ranks, down from `ranks`, whose schedule is at most `slower` (a fraction) slower
-/// than that of `ranks` (walking down, the first that is slower ends the search).
+/// The fewest ranks whose schedule is at most `slower` (a fraction) slower than that of `ranks`,
+/// found by bisection (as if the makespan never grew with the number of ranks).
 int fewest_ranks(const std::vector<BundleWork>& bundles, int ranks, double slower);
 
 /// "expected utilisation 97% (units: 8 slices of 1 bundle)", and what the slices repeat.
