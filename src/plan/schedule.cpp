@@ -162,6 +162,7 @@ int fewest_ranks(const std::vector<BundleWork>& bundles, int ranks, double slowe
 }
 
 std::string describe(const Schedule& s) {
+  if (s.units.empty()) return "nothing to run";
   const std::size_t whole = s.bundles - s.split_bundles, slices = s.units.size() - whole;
   std::string units;
   if (whole > 0) units = plural(whole, "bundle");

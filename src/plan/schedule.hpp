@@ -54,7 +54,8 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks);
 /// found by bisection (as if the makespan never grew with the number of ranks).
 int fewest_ranks(const std::vector<BundleWork>& bundles, int ranks, double slower);
 
-/// "expected utilisation 97% (units: 8 slices of 1 bundle)", and what the slices repeat.
+/// "expected utilisation 97% (units: 8 slices of 1 bundle)", and what the slices repeat ("nothing
+/// to run" without units).
 std::string describe(const Schedule& s);
 
 /// Why ranks would idle under `s` and what to do ("" when at least `min_utilisation` of their

@@ -176,6 +176,7 @@ TEST(Schedule, EmptyAndSingleRank) {
   const auto none = plan::make_schedule({}, 4);
   EXPECT_TRUE(none.units.empty());
   EXPECT_EQ(plan::idle_warning(none, {}), "");
+  EXPECT_EQ(plan::describe(none), "nothing to run");
   const auto in = bundles(2, 50, 1.0, 1.0);
   const auto one = plan::make_schedule(in, 1);
   expect_valid(one, in);
