@@ -3,10 +3,10 @@
 // ranks need no CPU and the makespan of an ideal farm is known. Checks (docs/SCALING.md):
 //   - every task is written once, with the values its rank produced;
 //   - makespan <= 1.05 * max(total work / ranks, largest unit handed out: a bundle or a slice of
-//     one, plan/schedule.hpp) + start-up cost (work as the
-//     sleeps actually took it, from the store's wall_s: a loaded machine wakes sleepers late), the
-//     start-up cost being the wall time of a small plan of zero-cost tasks (store creation, hand-out,
-//     writes, final flush and sync: measured 0.04-0.24 s), capped at 1 s;
+//     one, plan/schedule.hpp) + start-up cost (work as the sleeps actually took it, from the
+//     store's wall_s: a loaded machine wakes sleepers late), the start-up cost being the wall
+//     time of a small plan of zero-cost tasks (store creation, hand-out, writes, final flush and
+//     sync: measured 0.04-0.24 s), capped at 1 s;
 //   - the writer is never the bottleneck: rank 0 spends under 10% of the run writing, every
 //     result is written within write_interval + 0.25 s of its arrival, and the workers' mean wait
 //     for their next bundle stays under 50 ms;
@@ -193,18 +193,16 @@ std::vector<double> expect_store_complete(const plan::Plan& plan, const std::str
 }
 
 void report(const char* name, const Bound& planned, const Bound& b, const Run& r, std::size_t bundles) {
-  std::printf("[scaling] %s: %zu bundles handed out as %llu units\n", name, bundles,
-              static_cast<unsigned long long>(r.summary.units));
   const auto& s = r.summary;
   const auto& g = r.ranks;
   const double waits = std::accumulate(g.wait_s.begin() + 1, g.wait_s.end(), 0.0);
   const double handed = std::accumulate(g.bundles.begin() + 1, g.bundles.end(), 0.0);
   std::printf(
-      "[scaling] %s: %zu bundles, planned bound %.2f s; as slept: work %.1f s, work/ranks %.2f s, largest unit "
+      "[scaling] %s: %zu bundles as %llu units, planned bound %.2f s; as slept: work %.1f s, work/ranks %.2f s, largest unit "
       "%.2f s -> bound %.2f s; makespan %.2f s (%.1f%% over); writer: %llu batches (max %llu results), %.3f s writing (%.1f%% of the run), "
       "max latency %.3f s; workers: mean wait per hand-out %.1f ms, max %.1f ms; units on rank 0: %.0f, "
       "per worker %.0f..%.0f\n",
-      name, bundles, planned.makespan, b.work, b.per_rank, b.largest, b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0),
+      name, bundles, static_cast<unsigned long long>(s.units), planned.makespan, b.work, b.per_rank, b.largest, b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0),
       static_cast<unsigned long long>(s.write_batches), static_cast<unsigned long long>(s.max_batch), s.write_s,
       100.0 * s.write_s / s.wall_s, s.max_write_latency_s, 1e3 * waits / handed,
       1e3 * *std::max_element(g.max_wait_s.begin() + 1, g.max_wait_s.end()), g.bundles[0],
@@ -279,8 +277,8 @@ void check_run(const char* name, const std::string& text, double lo, double hi, 
 // Many more bundles than ranks: the bound is total work / ranks (about 12 s per rank).
 TEST(SchedulerScaling, WorkBoundMakespanAt64Ranks) { check_run("work-bound", sweep_text(120), 0.1, 1.0, true); }
 
-// A few bundles as long as all the rest per rank: the bound is the largest bundle, which only
-// a largest-first hand-out meets.
+// A few bundles as long as all the rest per rank: they are cut in two (two tasks each), and the
+// bound is the largest task, which only a largest-first hand-out meets.
 TEST(SchedulerScaling, LargestTaskBoundMakespanAt64Ranks) {
   check_run("largest-bound", sweep_text(8), 0.05, 3.0, false);
 }
