@@ -20,7 +20,6 @@ struct WorkEstimate {
   /// (bundles are cut into slices across ranks, tasks are not split: plan/schedule.hpp).
   double largest_task_s = 0.0;
   std::size_t tasks = 0;          ///< the most ranks that have work
-
   double bytes_per_rank = 0.0;    ///< peak resident memory of one rank (largest bundle + program)
 };
 

@@ -62,13 +62,13 @@ struct RunSummary {
   double time_limit_s = 0.0;        ///< the limit in effect (seconds from the start; 0: none)
   /// Scheduler counters of this rank (docs/SCALING.md; not shared between ranks). Rank 0's
   /// writer: time spent in Store::write, batches written, the largest batch, and the longest a
-  /// result waited at rank 0 between its arrival and the end of its write. Every rank: bundles it
-  /// computed, and (workers) the time spent waiting for the next bundle (or the stop) after
-  /// sending a bundle's results, in all and at most.
+  /// result waited at rank 0 between its arrival and the end of its write. Every rank: units it
+  /// computed, and (workers) the time spent waiting for the next unit (or the stop) after
+  /// sending a unit's results, in all and at most.
   double write_s = 0.0;
   std::uint64_t write_batches = 0, max_batch = 0;
   double max_write_latency_s = 0.0;
-  std::uint64_t bundles = 0;  ///< units of work computed (a bundle or a slice of one)
+  std::uint64_t bundles = 0;  ///< units computed (a bundle or a slice of one)
   std::uint64_t units = 0;    ///< rank 0: units the pending work was cut into
   double wait_s = 0.0, max_wait_s = 0.0;
 };
