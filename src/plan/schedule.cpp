@@ -107,17 +107,26 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
   double best = hand_out_makespan(unit_seconds(slices), ranks);
   std::vector<std::size_t> best_k = k;
   const auto patience = static_cast<int>(out.bundles) + 8;
-  for (int stale = 0; ranks > 1 && stale <= patience && best > 1.01 * out.bundle_work_s / ranks;) {
+  // The bundle holding the largest unit that can still be cut, and that unit's seconds; then the
+  // fewest more slices of it that make its largest one smaller.
+  const auto pick_largest = [&] {
     std::size_t pick = bundles.size();
     double largest = -1.0;
     for (std::size_t b = 0; b < bundles.size(); ++b) {
       if (k[b] == 0 || k[b] >= bundles[b].tasks.size()) continue;
       if (const double m = largest_slice(slices[b]); m > largest) largest = m, pick = b;
     }
-    if (pick == bundles.size()) break;  // every bundle is cut into single tasks
+    return std::make_pair(pick, largest);
+  };
+  const auto cut_smaller = [&](std::size_t pick, double largest) {
     do {
       slices[pick] = cut(bundles[pick], ++k[pick]);
     } while (k[pick] < bundles[pick].tasks.size() && largest_slice(slices[pick]) >= largest);
+  };
+  for (int stale = 0; ranks > 1 && stale <= patience && best > 1.01 * out.bundle_work_s / ranks;) {
+    const auto [pick, largest] = pick_largest();
+    if (pick == bundles.size()) break;  // every bundle is cut into single tasks
+    cut_smaller(pick, largest);
     const double m = hand_out_makespan(unit_seconds(slices), ranks);
     if (m < 0.99 * best) {
       best = m;
@@ -126,6 +135,25 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
     } else {
       ++stale;
     }
+  }
+  // Then, where that costs little, smaller units: a rank slowed by what the model does not see
+  // (another process on its core, a task slower than estimated) leaves its later units to the
+  // others when every rank has several to take. Cut on while there are fewer than
+  // `units_per_rank` units per rank and the slices repeat under `repeat_budget` of the work; the
+  // last cut that leaves the estimated makespan within 1 % of the best wins.
+  constexpr std::size_t units_per_rank = 4;
+  constexpr double repeat_budget = 0.02;
+  k = best_k;
+  for (std::size_t b = 0; b < bundles.size(); ++b)
+    if (k[b] > 0) slices[b] = cut(bundles[b], k[b]);
+  for (const double limit = 1.01 * best; ranks > 1;) {
+    if (std::accumulate(k.begin(), k.end(), std::size_t{0}) >= units_per_rank * static_cast<std::size_t>(ranks)) break;
+    const auto [pick, largest] = pick_largest();
+    if (pick == bundles.size()) break;
+    cut_smaller(pick, largest);
+    const auto seconds = unit_seconds(slices);
+    if (std::accumulate(seconds.begin(), seconds.end(), 0.0) > (1.0 + repeat_budget) * out.bundle_work_s) break;
+    if (hand_out_makespan(seconds, ranks) <= limit) best_k = k;  // else the next cut may even it out
   }
   for (std::size_t b = 0; b < bundles.size(); ++b) {
     if (best_k[b] == 0) continue;

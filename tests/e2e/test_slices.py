@@ -1,6 +1,8 @@
 """Bundles cut into slices across ranks (docs/SCALING.md, "Units of work"): `plan` and `run` print
 the expected rank utilisation and warn when ranks would idle; a scan of lambda (one bundle) runs on
 both ranks of `mpiexec -n 2`, bitwise equal to one rank."""
+import re
+
 import h5py
 import numpy as np
 
@@ -34,7 +36,7 @@ def test_plan_prints_the_expected_utilisation_of_its_ranks(tmp_path):
     assert "bundles       1 " in out
     assert "mpiexec -n 2 " in out
     assert "ranks 2: expected utilisation " in out
-    assert "(units: 2 slices of 1 bundle" in out
+    assert re.search(r"\(units: \d+ slices of 1 bundle", out), out
     assert "warning" not in out
 
 
@@ -72,7 +74,7 @@ def test_one_bundle_runs_on_both_ranks_bitwise_equal_to_one_rank(tmp_path):
     rcsweep("run", sweep, "-o", one, "-q", ranks=1, check=0)
     proc = rcsweep("run", sweep, "-o", two, ranks=2, check=0)
     assert "16 tasks in 1 bundles to run on 2 ranks" in proc.stderr
-    assert "[rcsweep] ranks 2: expected utilisation " in proc.stderr and "2 slices of 1 bundle" in proc.stderr
+    assert re.search(r"\[rcsweep\] ranks 2: expected utilisation \d+% \(units: \d+ slices of 1 bundle", proc.stderr)
     assert "warning" not in proc.stderr
     with h5py.File(two, "r") as f:
         ranks = f["tasks"]["rank"]

@@ -126,9 +126,9 @@ TEST(SweepMpi, StoreIsBitwiseEqualToSerialComputation) {
 }
 
 // One bundle of many tasks (a scan of lambda, one replicate): on several ranks it is cut into
-// slices (plan/schedule.hpp), one per rank, each rank drawing the shared weights itself; the
-// results are bitwise those of the tasks computed alone. (Which rank computes which slice is left
-// to timing: tests/e2e/test_cli.py checks that two ranks both compute a longer scan.)
+// slices (plan/schedule.hpp), at least one per rank, each rank drawing the shared weights itself;
+// the results are bitwise those of the tasks computed alone. (Which rank computes which slice is
+// left to timing: tests/e2e/test_slices.py checks that two ranks both compute a longer scan.)
 TEST(SweepMpi, SlicesOfOneBundleAreBitwiseEqualToSerialComputation) {
   std::string lambdas;
   for (int i = 0; i < 24; ++i) lambdas += (i ? ", " : "") + std::to_string(-1.0 + 0.125 * i);
@@ -151,7 +151,7 @@ spectra = "last"
   ASSERT_EQ(plan.bundles.size(), 1u);
   const auto summary = expect_bitwise_serial(plan, "rcsweep_mpi_slices");
   if (mpi::comm_rank(MPI_COMM_WORLD) == 0) {
-    EXPECT_EQ(summary.units, static_cast<std::uint64_t>(mpi::comm_size(MPI_COMM_WORLD)));
+    EXPECT_GE(summary.units, static_cast<std::uint64_t>(mpi::comm_size(MPI_COMM_WORLD)));
   }
 }
 

@@ -84,6 +84,17 @@ TEST(Schedule, OneBundleOnTwoRanksIsCutInTwo) {
   EXPECT_EQ(plan::idle_warning(s, in), "");
 }
 
+// Where the shared work is cheap, every rank gets several units (4), so that a rank slowed by
+// what the model does not see leaves some of its share to the others; the slices repeat at most 2 %.
+TEST(Schedule, CheapSharedWorkGivesEveryRankSeveralUnits) {
+  const auto in = bundles(1, 200, 1.0, 0.1);
+  const auto s = plan::make_schedule(in, 2);
+  expect_valid(s, in);
+  EXPECT_EQ(s.units.size(), 8u);
+  EXPECT_LE(s.work_s, 1.02 * s.bundle_work_s);
+  EXPECT_LE(s.makespan_s, 1.01 * (100.0 + 0.1));
+}
+
 // Few bundles, many ranks: every bundle is cut, and every rank gets work.
 TEST(Schedule, FewBundlesOnManyRanksAreCutIntoSlices) {
   const auto in = bundles(4, 256, 1.0, 0.5);
