@@ -94,19 +94,11 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
     out.tasks += bundles[b].tasks.size();
     ++out.bundles;
   }
-  // Cut further while it may pay: the bundle holding the largest unit gets the fewest more slices
-  // that make its largest one smaller. The best makespan found is kept, and the search goes on
-  // through as many cuts that do not improve it as there are bundles, + 8 (bundles whose largest
-  // slices are equal only pay once all of them are cut). A gain under 1 % is not worth a cut:
-  // slices also repeat work the cost model does not price (their hand-out, allocations).
   const auto largest_slice = [](const std::vector<Slice>& v) {
     double m = 0.0;
     for (const auto& x : v) m = std::max(m, x.seconds);
     return m;
   };
-  double best = hand_out_makespan(unit_seconds(slices), ranks);
-  std::vector<std::size_t> best_k = k;
-  const auto patience = static_cast<int>(out.bundles) + 8;
   // The bundle holding the largest unit that can still be cut, and that unit's seconds; then the
   // fewest more slices of it that make its largest one smaller.
   const auto pick_largest = [&] {
@@ -123,6 +115,14 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
       slices[pick] = cut(bundles[pick], ++k[pick]);
     } while (k[pick] < bundles[pick].tasks.size() && largest_slice(slices[pick]) >= largest);
   };
+  // Cut further while it may pay: the bundle holding the largest unit gets the fewest more slices
+  // that make its largest one smaller. The best makespan found is kept, and the search goes on
+  // through as many cuts that do not improve it as there are bundles, + 8 (bundles whose largest
+  // slices are equal only pay once all of them are cut). A gain under 1 % is not worth a cut:
+  // slices also repeat work the cost model does not price (their hand-out, allocations).
+  double best = hand_out_makespan(unit_seconds(slices), ranks);
+  std::vector<std::size_t> best_k = k;
+  const auto patience = static_cast<int>(out.bundles) + 8;
   for (int stale = 0; ranks > 1 && stale <= patience && best > 1.01 * out.bundle_work_s / ranks;) {
     const auto [pick, largest] = pick_largest();
     if (pick == bundles.size()) break;  // every bundle is cut into single tasks
