@@ -512,20 +512,23 @@ int plan_command(const PlanArgs& args) {
   // Time from the cost model at this machine's measured rates (rcsweep calibrate), or rough rates.
   const auto stored = load_calibration(calibration_path());
   const plan::Calibration rates = stored ? *stored : plan::default_calibration();
-  double core_s = 0.0, largest_s = 0.0;
+  double core_s = 0.0, largest_task_s = 0.0;
+  std::vector<plan::BundleWork> work;
   for (const auto& b : plan.bundles) {
-    const double s = plan::bundle_seconds(plan, b, rates);
-    core_s += s;
-    largest_s = std::max(largest_s, s);
+    const auto& w = work.emplace_back(plan::bundle_work(plan, b.tasks, rates));
+    core_s += w.seconds();
+    for (const double t : w.task_s) largest_task_s = std::max(largest_task_s, t + w.shared_s);
   }
+  // One rank per core, but no more ranks than tasks (a bundle may be cut into slices, a task not).
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int ranks = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, plan.bundles.size())));
-  const double makespan = std::max(core_s / ranks, largest_s);
+  const int ranks = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, shard_tasks)));
+  const plan::Schedule schedule = plan::make_schedule(work, ranks);
+  const double makespan = schedule.makespan_s;
   std::string budget_source;
   const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
   check_memory(plan, budget, budget_source);
   if (!args.emit.empty())
-    return emit_job_script(args, plan, {core_s, largest_s, plan.bundles.size(),
+    return emit_job_script(args, plan, {core_s, largest_task_s, shard_tasks,
                                         static_cast<double>(peak_bytes) + program_bytes});
 
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
@@ -563,6 +566,9 @@ int plan_command(const PlanArgs& args) {
   std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s.h5   (one rank per core, 1 BLAS thread each;"
               " about %s wall)\n",
               ranks, command.c_str(), spec.name.c_str(), human_seconds(makespan).c_str());
+  std::printf("ranks %d: %s\n", ranks, plan::describe(schedule).c_str());
+  if (const auto warning = plan::idle_warning(schedule, work); !warning.empty())
+    std::printf("warning       %s\n", warning.c_str());
   if (!args.output.empty()) print_store_outlook(args.output, plan);
   return 0;
 }

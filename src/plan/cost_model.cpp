@@ -127,12 +127,33 @@ double interpolate(const std::vector<std::pair<double, double>>& t, double x) {
   return y0 * std::exp(slope * std::log(x / x0));
 }
 
-double bundle_seconds(const Plan& plan, const Bundle& bundle, const Calibration& c) {
+namespace {
+// Seconds of the layer-1 work of `m` on X_0 that tasks sharing X_0 share (models::ProductCache):
+// X_0 W_V per head and, for an input-dependent mixer, the mixer M(X_0) with its metrics.
+double input_product_seconds(const ModelParams& m, const Pricer& p) {
+  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
+  double s = 0.0;
+  if (!m.ssm() && m.value_init != config::ValueInit::identity) s += H * p.gemm(T, d, d);
+  if (m.attention())
+    s += H * ((m.qk_product ? p.gemm(T, d, d) + p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
+              T * T / p.c.exp_rate) +
+         (p.c.mixer_s.empty() ? 0.0 : interpolate(p.c.mixer_s, T));
+  if (m.mixer == Mixer::ssd) s += H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.c.pass_rate) + interpolate(p.c.mixer_s, T);
+  return s;
+}
+}  // namespace
+
+BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks, const Calibration& c) {
   const Pricer p{c};
+  BundleWork w;
+  w.tasks = tasks;
   std::vector<const ModelParams*> models;
-  double per_task = 0.0;
   const std::vector<int> depths = plan.gradient_depths();
-  for (std::uint64_t id : bundle.tasks) {
+  // What tasks computed on the same X_0 share: layer 0's metrics (per input kind) and layer 1's
+  // products with X_0 (per input kind and mixer or value weight). Tasks with a scaled input have their own.
+  std::set<int> inputs;
+  std::set<std::tuple<int, int, int, double>> products;
+  for (std::uint64_t id : tasks) {
     const ModelParams& m = plan.models[plan.tasks[id].point];
     models.push_back(&m);
     double s = m.depth * task_layer_seconds(m, p) + p.signal_metrics(m.T, m.d);  // layers 1..L, then layer 0
@@ -145,9 +166,25 @@ double bundle_seconds(const Plan& plan, const Bundle& bundle, const Calibration&
                                           plan.spec.output.grad_probes);
       s += p.gemm(flops / 2.0 / m.T / m.d, m.T, m.d);
     }
-    per_task += s;
+    if (m.input_scale == 1.0) {  // priced once per unit below
+      const int input = static_cast<int>(m.input);
+      s -= p.signal_metrics(m.T, m.d);
+      if (inputs.insert(input).second) w.shared_s += p.signal_metrics(m.T, m.d);
+      if (m.depth >= 1) {
+        const double first = input_product_seconds(m, p);
+        s -= first;
+        if (products.insert({input, static_cast<int>(m.mixer), static_cast<int>(m.value_init), m.sigma_v}).second)
+          w.shared_s += first;
+      }
+    }
+    w.task_s.push_back(s);
   }
-  return per_task + plan.max_depth * shared_layer_seconds(models, p);
+  w.shared_s += plan.max_depth * shared_layer_seconds(models, p);
+  return w;
+}
+
+double bundle_seconds(const Plan& plan, const Bundle& bundle, const Calibration& c) {
+  return bundle_work(plan, bundle.tasks, c).seconds();
 }
 
 double plan_seconds(const Plan& plan, const Calibration& c) {

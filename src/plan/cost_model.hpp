@@ -5,13 +5,16 @@
 // dgemm rate for their smallest dimension (small products run far below peak), the per-layer
 // metrics at the measured time of signal_metrics / mixer_metrics for that size, entrywise maps
 // (exp, norms) per entry, random normals per number. Work shared by a bundle (its weights, input-
-// independent mixers and their metrics, the shared W_Q W_K^T) is priced once per bundle.
+// independent mixers and their metrics, the shared W_Q W_K^T, layer 0's metrics of the shared X_0
+// and layer 1's products with it) is priced once per unit of work that computes it: a bundle run in
+// k slices on k ranks repeats it k times (plan/schedule.hpp).
 #pragma once
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "plan/plan.hpp"
+#include "plan/schedule.hpp"
 
 namespace rcsweep::plan {
 
@@ -40,6 +43,11 @@ Calibration parse_calibration(const std::string& text);
 
 /// Interpolate a (size, value) table at `x`, log-log, extrapolating with the end segments.
 double interpolate(const std::vector<std::pair<double, double>>& table, double x);
+
+/// The tasks `tasks` (of one bundle) priced apart: each task's own work and the work one unit of
+/// them shares, whichever of them it holds (the bundle's shared work for all of them: an upper
+/// bound for a slice whose tasks use fewer of its mixers or inputs, exact for a scan of λ).
+BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks, const Calibration& c);
 
 /// Predicted seconds of one bundle (all of its tasks, one core) and of the whole plan's bundles.
 double bundle_seconds(const Plan& plan, const Bundle& bundle, const Calibration& c);

@@ -67,22 +67,22 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
                                      " (the scripts' start-up and stop lead)"});
   if (!issues.empty()) throw ConfigError(std::move(issues));
 
-  const auto bundles = std::max<std::size_t>(1, work.bundles);
+  const auto tasks = std::max<std::size_t>(1, work.tasks);
   const long long cores = static_cast<long long>(request.nodes) * request.cores_per_node;
   const auto ask = [](double estimate) { return std::ceil((estimate * time_margin + overhead_s) / 60) * 60; };
-  if (ask(work.largest_bundle_s) > max_s)
-    throw ConfigError({{"--hours", "the longest bundle needs about " + hours_text(work.largest_bundle_s) +
-                                       " on one core (" + hours_text(ask(work.largest_bundle_s)) +
+  if (ask(work.largest_task_s) > max_s)
+    throw ConfigError({{"--hours", "the longest task needs about " + hours_text(work.largest_task_s) +
+                                       " on one core (" + hours_text(ask(work.largest_task_s)) +
                                        " with margin), more than --hours " + hours_text(max_s) +
-                                       "; bundles are not split: ask for more hours"}});
+                                       "; a task is not split: ask for more hours"}});
   JobSizing s;
   for (s.shards = 1;; ++s.shards) {
-    const auto per_shard = (bundles + static_cast<std::size_t>(s.shards) - 1) / static_cast<std::size_t>(s.shards);
+    const auto per_shard = (tasks + static_cast<std::size_t>(s.shards) - 1) / static_cast<std::size_t>(s.shards);
     s.ranks = static_cast<int>(std::min<long long>(cores, static_cast<long long>(per_shard)));
-    s.estimate_s = std::max(work.core_seconds / s.shards / s.ranks, work.largest_bundle_s);
+    s.estimate_s = std::max(work.core_seconds / s.shards / s.ranks, work.largest_task_s);
     s.walltime_s = ask(s.estimate_s);
     if (s.walltime_s <= max_s) break;
-    if (static_cast<std::size_t>(s.shards) >= bundles)  // cannot happen: one bundle per shard fits
+    if (static_cast<std::size_t>(s.shards) >= tasks)  // cannot happen: one task per shard fits
       throw std::logic_error("size_job: no shard count fits");
   }
   // as few nodes as hold the ranks, the ranks spread evenly over them (a few more to fill them)

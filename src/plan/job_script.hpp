@@ -17,8 +17,10 @@ Scheduler parse_scheduler(const std::string& text);
 /// What the cost model says of a sweep (cli/commands.cpp computes it from the plan).
 struct WorkEstimate {
   double core_seconds = 0.0;      ///< the whole sweep on one core
-  double largest_bundle_s = 0.0;  ///< the longest bundle on one core (bundles are not split)
-  std::size_t bundles = 0;
+  /// The longest task on one core with its bundle's shared work: the shortest a job can take
+  /// (bundles are cut into slices across ranks, tasks are not split: plan/schedule.hpp).
+  double largest_task_s = 0.0;
+  std::size_t tasks = 0;          ///< the most ranks that have work
   double bytes_per_rank = 0.0;    ///< peak resident memory of one rank (largest bundle + program)
 };
 
@@ -45,10 +47,10 @@ inline constexpr double time_margin = 1.5;
 inline constexpr double overhead_s = 300.0;
 inline constexpr double memory_margin = 1.25;
 
-/// Size the job: ranks = min(nodes x cores, bundles) (more ranks than bundles idle), on as few
+/// Size the job: ranks = min(nodes x cores, tasks) (more ranks than tasks idle), on as few
 /// nodes as hold them, spread evenly (rounded up to fill those nodes); when the time asked would
 /// exceed --hours, the fewest shards whose jobs fit. Throws ConfigError (--nodes, --cores,
-/// --hours) on bad values or when the longest bundle alone does not fit in --hours.
+/// --hours) on bad values or when the longest task alone does not fit in --hours.
 JobSizing size_job(const WorkEstimate& work, const JobRequest& request);
 
 /// What the emitted script names.

@@ -71,7 +71,7 @@ std::vector<store::TaskResult> compute(const BundleRunner& runner, const plan::P
   return results;
 }
 
-/// A bundle's pending tasks and their estimated cost.
+/// A unit of work (a bundle's pending tasks, or a slice of them) and its estimated cost.
 struct WorkItem {
   TaskList tasks;
   double flops = 0.0;
@@ -79,7 +79,7 @@ struct WorkItem {
 };
 
 /// Work shared by rank 0's compute thread and its service thread. With a deadline, pop() only
-/// hands out a bundle (the largest first) whose estimated time fits before it; the estimates are
+/// hands out a unit (the largest first) whose estimated time fits before it; the estimates are
 /// scaled by measured / estimated time of the finished tasks once a second of work is done.
 class WorkQueue {
  public:
@@ -156,7 +156,8 @@ class ResultQueue {
   std::vector<store::TaskResult> items_;
 };
 
-/// Rank 0's service thread: hands out bundles to workers, collects results, writes the store.
+/// Rank 0's service thread: hands out units (bundles or slices of them) to workers, collects
+/// results, writes the store.
 class Service {
  public:
   Service(const plan::Plan& plan, store::Store& store, WorkQueue& work, ResultQueue& local, StopState& stop,
@@ -598,36 +599,45 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       return status[id] == store::TaskStatus::pending ||
              (opt.retry_failed && (status[id] == store::TaskStatus::failed || status[id] == store::TaskStatus::diverged));
     };
+    // The units handed out: whole bundles, or slices of bundles where that shortens the estimated
+    // makespan on `size` ranks (plan/schedule.hpp), priced at this machine's rates or rough ones.
+    const plan::Calibration rates = opt.calibration ? *opt.calibration : plan::default_calibration();
+    std::vector<plan::BundleWork> pending;
+    std::uint64_t in_shard = 0;
+    for (const auto& b : plan.bundles) {
+      in_shard += b.tasks.size();
+      TaskList tasks;
+      for (const auto id : b.tasks)
+        if (to_run(id)) tasks.push_back(id);
+      if (!tasks.empty()) pending.push_back(plan::bundle_work(plan, tasks, rates));
+    }
+    const plan::Schedule schedule = plan::make_schedule(pending, size);
     std::deque<WorkItem> work;
     std::vector<double> task_estimate_s(plan.tasks.size(), 0.0);
     double pending_flops = 0.0;
     std::uint64_t pending_tasks = 0;
-    for (const auto& b : plan.bundles) {
+    for (const auto& unit : schedule.units) {
       WorkItem item;
-      for (const auto id : b.tasks)
-        if (to_run(id)) {
-          item.tasks.push_back(id);
-          item.flops += plan.tasks[id].flops;
-        }
-      if (item.tasks.empty()) continue;
-      plan::Bundle pending;
-      pending.tasks = item.tasks;
-      item.seconds = opt.calibration ? plan::bundle_seconds(plan, pending, *opt.calibration)
-                                     : item.flops / opt.assumed_flop_rate;
+      item.tasks = unit.tasks;
+      for (const auto id : item.tasks) item.flops += plan.tasks[id].flops;
+      item.seconds = opt.calibration ? unit.seconds : item.flops / opt.assumed_flop_rate;
       for (const auto id : item.tasks)
         task_estimate_s[id] = item.flops > 0.0 ? item.seconds * plan.tasks[id].flops / item.flops : 0.0;
       pending_flops += item.flops;
       pending_tasks += item.tasks.size();
       work.push_back(std::move(item));
     }
-    std::uint64_t in_shard = 0;
-    for (const auto& b : plan.bundles) in_shard += b.tasks.size();
+    summary.units = schedule.units.size();
     summary.skipped = in_shard - pending_tasks;
-    if (opt.progress)
+    if (opt.progress) {
       std::fprintf(stderr, "[rcsweep] %s %s: %llu tasks in %zu bundles to run on %d rank%s (%llu already finished)\n",
                    summary.resumed ? "resuming" : "writing", opt.output.c_str(),
-                   static_cast<unsigned long long>(pending_tasks), work.size(), size, size == 1 ? "" : "s",
+                   static_cast<unsigned long long>(pending_tasks), pending.size(), size, size == 1 ? "" : "s",
                    static_cast<unsigned long long>(summary.skipped));
+      if (size > 1) std::fprintf(stderr, "[rcsweep] ranks %d: %s\n", size, plan::describe(schedule).c_str());
+      if (const auto warning = plan::idle_warning(schedule, pending); !warning.empty())
+        std::fprintf(stderr, "[rcsweep] warning: %s\n", warning.c_str());
+    }
 
     // Phase 3: compute here while the service thread feeds the workers and writes results.
     WorkQueue queue(std::move(work), deadline, std::move(task_estimate_s));

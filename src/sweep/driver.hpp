@@ -1,5 +1,6 @@
-// The MPI task farm: every rank computes; bundles of tasks are handed out dynamically, largest
-// first; rank 0 also owns the store (one writer, serial HDF5) in a service thread.
+// The MPI task farm: every rank computes; units of tasks (bundles, or slices of a bundle when that
+// is faster: plan/schedule.hpp) are handed out dynamically, largest first; rank 0 also owns the
+// store (one writer, serial HDF5) in a service thread.
 #pragma once
 #include <mpi.h>
 
@@ -34,11 +35,11 @@ struct RunOptions {
   /// kept, the others abandoned (their tasks stay pending).
   double grace_s = 30.0;
   /// --time-limit in seconds (0: none); SLURM_JOB_END_TIME / PBS_WALLTIME also limit the run. No
-  /// bundle is started whose estimated time would overrun the limit.
+  /// unit (bundle or slice) is started whose estimated time would overrun the limit.
   double time_limit_s = 0.0;
-  /// This machine's measured rates (`rcsweep calibrate`), when stored: the estimates of bundle
+  /// This machine's measured rates (`rcsweep calibrate`), when stored: the estimates of unit
   /// times for the time limit come from the cost model (plan/cost_model.hpp). Without them, from
-  /// the bundle's flops at assumed_flop_rate. Either way, once a second of tasks is done, the
+  /// the unit's flops at assumed_flop_rate. Either way, once a second of tasks is done, the
   /// estimates are scaled by measured / estimated time of the finished tasks.
   std::optional<plan::Calibration> calibration;
   /// Flop rate per rank assumed for those estimates when no calibration is given.
@@ -64,13 +65,14 @@ struct RunSummary {
   double time_limit_s = 0.0;        ///< the limit in effect (seconds from the start; 0: none)
   /// Scheduler counters of this rank (docs/SCALING.md; not shared between ranks). Rank 0's
   /// writer: time spent in Store::write, batches written, the largest batch, and the longest a
-  /// result waited at rank 0 between its arrival and the end of its write. Every rank: bundles it
-  /// computed, and (workers) the time spent waiting for the next bundle (or the stop) after
-  /// sending a bundle's results, in all and at most.
+  /// result waited at rank 0 between its arrival and the end of its write. Every rank: units it
+  /// computed, and (workers) the time spent waiting for the next unit (or the stop) after
+  /// sending a unit's results, in all and at most.
   double write_s = 0.0;
   std::uint64_t write_batches = 0, max_batch = 0;
   double max_write_latency_s = 0.0;
-  std::uint64_t bundles = 0;
+  std::uint64_t bundles = 0;  ///< units computed (a bundle or a slice of one)
+  std::uint64_t units = 0;    ///< rank 0: units the pending work was cut into
   double wait_s = 0.0, max_wait_s = 0.0;
 };
 

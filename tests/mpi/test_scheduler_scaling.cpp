@@ -2,10 +2,11 @@
 // but every task sleeps a known time instead of computing (tests/mpi/synthetic_tasks.hpp), so the
 // ranks need no CPU and the makespan of an ideal farm is known. Checks (docs/SCALING.md):
 //   - every task is written once, with the values its rank produced;
-//   - makespan <= 1.05 * max(total work / ranks, largest bundle) + start-up cost (work as the
-//     sleeps actually took it, from the store's wall_s: a loaded machine wakes sleepers late), the
-//     start-up cost being the wall time of a small plan of zero-cost tasks (store creation, hand-out,
-//     writes, final flush and sync: measured 0.04-0.24 s), capped at 1 s;
+//   - makespan <= 1.05 * max(total work / ranks, largest unit handed out: a bundle or a slice of
+//     one, plan/schedule.hpp) + start-up cost (work as the sleeps actually took it, from the
+//     store's wall_s: a loaded machine wakes sleepers late), the start-up cost being the wall
+//     time of a small plan of zero-cost tasks (store creation, hand-out, writes, final flush and
+//     sync: measured 0.04-0.24 s), capped at 1 s;
 //   - the writer is never the bottleneck: rank 0 spends under 10% of the run writing, every
 //     result is written within write_interval + 0.25 s of its arrival, and the workers' mean wait
 //     for their next bundle stays under 50 ms;
@@ -57,25 +58,37 @@ spectra = "last"
 
 /// Task durations from the plan's own cost model, spread geometrically over [lo, hi] seconds by
 /// log(flops): the largest-first order of the scheduler is the true order (a correct cost model).
+/// Tasks of equal cost (a scan of lambda) all take hi.
 std::vector<double> durations(const plan::Plan& plan, double lo, double hi) {
   double fmin = plan.tasks[0].flops, fmax = fmin;
   for (const auto& t : plan.tasks) fmin = std::min(fmin, t.flops), fmax = std::max(fmax, t.flops);
   std::vector<double> s;
-  for (const auto& t : plan.tasks) s.push_back(lo * std::pow(hi / lo, std::log(t.flops / fmin) / std::log(fmax / fmin)));
+  for (const auto& t : plan.tasks)
+    s.push_back(fmax > fmin ? lo * std::pow(hi / lo, std::log(t.flops / fmin) / std::log(fmax / fmin)) : hi);
   return s;
+}
+
+/// The units the driver hands out at `ranks` ranks: the plan's bundles priced by the cost model at
+/// the rates run_sweep uses without a calibration, cut by plan::make_schedule.
+plan::Schedule schedule(const plan::Plan& plan, int ranks) {
+  std::vector<plan::BundleWork> work;
+  for (const auto& b : plan.bundles) work.push_back(plan::bundle_work(plan, b.tasks, plan::default_calibration()));
+  return plan::make_schedule(work, ranks);
 }
 
 struct Bound {
   double work = 0.0, largest = 0.0, per_rank = 0.0, makespan = 0.0;  ///< makespan: the lower bound
 };
 
-Bound lower_bound(const plan::Plan& plan, const std::vector<double>& seconds, int ranks) {
+/// max(total work / ranks, largest unit) for the units of `s` taking `seconds` per task (the
+/// sleeping runner has no shared work: a slice costs only its tasks).
+Bound lower_bound(const plan::Schedule& s, const std::vector<double>& seconds, int ranks) {
   Bound b;
-  for (const auto& bundle : plan.bundles) {
-    double s = 0.0;
-    for (const auto t : bundle.tasks) s += seconds[t];
-    b.work += s;
-    b.largest = std::max(b.largest, s);
+  for (const auto& unit : s.units) {
+    double t = 0.0;
+    for (const auto id : unit.tasks) t += seconds[id];
+    b.work += t;
+    b.largest = std::max(b.largest, t);
   }
   b.per_rank = b.work / ranks;
   b.makespan = std::max(b.per_rank, b.largest);
@@ -185,11 +198,11 @@ void report(const char* name, const Bound& planned, const Bound& b, const Run& r
   const double waits = std::accumulate(g.wait_s.begin() + 1, g.wait_s.end(), 0.0);
   const double handed = std::accumulate(g.bundles.begin() + 1, g.bundles.end(), 0.0);
   std::printf(
-      "[scaling] %s: %zu bundles, planned bound %.2f s; as slept: work %.1f s, work/ranks %.2f s, largest bundle "
+      "[scaling] %s: %zu bundles as %llu units, planned bound %.2f s; as slept: work %.1f s, work/ranks %.2f s, largest unit "
       "%.2f s -> bound %.2f s; makespan %.2f s (%.1f%% over); writer: %llu batches (max %llu results), %.3f s writing (%.1f%% of the run), "
-      "max latency %.3f s; workers: mean wait per hand-out %.1f ms, max %.1f ms; bundles on rank 0: %.0f, "
+      "max latency %.3f s; workers: mean wait per hand-out %.1f ms, max %.1f ms; units on rank 0: %.0f, "
       "per worker %.0f..%.0f\n",
-      name, bundles, planned.makespan, b.work, b.per_rank, b.largest, b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0),
+      name, bundles, static_cast<unsigned long long>(s.units), planned.makespan, b.work, b.per_rank, b.largest, b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0),
       static_cast<unsigned long long>(s.write_batches), static_cast<unsigned long long>(s.max_batch), s.write_s,
       100.0 * s.write_s / s.wall_s, s.max_write_latency_s, 1e3 * waits / handed,
       1e3 * *std::max_element(g.max_wait_s.begin() + 1, g.max_wait_s.end()), g.bundles[0],
@@ -219,12 +232,13 @@ constexpr double max_startup_s = 1.0;  // docs/SCALING.md: measured 0.04-0.24 s 
 
 // Task seconds in [lo, hi]. The bound is computed from the durations the sleeps actually took (on
 // a loaded machine a sleeping rank may wake late: that lengthens the work, not the schedule).
-void check_run(const char* name, int replicates, double lo, double hi, bool every_rank_busy) {
+void check_run(const char* name, const std::string& text, double lo, double hi, bool every_rank_busy) {
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   const double startup = startup_cost();
-  const plan::Plan plan = plan::make_plan(config::parse_sweep(sweep_text(replicates), "test"));
+  const plan::Plan plan = plan::make_plan(config::parse_sweep(text, "test"));
   const auto seconds = durations(plan, lo, hi);
-  const Bound planned = lower_bound(plan, seconds, size);
+  const plan::Schedule units = schedule(plan, size);
+  const Bound planned = lower_bound(units, seconds, size);
   const auto r = run_synthetic(plan, seconds, "rcsweep_sched");
   if (rank != 0) return;
   const auto& s = r.summary;
@@ -233,12 +247,13 @@ void check_run(const char* name, int replicates, double lo, double hi, bool ever
   const auto slept = expect_store_complete(plan, r.path, size);
   std::filesystem::remove(r.path);
   ASSERT_EQ(slept.size(), plan.tasks.size());
-  const Bound b = lower_bound(plan, slept, size);
+  const Bound b = lower_bound(units, slept, size);
   report(name, planned, b, r, plan.bundles.size());
 
-  // The whole plan was handed out; with many bundles per rank every rank computed (rank 0 too, in
-  // its main thread).
-  EXPECT_EQ(std::accumulate(r.ranks.bundles.begin(), r.ranks.bundles.end(), 0.0), static_cast<double>(plan.bundles.size()));
+  // The whole plan was handed out, in the units of the schedule; with many units per rank every
+  // rank computed (rank 0 too, in its main thread).
+  EXPECT_EQ(s.units, units.units.size());
+  EXPECT_EQ(std::accumulate(r.ranks.bundles.begin(), r.ranks.bundles.end(), 0.0), static_cast<double>(s.units));
   if (every_rank_busy) {
     EXPECT_GE(*std::min_element(r.ranks.bundles.begin(), r.ranks.bundles.end()), 1.0);
   }
@@ -260,11 +275,41 @@ void check_run(const char* name, int replicates, double lo, double hi, bool ever
 }
 
 // Many more bundles than ranks: the bound is total work / ranks (about 12 s per rank).
-TEST(SchedulerScaling, WorkBoundMakespanAt64Ranks) { check_run("work-bound", 120, 0.1, 1.0, true); }
+TEST(SchedulerScaling, WorkBoundMakespanAt64Ranks) { check_run("work-bound", sweep_text(120), 0.1, 1.0, true); }
 
-// A few bundles as long as all the rest per rank: the bound is the largest bundle, which only
-// a largest-first hand-out meets.
-TEST(SchedulerScaling, LargestTaskBoundMakespanAt64Ranks) { check_run("largest-bound", 8, 0.05, 3.0, false); }
+// A few bundles as long as all the rest per rank: they are cut in two (two tasks each), and the
+// bound is the largest task, which only a largest-first hand-out meets.
+TEST(SchedulerScaling, LargestTaskBoundMakespanAt64Ranks) {
+  check_run("largest-bound", sweep_text(8), 0.05, 3.0, false);
+}
+
+// A scan of lambda: 2 bundles of 320 tasks of 0.3 s for 64 ranks. Whole bundles would take 96 s;
+// cut into slices (each repeating its bundle's shared work, which the sleeping runner leaves out)
+// every rank gets 10 tasks: the bound is total work / ranks, 3 s.
+TEST(SchedulerScaling, LambdaScanMakespanAt64Ranks) {
+  std::string lambdas;
+  for (int i = 0; i < 320; ++i) lambdas += (i ? ", " : "") + std::to_string(0.01 * i);
+  const std::string text = R"(
+[sweep]
+name = "scheduler-scaling-scan"
+seed = 6
+replicates = 2
+[model]
+depth = 4
+mixer = "softmax"
+T = 128
+d = 128
+[axes]
+lambda = [)" + lambdas + R"(]
+[output]
+spectra = "last"
+)";
+  const plan::Plan plan = plan::make_plan(config::parse_sweep(text, "test"));
+  ASSERT_EQ(plan.bundles.size(), 2u);
+  const auto units = schedule(plan, mpi::comm_size(MPI_COMM_WORLD));
+  EXPECT_GE(units.units.size(), static_cast<std::size_t>(mpi::comm_size(MPI_COMM_WORLD)));
+  check_run("lambda-scan", text, 0.3, 0.3, true);
+}
 
 // Tasks of 1 ms: the farm is bound by rank 0's service thread (receive, unpack, hand out, write).
 // Its rate of bundles handed to workers bounds the bundles per second any number of ranks can
@@ -276,7 +321,7 @@ TEST(SchedulerScaling, HandOutRateOfTinyTasks) {
   const auto r = run_synthetic(plan, tiny, "rcsweep_sched_rate");
   if (rank != 0) return;
   const auto& s = r.summary;
-  const double to_workers = static_cast<double>(plan.bundles.size()) - r.ranks.bundles[0];
+  const double to_workers = static_cast<double>(s.units) - r.ranks.bundles[0];
   const double rate = to_workers / s.wall_s;
   std::printf("[scaling] hand-out rate at %d ranks: %zu bundles (%zu results) in %.3f s, %.0f of them to workers = "
               "%.0f bundles/s (%.0f results/s); writer %.3f s in %llu batches (max %llu results)\n",

@@ -54,13 +54,13 @@ TEST(JobScript, SchedulerNamesAndErrorsNameTheOption) {
   EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, NAN}); }), "--hours");
   EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 0.05}); }), "--hours");  // 3 min < the overhead
   EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 24}); }), "");
-  // a bundle is never split: one that does not fit the hours is refused, naming --hours
+  // a task is never split: one that does not fit the hours is refused, naming --hours
   EXPECT_EQ(error_key([] { plan::size_job({7200, 3600, 2, 1e6}, {1, 4, 1}); }), "--hours");
 }
 
-TEST(JobScript, SmallSweepGetsNoMoreRanksThanBundlesAndTheMinimumTime) {
+TEST(JobScript, SmallSweepGetsNoMoreRanksThanTasksAndTheMinimumTime) {
   const auto s = plan::size_job({100, 1, 10, 1e6}, {1, 64, 24});
-  EXPECT_EQ(s.ranks, 10);  // 10 bundles: more ranks would idle
+  EXPECT_EQ(s.ranks, 10);  // 10 tasks: more ranks would idle
   EXPECT_EQ(s.ranks_per_node, 10);
   EXPECT_EQ(s.nodes, 1);
   EXPECT_EQ(s.shards, 1);
