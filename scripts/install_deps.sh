@@ -9,6 +9,7 @@ packages=(
   python3-h5py python3-numpy python3-matplotlib python3-pandas python3-xarray python3-scipy python3-pytest
   clang-16 libclang-rt-16-dev libomp-16-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan (clang 14 lacks std::source_location)
   slurm-wlm munge                             # tests/cluster: a real one-node Slurm runs the job scripts
+  iproute2 util-linux                         # tests/cluster: nodes in network namespaces (ip netns, nsenter)
   chromium                                    # tests/python: the report page checked in headless Chromium
 )
 

@@ -368,7 +368,7 @@ class Service {
   steady::time_point oldest_{};  // arrival of the oldest result not yet written
   Progress progress_;
   RunSummary& summary_;
-  std::vector<store::Platform> rank_platform_;  // per rank: its BLAS kernel and CPU
+  std::vector<store::Platform> rank_platform_;  // per rank: its BLAS kernel, CPU and host
 };
 
 // A cancel message from rank 0, received if there is one.
@@ -540,11 +540,11 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   if (deadline) summary.time_limit_s = std::chrono::duration<double>(*deadline - t0).count();
 
   // Every rank's platform, at rank 0: the store records it per task (results are bitwise
-  // reproducible on one BLAS kernel only).
+  // reproducible on one BLAS kernel only; the host says which node computed it).
   std::vector<store::Platform> rank_platform;
-  for (const auto& text : mpi::gather(linalg::blas_kernel() + '\n' + cpu_model(), 0, comm)) {
-    const auto nl = text.find('\n');
-    rank_platform.push_back({text.substr(0, nl), text.substr(nl + 1)});
+  for (const auto& text : mpi::gather(linalg::blas_kernel() + '\n' + cpu_model() + '\n' + hostname(), 0, comm)) {
+    const auto nl = text.find('\n'), nl2 = text.find('\n', nl + 1);
+    rank_platform.push_back({text.substr(0, nl), text.substr(nl + 1, nl2 - nl - 1), text.substr(nl2 + 1)});
   }
 
   // Phase 1 (rank 0): open or create the store; every rank learns whether that worked.

@@ -1,7 +1,7 @@
 """Shared pieces of the cluster tests: a private one-node Slurm (munged, slurmctld, slurmd started by
-the test on free ports, with their state in a temporary directory, stopped at the end), the test
-sweeps (the long one sized for this machine), direct reference runs of them, and the store
-comparison of the end-to-end tests."""
+the test on free ports, with their state in a temporary directory, stopped at the end), three nodes
+in network namespaces (netns.py) for multi-node MPI, the test sweeps (the long ones sized for this
+machine), direct reference runs of them, and the store comparison of the end-to-end tests."""
 import importlib.util
 import os
 import re
@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+import netns
 
 SOURCE = Path(os.environ.get("RCSWEEP_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BIN = os.environ.get("RCSWEEP_BIN", str(SOURCE / "build" / "rcsweep"))
@@ -31,9 +33,10 @@ e2e = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(e2e)
 assert_same_results = e2e.assert_same_results
 
-# One core's seconds of computing of the long sweep: about 20 s on two cores, several times the
-# shortest time limit the requeue tests give a run (test_slurm.py, test_pbs.py).
-LONG_SECONDS = 40.0
+# One core's seconds of computing of the sweeps made from long.toml: "long", about 20 s on two
+# cores, several times the shortest time limit the requeue tests give a run (test_slurm.py,
+# test_pbs.py); "medium", a multi-node run still running when a node is killed (test_multinode.py).
+SIZED_SECONDS = {"long": 40.0, "medium": 10.0}
 
 
 def job_env(**extra):
@@ -48,17 +51,18 @@ def job_env(**extra):
 
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory):
-    """sweep(name) -> tests/cluster/data/<name>.toml; "long" with its replicates set for about
-    LONG_SECONDS of computing on one core of this machine (workload.sized), written once."""
+    """sweep(name) -> tests/cluster/data/<name>.toml; "long" and "medium": long.toml with its
+    replicates set for SIZED_SECONDS[name] of computing on one core of this machine
+    (workload.sized), written once."""
     d = tmp_path_factory.mktemp("sweeps")
     cache = {}
 
     def get(name):
         if name not in cache:
-            if name == "long":
-                cache[name] = d / "long.toml"
+            if name in SIZED_SECONDS:
+                cache[name] = d / f"{name}.toml"
                 cache[name].write_text(workload.sized("cluster-long", (DATA / "long.toml").read_text(), "replicates",
-                                                      LONG_SECONDS, lo=2, probe=1))
+                                                      SIZED_SECONDS[name], lo=2, probe=1))
             else:
                 cache[name] = DATA / f"{name}.toml"
         return cache[name]
@@ -256,3 +260,19 @@ def slurm():
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def nodes():
+    """Three nodes in network namespaces on a private bridge (netns.Cluster), removed at the end, also
+    when a test fails; the teardown fails if any namespace, link, mount or process is left."""
+    why = netns.unavailable()
+    if why:
+        pytest.skip(why)
+    cluster = netns.Cluster(3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+    assert not cluster.leftovers(), f"left after stop: {cluster.leftovers()}"
