@@ -7,6 +7,7 @@ again bitwise equal to an uninterrupted run."""
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -93,28 +94,37 @@ def test_sweep_across_three_nodes_equals_a_one_node_run(nodes, tmp_path, referen
     assert all(re.search(r"\borted -mca ", line) for line in started), started
 
 
-@pytest.mark.parametrize("victim", [2, 0], ids=["worker-node", "rank0-node"])
-def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_path, sweep, reference, victim):
-    """Kill every process of one node (node 3: workers only; node 1: rank 0, the writer) once a
-    third of the work is done."""
+@pytest.mark.parametrize("victim,how", [(2, "kill"), (0, "kill"), (2, "cut")],
+                         ids=["worker-node-killed", "rank0-node-killed", "worker-node-cut-off"])
+def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_path, sweep, reference, victim, how):
+    """Once a third of the work is done, one node fails: every process on it killed (node 3:
+    workers only; node 1: rank 0, the writer), or node 3 cut off the network (its link down: no
+    packet in or out, as a crash or power loss looks from the others, found by the TCP keepalive
+    of netns.KEEPALIVE)."""
     store = tmp_path / "node-failure.h5"
     cmd = nodes.mpiexec(MPIEXEC, 3, BIN, "run", sweep("medium"), "-o", store, export=["RCSWEEP_PROGRESS_INTERVAL"])
     w = workload.Watched(cmd)
     try:
         assert w.wait_until(lambda w: w.work >= 0.3), f"finished before the node failure:\n{w.err}"
         failed = time.monotonic()
-        assert nodes.kill(victim) > 0
+        if how == "kill":
+            assert nodes.kill(victim) > 0
+        else:
+            nodes.cut(victim)
         code, err = w.wait(timeout=NODE_FAILURE_BOUND_S)
         ended = time.monotonic() - failed
+        # Nothing of the job is left on any node (a cut-off node's daemon finds itself alone by
+        # the same keepalive, and its ranks follow their launcher).
+        end = time.monotonic() + NODE_FAILURE_BOUND_S
+        while any(netns.netns_pids(ns) for ns in nodes.netns):
+            assert time.monotonic() < end, {ns: netns.netns_pids(ns) for ns in nodes.netns}
+            time.sleep(0.1)
+        print(f"node {victim + 1} {how}: mpiexec exit code {code} after {ended:.2f} s, "
+              f"nodes empty after {time.monotonic() - failed:.2f} s")
     finally:
         if w.poll() is None:
             w.kill()
-    # Nothing of the job is left on any node.
-    end = time.monotonic() + 10
-    while any(netns.netns_pids(ns) for ns in nodes.netns):
-        assert time.monotonic() < end, {ns: netns.netns_pids(ns) for ns in nodes.netns}
-        time.sleep(0.1)
-    print(f"node {victim + 1} failed: mpiexec exit code {code} after {ended:.2f} s")
+        nodes.cut(victim, down=False)
     assert code != 0, err
 
     status = statuses(store)
@@ -132,3 +142,39 @@ def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_
     done = kept["status"] == 1
     assert np.array_equal(after["wall_s"][done], kept["wall_s"][done])  # finished tasks not recomputed
     assert_same_results(store, reference("medium"))
+
+
+def test_leftovers_of_a_dead_run_are_removed_and_a_live_runs_kept(tmp_path):
+    """What a killed test run leaves (namespace with a process in it, bridge, UTS mount) is removed
+    by the next run; what a live run owns (a concurrent test) is not touched."""
+    why = netns.unavailable()
+    if why:
+        pytest.skip(why)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    made = []
+    try:
+        for owner in (gone.pid, live.pid):
+            ns, bridge = f"{netns.PREFIX}-{owner}-n1", f"{netns.PREFIX}{owner}b"
+            uts = tmp_path / f"{netns.PREFIX}-{owner}-x" / "uts-n1"
+            uts.parent.mkdir()
+            uts.touch()
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+            subprocess.run(["unshare", f"--uts={uts}", "true"], check=True)
+            made.append((ns, bridge, str(uts)))
+        inside = subprocess.Popen(["ip", "netns", "exec", made[0][0], "sleep", "60"])
+        time.sleep(0.2)
+        removed = netns.remove_stale()
+        assert sorted(removed) == sorted(made[0]), removed
+        assert inside.wait(timeout=10) == -9
+        mounts = Path("/proc/self/mounts").read_text()
+        netns_list = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert made[0][0] not in netns_list and made[0][2] not in mounts
+        assert made[1][0] in netns_list and made[1][2] in mounts
+    finally:
+        live.kill()
+        live.wait()
+        netns.remove_stale()
+    assert netns.owned_by(gone.pid, live.pid) == ([], [], [])
