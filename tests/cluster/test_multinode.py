@@ -15,7 +15,7 @@ import pytest
 
 import netns
 import workload
-from conftest import BIN, DATA, MPIEXEC, assert_same_results, e2e
+from conftest import BIN, DATA, JOBS, MPIEXEC, assert_same_results, e2e
 
 # A job must end this soon after one of its nodes failed (measured: see docs/GUARANTEES.md).
 NODE_FAILURE_BOUND_S = 30.0
@@ -126,6 +126,8 @@ def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_
             w.kill()
         nodes.cut(victim, down=False)
     assert code != 0, err
+    if victim != 0:  # rank 0 lives on: it wrote what it had, closed the store and said so
+        assert "resume with the same command" in err, err
 
     status = statuses(store)
     assert 0 < np.sum(status == 1) < len(status), err
@@ -178,3 +180,22 @@ def test_leftovers_of_a_dead_run_are_removed_and_a_live_runs_kept(tmp_path):
         live.wait()
         netns.remove_stale()
     assert netns.owned_by(gone.pid, live.pid) == ([], [], [])
+
+
+def test_slurm_mpi_job_on_two_nodes(slurm_nodes, nodes, reference):
+    """The shipped mpi_job.sh, unchanged, on two nodes of a Slurm whose slurmd run in the nodes:
+    its mpiexec starts the second node's orted through Slurm (srun); Open MPI's TCP settings
+    come from the submitter's environment (OMPI_MCA_*), which sbatch exports."""
+    work = slurm_nodes.root / "work"
+    net = str(nodes.subnet)
+    env = {**slurm_nodes.env, "OMPI_MCA_btl": "tcp,self", "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl_tcp_if_include": net,
+           "OMPI_MCA_oob_tcp_if_include": net}
+    jid = slurm_nodes.sbatch("-N", "2", "--ntasks-per-node=1", "-t", "5", "--output=mpi-nodes-%j.out",
+                             JOBS / "slurm" / "mpi_job.sh", DATA / "small.toml", work / "nodes.h5", env=env)
+    (record,) = slurm_nodes.wait(jid)
+    log = (work / f"mpi-nodes-{jid}.out").read_text()
+    assert record["JobState"] == "COMPLETED" and record["ExitCode"] == "0:0", f"{record}\n{log}\n{slurm_nodes.logs()}"
+    assert record["NodeList"] == f"{netns.PREFIX}-node[1-2]", record
+    assert "RANKS=2 NODES=2 LAUNCHER=mpiexec" in log and "rcsweep exit code 0" in log, log
+    assert sorted(set(hosts_of_tasks(work / "nodes.h5"))) == nodes.hosts[:2]
+    assert_same_results(work / "nodes.h5", reference("small"))
