@@ -4,7 +4,7 @@ pace) run on the three-node test cluster of tests/cluster/netns.py (network name
 over TCP on a private bridge) and, for comparison, on this machine alone (shared memory). Prints per
 run: tasks, wall seconds (rcsweep's "finished after"), results/s, and for the cluster the bytes node
 1 (rank 0) received per task computed on the other nodes (results, MPI and TCP overhead included).
-As root (namespaces); docs/CLUSTER.md#multi-node quotes its output.
+As root (namespaces); docs/CLUSTER.md (5. Multi-node) quotes its output.
 
     /usr/bin/python3 bench/multinode_writer.py [REPLICATES] [RANKS_PER_NODE]   (default 2000, 2)
 """
