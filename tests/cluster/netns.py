@@ -152,14 +152,14 @@ class Cluster:
         return str(self.subnet.network_address + (254 if i is None else i + 1))
 
     def start(self):
-        self.removed_stale = remove_stale()
+        remove_stale()
         self.subnet = self._free_subnet()
         prefix = self.subnet.prefixlen
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.address(None)}/{prefix}", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         for i, ns in enumerate(self.netns):
-            veth = f"{PREFIX}{self.owner}v{i + 1}"
+            veth = self._veth(i)
             _ip("netns", "add", ns)
             _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", veth, "master", self.bridge, "up")
@@ -201,11 +201,10 @@ exec nsenter --net=/run/netns/$ns --uts=$uts -- env -i PATH=/usr/sbin:/usr/bin:/
         """Run a command on node i (0-based), as the agent would."""
         return subprocess.run([str(self.agent), self.address(i), *map(str, cmd)], **kw)
 
-    def hostfile(self, slots=1, nodes=None):
-        """A hostfile of the nodes (0-based indices, default all) with `slots` slots each."""
-        nodes = range(self.n) if nodes is None else nodes
-        path = self.root / f"hosts-{'-'.join(map(str, nodes))}-{slots}"
-        path.write_text("".join(f"{self.address(i)} slots={slots}\n" for i in nodes))
+    def hostfile(self, slots=1):
+        """A hostfile of the nodes with `slots` slots each."""
+        path = self.root / f"hosts-{slots}"
+        path.write_text("".join(f"{self.address(i)} slots={slots}\n" for i in range(self.n)))
         return path
 
     def mpi_options(self):
@@ -225,12 +224,12 @@ exec nsenter --net=/run/netns/$ns --uts=$uts -- env -i PATH=/usr/sbin:/usr/bin:/
             opts.append("--allow-run-as-root")
         return opts
 
-    def mpiexec(self, mpiexec, ranks, *cmd, slots=1, nodes=None, export=()):
+    def mpiexec(self, mpiexec, ranks, *cmd, slots=1, export=()):
         """The command line of `mpiexec -n ranks` over the nodes' hostfile; `export`: names of
         environment variables to pass to the ranks (-x; the agent starts the daemons with a clean
         environment)."""
         exported = [a for name in export for a in ("-x", name)]
-        return [str(mpiexec), "--hostfile", str(self.hostfile(slots, nodes)), "-n", str(ranks), *self.mpi_options(),
+        return [str(mpiexec), "--hostfile", str(self.hostfile(slots)), "-n", str(ranks), *self.mpi_options(),
                 *exported, *map(str, cmd)]
 
     def agent_calls(self):
@@ -244,10 +243,13 @@ exec nsenter --net=/run/netns/$ns --uts=$uts -- env -i PATH=/usr/sbin:/usr/bin:/
     def cut(self, i, down=True):
         """A silent node failure: node i's link to the bridge down (no packet in or out, its
         processes live on); down=False joins it again."""
-        _ip("link", "set", f"{PREFIX}{self.owner}v{i + 1}", "down" if down else "up")
+        _ip("link", "set", self._veth(i), "down" if down else "up")
 
     def traffic(self, i):
-        """(rx, tx) bytes of node i's eth0 so far."""
-        stats = Path(f"/sys/class/net/{PREFIX}{self.owner}v{i + 1}/statistics")
-        # the bridge side's counters, seen from the head: its tx is the node's rx
+        """(rx, tx) bytes of node i's eth0 so far: the bridge side's counters, reversed."""
+        stats = Path(f"/sys/class/net/{self._veth(i)}/statistics")
         return int((stats / "tx_bytes").read_text()), int((stats / "rx_bytes").read_text())
+
+    def _veth(self, i):
+        """The bridge's end of node i's link (the node's end is its eth0)."""
+        return f"{PREFIX}{self.owner}v{i + 1}"

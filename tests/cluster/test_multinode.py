@@ -1,9 +1,10 @@
 """rcsweep across three nodes: network namespaces on a private bridge, each with its own address and
 host name (conftest.nodes, netns.py), and a plain `mpiexec --hostfile` whose daemons reach the
 nodes through an rsh agent. Ranks talk over TCP on the bridge only. A sweep run across the nodes
-equals a one-node run bitwise; a node that fails mid-run (every process on it killed) ends the job
-within a bounded time with every finished task kept, and the same command completes the store,
-again bitwise equal to an uninterrupted run."""
+equals a one-node run bitwise; a node that fails mid-run (every process on it killed, or its link
+cut) ends the job within a bounded time with every finished task kept, and the same command
+completes the store, again bitwise equal to an uninterrupted run; the shipped Slurm MPI job runs
+unchanged on two nodes of a Slurm with a slurmd in each."""
 import re
 import subprocess
 import time
