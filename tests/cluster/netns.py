@@ -55,6 +55,19 @@ def netns_pids(name):
     return [int(x) for x in p.stdout.split()] if p.returncode == 0 else []
 
 
+def describe_pids(pids):
+    """pid: command line (and state) of each, to say what is left."""
+    out = {}
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120]
+            state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
+            out[pid] = f"[{state}] {cmd}"
+        except OSError:
+            out[pid] = "(gone)"
+    return out
+
+
 def kill_netns(name, timeout=10.0):
     """SIGKILL every process in network namespace `name` until none is left (bounded); return how
     many were killed. Processes can still appear while this runs (a daemon forking): looped."""

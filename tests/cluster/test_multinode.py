@@ -101,7 +101,8 @@ def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_
     """Once a third of the work is done, one node fails: every process on it killed (node 3:
     workers only; node 1: rank 0, the writer), or node 3 cut off the network (its link down: no
     packet in or out, as a crash or power loss looks from the others, found by the TCP keepalive
-    of netns.KEEPALIVE)."""
+    of netns.KEEPALIVE). Rank 0's node cut off is not tested: its daemon does not always notice
+    (docs/GUARANTEES.md, "What is not guaranteed")."""
     store = tmp_path / "node-failure.h5"
     cmd = nodes.mpiexec(MPIEXEC, 3, BIN, "run", sweep("medium"), "-o", store, export=["RCSWEEP_PROGRESS_INTERVAL"])
     w = workload.Watched(cmd)
@@ -119,7 +120,7 @@ def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_
         # the same keepalive, and its ranks follow their launcher).
         end = time.monotonic() + NODE_FAILURE_BOUND_S
         while any(netns.netns_pids(ns) for ns in nodes.netns):
-            assert time.monotonic() < end, {ns: netns.netns_pids(ns) for ns in nodes.netns}
+            assert time.monotonic() < end, {ns: netns.describe_pids(netns.netns_pids(ns)) for ns in nodes.netns}
             time.sleep(0.1)
         print(f"node {victim + 1} {how}: mpiexec exit code {code} after {ended:.2f} s, "
               f"nodes empty after {time.monotonic() - failed:.2f} s")
