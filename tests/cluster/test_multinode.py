@@ -116,9 +116,9 @@ def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_
             nodes.cut(victim)
         code, err = w.wait(timeout=NODE_FAILURE_BOUND_S)
         ended = time.monotonic() - failed
-        # Nothing of the job is left on any node. (A cut-off node's processes end when mpiexec
-        # kills its agents' processes, which run in the node: with ssh they would not. Whether
-        # the node's daemon notices by itself is not shown here; see the docstring.)
+        # Nothing of the job is left on any node. (The agent's shell runs in the node, in one
+        # process group with its orted, which mpiexec may kill at the end: a cut-off node's
+        # processes can end that way here, where ssh's client would stay outside the node.)
         end = time.monotonic() + NODE_FAILURE_BOUND_S
         while any(netns.netns_pids(ns) for ns in nodes.netns):
             assert time.monotonic() < end, {ns: netns.describe_pids(netns.netns_pids(ns)) for ns in nodes.netns}
