@@ -115,10 +115,14 @@ def _remove(netns, links, mounts):
 
 
 def remove_stale():
-    """Remove namespaces, links and mounts of earlier runs whose owner process is gone; return
-    their names."""
+    """Remove namespaces, links and mounts of earlier runs whose owner process is gone, then their
+    temporary directories; return the names of the namespaces, links and mounts."""
     stale = _owned(lambda pid: not _alive(pid))
     _remove(*stale)
+    for d in Path(tempfile.gettempdir()).glob(f"{PREFIX}-*-*"):
+        m = re.fullmatch(rf"{PREFIX}-(\d+)-\w+", d.name)
+        if m and d.is_dir() and not _alive(int(m.group(1))):
+            shutil.rmtree(d, ignore_errors=True)
     return [x for group in stale for x in group]
 
 
