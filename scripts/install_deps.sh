@@ -12,6 +12,7 @@ packages=(
   slurm-wlm munge                             # tests/cluster: a real one-node Slurm runs the job scripts
   help2man lmod python3-venv python3-setuptools  # man pages, the module file, pip install of the toolkit (tests/cluster/test_install.py)
   python3-nbclient python3-nbformat python3-ipykernel  # tests/python/test_notebook.py runs docs/examples/*.ipynb headless
+  iproute2 util-linux                         # tests/cluster: nodes in network namespaces (ip netns, nsenter)
   chromium                                    # tests/python: the report page checked in headless Chromium
 )
 

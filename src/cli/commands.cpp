@@ -592,7 +592,7 @@ int print_info(const std::filesystem::path& path) {
   std::printf("progress      %.1f%% finished: %llu done, %llu diverged, %llu failed, %llu pending\n", pct,
               static_cast<unsigned long long>(info.n_done), static_cast<unsigned long long>(info.n_diverged),
               static_cast<unsigned long long>(info.n_failed), static_cast<unsigned long long>(info.n_pending));
-  // Which BLAS kernel (and CPU) computed the finished tasks: bitwise reproducible on one kernel only.
+  // Which BLAS kernel (CPU, host) computed the finished tasks: bitwise reproducible on one kernel only.
   std::vector<std::string> kernels;
   for (const auto& [p, n] : info.platforms)
     if (!p.empty() && std::find(kernels.begin(), kernels.end(), p.blas_kernel) == kernels.end())
@@ -601,9 +601,10 @@ int print_info(const std::filesystem::path& path) {
     std::printf("BLAS kernels  this store mixes %zu kernels: their tasks agree to rounding, not bitwise "
                 "(docs/GUARANTEES.md)\n",
                 kernels.size());
-  for (const auto& [p, n] : info.platforms)
-    std::printf("computed by   %s on %s: %llu tasks\n", p.empty() ? "(not recorded)" : p.blas_kernel.c_str(),
-                p.empty() ? "(not recorded)" : p.cpu.c_str(), static_cast<unsigned long long>(n));
+  for (const auto& [p, n] : info.platforms)  // "on HOST" when the host was recorded
+    std::printf("computed by   %s on %s%s%s: %llu tasks\n", p.empty() ? "(not recorded)" : p.blas_kernel.c_str(),
+                p.empty() ? "(not recorded)" : p.cpu.c_str(), p.host.empty() ? "" : " on ", p.host.c_str(),
+                static_cast<unsigned long long>(n));
   for (std::size_t pos = 0; pos < info.reused.size();) {  // results copied from other stores (--reuse, growth)
     const auto nl = std::min(info.reused.find('\n', pos), info.reused.size());
     std::printf("reused        %s\n", info.reused.substr(pos, nl - pos).c_str());

@@ -41,8 +41,8 @@ PlatformColumn PlatformColumn::create(hid_t file, std::uint64_t n_tasks) {
   c.n_tasks_ = n_tasks;
   c.group_ = h5::create_group(file, group_name);
   h5::set_attr(c.group_.id(), "description",
-               "which platform computed each task: platform[t] indexes the lines of the attributes blas_kernels "
-               "and cpus (-1: not recorded). Results are bitwise reproducible on one BLAS kernel; across kernels "
+               "which platform computed each task: platform[t] indexes the lines of the attributes blas_kernels, "
+               "cpus and hosts (-1: not recorded). Results are bitwise reproducible on one BLAS kernel; across kernels "
                "they agree to rounding (docs/GUARANTEES.md)");
   c.save_table();
   const std::int16_t none = -1;
@@ -52,7 +52,7 @@ PlatformColumn PlatformColumn::create(hid_t file, std::uint64_t n_tasks) {
   opt.fill_type = H5T_NATIVE_INT16;
   c.column_ = h5::create_dataset(c.group_.id(), "platform", H5T_STD_I16LE, {n_tasks}, opt);
   h5::set_attr(c.column_.id(), "description",
-               "per task: the line of blas_kernels and cpus (attributes of /provenance) that computed it; -1 "
+               "per task: the line of blas_kernels, cpus and hosts (attributes of /provenance) that computed it; -1 "
                "while pending or when not recorded");
   return c;
 }
@@ -69,13 +69,20 @@ PlatformColumn PlatformColumn::open(hid_t file, std::uint64_t n_tasks) {
   const auto cpus = split_lines(h5::get_attr_string(c.group_.id(), "cpus"));
   if (kernels.size() != cpus.size())
     throw StoreError("/provenance: blas_kernels and cpus list different numbers of platforms");
-  for (std::size_t i = 0; i < kernels.size(); ++i) c.table_.push_back({kernels[i], cpus[i]});
+  // hosts: absent in stores written before hosts were recorded; empty also when the only host is ""
+  auto hosts = h5::has_attr(c.group_.id(), "hosts") ? split_lines(h5::get_attr_string(c.group_.id(), "hosts"))
+                                                    : std::vector<std::string>{};
+  if (hosts.empty()) hosts.resize(kernels.size());
+  if (hosts.size() != kernels.size())
+    throw StoreError("/provenance: blas_kernels and hosts list different numbers of platforms");
+  for (std::size_t i = 0; i < kernels.size(); ++i) c.table_.push_back({kernels[i], cpus[i], hosts[i]});
   return c;
 }
 
 void PlatformColumn::save_table() const {
   h5::set_attr(group_.id(), "blas_kernels", join_lines(table_, &Platform::blas_kernel));
   h5::set_attr(group_.id(), "cpus", join_lines(table_, &Platform::cpu));
+  h5::set_attr(group_.id(), "hosts", join_lines(table_, &Platform::host));
 }
 
 void PlatformColumn::write(const std::vector<h5::RowRun>& runs, const std::vector<const Platform*>& platforms) {
@@ -88,7 +95,7 @@ void PlatformColumn::write(const std::vector<h5::RowRun>& runs, const std::vecto
       index.push_back(-1);
       continue;
     }
-    const Platform clean{one_line(p->blas_kernel), one_line(p->cpu)};
+    const Platform clean{one_line(p->blas_kernel), one_line(p->cpu), one_line(p->host)};
     auto it = std::find(table_.begin(), table_.end(), clean);
     if (it == table_.end()) {
       if (table_.size() >= static_cast<std::size_t>(std::numeric_limits<std::int16_t>::max()))

@@ -11,8 +11,9 @@
 namespace rcsweep::store::detail {
 
 /// /provenance/platform (int16 [n_tasks], -1 = not recorded) and the table it indexes, kept in the
-/// group's attributes `blas_kernels` and `cpus` (entry i of each, one per line, describes
-/// platform i). The table only grows: a run on a new platform appends to it.
+/// group's attributes `blas_kernels`, `cpus` and `hosts` (entry i of each, one per line, describes
+/// platform i; a store written before `hosts` existed has none: its hosts read as empty). The table
+/// only grows: a run on a new platform (or node) appends to it.
 class PlatformColumn {
  public:
   /// Create the group and the column (all -1) with an empty table.

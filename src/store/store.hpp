@@ -27,7 +27,8 @@ const char* to_string(TaskStatus s);
 struct Platform {
   std::string blas_kernel;  ///< linalg::blas_kernel(), e.g. "OpenBLAS 0.3.21 Cooperlake"
   std::string cpu;          ///< rcsweep::cpu_model(), e.g. "AMD EPYC (family 25, model 17)"
-  bool empty() const noexcept { return blas_kernel.empty() && cpu.empty(); }
+  std::string host;         ///< gethostname() of the rank's node, e.g. "node017"
+  bool empty() const noexcept { return blas_kernel.empty() && cpu.empty() && host.empty(); }
   friend bool operator==(const Platform&, const Platform&) = default;
 };
 

@@ -44,6 +44,10 @@ using steady = std::chrono::steady_clock;
 // in flight are lost (their tasks stay pending).
 constexpr double gone_collect_s = 1.0;
 constexpr double gone_send_s = 2.0;
+// When the launcher tears the job down (its SIGTERM: SIGKILL follows at least 1 s after the grace
+// period, stop.hpp), rank 0 waits this long after the grace period for workers that have not
+// reported: a worker whose node failed never does, and the store must be closed before the SIGKILL.
+constexpr double teardown_collect_s = 0.5;
 
 double seconds_since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
 
@@ -188,7 +192,14 @@ class Service {
       if (!gone_ && launcher_gone()) launcher_died();
       if (stop_.signal == 0 && stop_signal() != 0) begin_stop(stop_signal());
       if (stop_.signal != 0) update_grace();
-      if (stop_.signal != 0 && stop_.past_grace() && !gone_) cancel_busy_workers();
+      // Past the grace period rank 0 cancels the workers' bundles, unless the launcher tears the
+      // job down: then every rank got its SIGTERM and abandons its bundle itself, and a message
+      // to a rank whose node failed would block rank 0 (Open MPI's TCP transport reports the failed
+      // connection through the launcher, which no longer answers).
+      if (stop_.signal != 0 && stop_.past_grace() && !gone_) {
+        if (!launcher_teardown()) cancel_busy_workers();
+        if (!past_grace_at_) past_grace_at_ = steady::now();
+      }
       const bool was_empty = batch.empty();
       // Serve every worker that is waiting (each has at most one message out) before the next
       // write: after a long write they all get their next bundle at once, and their results
@@ -200,9 +211,11 @@ class Service {
       busy = busy || !mine.empty();
       for (auto& r : mine) batch.push_back(std::move(r));
       if (was_empty && !batch.empty()) oldest_ = steady::now();  // the batch's first arrival
-      // Without a launcher, workers that have not reported by now are not waited for (they may be dead).
+      // Without a launcher, or while it tears the job down, workers that have not reported by now
+      // are not waited for (they may be dead).
       const bool finished =
-          local_done && (n_stopped_ == n_workers_ || (gone_ && seconds_since(gone_at_) >= gone_collect_s));
+          local_done && (n_stopped_ == n_workers_ || (gone_ && seconds_since(gone_at_) >= gone_collect_s) ||
+                         (launcher_teardown() && past_grace_at_ && seconds_since(*past_grace_at_) >= teardown_collect_s));
       const auto now = std::chrono::steady_clock::now();
       if (!batch.empty() && (finished || std::chrono::duration<double>(now - last_write).count() >= opt_.write_interval_s)) {
         write(batch);
@@ -363,13 +376,14 @@ class Service {
   // because its launcher is gone: a leaving worker's last message may follow its last results).
   std::vector<bool> busy_, cancelled_, stopped_;
   int n_stopped_ = 0;
+  std::optional<steady::time_point> past_grace_at_;  // when the grace period was first seen over
   steady::time_point stop_at_{};  // when the stop began (begin_stop)
   bool gone_ = false;            // the launcher died (launcher_died)
   steady::time_point gone_at_{};
   steady::time_point oldest_{};  // arrival of the oldest result not yet written
   Progress progress_;
   RunSummary& summary_;
-  std::vector<store::Platform> rank_platform_;  // per rank: its BLAS kernel and CPU
+  std::vector<store::Platform> rank_platform_;  // per rank: its BLAS kernel, CPU and host
 };
 
 // A cancel message from rank 0, received if there is one.
@@ -541,11 +555,11 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   if (deadline) summary.time_limit_s = std::chrono::duration<double>(*deadline - t0).count();
 
   // Every rank's platform, at rank 0: the store records it per task (results are bitwise
-  // reproducible on one BLAS kernel only).
+  // reproducible on one BLAS kernel only; the host says which node computed it).
   std::vector<store::Platform> rank_platform;
-  for (const auto& text : mpi::gather(linalg::blas_kernel() + '\n' + cpu_model(), 0, comm)) {
-    const auto nl = text.find('\n');
-    rank_platform.push_back({text.substr(0, nl), text.substr(nl + 1)});
+  for (const auto& text : mpi::gather(linalg::blas_kernel() + '\n' + cpu_model() + '\n' + hostname(), 0, comm)) {
+    const auto nl = text.find('\n'), nl2 = text.find('\n', nl + 1);
+    rank_platform.push_back({text.substr(0, nl), text.substr(nl + 1, nl2 - nl - 1), text.substr(nl2 + 1)});
   }
 
   // Phase 1 (rank 0): open or create the store; every rank learns whether that worked.
@@ -692,16 +706,19 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     store.reset();                         // closed (and its lock released) before the others are told
   }
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Without a launcher each rank ends on its own; only rank 0 knows the store.
+  // Without a launcher each rank ends on its own; only rank 0 knows the store. While the launcher
+  // tears the job down, rank 0 ends once the store is closed, without handing out the exit code (a
+  // rank may be dead with its node; mpiexec exits 1 anyway). The workers wait for it: when one
+  // rank exits, Open MPI kills the others at once, so a worker must not end before rank 0.
   const auto ended_alone = [&] {
-    summary.launcher_gone = true;
+    summary.launcher_gone = launcher_gone();
     if (rank != 0) {
       summary.stop_signal = stop_signal();
       summary.store_pending = 1;  // unknown here; the run did stop early
     }
     return summary;
   };
-  if (launcher_gone()) return ended_alone();
+  if (launcher_gone() || (rank == 0 && launcher_teardown())) return ended_alone();
   // Every rank returns the same exit code. Workers that finished early wait without spinning
   // (a blocking MPI_Bcast busy-polls and would steal the core of a rank still computing). If the
   // launcher dies meanwhile, the others may never join: the buffer is left to MPI (leaked).

@@ -1,7 +1,7 @@
 """Shared pieces of the cluster tests: a private one-node Slurm (munged, slurmctld, slurmd started by
-the test on free ports, with their state in a temporary directory, stopped at the end), the test
-sweeps (the long one sized for this machine), direct reference runs of them, and the store
-comparison of the end-to-end tests."""
+the test on free ports, with their state in a temporary directory, stopped at the end), three nodes
+in network namespaces (netns.py) for multi-node MPI, the test sweeps (the long ones sized for this
+machine), direct reference runs of them, and the store comparison of the end-to-end tests."""
 import importlib.util
 import os
 import re
@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+import netns
 
 SOURCE = Path(os.environ.get("RCSWEEP_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BIN = os.environ.get("RCSWEEP_BIN", str(SOURCE / "build" / "rcsweep"))
@@ -31,9 +33,10 @@ e2e = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(e2e)
 assert_same_results = e2e.assert_same_results
 
-# One core's seconds of computing of the long sweep: about 20 s on two cores, several times the
-# shortest time limit the requeue tests give a run (test_slurm.py, test_pbs.py).
-LONG_SECONDS = 40.0
+# One core's seconds of computing of the sweeps made from long.toml: "long", about 20 s on two
+# cores, several times the shortest time limit the requeue tests give a run (test_slurm.py,
+# test_pbs.py); "medium", a multi-node run still running when a node is killed (test_multinode.py).
+SIZED_SECONDS = {"long": 40.0, "medium": 10.0}
 
 
 def job_env(**extra):
@@ -48,17 +51,18 @@ def job_env(**extra):
 
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory):
-    """sweep(name) -> tests/cluster/data/<name>.toml; "long" with its replicates set for about
-    LONG_SECONDS of computing on one core of this machine (workload.sized), written once."""
+    """sweep(name) -> tests/cluster/data/<name>.toml; "long" and "medium": long.toml with its
+    replicates set for SIZED_SECONDS[name] of computing on one core of this machine
+    (workload.sized), written once."""
     d = tmp_path_factory.mktemp("sweeps")
     cache = {}
 
     def get(name):
         if name not in cache:
-            if name == "long":
-                cache[name] = d / "long.toml"
+            if name in SIZED_SECONDS:
+                cache[name] = d / f"{name}.toml"
                 cache[name].write_text(workload.sized("cluster-long", (DATA / "long.toml").read_text(), "replicates",
-                                                      LONG_SECONDS, lo=2, probe=1))
+                                                      SIZED_SECONDS[name], lo=2, probe=1))
             else:
                 cache[name] = DATA / f"{name}.toml"
         return cache[name]
@@ -90,14 +94,16 @@ def free_port():
 
 
 class Slurm:
-    """A one-node Slurm cluster of this machine, private to the test: its own munge key and socket,
-    slurm.conf (SLURM_CONF), ports, state and spool directories. Only the daemons it started are
-    stopped."""
+    """A Slurm cluster private to the test: its own munge key and socket, slurm.conf (SLURM_CONF),
+    ports, state and spool directories. One node, this machine, by default; with `nodes` (a
+    netns.Cluster) one slurmd in each of its nodes, started through its agent, and slurmctld on
+    this machine at the bridge's address. Only the daemons it started are stopped."""
 
-    def __init__(self, root):
+    def __init__(self, root, nodes=None):
         self.root = root
         self.procs = []
-        self.node = socket.gethostname().split(".")[0]
+        self.nodes = nodes
+        self.head = socket.gethostname().split(".")[0]
         self.cpus = os.cpu_count() or 1
         self.conf = root / "slurm.conf"
         self.env = job_env(SLURM_CONF=self.conf)
@@ -117,9 +123,18 @@ class Slurm:
                     f"--log-file={r}/log/munged.log", f"--seed-file={r}/munge/seed"], "munged")
         self.wait_for(lambda: sock.exists(), "munged socket", 20)
         mem_mb = int(int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)) / 1024 * 0.8)
+        if self.nodes:  # name, address, command prefix of each node's slurmd
+            daemons = [(h, self.nodes.address(i), [str(self.nodes.agent), self.nodes.address(i)])
+                       for i, h in enumerate(self.nodes.hosts)]
+            head_addr = self.nodes.address(None)
+        else:
+            daemons = [(self.head, "127.0.0.1", [])]
+            head_addr = "127.0.0.1"
+        node_lines = "".join(f"NodeName={h} NodeAddr={a} CPUs={self.cpus} RealMemory={mem_mb // len(daemons)} "
+                             "State=UNKNOWN\n" for h, a, _ in daemons)
         self.conf.write_text(f"""\
 ClusterName=rcsweeptest
-SlurmctldHost={self.node}(127.0.0.1)
+SlurmctldHost={self.head}({head_addr})
 SlurmctldPort={free_port()}
 SlurmdPort={free_port()}
 AuthType=auth/munge
@@ -131,11 +146,11 @@ SchedulerParameters=bf_interval=1,sched_interval=2
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={r}/state
-SlurmdSpoolDir={r}/spool
+SlurmdSpoolDir={r}/spool/%n
 SlurmctldPidFile={r}/slurmctld.pid
-SlurmdPidFile={r}/slurmd.pid
+SlurmdPidFile={r}/slurmd-%n.pid
 SlurmctldLogFile={r}/log/slurmctld.log
-SlurmdLogFile={r}/log/slurmd.log
+SlurmdLogFile={r}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -149,12 +164,13 @@ KillWait=10
 OverTimeLimit=0
 MinJobAge=600
 InactiveLimit=0
-NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={mem_mb} State=UNKNOWN
-PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
+{node_lines}PartitionName=test Nodes={",".join(h for h, _, _ in daemons)} Default=YES MaxTime=INFINITE State=UP
 """)
         self.spawn(["slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
-        self.spawn(["slurmd", "-D", "-f", str(self.conf), "-N", self.node], "slurmd")
-        self.wait_for(self.node_idle, "node idle in sinfo", 60)
+        for h, _, prefix in daemons:  # through an agent: one command line, run by sh
+            cmd = ["slurmd", "-D", "-f", str(self.conf), "-N", h]
+            self.spawn(prefix + [" ".join(cmd)] if prefix else cmd, f"slurmd-{h}")
+        self.wait_for(lambda: self.idle_nodes() == len(daemons), "nodes idle in sinfo", 60)
 
     def spawn(self, cmd, name):
         log = open(self.root / "log" / f"{name}.stdout", "w")
@@ -170,9 +186,9 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
             time.sleep(0.5)
         raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
 
-    def node_idle(self):
-        p = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=self.env)
-        return p.returncode == 0 and p.stdout.strip() == "idle"
+    def idle_nodes(self):
+        p = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=self.env)
+        return p.stdout.split().count("idle") if p.returncode == 0 else 0
 
     def logs(self, lines=25):
         out = []
@@ -243,16 +259,43 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
         return records
 
 
-@pytest.fixture(scope="session")
-def slurm():
+def started_slurm(nodes=None):
+    """A started Slurm (a generator for the fixtures): skipped where Slurm is not installed."""
     for prog in ("munged", "slurmctld", "slurmd", "sbatch"):
         if not shutil.which(prog):
             pytest.skip(f"{prog} not installed (scripts/install_deps.sh installs slurm-wlm and munge)")
     root = Path(tempfile.mkdtemp(prefix="rcsweep-slurm-"))
-    cluster = Slurm(root)
+    cluster = Slurm(root, nodes)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    yield from started_slurm()
+
+
+@pytest.fixture(scope="session")
+def nodes():
+    """Three nodes in network namespaces on a private bridge (netns.Cluster), removed at the end, also
+    when a test fails; the teardown fails if any namespace, link, mount or process is left."""
+    why = netns.unavailable()
+    if why:
+        pytest.skip(why)
+    cluster = netns.Cluster(3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+    assert not cluster.leftovers(), f"left after stop: {cluster.leftovers()}"
+
+
+@pytest.fixture(scope="session")
+def slurm_nodes(nodes):
+    """A Slurm of the three nodes (slurmd in each, slurmctld on this machine), stopped before them."""
+    yield from started_slurm(nodes)

@@ -4,6 +4,7 @@ info`, noted when a run's ranks or a resume use another kernel than the store's 
 The environment's own kernel (OPENBLAS_CORETYPE as set, or OpenBLAS's choice) is left alone; the
 second kernel is OpenBLAS's generic x86-64 one, Prescott (SSE3), which every x86-64 CPU runs."""
 import os
+import socket
 import platform
 
 import h5py
@@ -65,7 +66,9 @@ def test_every_task_records_its_kernel_and_cpu(tmp_path):
         model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     assert all(c.startswith(model + " (family ") for c in cpus), cpus[0]
     info = rcsweep("info", tmp_path / "k.h5", check=0).stdout
-    assert f"computed by   {kernels[0]} on {cpus[0]}: 9 tasks" in info
+    with h5py.File(tmp_path / "k.h5", "r") as f:
+        assert f["provenance"].attrs["hosts"] == socket.gethostname()
+    assert f"computed by   {kernels[0]} on {cpus[0]} on {socket.gethostname()}: 9 tasks" in info
     assert "mixes" not in info
 
 

@@ -960,8 +960,8 @@ TEST_F(StoreTest, GradientNormsCreatedAndWrittenBitwise) {
 // counted per platform among finished tasks; a new platform on resume is appended to the table.
 TEST_F(StoreTest, PlatformsAreRecordedPerTaskAndCounted) {
   const auto plan = plan::make_plan(make_spec(config::Spectra::last));
-  const store::Platform avx512{"OpenBLAS 0.3.21 Cooperlake", "AMD EPYC (family 25, model 17)"};
-  const store::Platform avx2{"OpenBLAS 0.3.21 Haswell", "Intel Xeon (family 6, model 85)"};
+  const store::Platform avx512{"OpenBLAS 0.3.21 Cooperlake", "AMD EPYC (family 25, model 17)", "node1"};
+  const store::Platform avx2{"OpenBLAS 0.3.21 Haswell", "Intel Xeon (family 6, model 85)", "node2"};
   {
     Store s = Store::create(path("p.h5"), plan, prov(), false);
     std::vector<TaskResult> batch = {fake_result(plan, 1), fake_result(plan, 2), fake_result(plan, 5, TaskStatus::diverged)};
@@ -998,6 +998,7 @@ TEST_F(StoreTest, PlatformsAreRecordedPerTaskAndCounted) {
   H5Id g(H5Gopen2(f.id, "/provenance", H5P_DEFAULT));
   EXPECT_EQ(read_str_attr(g.id, "blas_kernels"), avx512.blas_kernel + "\n" + avx2.blas_kernel);
   EXPECT_EQ(read_str_attr(g.id, "cpus"), avx512.cpu + "\n" + avx2.cpu);
+  EXPECT_EQ(read_str_attr(g.id, "hosts"), avx512.host + "\n" + avx2.host);
   const auto index = read_dataset<std::int16_t>(f.id, "/provenance/platform", H5T_NATIVE_INT16);
   ASSERT_EQ(index.size(), plan.tasks.size());
   EXPECT_EQ(index[0], 1);
@@ -1026,11 +1027,41 @@ TEST_F(StoreTest, StoreWithoutProvenanceGetsItOnResume) {
   {
     Store s = Store::open_resume(path("old.h5"), plan, prov());
     std::vector<TaskResult> batch = {fake_result(plan, 2)};
-    batch[0].platform = {"OpenBLAS 0.3.21 Zen", "AMD EPYC (family 25, model 1)"};
+    batch[0].platform = {"OpenBLAS 0.3.21 Zen", "AMD EPYC (family 25, model 1)", "node1"};
     s.write(batch);
   }
   info = store::read_info(path("old.h5"));
   ASSERT_EQ(info.platforms.size(), 2u);
   EXPECT_EQ(info.platforms[0].first.blas_kernel, "OpenBLAS 0.3.21 Zen");
   EXPECT_TRUE(info.platforms[1].first.empty());
+}
+
+// A store whose /provenance predates the hosts attribute: its platforms read with an empty host,
+// and a resume on a named host appends a platform (the attribute is written again, whole).
+TEST_F(StoreTest, StoreWithoutHostsReadsEmptyHosts) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::last));
+  const store::Platform zen{"OpenBLAS 0.3.21 Zen", "AMD EPYC (family 25, model 1)", "node1"};
+  {
+    Store s = Store::create(path("nohost.h5"), plan, prov(), false);
+    std::vector<TaskResult> batch = {fake_result(plan, 1)};
+    batch[0].platform = zen;
+    s.write(batch);
+  }
+  {
+    H5Id f(H5Fopen(path("nohost.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_GE(H5Adelete_by_name(f.id, "/provenance", "hosts", H5P_DEFAULT), 0);
+  }
+  auto info = store::read_info(path("nohost.h5"));
+  ASSERT_EQ(info.platforms.size(), 1u);
+  EXPECT_EQ(info.platforms[0].first, (store::Platform{zen.blas_kernel, zen.cpu, ""}));
+  {
+    Store s = Store::open_resume(path("nohost.h5"), plan, prov());
+    std::vector<TaskResult> batch = {fake_result(plan, 2)};
+    batch[0].platform = zen;
+    s.write(batch);
+  }
+  info = store::read_info(path("nohost.h5"));
+  ASSERT_EQ(info.platforms.size(), 2u);
+  EXPECT_EQ(info.platforms[0].first.host, "");
+  EXPECT_EQ(info.platforms[1].first, zen);
 }

@@ -1,0 +1,205 @@
+"""rcsweep across three nodes: network namespaces on a private bridge, each with its own address and
+host name (conftest.nodes, netns.py), and a plain `mpiexec --hostfile` whose daemons reach the
+nodes through an rsh agent. Ranks talk over TCP on the bridge only. A sweep run across the nodes
+equals a one-node run bitwise; a node that fails mid-run (every process on it killed, or its link
+cut) ends the job within a bounded time with every finished task kept, and the same command
+completes the store, again bitwise equal to an uninterrupted run; the shipped Slurm MPI job runs
+unchanged on two nodes of a Slurm with a slurmd in each."""
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import netns
+import workload
+from conftest import BIN, DATA, JOBS, MPIEXEC, assert_same_results, e2e
+
+# A job must end this soon after one of its nodes failed (measured: see docs/GUARANTEES.md).
+NODE_FAILURE_BOUND_S = 30.0
+
+
+def hosts_of_tasks(store):
+    """Per task the host that computed it ('' while pending)."""
+    with h5py.File(store, "r") as f:
+        g = f["provenance"]
+        hosts = g.attrs["hosts"].split("\n")
+        return [hosts[i] if i >= 0 else "" for i in g["platform"][...]]
+
+
+def statuses(store):
+    with h5py.File(store, "r") as f:
+        return f["tasks"]["status"][...]
+
+
+def bytes_per_task(store):
+    """Bytes of results of one task: a row of every dataset with one row per task."""
+    res = e2e.results(store)
+    n = len(res["tasks/status"])
+    return sum(v.itemsize * v.size // n for k, v in res.items()
+               if not k.startswith("tasks/") and v.ndim and v.shape[0] == n)
+
+
+def assert_done_tasks_match(store, reference):
+    """Every task the store holds as done has exactly the reference's results (bitwise)."""
+    a, b = e2e.results(store), e2e.results(reference)
+    done = a["tasks/status"] == 1
+    n = len(done)
+    for k, x in a.items():
+        y = b[k]
+        if x.ndim and x.shape[0] == n:
+            xs, ys = x[done], y[done]
+            if xs.dtype.kind == "f":
+                xs, ys = xs.view(np.uint64), ys.view(np.uint64)
+            assert np.array_equal(xs, ys), f"{k} differs in a done task"
+
+
+def run(cmd, timeout=300):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_nodes_are_separate_hosts_on_their_own_addresses(nodes):
+    for i, host in enumerate(nodes.hosts):
+        p = nodes.run(i, "sh", "-c", "hostname; ip -4 -o addr show eth0", capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        name, addr = p.stdout.splitlines()
+        assert name == host
+        assert f"inet {nodes.address(i)}/24" in addr
+
+
+def test_sweep_across_three_nodes_equals_a_one_node_run(nodes, tmp_path, reference):
+    store = tmp_path / "three-nodes.h5"
+    before = [nodes.traffic(i) for i in range(nodes.n)]
+    logged = nodes.agent_calls()
+    p = run(nodes.mpiexec(MPIEXEC, 6, BIN, "run", DATA / "small.toml", "-o", store, slots=2))
+    assert p.returncode == 0, p.stderr
+    after = [nodes.traffic(i) for i in range(nodes.n)]
+    assert_same_results(store, reference("small"))
+
+    # Each node computed tasks, and the store says which (ranks 0, 1 on node 1, 2, 3 on node 2, ...).
+    hosts = hosts_of_tasks(store)
+    assert set(hosts) == set(nodes.hosts), set(hosts)
+    info = e2e.rcsweep("info", store, check=0).stdout
+    for h in nodes.hosts:
+        assert f" on {h}: {hosts.count(h)} tasks" in info, info
+    # The other nodes' results reached rank 0 (node 1) over the bridge: node 1 received at least
+    # their bytes, and only Open MPI's daemons were started through the agent, one per node.
+    remote = sum(h != nodes.hosts[0] for h in hosts)
+    received = after[0][0] - before[0][0]
+    assert received >= remote * bytes_per_task(store), (received, remote, bytes_per_task(store))
+    started = nodes.agent_calls()[len(logged):]
+    assert sorted(line.split(":")[0] for line in started) == [nodes.address(i) for i in range(nodes.n)], started
+    assert all(re.search(r"\borted -mca ", line) for line in started), started
+
+
+@pytest.mark.parametrize("victim,how", [(2, "kill"), (0, "kill"), (2, "cut")],
+                         ids=["worker-node-killed", "rank0-node-killed", "worker-node-cut-off"])
+def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_path, sweep, reference, victim, how):
+    """Once a third of the work is done, one node fails: every process on it killed (node 3:
+    workers only; node 1: rank 0, the writer), or node 3 cut off the network (its link down: no
+    packet in or out, as a crash or power loss looks from the others, found by the TCP keepalive
+    of netns.KEEPALIVE). Rank 0's node cut off is not tested: its daemon does not always notice
+    (docs/GUARANTEES.md, "What is not guaranteed")."""
+    store = tmp_path / "node-failure.h5"
+    cmd = nodes.mpiexec(MPIEXEC, 3, BIN, "run", sweep("medium"), "-o", store, export=["RCSWEEP_PROGRESS_INTERVAL"])
+    w = workload.Watched(cmd)
+    try:
+        # progress counts tasks once they are written: some are in the store before the failure
+        assert w.wait_until(lambda w: w.work >= 0.3 and w.done > 0), f"finished before the node failure:\n{w.err}"
+        failed = time.monotonic()
+        if how == "kill":
+            assert nodes.kill(victim) > 0
+        else:
+            nodes.cut(victim)
+        code, err = w.wait(timeout=NODE_FAILURE_BOUND_S)
+        ended = time.monotonic() - failed
+        # Nothing of the job is left on any node. (The agent's shell runs in the node, in one
+        # process group with its orted, which mpiexec may kill at the end: a cut-off node's
+        # processes can end that way here, where ssh's client would stay outside the node.)
+        end = time.monotonic() + NODE_FAILURE_BOUND_S
+        while any(netns.netns_pids(ns) for ns in nodes.netns):
+            assert time.monotonic() < end, {ns: netns.describe_pids(netns.netns_pids(ns)) for ns in nodes.netns}
+            time.sleep(0.1)
+        print(f"node {victim + 1} {how}: mpiexec exit code {code} after {ended:.2f} s, "
+              f"nodes empty after {time.monotonic() - failed:.2f} s")
+    finally:
+        if w.poll() is None:
+            w.kill()
+        nodes.cut(victim, down=False)
+    assert code != 0, err
+    if victim != 0:  # rank 0 lives on: it wrote what it had, closed the store and said so
+        assert "resume with the same command" in err, err
+
+    status = statuses(store)
+    assert 0 < np.sum(status == 1) < len(status), err
+    assert set(status) <= {0, 1}  # pending or done: a node failure fails no task
+    assert_done_tasks_match(store, reference("medium"))
+    with h5py.File(store, "r") as f:
+        kept = f["tasks"][...]
+
+    again = run(cmd)
+    assert again.returncode == 0, again.stderr
+    assert "resuming" in again.stderr
+    with h5py.File(store, "r") as f:
+        after = f["tasks"][...]
+    done = kept["status"] == 1
+    assert np.array_equal(after["wall_s"][done], kept["wall_s"][done])  # finished tasks not recomputed
+    assert_same_results(store, reference("medium"))
+
+
+def test_leftovers_of_a_dead_run_are_removed_and_a_live_runs_kept(tmp_path):
+    """What a killed test run leaves (namespace with a process in it, bridge, UTS mount) is removed
+    by the next run; what a live run owns (a concurrent test) is not touched."""
+    why = netns.unavailable()
+    if why:
+        pytest.skip(why)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    made = []
+    try:
+        for owner in (gone.pid, live.pid):
+            ns, bridge = f"{netns.PREFIX}-{owner}-n1", f"{netns.PREFIX}{owner}b"
+            uts = tmp_path / f"{netns.PREFIX}-{owner}-x" / "uts-n1"
+            uts.parent.mkdir()
+            uts.touch()
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+            subprocess.run(["unshare", f"--uts={uts}", "true"], check=True)
+            made.append((ns, bridge, str(uts)))
+        inside = subprocess.Popen(["ip", "netns", "exec", made[0][0], "sleep", "60"])
+        time.sleep(0.2)
+        removed = netns.remove_stale()
+        assert sorted(removed) == sorted(made[0]), removed
+        assert inside.wait(timeout=10) == -9
+        mounts = Path("/proc/self/mounts").read_text()
+        netns_list = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert made[0][0] not in netns_list and made[0][2] not in mounts
+        assert made[1][0] in netns_list and made[1][2] in mounts
+    finally:
+        live.kill()
+        live.wait()
+        netns.remove_stale()
+    assert netns.owned_by(gone.pid, live.pid) == ([], [], [])
+
+
+def test_slurm_mpi_job_on_two_nodes(slurm_nodes, nodes, reference):
+    """The shipped mpi_job.sh, unchanged, on two nodes of a Slurm whose slurmd run in the nodes:
+    its mpiexec starts the second node's orted through Slurm (srun); Open MPI's TCP settings
+    come from the submitter's environment (OMPI_MCA_*), which sbatch exports."""
+    work = slurm_nodes.root / "work"
+    net = str(nodes.subnet)
+    env = {**slurm_nodes.env, "OMPI_MCA_btl": "tcp,self", "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl_tcp_if_include": net,
+           "OMPI_MCA_oob_tcp_if_include": net}
+    jid = slurm_nodes.sbatch("-N", "2", "--ntasks-per-node=1", "-t", "5", "--output=mpi-nodes-%j.out",
+                             JOBS / "slurm" / "mpi_job.sh", DATA / "small.toml", work / "nodes.h5", env=env)
+    (record,) = slurm_nodes.wait(jid)
+    log = (work / f"mpi-nodes-{jid}.out").read_text()
+    assert record["JobState"] == "COMPLETED" and record["ExitCode"] == "0:0", f"{record}\n{log}\n{slurm_nodes.logs()}"
+    assert record["NodeList"] == f"{netns.PREFIX}-node[1-2]", record
+    assert "RANKS=2 NODES=2 LAUNCHER=mpiexec" in log and "rcsweep exit code 0" in log, log
+    assert sorted(set(hosts_of_tasks(work / "nodes.h5"))) == nodes.hosts[:2]
+    assert_same_results(work / "nodes.h5", reference("small"))
