@@ -25,7 +25,8 @@ using rcsweep::Matrix;
 using rcsweep::bench::random_matrix;
 
 void shapes(benchmark::internal::Benchmark* b) {
-  for (auto [T, d] : {std::pair{20, 100}, std::pair{60, 300}, std::pair{150, 150}, std::pair{150, 750}}) b->Args({T, d});
+  for (auto [T, d] : {std::pair{20, 100}, std::pair{60, 300}, std::pair{150, 150}, std::pair{150, 750}})
+    b->Args({T, d});
 }
 
 // dgemm X (T x d) * W (d x d): the value product, the bulk of a layer.
@@ -147,7 +148,8 @@ void fill_normal_bench(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     ++key.layer;
   }
-  state.counters["normals/s"] = benchmark::Counter(static_cast<double>(out.size()), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["normals/s"] = benchmark::Counter(static_cast<double>(out.size()),
+                                                   benchmark::Counter::kIsIterationInvariantRate);
 }
 void fill_sizes(benchmark::internal::Benchmark* b) {
   for (int n : {20 * 20, 60 * 60, 100 * 100, 150 * 150, 300 * 300, 750 * 750, 1 << 20}) b->Arg(n);

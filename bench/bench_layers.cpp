@@ -134,14 +134,10 @@ std::vector<Product> layer_products(Mixer mixer, std::size_t T, std::size_t d) {
     case Mixer::relu:
     case Mixer::sigmoid:
       return {{T, dqk, d, false}, {T, dqk, d, false}, {T, T, dqk, true}, {T, d, d, false}, {T, d, T, false}};
-    case Mixer::markov:
-      return {{T, d, d, false}, {T, d, T, false}};
-    case Mixer::ssd:
-      return {{T, N, d, false}, {T, N, d, false}, {T, T, N, true}, {T, d, T, false}};
-    case Mixer::lti:
-      return {{T, d, T, false}};
-    default:
-      return {};
+    case Mixer::markov: return {{T, d, d, false}, {T, d, T, false}};
+    case Mixer::ssd: return {{T, N, d, false}, {T, N, d, false}, {T, T, N, true}, {T, d, T, false}};
+    case Mixer::lti: return {{T, d, T, false}};
+    default: return {};
   }
 }
 
@@ -208,8 +204,8 @@ void BM_dgemm(benchmark::State& state, Product p) {
   const Matrix B = p.trans_b ? random_matrix(p.n, p.k, 2) : random_matrix(p.k, p.n, 2);
   Matrix C(p.m, p.n);
   for (auto _ : state) linalg::gemm(1.0, A, Op::none, B, p.trans_b ? Op::trans : Op::none, 0.0, C);
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(p.flops() * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(p.flops() * static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
 }
 
 void BM_dgesdd(benchmark::State& state, std::size_t T, std::size_t d) {
@@ -462,7 +458,9 @@ void BM_s4d_conv(benchmark::State& state, S4dVariant v, int T, int d) {
       case S4dVariant::transpose_portable: models::detail::s4d_mix_transpose_direct(S4dIsa::portable, K, X, acc); break;
       case S4dVariant::transpose_avx2: models::detail::s4d_mix_transpose_direct(S4dIsa::avx2, K, X, acc); break;
       case S4dVariant::kernels_reference: acc = models::detail::s4d_kernels_reference(model, 1, random); break;
-      case S4dVariant::kernels_portable: models::detail::s4d_kernels_build(S4dIsa::portable, model, 1, random, acc); break;
+      case S4dVariant::kernels_portable:
+        models::detail::s4d_kernels_build(S4dIsa::portable, model, 1, random, acc);
+        break;
       case S4dVariant::kernels_avx2: models::detail::s4d_kernels_build(S4dIsa::avx2, model, 1, random, acc); break;
     }
     benchmark::DoNotOptimize(acc.data());
@@ -497,7 +495,8 @@ constexpr int bundle_tasks = 8;
 Bound bundle_layer_bound(Mixer mixer, std::size_t T, std::size_t d) {
   if (!attention(mixer)) return layer_bound(mixer, T, d);
   Bound b;
-  for (const Product& p : {Product{T, d, d, false}, Product{T, T, d, true}, Product{T, d, d, false}, Product{T, d, T, false}}) {
+  for (const Product& p :
+       {Product{T, d, d, false}, Product{T, T, d, true}, Product{T, d, d, false}, Product{T, d, T, false}}) {
     b.gemm_flops += p.flops();
     b.seconds += gemm_seconds(p);
   }
@@ -602,9 +601,10 @@ void register_all() {
     for (S4dVariant v : {S4dVariant::reference, S4dVariant::portable, S4dVariant::avx2, S4dVariant::transpose_reference,
                          S4dVariant::transpose_portable, S4dVariant::transpose_avx2, S4dVariant::kernels_reference,
                          S4dVariant::kernels_portable, S4dVariant::kernels_avx2}) {
-      if (!avx2 && (v == S4dVariant::avx2 || v == S4dVariant::transpose_avx2 || v == S4dVariant::kernels_avx2)) continue;
-      const std::string name =
-          std::string("s4d/") + s4d_variant_name(v) + "/T=" + std::to_string(T) + "/d=" + std::to_string(d);
+      if (!avx2 && (v == S4dVariant::avx2 || v == S4dVariant::transpose_avx2 || v == S4dVariant::kernels_avx2))
+        continue;
+      const std::string name = std::string("s4d/") + s4d_variant_name(v) + "/T=" + std::to_string(T) +
+                               "/d=" + std::to_string(d);
       benchmark::RegisterBenchmark(name.c_str(), BM_s4d_conv, v, T, d)->UseManualTime()->Unit(benchmark::kMillisecond);
     }
 }

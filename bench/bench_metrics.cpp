@@ -35,8 +35,8 @@ Matrix input(int kind, std::size_t T, std::size_t d) {
 void shapes(benchmark::internal::Benchmark* b) {
   for (int kind : {0, 1})
     for (int T : {64, 150, 256, 512, 1024}) b->Args({kind, T, T});
-  for (auto [T, d] : {std::pair{20, 100}, std::pair{60, 300}, std::pair{150, 150}, std::pair{150, 750}, std::pair{512, 512},
-                      std::pair{1024, 512}, std::pair{1024, 1024}})
+  for (auto [T, d] : {std::pair{20, 100}, std::pair{60, 300}, std::pair{150, 150}, std::pair{150, 750},
+                      std::pair{512, 512}, std::pair{1024, 512}, std::pair{1024, 1024}})
     b->Args({2, T, d});
 }
 
@@ -77,8 +77,8 @@ Matrix signal_gram(const benchmark::State& state) {
   return rcsweep::linalg::matmul(A, A, rcsweep::linalg::Op::none, rcsweep::linalg::Op::trans);
 }
 void gram_orders(benchmark::internal::Benchmark* b) {
-  for (auto [k, d] : {std::pair{150, 750}, std::pair{200, 400}, std::pair{256, 512}, std::pair{300, 600}, std::pair{384, 768}, std::pair{512, 512},
-                      std::pair{512, 1024}, std::pair{1024, 1024}})
+  for (auto [k, d] : {std::pair{150, 750}, std::pair{200, 400}, std::pair{256, 512}, std::pair{300, 600},
+                      std::pair{384, 768}, std::pair{512, 512}, std::pair{512, 1024}, std::pair{1024, 1024}})
     b->Args({k, d});
 }
 void BM_gram_eig_gkl(benchmark::State& state) {
@@ -116,21 +116,25 @@ void BM_mixer_metrics(benchmark::State& state) {
   const Matrix A = arg_input(state);
   for (auto _ : state) benchmark::DoNotOptimize(rcsweep::metrics::mixer_metrics(A));
 }
-BENCHMARK(BM_mixer_metrics)->Apply([](benchmark::internal::Benchmark* b) {
-  for (int kind : {0, 1})
-    for (int T : {64, 150, 256, 512, 1024}) b->Args({kind, T, T});
-})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_mixer_metrics)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int kind : {0, 1})
+        for (int T : {64, 150, 256, 512, 1024}) b->Args({kind, T, T});
+    })
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_signal_metrics(benchmark::State& state) {
   rcsweep::linalg::set_blas_threads(1);
   const Matrix A = arg_input(state);
   for (auto _ : state) benchmark::DoNotOptimize(rcsweep::metrics::signal_metrics(A, 0.0));
 }
-BENCHMARK(BM_signal_metrics)->Apply([](benchmark::internal::Benchmark* b) {
-  for (auto [T, d] : {std::pair{20, 100}, std::pair{60, 300}, std::pair{150, 150}, std::pair{150, 750}, std::pair{512, 512},
-                      std::pair{1024, 512}, std::pair{1024, 1024}})
-    b->Args({2, T, d});
-})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_signal_metrics)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (auto [T, d] : {std::pair{20, 100}, std::pair{60, 300}, std::pair{150, 150}, std::pair{150, 750},
+                          std::pair{512, 512}, std::pair{1024, 512}, std::pair{1024, 1024}})
+        b->Args({2, T, d});
+    })
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

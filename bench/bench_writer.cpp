@@ -44,7 +44,8 @@ constexpr int depth = 10;
 plan::Plan make(const Setting& s, int n, int tasks) {
   const std::string text = "[sweep]\nname = \"bench-writer\"\nseed = 1\nreplicates = " + std::to_string(tasks) +
                            "\n[model]\ninput = \"sphere\"\ndepth = " + std::to_string(depth) +
-                           "\nT = " + std::to_string(n) + "\nd = " + std::to_string(n) + "\n[output]\n" + s.output + "\n";
+                           "\nT = " + std::to_string(n) + "\nd = " + std::to_string(n) + "\n[output]\n" + s.output +
+                           "\n";
   return plan::make_plan(config::parse_sweep(text, "bench_writer"));
 }
 
@@ -69,9 +70,7 @@ std::size_t formula_bytes(const plan::Plan& p, std::uint64_t t) {
          (spectra + 3 * mixer) * f64 + models::n_theory * f64 + 2 * (u64 + grad * f64);
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 }  // namespace rcsweep
@@ -88,13 +87,15 @@ int main(int argc, char** argv) {
   int bad = 0;
 
   std::printf("## Bytes per task in a result message (depth %d, so %d layers)\n\n", depth, depth + 1);
-  std::printf("| output | T = d | formula (B) | real task packed (B) | synthetic packed (B) |\n|---|---|---|---|---|\n");
+  std::printf(
+      "| output | T = d | formula (B) | real task packed (B) | synthetic packed (B) |\n|---|---|---|---|---|\n");
   for (const auto& s : settings) {
     const auto small = make(s, 32, 1);
     const std::size_t real = packed_bytes(sweep::to_result(models::run_task(small, 0), 0));
     for (const int n : {32, 64, 128, 512}) {
       const auto p = make(s, n, 1);
-      const std::size_t f = formula_bytes(p, 0), syn = packed_bytes(sweep::to_result(test::synthetic_output(p, 0, 1.0), 0));
+      const std::size_t f = formula_bytes(p, 0),
+                        syn = packed_bytes(sweep::to_result(test::synthetic_output(p, 0, 1.0), 0));
       if (n == 32)
         std::printf("| %s | %d | %zu | %zu | %zu |\n", s.name, n, f, real, syn);
       else
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\n## Writer throughput: unpack + Store::write (rows, 2 flushes, statuses), %d tasks per store, "
-              "tasks in shuffled order, median of %d\n\n", n_tasks, reps);
+              "tasks in shuffled order, median of %d\n\n",
+              n_tasks, reps);
   std::printf("| output | T = d | batch | results/s | MB/s of messages | ms per batch |\n|---|---|---|---|---|---|\n");
   const store::Provenance prov{"bench", "", "", "", "", "", 1, 1};
   for (const auto& s : settings)

@@ -27,8 +27,7 @@ struct ConfigIssue {
 /// All problems found in a sweep file at once. what() lists them one per line as "key: problem".
 class ConfigError : public Error {
  public:
-  explicit ConfigError(std::vector<ConfigIssue> issues,
-                       std::source_location where = std::source_location::current());
+  explicit ConfigError(std::vector<ConfigIssue> issues, std::source_location where = std::source_location::current());
   const std::vector<ConfigIssue>& issues() const noexcept { return issues_; }
 
  private:
@@ -38,8 +37,7 @@ class ConfigError : public Error {
 /// A BLAS/LAPACK routine reported failure (info != 0).
 class LinalgError : public Error {
  public:
-  LinalgError(const std::string& routine, long info,
-              std::source_location where = std::source_location::current());
+  LinalgError(const std::string& routine, long info, std::source_location where = std::source_location::current());
   const std::string& routine() const noexcept { return routine_; }
   long info() const noexcept { return info_; }
 

@@ -92,7 +92,8 @@ struct ConstMatrixView {
   std::size_t rows = 0, cols = 0, stride = 0;
 
   ConstMatrixView() = default;
-  ConstMatrixView(const double* d, std::size_t r, std::size_t c, std::size_t s) : data(d), rows(r), cols(c), stride(s) {}
+  ConstMatrixView(const double* d, std::size_t r, std::size_t c, std::size_t s)
+      : data(d), rows(r), cols(c), stride(s) {}
   ConstMatrixView(const Matrix& m) : data(m.data()), rows(m.rows()), cols(m.cols()), stride(m.cols()) {}  // NOLINT
   /// Rows [first, first + count) of a Matrix.
   static ConstMatrixView rows_of(const Matrix& m, std::size_t first, std::size_t count) {

@@ -48,8 +48,9 @@ double time_call(const std::function<void()>& f) {
 
 Matrix gaussian(std::size_t m, std::size_t n, std::uint32_t salt) {
   Matrix a(m, n);
-  rng::fill_normal({.seed = 77, .replicate = salt, .T = static_cast<std::uint32_t>(m), .d = static_cast<std::uint32_t>(n)},
-                   a.values());
+  rng::fill_normal(
+      {.seed = 77, .replicate = salt, .T = static_cast<std::uint32_t>(m), .d = static_cast<std::uint32_t>(n)},
+      a.values());
   return a;
 }
 
@@ -138,9 +139,12 @@ plan::Calibration measure_calibration() {
 std::filesystem::path calibration_path() {
   if (const char* p = std::getenv("RCSWEEP_CALIBRATION"); p && *p) return p;
   std::filesystem::path base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h) base = std::filesystem::path(h) / ".cache";
-  else base = std::filesystem::temp_directory_path();
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    base = std::filesystem::path(h) / ".cache";
+  else
+    base = std::filesystem::temp_directory_path();
   return base / "rcsweep" / "calibration.toml";
 }
 

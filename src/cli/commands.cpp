@@ -55,9 +55,12 @@ std::string human_bytes(double b) {
 
 std::string human_seconds(double s) {
   char buf[32];
-  if (s < 120) std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else if (s < 7200) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  if (s < 120)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 7200)
+    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
   return buf;
 }
 
@@ -72,8 +75,8 @@ double memory_budget(const std::string& mem_per_rank, int ranks_on_node, std::st
     source = "--mem-per-rank " + mem_per_rank;
     return parse_bytes(mem_per_rank, "--mem-per-rank");
   }
-  source = "this machine's " + human_bytes(physical_memory_bytes()) + " / " + std::to_string(ranks_on_node) +
-           " rank" + (ranks_on_node == 1 ? "" : "s") + "; set --mem-per-rank";
+  source = "this machine's " + human_bytes(physical_memory_bytes()) + " / " + std::to_string(ranks_on_node) + " rank" +
+           (ranks_on_node == 1 ? "" : "s") + "; set --mem-per-rank";
   return physical_memory_bytes() / ranks_on_node;
 }
 
@@ -86,9 +89,8 @@ void check_memory(const plan::Plan& plan, double budget, const std::string& sour
   const auto& m = plan.models.at(plan.tasks.at(worst->tasks.front()).point);
   throw ConfigError({{"--mem-per-rank",
                       "the largest bundle (" + std::to_string(worst->tasks.size()) + " tasks with T = " +
-                          std::to_string(m.T) + ", d = " + std::to_string(m.d) + ", " +
-                          std::to_string(plan.max_depth) + " layers) needs about " +
-                          human_bytes(static_cast<double>(worst->bytes()) + program_bytes) +
+                          std::to_string(m.T) + ", d = " + std::to_string(m.d) + ", " + std::to_string(plan.max_depth) +
+                          " layers) needs about " + human_bytes(static_cast<double>(worst->bytes()) + program_bytes) +
                           " per rank, more than the budget of " + human_bytes(budget) + " (" + source +
                           "); give each rank more memory (fewer ranks per node) or make the tasks smaller"}});
 }
@@ -176,14 +178,14 @@ void load_input_file(config::SweepSpec& spec, const std::filesystem::path& sweep
     }
   }
   if (bad)
-    throw ConfigError({{"model.input_path",
-                        "dataset '" + spec.input_dataset + "' of '" + path.string() + "' is " + std::to_string(T) +
-                            " x " + std::to_string(d) + " (rows x columns) but must be T x d = " +
-                            std::to_string(want_T) + " x " + std::to_string(want_d) +
-                            (spec.n_points() > 1 ? " (at " + std::to_string(bad) + " of " +
-                                                       std::to_string(spec.n_points()) + " grid points, e.g. point " +
-                                                       std::to_string(first) + ")"
-                                                 : std::string())}});
+    throw ConfigError(
+        {{"model.input_path",
+          "dataset '" + spec.input_dataset + "' of '" + path.string() + "' is " + std::to_string(T) + " x " +
+              std::to_string(d) + " (rows x columns) but must be T x d = " + std::to_string(want_T) + " x " +
+              std::to_string(want_d) +
+              (spec.n_points() > 1 ? " (at " + std::to_string(bad) + " of " + std::to_string(spec.n_points()) +
+                                         " grid points, e.g. point " + std::to_string(first) + ")"
+                                   : std::string())}});
   spec.set_input_file(std::move(X));
 }
 
@@ -246,8 +248,8 @@ int run_command(const RunArgs& args) {
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   try {
     if (args.ranks > 0 && args.ranks != size)
-      throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " + std::to_string(size) +
-                                         " ranks (-n starts the run without mpiexec)"}});
+      throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " +
+                                         std::to_string(size) + " ranks (-n starts the run without mpiexec)"}});
     plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
     {  // every rank checks the same plan against its node's budget: all refuse together
       MPI_Comm node;
@@ -283,7 +285,7 @@ int run_command(const RunArgs& args) {
       if (!crash.empty()) throw sweep::StoreRefused(crashed_message(path, crash));
     }
     std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
-    if (args.dump_weights) {  // every rank sees the same plan: all refuse together, before any work
+    if (args.dump_weights) {                // every rank sees the same plan: all refuse together, before any work
       for (const auto& b : plan.bundles) dump_tasks.insert(dump_tasks.end(), b.tasks.begin(), b.tasks.end());
       std::sort(dump_tasks.begin(), dump_tasks.end());
       const auto bytes = store::dump_bytes(plan, dump_tasks);
@@ -300,22 +302,24 @@ int run_command(const RunArgs& args) {
     const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
     if (rank == 0 && !args.quiet) {
       std::fprintf(stderr, "[rcsweep] %s after %s: %llu done, %llu diverged, %llu failed this run",
-                   s.exit_code() == 4 ? "stopped" : "finished", human_seconds(s.wall_s).c_str(), static_cast<unsigned long long>(s.done),
-                   static_cast<unsigned long long>(s.diverged), static_cast<unsigned long long>(s.failed));
+                   s.exit_code() == 4 ? "stopped" : "finished", human_seconds(s.wall_s).c_str(),
+                   static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(s.diverged),
+                   static_cast<unsigned long long>(s.failed));
       if (s.skipped) std::fprintf(stderr, " (%llu were already finished)", static_cast<unsigned long long>(s.skipped));
       std::fprintf(stderr, "; store %s\n", opt.output.c_str());
       if (s.exit_code() == 3)
         std::fprintf(stderr,
                      "[rcsweep] the store holds %llu diverged and %llu failed tasks (see /tasks/message; "
                      "--retry-failed runs them again)\n",
-                     static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_failed));
+                     static_cast<unsigned long long>(s.store_diverged),
+                     static_cast<unsigned long long>(s.store_failed));
     }
     if (rank == 0 && s.exit_code() == 4) {  // even with --quiet: the user must know how to go on
-      const std::string why =
-          s.launcher_gone  ? "stopped because " + sweep::launcher_name() + " is gone"
-          : s.stop_signal ? "stopped by " + sweep::signal_name(s.stop_signal) +
-                                (sweep::launcher_teardown() ? " from " + sweep::launcher_name() : std::string())
-                          : "time limit of " + human_seconds(s.time_limit_s) + " reached";
+      const std::string why = s.launcher_gone ? "stopped because " + sweep::launcher_name() + " is gone"
+                              : s.stop_signal
+                                  ? "stopped by " + sweep::signal_name(s.stop_signal) +
+                                        (sweep::launcher_teardown() ? " from " + sweep::launcher_name() : std::string())
+                                  : "time limit of " + human_seconds(s.time_limit_s) + " reached";
       std::fprintf(stderr,
                    "[rcsweep] %s: %llu tasks left, every finished task is in %s; resume with the same command\n",
                    why.c_str(), static_cast<unsigned long long>(s.store_pending), opt.output.c_str());
@@ -329,8 +333,8 @@ int run_command(const RunArgs& args) {
     if (args.dump_weights && rank == 0) {  // the store is closed: rank 0 records and writes the tapes
       const auto d = store::write_dump(opt.output, plan, dump_tasks);
       if (!args.quiet) {
-        const std::string skipped =
-            d.skipped ? "; " + std::to_string(d.skipped) + " tasks not done (no dump)" : std::string();
+        const std::string skipped = d.skipped ? "; " + std::to_string(d.skipped) + " tasks not done (no dump)"
+                                              : std::string();
         std::fprintf(stderr, "[rcsweep] --dump-weights: /dump holds %llu tasks (%s)%s\n",
                      static_cast<unsigned long long>(d.written), human_bytes(static_cast<double>(d.bytes)).c_str(),
                      skipped.c_str());
@@ -428,12 +432,14 @@ void print_outlook(const std::filesystem::path& path, const plan::Plan& plan) {
   const auto r = store::compare_with_store(path, plan);
   const std::uint64_t copied = r.finished - r.not_in_sweep - r.recomputed - r.other_shards;
   if (!r.blockers.empty())
-    std::printf("store         %s: made from another sweep, none of whose results fits: a run refuses it\n", path.c_str());
+    std::printf("store         %s: made from another sweep, none of whose results fits: a run refuses it\n",
+                path.c_str());
   else if (r.not_in_sweep + r.other_shards > 0)
-    std::printf("store         %s: made from another sweep; %llu of its finished tasks are not tasks of this one (or of this shard): a run "
-                "refuses it (--reuse it into another -o to copy the %llu that fit)\n",
-                path.c_str(), static_cast<unsigned long long>(r.not_in_sweep + r.other_shards),
-                static_cast<unsigned long long>(copied));
+    std::printf(
+        "store         %s: made from another sweep; %llu of its finished tasks are not tasks of this one (or of this shard): a run "
+        "refuses it (--reuse it into another -o to copy the %llu that fit)\n",
+        path.c_str(), static_cast<unsigned long long>(r.not_in_sweep + r.other_shards),
+        static_cast<unsigned long long>(copied));
   else
     std::printf("store         %s: made from another version of this sweep: a run grows it, copying %llu finished "
                 "tasks and computing %llu\n",
@@ -521,15 +527,16 @@ int plan_command(const PlanArgs& args) {
   }
   // One rank per core, but no more ranks than tasks (a bundle may be cut into slices, a task not).
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int ranks = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, shard_tasks)));
+  const int ranks = static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, shard_tasks)));
   const plan::Schedule schedule = plan::make_schedule(work, ranks);
   const double makespan = schedule.makespan_s;
   std::string budget_source;
   const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
   check_memory(plan, budget, budget_source);
   if (!args.emit.empty())
-    return emit_job_script(args, plan, {core_s, largest_task_s, shard_tasks,
-                                        static_cast<double>(peak_bytes) + program_bytes});
+    return emit_job_script(args, plan,
+                           {core_s, largest_task_s, shard_tasks, static_cast<double>(peak_bytes) + program_bytes});
 
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
               static_cast<unsigned long long>(spec.seed));
@@ -540,17 +547,21 @@ int plan_command(const PlanArgs& args) {
     std::string params;
     for (const auto& p : dim.params) params += (params.empty() ? "" : ", ") + p;
     std::printf("  %-12s %4zu  ", dim.name.c_str(), dim.size());
-    if (dim.params.size() == 1) std::printf("%s\n", join_values(dim.columns[0]).c_str());
-    else std::printf("(%s)\n", params.c_str());
+    if (dim.params.size() == 1)
+      std::printf("%s\n", join_values(dim.columns[0]).c_str());
+    else
+      std::printf("(%s)\n", params.c_str());
   }
-  if (!spec.depth_axis.empty()) std::printf("  depth: layers 0..%d recorded once per task (depth is not a task dimension)\n", plan.max_depth);
+  if (!spec.depth_axis.empty())
+    std::printf("  depth: layers 0..%d recorded once per task (depth is not a task dimension)\n", plan.max_depth);
   std::printf("points        %zu x %d replicates = %zu tasks", plan.points.size(), spec.replicates, plan.tasks.size());
   if (args.shard.count > 1) std::printf(" (shard %d/%d: %zu tasks)", args.shard.index, args.shard.count, shard_tasks);
   std::printf("\nbundles       %zu (tasks with the same replicate, T and d share their random weights)\n",
               plan.bundles.size());
   std::printf("layers        0..%d per task; spectra of X: %s\n", plan.max_depth,
-              spec.output.spectra == config::Spectra::none ? "none"
-              : spec.output.spectra == config::Spectra::last ? "last layer" : "all layers");
+              spec.output.spectra == config::Spectra::none   ? "none"
+              : spec.output.spectra == config::Spectra::last ? "last layer"
+                                                             : "all layers");
   std::printf("work          %.3g GFLOP, about %s on one core (%s)\n", flops / 1e9, human_seconds(core_s).c_str(),
               stored ? ("rates of this machine from " + calibration_path().string()).c_str()
                      : "rough: this machine is not calibrated, run `rcsweep calibrate` once");
@@ -558,7 +569,8 @@ int plan_command(const PlanArgs& args) {
               human_bytes(static_cast<double>(peak_bytes) + program_bytes).c_str(),
               human_bytes(static_cast<double>(peak_bytes)).c_str(), human_bytes(program_bytes).c_str());
   std::printf("memory budget %s per rank (%s)\n", human_bytes(budget).c_str(), budget_source.c_str());
-  const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) * static_cast<double>(metrics::n_layer_metrics) +
+  const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) *
+                                        static_cast<double>(metrics::n_layer_metrics) +
                                     static_cast<double>(plan.spectrum_total()));
   std::printf("store size    about %s\n", human_bytes(store_bytes).c_str());
   std::string command = plan::shell_quote(args.sweep_file.string());
@@ -707,13 +719,14 @@ int merge_stores(const MergeArgs& args) {
   }
   for (std::size_t i = 1; i < infos.size(); ++i)
     if (infos[i].plan_hash != infos[0].plan_hash)
-      throw StoreError(args.shards[i].string() + " is from another sweep (plan hash " + infos[i].plan_hash +
-                       ", not " + infos[0].plan_hash + " of " + args.shards[0].string() + ")");
+      throw StoreError(args.shards[i].string() + " is from another sweep (plan hash " + infos[i].plan_hash + ", not " +
+                       infos[0].plan_hash + " of " + args.shards[0].string() + ")");
   config::SweepSpec spec = config::parse_sweep(infos[0].config, args.shards[0].string() + ":/config");
   spec.overrides = infos[0].overrides;  // recorded, already in the config
   const plan::Plan plan = plan::make_plan(std::move(spec));
   if (plan.hash != infos[0].plan_hash)
-    throw StoreError(args.shards[0].string() + ": its config does not reproduce its plan hash (made by another rcsweep?)");
+    throw StoreError(args.shards[0].string() +
+                     ": its config does not reproduce its plan hash (made by another rcsweep?)");
 
   // Every task finished (done, failed or diverged) in exactly one shard.
   std::vector<int> owner(plan.tasks.size(), -1);
@@ -738,7 +751,7 @@ int merge_stores(const MergeArgs& args) {
                      "): a shard is missing or not finished (resume it first)");
   }
 
-  const store::Provenance prov{version,       git_commit, sweep::utc_now(),    sweep::hostname(),
+  const store::Provenance prov{version,       git_commit, sweep::utc_now(),   sweep::hostname(),
                                infos[0].blas, "",         infos[0].mpi_ranks, infos[0].threads};
   store::Store out = store::Store::create(args.output, plan, prov, args.overwrite);
   for (std::size_t i = 0; i < args.shards.size(); ++i)

@@ -16,7 +16,7 @@ struct RunArgs {
   sweep::RunOptions options;
   plan::Shard shard;
   bool quiet = false;
-  std::string time_limit;  ///< --time-limit text (parsed into options.time_limit_s)
+  std::string time_limit;    ///< --time-limit text (parsed into options.time_limit_s)
   std::string mem_per_rank;  ///< --mem-per-rank (default: physical memory / ranks on the node)
   /// --dump-weights: after the sweep, rank 0 writes /dump (store/dump.hpp) for the done tasks;
   /// refused (exit 2, before any work) when the dump would exceed store::dump_limit_bytes.
@@ -34,11 +34,11 @@ struct PlanArgs {
   std::filesystem::path sweep_file;
   std::vector<std::string> overrides;  ///< KEY=VALUE after the sweep file (config/overrides.hpp)
   plan::Shard shard;
-  int cores = 0;  ///< 0: this machine's
-  std::string mem_per_rank;  ///< --mem-per-rank (default: physical memory / planned ranks)
-  std::string emit;          ///< --emit slurm|pbs: print a job script sized from the plan (plan/job_script.hpp)
-  int nodes = 1;             ///< --nodes of that job (with --cores: cores per node)
-  double hours = 24.0;       ///< --hours: the longest walltime a job may ask for
+  int cores = 0;                 ///< 0: this machine's
+  std::string mem_per_rank;      ///< --mem-per-rank (default: physical memory / planned ranks)
+  std::string emit;              ///< --emit slurm|pbs: print a job script sized from the plan (plan/job_script.hpp)
+  int nodes = 1;                 ///< --nodes of that job (with --cores: cores per node)
+  double hours = 24.0;           ///< --hours: the longest walltime a job may ask for
   std::filesystem::path output;  ///< -o: say what a run into this store would do (resume, grow, refuse)
 };
 int plan_command(const PlanArgs& args);

@@ -143,8 +143,7 @@ int launch_run(int ranks, const std::string& mpiexec, int argc, char** argv) {
         raise(SIGSTOP);
         kill(child, SIGCONT);
         break;
-      default:
-        break;
+      default: break;
     }
   }
   sigprocmask(SIG_SETMASK, &old, nullptr);

@@ -18,12 +18,11 @@
 int main(int argc, char** argv) {
   using namespace rcsweep;
   keep_freed_memory();
-  CLI::App app{
-      "rcsweep: sweeps of rank collapse in randomly initialised attention and state-space stacks.\n"
-      "A sweep file (TOML, see docs/CONFIG.md) names the model and the swept axes; every grid point x\n"
-      "replicate is a task that runs the random stack to the largest depth and records spectral metrics\n"
-      "of every layer in one HDF5 store (see docs/SCHEMA.md).",
-      "rcsweep"};
+  CLI::App app{"rcsweep: sweeps of rank collapse in randomly initialised attention and state-space stacks.\n"
+               "A sweep file (TOML, see docs/CONFIG.md) names the model and the swept axes; every grid point x\n"
+               "replicate is a task that runs the random stack to the largest depth and records spectral metrics\n"
+               "of every layer in one HDF5 store (see docs/SCHEMA.md).",
+               "rcsweep"};
   // The BLAS kernel too: results are bitwise reproducible on one kernel (docs/GUARANTEES.md).
   app.set_version_flag("--version", std::string(version) + " (" + git_commit + ")\nBLAS kernel " +
                                         linalg::blas_kernel() + " on " + cpu_model());
@@ -53,7 +52,8 @@ int main(int argc, char** argv) {
 
   cli::RunArgs run;
   std::string run_shard = "0/1";
-  auto* run_cmd = app.add_subcommand("run", "Run a sweep into an HDF5 store (resumes an existing store of the same sweep).");
+  auto* run_cmd = app.add_subcommand("run",
+                                     "Run a sweep into an HDF5 store (resumes an existing store of the same sweep).");
   run_cmd->footer(
       "Run with one MPI rank per core, e.g.\n"
       "  rcsweep run -n 4 sweep.toml -o out.h5            (starts mpiexec -n 4 itself)\n"
@@ -72,11 +72,12 @@ int main(int argc, char** argv) {
       footer_for("run"));
   run_cmd->add_option("sweep", run.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
   run_cmd->add_option("overrides", run.overrides, overrides_help);
-  auto* ranks_opt =
-      run_cmd->add_option("-n,--ranks", run.ranks,
-                          "run on N MPI ranks: starts `mpiexec -n N` itself, so that Ctrl-C and SIGTERM stop the\n"
-                          "run cleanly with exit code 4 (under mpiexec: the job must have N ranks)")
-          ->check(CLI::Range(1, 1 << 20));
+  auto* ranks_opt = run_cmd
+                        ->add_option(
+                            "-n,--ranks", run.ranks,
+                            "run on N MPI ranks: starts `mpiexec -n N` itself, so that Ctrl-C and SIGTERM stop the\n"
+                            "run cleanly with exit code 4 (under mpiexec: the job must have N ranks)")
+                        ->check(CLI::Range(1, 1 << 20));
   std::string run_mpiexec;
   run_cmd
       ->add_option("--mpiexec", run_mpiexec,
@@ -88,8 +89,9 @@ int main(int argc, char** argv) {
                                         "require an existing store and continue it (the default when it exists)");
   run_cmd->add_flag("--overwrite", run.options.overwrite, "replace an existing store")->excludes(resume_flag);
   run_cmd->add_option("--shard", run_shard, "run only tasks with id % n == i (array jobs), as i/n");
-  run_cmd->add_option("--blas-threads", run.options.blas_threads,
-                      "BLAS threads per rank (default 1: one rank per core is faster and layout-independent)")
+  run_cmd
+      ->add_option("--blas-threads", run.options.blas_threads,
+                   "BLAS threads per rank (default 1: one rank per core is faster and layout-independent)")
       ->check(CLI::Range(1, 256));
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress on stderr");
   run_cmd->add_option("--mem-per-rank", run.mem_per_rank,
@@ -102,13 +104,15 @@ int main(int argc, char** argv) {
                    "of computing them: tasks with the same parameters, replicate, seed, largest depth and\n"
                    "[output] (docs/CONFIG.md \"Growing a sweep\"); e.g. more replicates or axis values into a new -o")
       ->check(CLI::ExistingFile);
-  run_cmd->add_option("--grace", run.options.grace_s,
-                      "seconds that running tasks get to finish after a stop signal (default 30)")
+  run_cmd
+      ->add_option("--grace", run.options.grace_s,
+                   "seconds that running tasks get to finish after a stop signal (default 30)")
       ->check(CLI::Range(0.0, 1e6));
-  run_cmd->add_option("--time-limit", run.time_limit,
-                      "stop cleanly before this wall time (e.g. 90m, 2h, 1h30m, 01:30:00): no task is started\n"
-                      "whose estimated time would overrun it (at this machine's rates once `rcsweep calibrate` has run);\n"
-                      "SLURM_JOB_END_TIME and PBS_WALLTIME are also honoured");
+  run_cmd->add_option(
+      "--time-limit", run.time_limit,
+      "stop cleanly before this wall time (e.g. 90m, 2h, 1h30m, 01:30:00): no task is started\n"
+      "whose estimated time would overrun it (at this machine's rates once `rcsweep calibrate` has run);\n"
+      "SLURM_JOB_END_TIME and PBS_WALLTIME are also honoured");
   run_cmd->add_flag("--dump-weights", run.dump_weights,
                     "after the sweep, write every done task's X_l and weights into /dump of the store, for\n"
                     "scripts/rcsweep_recompute.py (small sweeps only: refused with exit code 2, before any\n"
@@ -117,7 +121,8 @@ int main(int argc, char** argv) {
 
   cli::PlanArgs plan;
   std::string plan_shard = "0/1";
-  auto* plan_cmd = app.add_subcommand("plan", "Show what a sweep would compute, its cost and memory; computes nothing.");
+  auto* plan_cmd = app.add_subcommand("plan",
+                                      "Show what a sweep would compute, its cost and memory; computes nothing.");
   plan_cmd->add_option("sweep", plan.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
   plan_cmd->add_option("overrides", plan.overrides, overrides_help);
   plan_cmd->footer(footer_for("plan"));
@@ -125,7 +130,8 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("-o,--output", plan.output,
                        "a store to run into: say what `run -o` would do with it (start, resume with N tasks\n"
                        "left, grow it to this sweep copying N finished tasks, or refuse it and why)");
-  plan_cmd->add_option("--cores", plan.cores, "cores to plan for (default: this machine's)")->check(CLI::Range(1, 1 << 20));
+  plan_cmd->add_option("--cores", plan.cores, "cores to plan for (default: this machine's)")
+      ->check(CLI::Range(1, 1 << 20));
   plan_cmd->add_option("--mem-per-rank", plan.mem_per_rank,
                        "memory budget of one rank (e.g. 4G); refused (exit 2) if the largest bundle does not fit.\n"
                        "Default: physical memory / planned ranks");
@@ -149,24 +155,23 @@ int main(int argc, char** argv) {
   merge_cmd->add_option("output", merge.output, "merged store to create (HDF5)")->required();
   merge_cmd->add_option("shards", merge.shards, "the shard stores, in any order")->required()->check(CLI::ExistingFile);
   merge_cmd->add_flag("--overwrite", merge.overwrite, "replace an existing output store");
-  merge_cmd->footer(
-      "The shards must come from the same sweep file (plan hash) and together finish every task exactly\n"
-      "once; otherwise nothing is written and the exit code is 2. /dump groups are not merged.");
+  merge_cmd->footer("The shards must come from the same sweep file (plan hash) and together finish every task exactly\n"
+                    "once; otherwise nothing is written and the exit code is 2. /dump groups are not merged.");
 
   std::vector<std::string> export_args;
   auto* export_cmd = app.add_subcommand(
       "export", "Write a store as csv (one row per task and layer), netcdf or parquet (the Python toolkit).");
   export_cmd->prefix_command();  // every argument goes to rcsweep-export
-  export_cmd->footer(
-      "rcsweep export STORE [-o FILE] [--format csv|parquet|netcdf]\n"
-      "Runs the toolkit's rcsweep-export (next to this program when installed, scripts/ in a checkout)\n"
-      "with Debian's /usr/bin/python3; `rcsweep export STORE --help` shows its options.");
+  export_cmd->footer("rcsweep export STORE [-o FILE] [--format csv|parquet|netcdf]\n"
+                     "Runs the toolkit's rcsweep-export (next to this program when installed, scripts/ in a checkout)\n"
+                     "with Debian's /usr/bin/python3; `rcsweep export STORE --help` shows its options.");
 
   std::filesystem::path calibration_out;
   auto* calibrate_cmd = app.add_subcommand(
       "calibrate", "Measure this machine's rates (about 3 s) for the time estimates of `rcsweep plan`.");
-  calibrate_cmd->add_option("-o,--output", calibration_out,
-                            "where to store them (default: $RCSWEEP_CALIBRATION, else ~/.cache/rcsweep/calibration.toml)");
+  calibrate_cmd->add_option(
+      "-o,--output", calibration_out,
+      "where to store them (default: $RCSWEEP_CALIBRATION, else ~/.cache/rcsweep/calibration.toml)");
   calibrate_cmd->footer(
       "Measures dgemm at n = 16..1024, the per-layer metrics, dgesdd, random normals and entrywise passes\n"
       "on one core with one BLAS thread; `rcsweep plan` prices a sweep's work with them. Run it on an\n"
@@ -178,7 +183,8 @@ int main(int argc, char** argv) {
     // A mistyped command: name the closest one instead of "A subcommand is required".
     if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
       std::vector<std::string> names;
-      for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+      for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        names.push_back(sub->get_name());
       const std::string guess = cli::closest(argv[1], names);
       std::fprintf(stderr, "error: unknown command '%s'%s; the commands are", argv[1],
                    guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str());
@@ -196,8 +202,11 @@ int main(int argc, char** argv) {
       run.options.progress = !run.quiet;
       if (run.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
         const char* env = std::getenv("RCSWEEP_MPIEXEC");
-        return cli::launch_run(run.ranks, !run_mpiexec.empty() ? run_mpiexec : env && *env ? env : "mpiexec", argc,
-                               argv);
+        return cli::launch_run(run.ranks,
+                               !run_mpiexec.empty() ? run_mpiexec
+                               : env && *env        ? env
+                                                    : "mpiexec",
+                               argc, argv);
       }
       return cli::run_command(run);
     }

@@ -220,8 +220,9 @@ std::string no_element(const std::vector<PathStep>& path, std::size_t size, std:
   const std::string key = key_text(path);
   if (key == "zip")
     return "the sweep file has " +
-           (size == 0 ? std::string("no [[zip]] table") : std::to_string(size) + " [[zip]] table(s), zip[0].." +
-                                                               "zip[" + std::to_string(size - 1) + "]") +
+           (size == 0
+                ? std::string("no [[zip]] table")
+                : std::to_string(size) + " [[zip]] table(s), zip[0].." + "zip[" + std::to_string(size - 1) + "]") +
            ": an override changes a [[zip]] table, it does not add one";
   return "'" + key + "' " +
          (size == 0 ? std::string("is not in the sweep file")
@@ -232,7 +233,7 @@ std::string no_element(const std::vector<PathStep>& path, std::size_t size, std:
 /// Set one override in `root`; throws ConfigError (malformed) when its path cannot be set.
 void apply_one(toml::table& root, const Override& o, std::size_t n) {
   toml::table doc = value_document(o);
-  toml::node* at = &root;   // the node the next step goes into
+  toml::node* at = &root;      // the node the next step goes into
   std::vector<PathStep> done;  // the steps to `at`
   for (std::size_t s = 0; s < o.path.size(); ++s) {
     const PathStep& step = o.path[s];
@@ -260,8 +261,8 @@ void apply_one(toml::table& root, const Override& o, std::size_t n) {
       const std::size_t index = std::get<std::size_t>(step);
       auto* array = at->as_array();
       if (!array)
-        throw malformed(o.key, o.text, where + " is " + node_kind(*at) + ", not a list: it has no [" +
-                                           std::to_string(index) + "]");
+        throw malformed(o.key, o.text,
+                        where + " is " + node_kind(*at) + ", not a list: it has no [" + std::to_string(index) + "]");
       if (index >= array->size()) throw malformed(o.key, o.text, no_element(done, array->size(), index));
       done.push_back(step);
       if (last)

@@ -19,10 +19,10 @@ namespace rcsweep::config {
 using PathStep = std::variant<std::string, std::size_t>;
 
 struct Override {
-  std::string text;             ///< as given on the command line: "axes.lambda=[0,0.5,1]"
-  std::vector<PathStep> path;   ///< {"axes", "lambda"}; {"zip", 0, "T"}
-  std::string key;              ///< the path as validation issues name it: "axes.lambda", "zip[0].T"
-  std::string value;            ///< the value as TOML text: "[0,0.5,1]"; a bare word quoted: "\"softmax\""
+  std::string text;            ///< as given on the command line: "axes.lambda=[0,0.5,1]"
+  std::vector<PathStep> path;  ///< {"axes", "lambda"}; {"zip", 0, "T"}
+  std::string key;             ///< the path as validation issues name it: "axes.lambda", "zip[0].T"
+  std::string value;           ///< the value as TOML text: "[0,0.5,1]"; a bare word quoted: "\"softmax\""
 };
 
 /// Read one override. Throws ConfigError (one issue naming the override) when it has no '=', an

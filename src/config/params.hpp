@@ -62,11 +62,11 @@ enum class ValueInit { gaussian, orthogonal, identity };
 struct ModelParams {
   Mixer mixer = Mixer::softmax;
   InputKind input = InputKind::orthonormal;
-  int T = 0;       ///< tokens (rows of X)
-  int d = 0;       ///< features (columns of X)
-  int depth = 0;   ///< number of layers L; layers 0..L are recorded
-  int heads = 1;   ///< attention heads H
-  int d_qk = 0;    ///< query/key width (resolved: never 0)
+  int T = 0;                ///< tokens (rows of X)
+  int d = 0;                ///< features (columns of X)
+  int depth = 0;            ///< number of layers L; layers 0..L are recorded
+  int heads = 1;            ///< attention heads H
+  int d_qk = 0;             ///< query/key width (resolved: never 0)
   double sigma_qk = 1.0;    ///< std of W_Q, W_K entries
   double sigma_A = 1.0;     ///< Markov attention: relative std of Z (Mind the Gap Def. 3.1)
   double lambda = 0.0;      ///< skip strength (lambda-skip eq. (3)); 0 = no skip
@@ -78,10 +78,10 @@ struct ModelParams {
   int outliers_r = 0;    ///< gap_fix outliers: triplets removed (0: argmax gap)
   Gate gate = Gate::none;
   Mlp mlp = Mlp::none;
-  int mlp_ratio = 4;     ///< MLP hidden width m = mlp_ratio * d
+  int mlp_ratio = 4;        ///< MLP hidden width m = mlp_ratio * d
   double lambda_mlp = 0.0;  ///< skip strength of the MLP sub-block (resolved: lambda by default)
-  int state_dim = 16;    ///< SSM state dimension N (resolved: d for bc_init identity)
-  double alpha = 1.0;    ///< SSM decay of L(alpha)
+  int state_dim = 16;       ///< SSM state dimension N (resolved: d for bc_init identity)
+  double alpha = 1.0;       ///< SSM decay of L(alpha)
   BcInit bc_init = BcInit::gaussian;
   double collapse_rate = 0.9;  ///< a of lambda-skip Theorem 4.1
   double input_scale = 1.0;    ///< factor on X_0

@@ -22,8 +22,8 @@
 namespace rcsweep::config {
 namespace {
 
-constexpr std::size_t max_grid = 10'000'000;     // points, and points x replicates (tasks)
-constexpr std::size_t max_grid_problems = 10;    // distinct check_model() problems listed
+constexpr std::size_t max_grid = 10'000'000;   // points, and points x replicates (tasks)
+constexpr std::size_t max_grid_problems = 10;  // distinct check_model() problems listed
 
 using Issues = std::vector<ConfigIssue>;
 
@@ -217,8 +217,7 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
       const auto* i = node.as_integer();
       if (!i) return fail("must be an integer, got " + describe(node));
       const std::int64_t v = i->get();
-      if (v < info.min_int)
-        return fail("must be >= " + std::to_string(info.min_int) + ", got " + std::to_string(v));
+      if (v < info.min_int) return fail("must be >= " + std::to_string(info.min_int) + ", got " + std::to_string(v));
       if (v > std::numeric_limits<int>::max())
         return fail("must be <= " + std::to_string(std::numeric_limits<int>::max()) + ", got " + std::to_string(v));
       return ParamValue{v};
@@ -239,8 +238,8 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
           if (c == s->get()) return ParamValue{s->get()};
         return fail("must be a number or one of " + quote_list(info.choices) + ", got " + toml_string(s->get()));
       } else {
-        return fail(std::string(scale ? "must be a positive number or \"inv_sqrt_d\"" : "must be a number") +
-                    ", got " + describe(node));
+        return fail(std::string(scale ? "must be a positive number or \"inv_sqrt_d\"" : "must be a number") + ", got " +
+                    describe(node));
       }
       if (!std::isfinite(v)) return fail("must be a finite number, got " + to_toml(v));
       if (info.positive && v <= 0.0) return fail("must be > 0, got " + to_toml(v));
@@ -289,8 +288,7 @@ class Parser {
         misplaced_.insert(key);
         issue(key, "parameter '" + key + "' must be under [model] (a scalar) or [axes] (a list)");
       } else if (node->is_table()) {
-        issue(key, "unknown table [" + key + "]" +
-                       suggestion(key, {"sweep", "model", "axes", "zip", "output"}) +
+        issue(key, "unknown table [" + key + "]" + suggestion(key, {"sweep", "model", "axes", "zip", "output"}) +
                        " (known: [sweep], [model], [axes], [[zip]], [output])");
       } else {
         issue(key, "unknown top-level key '" + key + "'" +
@@ -304,8 +302,8 @@ class Parser {
 
     for (const auto& info : reg)
       if (info.required && !given_at_.count(std::string(info.name)) && !misplaced_.count(std::string(info.name)))
-        issue("model." + std::string(info.name), "required parameter '" + std::string(info.name) +
-                                                     "' is missing: give it under [model] or [axes]");
+        issue("model." + std::string(info.name),
+              "required parameter '" + std::string(info.name) + "' is missing: give it under [model] or [axes]");
 
     if (issues_.empty()) check_model_extras();
 
@@ -491,9 +489,9 @@ class Parser {
       } else {
         if (param_index(key)) misplaced_.insert(key);
         issue(path, "unknown key '" + key + "' in [sweep]" +
-                        (param_index(key) ? std::string(": model parameters go under [model] or [axes]")
-                                          : suggestion(key, {"name", "seed", "replicates"}) +
-                                                " (known: name, seed, replicates)"));
+                        (param_index(key)
+                             ? std::string(": model parameters go under [model] or [axes]")
+                             : suggestion(key, {"name", "seed", "replicates"}) + " (known: name, seed, replicates)"));
       }
     }
     if (!have_name) issue("sweep.name", "required: the sweep's name (a string)");
@@ -525,8 +523,7 @@ class Parser {
                                                     const std::string& path, const char* where) {
     const auto* arr = node.as_array();
     if (!arr) {
-      issue(path, std::string("must be a list (array) of values, got ") + describe(node) +
-                      where);
+      issue(path, std::string("must be a list (array) of values, got ") + describe(node) + where);
       return std::nullopt;
     }
     if (arr->empty()) {
@@ -567,9 +564,9 @@ class Parser {
         const auto [it, inserted] = seen.emplace((*values)[i], i);
         if (!inserted) {
           unique = false;
-          issue(path + "[" + std::to_string(i) + "]",
-                "duplicate value " + to_text((*values)[i]) + " (same as [" + std::to_string(it->second) +
-                    "]): it would create identical grid points");
+          issue(path + "[" + std::to_string(i) + "]", "duplicate value " + to_text((*values)[i]) + " (same as [" +
+                                                          std::to_string(it->second) +
+                                                          "]): it would create identical grid points");
         }
       }
       if (!unique) continue;
@@ -822,8 +819,8 @@ class Parser {
   Issues issues_;
   std::map<std::string, std::string> given_at_;  // parameter -> "model", "axes" or "zip[k]"
   std::vector<Dim> zip_dims_;                    // [[zip]] dimensions, appended after the axes
-  std::set<std::string> misplaced_;  // parameters already reported (misplaced or misspelt): not "missing"
-  std::set<std::string> extra_given_;  // extra [model] keys given (input_matrix, input_path, ...)
+  std::set<std::string> misplaced_;              // parameters already reported (misplaced or misspelt): not "missing"
+  std::set<std::string> extra_given_;            // extra [model] keys given (input_matrix, input_path, ...)
 };
 
 /// A plain [axes] dimension (one parameter, named after it), as opposed to a [[zip]] table.
@@ -968,9 +965,9 @@ SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
     root = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& err) {
     const auto& pos = err.source().begin;
-    throw ConfigError({{"", "TOML syntax error in " + std::string(source_name) + " at line " +
-                                std::to_string(pos.line) + ", column " + std::to_string(pos.column) + ": " +
-                                std::string(err.description())}});
+    throw ConfigError(
+        {{"", "TOML syntax error in " + std::string(source_name) + " at line " + std::to_string(pos.line) +
+                  ", column " + std::to_string(pos.column) + ": " + std::string(err.description())}});
   }
   apply_overrides(root, parsed);
   try {

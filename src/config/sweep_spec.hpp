@@ -16,7 +16,7 @@ namespace rcsweep::config {
 /// parameters move together.
 struct Dim {
   std::string name;
-  std::vector<std::string> params;              ///< parameter names, in file order
+  std::vector<std::string> params;               ///< parameter names, in file order
   std::vector<std::vector<ParamValue>> columns;  ///< columns[p][i]: value of params[p] at index i
   std::size_t size() const { return columns.empty() ? 0 : columns.front().size(); }
 };

@@ -107,8 +107,8 @@ TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max
   // R^n, so the recurrence ends with an exact zero beta and nothing is left out of B.
   const bool wide = A.rows < A.cols;
   const std::size_t m = std::max(A.rows, A.cols), n = std::min(A.rows, A.cols), k = n;
-  const auto& apply = wide ? A.apply_t : A.apply;      // R^n -> R^m
-  const auto& apply_t = wide ? A.apply : A.apply_t;    // R^m -> R^n
+  const auto& apply = wide ? A.apply_t : A.apply;    // R^n -> R^m
+  const auto& apply_t = wide ? A.apply : A.apply_t;  // R^m -> R^n
   TopSingular r;
   if (k == 0) {
     r.converged = true;
@@ -123,8 +123,8 @@ TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max
   std::vector<double> d, e, last;   // scratch of the small SVD
   const auto bm = static_cast<blasint>(m), bn = static_cast<blasint>(n);
   std::uint64_t salt = 1;
-  double dropped = 0.0;  // sum of the alpha / beta set to zero at breakdowns (a perturbation of A)
-  double scale = 0.0;    // largest alpha or beta so far (a lower bound of ||A||_2)
+  double dropped = 0.0;        // sum of the alpha / beta set to zero at breakdowns (a perturbation of A)
+  double scale = 0.0;          // largest alpha or beta so far (a lower bound of ||A||_2)
   std::size_t next_check = 4;  // the next size of B whose singular values are computed
 
   fixed_random(salt++, {V.data(), n});
@@ -250,8 +250,9 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     lapack_int found = 0, isuppz[4] = {0, 0, 0, 0};
     lapack_logical tryrac = 1;
     const auto ln = static_cast<lapack_int>(nb);
-    if (LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', ln, d.data(), e.data(), 0.0, 0.0, ln - static_cast<lapack_int>(m) + 1,
-                       ln, &found, wv.data(), z.data(), ln, static_cast<lapack_int>(m), isuppz, &tryrac) != 0 ||
+    if (LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', ln, d.data(), e.data(), 0.0, 0.0,
+                       ln - static_cast<lapack_int>(m) + 1, ln, &found, wv.data(), z.data(), ln,
+                       static_cast<lapack_int>(m), isuppz, &tryrac) != 0 ||
         found != static_cast<lapack_int>(m)) {
       if (exhausted) break;  // no next vector to go on with: not converged, the caller decides
       continue;              // no certificate at this step

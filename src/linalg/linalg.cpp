@@ -59,9 +59,9 @@ __attribute__((target_clones("avx2", "default"))) void sturm_counts(const double
 // vectorises without a loop-carried latency chain (no -ffast-math); the AVX2 and baseline
 // clones do the same operations (no FMA to contract), so they give the same results.
 __attribute__((target_clones("avx2", "default"))) double fused_row(double* __restrict a, const double* __restrict v,
-                                                                    const double* __restrict w,
-                                                                    const double* __restrict u, double* __restrict q,
-                                                                    double vr, double wr, double ur, std::size_t len) {
+                                                                   const double* __restrict w,
+                                                                   const double* __restrict u, double* __restrict q,
+                                                                   double vr, double wr, double ur, std::size_t len) {
   double acc[8] = {}, acc4[4] = {}, tail = 0.0;
   std::size_t c = 0;
   for (; c + 8 <= len; c += 8)
@@ -173,8 +173,8 @@ void householder_tridiagonal(Matrix& A, std::span<double> d, std::span<double> e
     for (std::size_t r = s + 1; r < n; ++r) {
       double* a = A.row(r).data();
       a[r] -= 2.0 * v[r] * w[r];
-      const double acc = fused_row(a + r + 1, v.data() + r + 1, w.data() + r + 1, u.data() + r + 1,
-                                   q.data() + r + 1, v[r], w[r], u[r], n - r - 1);
+      const double acc = fused_row(a + r + 1, v.data() + r + 1, w.data() + r + 1, u.data() + r + 1, q.data() + r + 1,
+                                   v[r], w[r], u[r], n - r - 1);
       q[r] += acc + a[r] * u[r];
     }
     for (std::size_t r = s + 1; r < n; ++r) q[r] *= tau;
@@ -239,8 +239,8 @@ std::vector<std::complex<double>> eigenvalues(const Matrix& A) {
   std::vector<double> wr(n), wi(n);
   double dummy = 0.0;
   const lapack_int ln = to_lapack(n);
-  const lapack_int info =
-      LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', 'N', ln, a.data(), ln, wr.data(), wi.data(), &dummy, 1, &dummy, 1);
+  const lapack_int info = LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', 'N', ln, a.data(), ln, wr.data(), wi.data(), &dummy, 1,
+                                        &dummy, 1);
   if (info != 0) throw LinalgError("dgeev", info);
   for (std::size_t i = 0; i < n; ++i) out[i] = {wr[i], wi[i]};
   // Finite input gives finite eigenvalues, so this is a strict weak order.
@@ -262,8 +262,8 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
   // G = A A^T (m <= n) or A^T A (m > n): k x k, lower triangle, by dsyrk at GEMM speed.
   Matrix G(k, k, Matrix::uninitialized);  // only the upper triangle is written and read
   const bool rows = m <= n;
-  cblas_dsyrk(CblasRowMajor, CblasUpper, rows ? CblasNoTrans : CblasTrans, to_lapack(k), to_lapack(rows ? n : m),
-              alpha, A.data(), to_lapack(n), 0.0, G.data(), to_lapack(k));
+  cblas_dsyrk(CblasRowMajor, CblasUpper, rows ? CblasNoTrans : CblasTrans, to_lapack(k), to_lapack(rows ? n : m), alpha,
+              A.data(), to_lapack(n), 0.0, G.data(), to_lapack(k));
   // trace and ||G||_F^2 = sum_i g_ii^2 + 2 sum_(j > i) g_ij^2; the off-diagonal sum in 4
   // independent partial sums (no loop-carried latency chain: it was 11 us per call at k = 150).
   double off[4] = {0.0, 0.0, 0.0, 0.0};
@@ -343,7 +343,7 @@ std::pair<double, double> top_two_tridiagonal(std::span<const double> d_in, std:
   std::vector<double> e2(n - 1);
   for (std::size_t i = 0; i + 1 < n; ++i) e2[i] = e[i] * e[i];
   constexpr std::size_t points = sturm_points;
-  const auto below = [&](const double (&x)[points], std::size_t (&count)[points]) {
+  const auto below = [&](const double(&x)[points], std::size_t(&count)[points]) {
     sturm_counts(d.data(), e2.data(), n, pivmin, x, count);
   };
   // The j-th smallest eigenvalue (1-based) lies in [a, b] while below(a) < j <= below(b):

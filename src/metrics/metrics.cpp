@@ -61,8 +61,7 @@ double max_abs(std::span<const double> v) {
 // row's sum of |.|.
 
 // Pass 1: col[j] += |y_ij|, sq[j] += y_ij^2, dif[j] += y_ij - y_0j.
-double pass_moments(const double* x, const double* x0, double f, double* col, double* sq, double* dif,
-                    std::size_t d) {
+double pass_moments(const double* x, const double* x0, double f, double* col, double* sq, double* dif, std::size_t d) {
   double r[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t j = 0;
   for (; j + 4 <= d; j += 4)
@@ -109,7 +108,7 @@ double pass_centred(const double* x, const double* x0, double f, const double* s
 // The mean is taken of differences to row 0 (shifted-data algorithm): more accurate, and exactly
 // 0 when all rows are equal. Entries of Y must be O(1) (|y| < 1 here).
 struct SignalSums {
-  double ss = 0.0, max_row = 0.0, max_col = 0.0;  // of Y: sum y^2, max row / column sum of |y|
+  double ss = 0.0, max_row = 0.0, max_col = 0.0;        // of Y: sum y^2, max row / column sum of |y|
   double c_ss = 0.0, c_max_row = 0.0, c_max_col = 0.0;  // the same of C
 };
 
@@ -121,7 +120,8 @@ SignalSums signal_sums(const Matrix& X, double f) {
   double* sq = col + d;
   double* shift = sq + d;
   const double* x0 = X.data();
-  for (std::size_t i = 0; i < T; ++i) s.max_row = std::max(s.max_row, pass_moments(X.row(i).data(), x0, f, col, sq, shift, d));
+  for (std::size_t i = 0; i < T; ++i)
+    s.max_row = std::max(s.max_row, pass_moments(X.row(i).data(), x0, f, col, sq, shift, d));
   s.ss = sum4({sq, d});
   s.max_col = *std::max_element(col, col + d);
   if (!std::isfinite(s.ss)) return s;  // non-finite input: the caller returns NaN metrics
@@ -298,7 +298,8 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
   r.mu = at_scale(r.mu_rel);
   // Dong et al. §2: ||C||_{1,inf} / ||X||_{1,inf}, scale-invariant (sqrt of each factor, as in
   // norm_1_inf).
-  r.res_rel = (std::sqrt(sums.c_max_col) * std::sqrt(sums.c_max_row)) / (std::sqrt(sums.max_col) * std::sqrt(sums.max_row));
+  r.res_rel = (std::sqrt(sums.c_max_col) * std::sqrt(sums.c_max_row)) /
+              (std::sqrt(sums.max_col) * std::sqrt(sums.max_row));
   if (spectrum) *spectrum = std::move(sv.sv);
   return r;
 }
@@ -358,8 +359,7 @@ MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* produc
 }
 
 std::array<double, n_layer_metrics> to_row(const SignalMetrics& x, const MixerMetrics& m) {
-  return {x.fro, x.log_fro, x.s1, x.s2, x.sr_cov, x.sr_x, x.mu, x.mu_rel, x.res_rel,
-          m.m_s1, m.m_s2, m.m_gap, m.m_fro};
+  return {x.fro, x.log_fro, x.s1, x.s2, x.sr_cov, x.sr_x, x.mu, x.mu_rel, x.res_rel, m.m_s1, m.m_s2, m.m_gap, m.m_fro};
 }
 
 }  // namespace rcsweep::metrics

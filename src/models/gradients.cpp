@@ -148,8 +148,8 @@ void mixer_vjp(const ModelParams& model, const HeadTape& head, const Matrix& X, 
       linalg::gemm(c, product(1.0, G_S, Op::trans, head.Q, Op::none), Op::none, head.W_K, Op::trans, 1.0, G_X);
       return;
     }
-    case Mixer::ssd: {  // M = L(alpha) * (C B^T)
-      apply_decay_mask(model.alpha, 1.0, G_M);  // the mask is linear: G <- L * G
+    case Mixer::ssd: {                                  // M = L(alpha) * (C B^T)
+      apply_decay_mask(model.alpha, 1.0, G_M);          // the mask is linear: G <- L * G
       if (model.bc_init == config::BcInit::identity) {  // C = B = X: G_X += (G + G^T) X
         linalg::gemm(1.0, G_M, Op::none, X, Op::none, 1.0, G_X);
         linalg::gemm(1.0, G_M, Op::trans, X, Op::none, 1.0, G_X);
@@ -159,8 +159,7 @@ void mixer_vjp(const ModelParams& model, const HeadTape& head, const Matrix& X, 
       }
       return;
     }
-    default:
-      throw Error("mixer_vjp: the mixer does not depend on X");
+    default: throw Error("mixer_vjp: the mixer does not depend on X");
   }
 }
 

@@ -21,9 +21,9 @@ namespace rcsweep::models {
 /// mode), carried at the same exact power-of-two scale as the task runner.
 struct TaskTape {
   std::vector<LayerTape> layers;
-  bool finite = true;    ///< false when the forward pass produced non-finite values
-  Matrix X_out;          ///< X_L as carried
-  long X_out_log2 = 0;   ///< X_L = X_out 2^X_out_log2
+  bool finite = true;   ///< false when the forward pass produced non-finite values
+  Matrix X_out;         ///< X_L as carried
+  long X_out_log2 = 0;  ///< X_L = X_out 2^X_out_log2
 };
 
 /// Run one task to depth L with tapes. `X0` is the task's input (make_input, input_scale applied).
@@ -32,8 +32,7 @@ TaskTape record_task(const config::ModelParams& model, RandomSource& random, con
 /// The reverse pass of one layer: given G = d<v, X_L>/dX_l (the cotangent of the layer's output),
 /// returns the cotangent of its input and sets grad_W[h] = d<v, X_L>/dW_{V,l,h} (as carried: times
 /// 2^tape.log2_scale for the true value).
-Matrix layer_vjp(const config::ModelParams& model, const LayerTape& tape, const Matrix& G,
-                 std::vector<Matrix>& grad_W);
+Matrix layer_vjp(const config::ModelParams& model, const LayerTape& tape, const Matrix& G, std::vector<Matrix>& grad_W);
 
 /// Whether the exact (Kronecker) route applies: input-independent single-head mixer with one
 /// matrix per layer (not s4d), lambda = 0, no norm, gate or MLP.

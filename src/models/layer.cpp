@@ -25,9 +25,8 @@ namespace {
 Matrix given_matrix(const Matrix* A, std::size_t rows, std::size_t cols, const char* what) {
   if (!A) throw Error(std::string(what) + ": no matrix attached to the model (resolve it with SweepSpec::model)");
   if (A->rows() != rows || A->cols() != cols)
-    throw Error(std::string(what) + ": the matrix is " + std::to_string(A->rows()) + " x " +
-                std::to_string(A->cols()) + ", the model needs " + std::to_string(rows) + " x " +
-                std::to_string(cols));
+    throw Error(std::string(what) + ": the matrix is " + std::to_string(A->rows()) + " x " + std::to_string(A->cols()) +
+                ", the model needs " + std::to_string(rows) + " x " + std::to_string(cols));
   return *A;
 }
 }  // namespace
@@ -75,9 +74,7 @@ void softmax_rows(Matrix& S) {
 void attention_map(Mixer mixer, Matrix& S) {
   const double T = static_cast<double>(S.rows());
   switch (mixer) {
-    case Mixer::softmax:
-      softmax_rows(S);
-      return;
+    case Mixer::softmax: softmax_rows(S); return;
     case Mixer::relu: {  // ReLU(S) / T (Mind the Gap Fig. 1(c))
       const double inv_t = 1.0 / T;
       for (double& x : S.values()) x = x > 0.0 ? x * inv_t : 0.0;
@@ -88,8 +85,7 @@ void attention_map(Mixer mixer, Matrix& S) {
       for (double& x : S.values()) x = 1.0 / (1.0 + std::exp(shift - x));
       return;
     }
-    default:
-      throw Error("attention_map: not an attention mixer");
+    default: throw Error("attention_map: not an attention mixer");
   }
 }
 
@@ -224,10 +220,8 @@ Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix&
       markov_rows(model.sigma_A, M);
       return M;
     }
-    case Mixer::identity:
-      return Matrix::identity(T);
-    case Mixer::uniform:
-      return Matrix(T, T, 1.0 / static_cast<double>(T));
+    case Mixer::identity: return Matrix::identity(T);
+    case Mixer::uniform: return Matrix(T, T, 1.0 / static_cast<double>(T));
     case Mixer::ssd: {
       // Selective SSM (Mamba-2 / SSD, lambda-skip §4.2.1, App. A.3): M = L(alpha) ⊙ (C B^T),
       // B = X W_B, C = X W_C (T x N); bc_init identity: W_B = W_C = I (N = d).
@@ -281,8 +275,7 @@ std::size_t outliers_rank(const std::vector<double>& s, int outliers_r) {
 
 void apply_gap_fix(config::GapFix fix, Matrix& M, int outliers_r) {
   switch (fix) {
-    case config::GapFix::none:
-      return;
+    case config::GapFix::none: return;
     case config::GapFix::perp: {
       const double c = 1.0 / static_cast<double>(M.rows());  // Mind the Gap eq. (8): A - (1/T) 1 1^T
       for (double& m : M.values()) m -= c;
@@ -308,9 +301,8 @@ const Matrix& value_weight(const ModelParams& model, int layer, int head, Random
   const auto d = static_cast<std::size_t>(model.d);
   const Matrix* base = nullptr;
   if (model.value_init == config::ValueInit::orthogonal) {
-    base = &random.derived<Matrix>(layer, "haar_value", head, [&] {
-      return linalg::thin_q(random.normal(layer, Tensor::value, head, d, d));
-    });
+    base = &random.derived<Matrix>(layer, "haar_value", head,
+                                   [&] { return linalg::thin_q(random.normal(layer, Tensor::value, head, d, d)); });
   } else {
     base = &random.normal(layer, Tensor::value, head, d, d);
   }
@@ -336,8 +328,7 @@ double squares4(std::span<const double> v, double shift) {
 void apply_norm(config::Norm norm, Matrix& Y) {
   const std::size_t d = Y.cols();
   switch (norm) {
-    case config::Norm::none:
-      return;
+    case config::Norm::none: return;
     case config::Norm::rms:  // lambda-skip eq. (4): Y = D Y~, D = diag(1 / ||Y~_i||)
       for (std::size_t i = 0; i < Y.rows(); ++i) {
         auto row = Y.row(i);
@@ -529,8 +520,8 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
       const Matrix& W = value_weight(model, layer, h, random, scratch);
       std::snprintf(params, sizeof params, "value_fro:%d:%a", static_cast<int>(model.value_init), model.sigma_v);
       cv_fro = std::abs(model.skip_scale) * random.derived<double>(layer, params, h, [&] { return frobenius(W); });
-      values = task_product(layer, h, products, value_product_name(model), X,
-                            [&]() -> const Matrix& { return W; }, random, own_values);
+      values = task_product(
+          layer, h, products, value_product_name(model), X, [&]() -> const Matrix& { return W; }, random, own_values);
     }
     if (tape) {
       auto& ht = tape->heads[static_cast<std::size_t>(h)];

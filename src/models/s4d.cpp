@@ -52,8 +52,8 @@ class VecBuffer {
 // indices, so the small arrays of vectors below stay in registers.
 template <int N, class F>
 [[gnu::always_inline]] inline void unroll(F&& f) {
-  [&]<int... s>(std::integer_sequence<int, s...>) S4D_INLINE { (f(std::integral_constant<int, s>{}), ...); }(
-      std::make_integer_sequence<int, N>{});
+  [&]<int... s>(std::integer_sequence<int, s...>) S4D_INLINE { (f(std::integral_constant<int, s>{}), ...); }
+  (std::make_integer_sequence<int, N>{});
 }
 
 [[gnu::always_inline]] inline v4d load4(const double* p) {

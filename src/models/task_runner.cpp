@@ -134,8 +134,8 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
   std::map<std::pair<int, double>, const Running*> first_of_input;
   for (auto& r : runs) {
     const auto t0 = clock::now();
-    auto [it, inserted] =
-        first_of_input.try_emplace(std::make_pair(static_cast<int>(r.model->input), r.model->input_scale), &r);
+    auto [it, inserted] = first_of_input.try_emplace(
+        std::make_pair(static_cast<int>(r.model->input), r.model->input_scale), &r);
     if (inserted) {
       record(plan, r, 0, metrics::MixerMetrics{});
     } else {
@@ -189,8 +189,8 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
   for (auto& r : runs) {
     if (r.out.outcome == Outcome::done) {
       const auto& m = *r.model;
-      r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0),
-                                 log_mu(r.out, L)});
+      r.out.theory = theory_row(
+          {r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0), log_mu(r.out, L)});
     }
     if (!depths.empty()) {
       check_cancelled();

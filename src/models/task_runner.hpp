@@ -20,7 +20,7 @@ enum class Outcome { done, diverged };
 struct TaskOutput {
   std::uint64_t task = 0;
   Outcome outcome = Outcome::done;
-  std::string message;  ///< why it diverged ("" when done)
+  std::string message;   ///< why it diverged ("" when done)
   double seconds = 0.0;  ///< compute time spent on this task (its share of shared draws included)
   /// layers[l]: metrics of layer l = 0..L_max, in metrics::layer_metric_names order
   /// (mixer metrics are NaN at layer 0; every value is NaN past a divergence).

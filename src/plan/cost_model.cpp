@@ -45,23 +45,17 @@ double task_layer_seconds(const ModelParams& m, const Pricer& p) {
                T * T / p.c.exp_rate + p.gemm(T, d, d) + p.gemm(T, d, T));
       s += p.c.mixer_s.empty() ? 0.0 : interpolate(p.c.mixer_s, T);  // head 0's metrics, per task
       break;
-    case Mixer::markov:
-      s = H * (p.gemm(T, d, d) + p.gemm(T, d, T));
-      break;
+    case Mixer::markov: s = H * (p.gemm(T, d, d) + p.gemm(T, d, T)); break;
     case Mixer::identity:
       s = H * p.gemm(T, d, d) + (m.gap_fix == config::GapFix::none ? 0.0 : H * p.gemm(T, d, T));
       break;
     case Mixer::uniform:
-    case Mixer::matrix:
-      s = H * (p.gemm(T, d, d) + p.gemm(T, d, T));
-      break;
+    case Mixer::matrix: s = H * (p.gemm(T, d, d) + p.gemm(T, d, T)); break;
     case Mixer::ssd:
       s = H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + p.gemm(T, d, T) + T * T / p.c.pass_rate) +
           interpolate(p.c.mixer_s, T);
       break;
-    case Mixer::lti:
-      s = H * p.gemm(T, d, T);
-      break;
+    case Mixer::lti: s = H * p.gemm(T, d, T); break;
     case Mixer::s4d:  // the causal convolution: T (T + 1) / 2 multiply-adds per channel
       s = T * (T + 1) / 2 * d / p.c.conv_rate;
       break;
@@ -138,7 +132,8 @@ double input_product_seconds(const ModelParams& m, const Pricer& p) {
     s += H * ((m.qk_product ? p.gemm(T, d, d) + p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
               T * T / p.c.exp_rate) +
          (p.c.mixer_s.empty() ? 0.0 : interpolate(p.c.mixer_s, T));
-  if (m.mixer == Mixer::ssd) s += H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.c.pass_rate) + interpolate(p.c.mixer_s, T);
+  if (m.mixer == Mixer::ssd)
+    s += H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.c.pass_rate) + interpolate(p.c.mixer_s, T);
   return s;
 }
 }  // namespace
@@ -222,8 +217,10 @@ std::vector<std::pair<double, double>> get_table(const toml::table& t, const cha
     const auto* r = row.as_array();
     if (!r || r->size() != 2) throw Error(std::string("calibration: '") + name + "' needs [size, value] pairs");
     const auto x = (*r)[0].value<double>(), y = (*r)[1].value<double>();
-    if (!x || !y || !(*x > 0) || !(*y > 0)) throw Error(std::string("calibration: '") + name + "' has a non-positive entry");
-    if (!out.empty() && *x <= out.back().first) throw Error(std::string("calibration: '") + name + "' sizes must increase");
+    if (!x || !y || !(*x > 0) || !(*y > 0))
+      throw Error(std::string("calibration: '") + name + "' has a non-positive entry");
+    if (!out.empty() && *x <= out.back().first)
+      throw Error(std::string("calibration: '") + name + "' sizes must increase");
     out.emplace_back(*x, *y);
   }
   if (out.empty()) throw Error(std::string("calibration: '") + name + "' is empty");
@@ -232,7 +229,8 @@ std::vector<std::pair<double, double>> get_table(const toml::table& t, const cha
 
 double get_rate(const toml::table& t, const char* name, bool positive = true) {
   const auto v = t[name].value<double>();
-  if (!v || !(positive ? *v > 0 : *v >= 0)) throw Error(std::string("calibration: '") + name + "' is missing or invalid");
+  if (!v || !(positive ? *v > 0 : *v >= 0))
+    throw Error(std::string("calibration: '") + name + "' is missing or invalid");
   return *v;
 }
 }  // namespace

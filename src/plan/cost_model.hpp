@@ -26,11 +26,11 @@ struct Calibration {
   std::vector<std::pair<double, double>> signal_s;   ///< (k, s) signal_metrics of a Gaussian k x k X
   std::vector<std::pair<double, double>> mixer_s;    ///< (T, s) mixer_metrics of a softmax T x T M
   std::vector<std::pair<double, double>> svd_s;      ///< (k, s) all singular values (dgesdd) of k x k
-  double normal_rate = 1.0e8;  ///< standard normals per second (rng::fill_normal)
-  double exp_rate = 2.0e8;     ///< softmax entries per second (exp, sum, scale)
-  double pass_rate = 1.0e9;    ///< entries per second of a simple pass (norms, skip, scaling)
-  double conv_rate = 1.6e10;   ///< multiply-adds per second of the S4D causal convolution
-  double task_layer_s = 0.0;   ///< fixed cost per task and layer (bookkeeping, allocation)
+  double normal_rate = 1.0e8;                        ///< standard normals per second (rng::fill_normal)
+  double exp_rate = 2.0e8;                           ///< softmax entries per second (exp, sum, scale)
+  double pass_rate = 1.0e9;                          ///< entries per second of a simple pass (norms, skip, scaling)
+  double conv_rate = 1.6e10;                         ///< multiply-adds per second of the S4D causal convolution
+  double task_layer_s = 0.0;                         ///< fixed cost per task and layer (bookkeeping, allocation)
 };
 
 /// Rough rates of a 2-core AMD EPYC (Zen 3) with OpenBLAS 0.3.21, used when no calibration of

@@ -71,10 +71,10 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
   const long long cores = static_cast<long long>(request.nodes) * request.cores_per_node;
   const auto ask = [](double estimate) { return std::ceil((estimate * time_margin + overhead_s) / 60) * 60; };
   if (ask(work.largest_task_s) > max_s)
-    throw ConfigError({{"--hours", "the longest task needs about " + hours_text(work.largest_task_s) +
-                                       " on one core (" + hours_text(ask(work.largest_task_s)) +
-                                       " with margin), more than --hours " + hours_text(max_s) +
-                                       "; a task is not split: ask for more hours"}});
+    throw ConfigError(
+        {{"--hours", "the longest task needs about " + hours_text(work.largest_task_s) + " on one core (" +
+                         hours_text(ask(work.largest_task_s)) + " with margin), more than --hours " +
+                         hours_text(max_s) + "; a task is not split: ask for more hours"}});
   JobSizing s;
   for (s.shards = 1;; ++s.shards) {
     const auto per_shard = (tasks + static_cast<std::size_t>(s.shards) - 1) / static_cast<std::size_t>(s.shards);
@@ -126,24 +126,22 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
     replace_line(text, "#SBATCH --time=", "#SBATCH --time=" + walltime);
     if (array) {
       replace_line(text, "#SBATCH --array=", "#SBATCH --array=0-" + last);
-      replace_line(text, "#SBATCH --ntasks=", "#SBATCH --nodes=" + std::to_string(sizing.nodes) +
-                                                  "\n#SBATCH --ntasks-per-node=" + std::to_string(sizing.ranks_per_node) +
-                                                  "\n#SBATCH --mem-per-cpu=" + mem + "M");
+      replace_line(text, "#SBATCH --ntasks=",
+                   "#SBATCH --nodes=" + std::to_string(sizing.nodes) + "\n#SBATCH --ntasks-per-node=" +
+                       std::to_string(sizing.ranks_per_node) + "\n#SBATCH --mem-per-cpu=" + mem + "M");
       replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");
     } else {
-      replace_line(text, "#SBATCH --nodes=", "#SBATCH --nodes=" + std::to_string(sizing.nodes) +
-                                                 "\n#SBATCH --ntasks-per-node=" + std::to_string(sizing.ranks_per_node) +
-                                                 "\n#SBATCH --mem-per-cpu=" + mem + "M");
+      replace_line(text, "#SBATCH --nodes=",
+                   "#SBATCH --nodes=" + std::to_string(sizing.nodes) + "\n#SBATCH --ntasks-per-node=" +
+                       std::to_string(sizing.ranks_per_node) + "\n#SBATCH --mem-per-cpu=" + mem + "M");
     }
   } else {
     const std::string ncpus = std::to_string(sizing.ranks_per_node);
     replace_line(text, "#PBS -N ", "#PBS -N " + pbs_name(names.job_name));
     replace_line(text, "#PBS -l walltime=", "#PBS -l walltime=" + walltime);
-    replace_line(text, "#PBS -l select=", "#PBS -l select=" + std::to_string(sizing.nodes) + ":ncpus=" + ncpus +
-                                              ":mpiprocs=" + ncpus + ":mem=" +
-                                              std::to_string(static_cast<long long>(sizing.mem_per_rank_mib) *
-                                                             sizing.ranks_per_node) +
-                                              "mb");
+    replace_line(text, "#PBS -l select=",
+                 "#PBS -l select=" + std::to_string(sizing.nodes) + ":ncpus=" + ncpus + ":mpiprocs=" + ncpus + ":mem=" +
+                     std::to_string(static_cast<long long>(sizing.mem_per_rank_mib) * sizing.ranks_per_node) + "mb");
     if (array) {
       replace_line(text, "#PBS -J ", "#PBS -J 0-" + last);
       replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");

@@ -16,12 +16,12 @@ Scheduler parse_scheduler(const std::string& text);
 
 /// What the cost model says of a sweep (cli/commands.cpp computes it from the plan).
 struct WorkEstimate {
-  double core_seconds = 0.0;      ///< the whole sweep on one core
+  double core_seconds = 0.0;  ///< the whole sweep on one core
   /// The longest task on one core with its bundle's shared work: the shortest a job can take
   /// (bundles are cut into slices across ranks, tasks are not split: plan/schedule.hpp).
   double largest_task_s = 0.0;
-  std::size_t tasks = 0;          ///< the most ranks that have work
-  double bytes_per_rank = 0.0;    ///< peak resident memory of one rank (largest bundle + program)
+  std::size_t tasks = 0;        ///< the most ranks that have work
+  double bytes_per_rank = 0.0;  ///< peak resident memory of one rank (largest bundle + program)
 };
 
 /// What the user asks for; size_job checks it (ConfigError naming --nodes, --cores, --hours).
@@ -32,12 +32,12 @@ struct JobRequest {
 };
 
 struct JobSizing {
-  int nodes = 1;              ///< nodes of one job (array element)
+  int nodes = 1;  ///< nodes of one job (array element)
   int ranks_per_node = 1;
-  int ranks = 1;              ///< MPI ranks of one job (array element)
-  int shards = 1;             ///< 1: one MPI job; more: an array of --shard i/n jobs and a merge
-  double estimate_s = 0.0;    ///< estimated wall time of one job (array element)
-  double walltime_s = 0.0;    ///< the time asked for: estimate x time_margin + overhead_s, whole minutes
+  int ranks = 1;                  ///< MPI ranks of one job (array element)
+  int shards = 1;                 ///< 1: one MPI job; more: an array of --shard i/n jobs and a merge
+  double estimate_s = 0.0;        ///< estimated wall time of one job (array element)
+  double walltime_s = 0.0;        ///< the time asked for: estimate x time_margin + overhead_s, whole minutes
   double mem_per_rank_mib = 0.0;  ///< bytes_per_rank x memory_margin, whole MiB, at least 256
 };
 
@@ -55,11 +55,11 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request);
 
 /// What the emitted script names.
 struct ScriptNames {
-  std::string sweep_file;   ///< default SWEEP (absolute path)
-  std::string output;       ///< default OUT (the store, or the merged store of shards)
-  std::string job_name;     ///< the sweep's name
-  std::string rcsweep;      ///< default RCSWEEP (this program)
-  std::string summary;      ///< comment lines (plan, estimate) put under the first line, without '#'
+  std::string sweep_file;              ///< default SWEEP (absolute path)
+  std::string output;                  ///< default OUT (the store, or the merged store of shards)
+  std::string job_name;                ///< the sweep's name
+  std::string rcsweep;                 ///< default RCSWEEP (this program)
+  std::string summary;                 ///< comment lines (plan, estimate) put under the first line, without '#'
   std::vector<std::string> overrides;  ///< command-line overrides of the sweep file, passed to `rcsweep run`
 };
 

@@ -62,18 +62,14 @@ double layer_flops(const ModelParams& m) {
       break;
     case Mixer::identity:
     case Mixer::uniform:
-    case Mixer::matrix:
-      f = H * (2.0 * T * d * d + normal_cost * d * d);
-      break;
+    case Mixer::matrix: f = H * (2.0 * T * d * d + normal_cost * d * d); break;
     case Mixer::ssd:  // B = X W_B, C = X W_C, C B^T, mask, M X (C_V = I)
       f = H * (4.0 * T * d * N + 2.0 * T * T * N + 2.0 * T * T * d + normal_cost * 2.0 * d * N);
       break;
     case Mixer::s4d:  // per channel: kernel T N, causal convolution T^2
       f = 2.0 * T * N * d + 2.0 * T * T * d + normal_cost * 2.0 * d * N;
       break;
-    case Mixer::lti:
-      f = H * (2.0 * T * T * d + normal_cost * 2.0 * N);
-      break;
+    case Mixer::lti: f = H * (2.0 * T * T * d + normal_cost * 2.0 * N); break;
   }
   if (m.gap_fix == config::GapFix::outliers) f += H * 22.0 * T * T * T;  // SVD with vectors
   if (m.gate == config::Gate::silu) f += 2.0 * T * d * d + normal_cost * d * d + exp_cost * T * d;
@@ -81,7 +77,7 @@ double layer_flops(const ModelParams& m) {
     const double hidden = m.mlp_ratio * d;
     f += 4.0 * T * d * hidden + normal_cost * 2.0 * d * hidden;
   }
-  f += 10.0 * T * d;                           // skip, norm, scaling
+  f += 10.0 * T * d;                          // skip, norm, scaling
   f += svd_values_flops(T, d) + 8.0 * T * d;  // signal metrics
   f += svd_values_flops(T, T);                // mixer metrics
   return f;
@@ -138,7 +134,7 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   if (m.mlp == config::Mlp::relu) p[7] = 2 * d * hidden;
   p[8] = T * d;  // X_0 (until layer 1 is done)
   p[MemoryEstimate::layer1_part] = H * T * d + (m.input_dependent_mixer() ? H * T * T : 0);  // X_0 W_V, M(X_0)
-  e.state = T * d;  // X between layers
+  e.state = T * d;                                                                           // X between layers
   // One task's layer: Y, X W_V (or the scaled W_V), the logits' X P or Q and K, S = M, the mixer
   // metrics' Lanczos bases (about 100 steps of T + T) or Gram matrix, the signal metrics' Gram
   // matrix and, for a collapsed signal or a stored spectrum, dgesdd's copy and workspace.

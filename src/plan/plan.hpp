@@ -12,10 +12,10 @@
 namespace rcsweep::plan {
 
 struct Task {
-  std::uint64_t id = 0;     ///< = point * replicates + replicate (stable for a given sweep file)
-  std::size_t point = 0;    ///< index into Plan::points
+  std::uint64_t id = 0;   ///< = point * replicates + replicate (stable for a given sweep file)
+  std::size_t point = 0;  ///< index into Plan::points
   int replicate = 0;
-  double flops = 0.0;       ///< estimated floating-point operations of the whole task
+  double flops = 0.0;  ///< estimated floating-point operations of the whole task
 };
 
 /// Tasks that draw the same random tensors (same replicate, T, d): computed together so each

@@ -80,8 +80,8 @@ TaskMatch match_tasks(const Plan& from, const Plan& to) {
   for (const auto& d : config_differences(from.spec, to.spec))
     if (changes_every_task(d.substr(0, d.find(':')))) match.blockers.push_back(d);
   if (from.max_depth != to.max_depth)
-    match.blockers.push_back("largest depth L_max (every task runs to it): " + std::to_string(from.max_depth) +
-                             " -> " + std::to_string(to.max_depth));
+    match.blockers.push_back("largest depth L_max (every task runs to it): " + std::to_string(from.max_depth) + " -> " +
+                             std::to_string(to.max_depth));
   if (!match.blockers.empty()) return match;
 
   std::unordered_map<std::string, std::size_t> to_point;

@@ -49,9 +49,7 @@ std::vector<double> unit_seconds(const std::vector<std::vector<Slice>>& slices) 
   return s;
 }
 
-std::string plural(std::size_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
+std::string plural(std::size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 std::string percent(double x) {
   char buf[16];
@@ -64,7 +62,8 @@ std::string percent(double x) {
 double BundleWork::seconds() const { return std::accumulate(task_s.begin(), task_s.end(), shared_s); }
 
 double Schedule::utilisation() const {
-  return makespan_s > 0.0 ? work_s / (ranks * makespan_s) : (units.size() >= static_cast<std::size_t>(ranks) ? 1.0 : 0.0);
+  return makespan_s > 0.0 ? work_s / (ranks * makespan_s)
+                          : (units.size() >= static_cast<std::size_t>(ranks) ? 1.0 : 0.0);
 }
 
 double hand_out_makespan(const std::vector<double>& seconds, int ranks) {

@@ -30,8 +30,8 @@ struct WorkUnit {
 struct Schedule {
   std::vector<WorkUnit> units;  ///< largest first: the hand-out order
   int ranks = 1;
-  std::size_t bundles = 0;          ///< bundles with pending tasks
-  std::size_t split_bundles = 0;    ///< of which cut into slices
+  std::size_t bundles = 0;        ///< bundles with pending tasks
+  std::size_t split_bundles = 0;  ///< of which cut into slices
   std::size_t tasks = 0;
   double bundle_work_s = 0.0;  ///< the work as whole bundles
   double work_s = 0.0;         ///< the units' work: bundle_work_s + the shared work the slices repeat

@@ -77,8 +77,8 @@ RCSWEEP_RNG_KERNEL double open_unit(std::uint64_t x) {
 // Natural log of a positive normal double u < 2 (here u in [2^-54, 1)); fdlibm __ieee754_log
 // without the special cases (musl's reduction on the 64-bit pattern).
 RCSWEEP_RNG_KERNEL double log_open_unit(double u) {
-  constexpr double ln2_hi = 0x1.62e42fee00000p-1;  // 6.93147180369123816490e-01
-  constexpr double ln2_lo = 0x1.a39ef35793c76p-33; // 1.90821492927058770002e-10
+  constexpr double ln2_hi = 0x1.62e42fee00000p-1;   // 6.93147180369123816490e-01
+  constexpr double ln2_lo = 0x1.a39ef35793c76p-33;  // 1.90821492927058770002e-10
   constexpr double lg1 = 6.666666666666735130e-01;
   constexpr double lg2 = 3.999999999940941908e-01;
   constexpr double lg3 = 2.857142874366239149e-01;
@@ -372,13 +372,13 @@ alignas(16) inline constexpr SinCos sincos_table[257] = {
 // sin(2 pi u) = S_k C(t) + C_k S(t), cos(2 pi u) = C_k C(t) - S_k S(t) with the table (S_k, C_k)
 // and Taylor polynomials S(t) (to t^5) and C(t) (to t^6), truncation error < 1e-17.
 RCSWEEP_RNG_KERNEL void sincos_turns(double u, double& sin_out, double& cos_out) {
-  constexpr double s1 = 0x1.921fb54442d18p+2;  // 2 pi
-  constexpr double s3 = -0x1.4abbce625be53p+5; // -(2 pi)^3 / 3!
-  constexpr double s5 = 0x1.466bc6775aae2p+6;  // (2 pi)^5 / 5!
-  constexpr double c2 = -0x1.3bd3cc9be45dep+4; // -(2 pi)^2 / 2!
-  constexpr double c4 = 0x1.03c1f081b5ac4p+6;  // (2 pi)^4 / 4!
-  constexpr double c6 = -0x1.55d3c7e3cbffap+6; // -(2 pi)^6 / 6!
-  constexpr double round_magic = 0x1.8p52;  // adding it rounds |v| < 2^51 to an integer
+  constexpr double s1 = 0x1.921fb54442d18p+2;   // 2 pi
+  constexpr double s3 = -0x1.4abbce625be53p+5;  // -(2 pi)^3 / 3!
+  constexpr double s5 = 0x1.466bc6775aae2p+6;   // (2 pi)^5 / 5!
+  constexpr double c2 = -0x1.3bd3cc9be45dep+4;  // -(2 pi)^2 / 2!
+  constexpr double c4 = 0x1.03c1f081b5ac4p+6;   // (2 pi)^4 / 4!
+  constexpr double c6 = -0x1.55d3c7e3cbffap+6;  // -(2 pi)^6 / 6!
+  constexpr double round_magic = 0x1.8p52;      // adding it rounds |v| < 2^51 to an integer
   const double shifted = 256.0 * u + round_magic;
   const std::uint64_t j = std::bit_cast<std::uint64_t>(shifted) & 0x1ffU;  // k in [0, 256]
   const double k = shifted - round_magic;

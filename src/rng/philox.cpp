@@ -35,7 +35,7 @@ philox4x64_ctr_t make_ctr(const StreamKey& k, std::uint64_t domain) {
 // round 1 the constant word 0 that round 0 made), so 18 instead of 20 64x64->128-bit multiplies
 // per block. Two blocks are interleaved so that the multiply latency chains overlap.
 class PhiloxBlocks {
-public:
+ public:
   RCSWEEP_RNG_KERNEL PhiloxBlocks(const philox4x64_key_t& key, const philox4x64_ctr_t& ctr) : c3_(ctr.v[3]) {
     std::uint64_t k0 = key.v[0], k1 = key.v[1];
     for (int r = 0; r < rounds; ++r) {
@@ -47,13 +47,13 @@ public:
     std::uint64_t hi = 0;
     const std::uint64_t lo = mulhilo(PHILOX_M4x64_1, ctr.v[2], hi);
     a_ = hi ^ ctr.v[1] ^ k0_[0];  // round 0 output word 0
-    b_ = lo;                       // round 0 output word 1
+    b_ = lo;                      // round 0 output word 1
     p_lo_ = mulhilo(PHILOX_M4x64_0, a_, p_hi_);
   }
 
   // Writes blocks first .. first + nb - 1 as a[2j] = x0, b[2j] = x1, a[2j+1] = x2, b[2j+1] = x3.
   RCSWEEP_RNG_KERNEL void generate(std::uint64_t first, std::size_t nb, std::uint64_t* __restrict a,
-                std::uint64_t* __restrict b) const {
+                                   std::uint64_t* __restrict b) const {
     std::size_t j = 0;
     for (; j + 2 <= nb; j += 2) {
       std::uint64_t x[2][4];
@@ -74,7 +74,7 @@ public:
     }
   }
 
-private:
+ private:
   static constexpr int rounds = 10;
 
   __extension__ typedef unsigned __int128 u128;  // as Random123's mulhilo64 on g++
@@ -128,7 +128,7 @@ constexpr std::size_t chunk_pairs = 2 * chunk_blocks;
 // Box–Muller on pairs: (u1, u2) -> r cos(2 pi u2), r sin(2 pi u2) with r = sqrt(-2 ln u1),
 // u = open_unit(word). out[2p] is the cosine of pair p, out[2p + 1] the sine.
 RCSWEEP_RNG_KERNEL void box_muller_pairs(const std::uint64_t* __restrict a, const std::uint64_t* __restrict b,
-                      double* __restrict out, std::size_t pairs) {
+                                         double* __restrict out, std::size_t pairs) {
   for (std::size_t p = 0; p < pairs; ++p) {
     const double r = std::sqrt(-2.0 * detail::log_open_unit(detail::open_unit(a[p])));
     double s, c;

@@ -8,17 +8,17 @@ namespace rcsweep::rng {
 
 /// Which random tensor of a layer a stream feeds (part of the key; never reuse a value).
 enum class Tensor : std::uint32_t {
-  input = 0,      ///< X_0
-  value = 1,      ///< W_V
-  query = 2,      ///< W_Q
-  key = 3,        ///< W_K
-  markov = 4,     ///< the Gaussian G of a Markov attention matrix
-  gate = 5,       ///< W_G of the SiLU gate
-  mlp_in = 6,     ///< W_1 of the MLP
-  mlp_out = 7,    ///< W_2 of the MLP
-  ssm_b = 8,      ///< W_B of the selective SSM, b of the LTI gain
-  ssm_c = 9,      ///< W_C of the selective SSM, c of the LTI gain
-  s4d_step = 10,  ///< the log-uniform step sizes Delta_c of S4D
+  input = 0,        ///< X_0
+  value = 1,        ///< W_V
+  query = 2,        ///< W_Q
+  key = 3,          ///< W_K
+  markov = 4,       ///< the Gaussian G of a Markov attention matrix
+  gate = 5,         ///< W_G of the SiLU gate
+  mlp_in = 6,       ///< W_1 of the MLP
+  mlp_out = 7,      ///< W_2 of the MLP
+  ssm_b = 8,        ///< W_B of the selective SSM, b of the LTI gain
+  ssm_c = 9,        ///< W_C of the selective SSM, c of the LTI gain
+  s4d_step = 10,    ///< the log-uniform step sizes Delta_c of S4D
   grad_probe = 11,  ///< the Hutchinson probes v (layer = output depth L, head = probe index)
 };
 

@@ -25,9 +25,9 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> layer_shapes(const config::
   const bool attention = m.mixer == Mixer::softmax || m.mixer == Mixer::relu || m.mixer == Mixer::sigmoid;
   const int heads = m.mixer == Mixer::s4d ? 1 : m.heads;
   for (int h = 0; h < heads; ++h) {
-    if (m.mixer != Mixer::s4d) shapes.emplace_back(T, T);  // M
+    if (m.mixer != Mixer::s4d) shapes.emplace_back(T, T);                                               // M
     if (m.gap_fix == config::GapFix::outliers && m.input_dependent_mixer()) shapes.emplace_back(T, T);  // M_raw
-    shapes.emplace_back(d, d);  // W_V
+    shapes.emplace_back(d, d);                                                                          // W_V
     if (attention) {
       shapes.emplace_back(d, dqk);
       shapes.emplace_back(d, dqk);

@@ -121,8 +121,8 @@ Handle simple_space(const std::vector<hsize_t>& dims);
 Handle scalar_space();
 
 struct DatasetOptions {
-  std::vector<hsize_t> chunk;     ///< empty = contiguous
-  const void* fill = nullptr;     ///< fill value (in `fill_type`), or nullptr for HDF5's default
+  std::vector<hsize_t> chunk;  ///< empty = contiguous
+  const void* fill = nullptr;  ///< fill value (in `fill_type`), or nullptr for HDF5's default
   hid_t fill_type = H5I_INVALID_HID;
 };
 

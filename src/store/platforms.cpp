@@ -120,7 +120,8 @@ std::vector<Platform> PlatformColumn::read_all() const {
   std::vector<Platform> out(n_tasks_);
   const auto index = read_indices();
   for (std::size_t t = 0; t < index.size(); ++t)
-    if (index[t] >= 0 && static_cast<std::size_t>(index[t]) < table_.size()) out[t] = table_[static_cast<std::size_t>(index[t])];
+    if (index[t] >= 0 && static_cast<std::size_t>(index[t]) < table_.size())
+      out[t] = table_[static_cast<std::size_t>(index[t])];
   return out;
 }
 

@@ -125,8 +125,8 @@ ReuseReport grow_in_place(const std::filesystem::path& path, const plan::Plan& p
                                              : std::string();
     throw StoreError(p + " (sweep '" + s.report.from_name + "', plan hash " + s.report.from_hash +
                      ") was made from a different sweep file" + (overridden ? " or command-line overrides" : "") +
-                     " (plan hash " + plan.hash + overrides + "), and " + why +
-                     ", so it is not grown in place:\n" + describe(s.report) + "write a new store (another -o" +
+                     " (plan hash " + plan.hash + overrides + "), and " + why + ", so it is not grown in place:\n" +
+                     describe(s.report) + "write a new store (another -o" +
                      (s.report.blockers.empty() ? "; add --reuse " + p + " to copy what fits" : std::string()) +
                      ") or pass --overwrite");
   }

@@ -228,7 +228,8 @@ h5::Handle open_existing(const std::filesystem::path& path, bool read_write) {
   if (!std::filesystem::exists(path, ec)) throw StoreError(p + ": no such file");
   if (!std::filesystem::is_regular_file(path, ec)) throw StoreError(p + ": not a regular file");
   if (::access(path.c_str(), read_write ? R_OK | W_OK : R_OK) != 0)
-    throw StoreError(p + ": cannot open for " + (read_write ? "writing" : "reading") + " (" + std::strerror(errno) + ")");
+    throw StoreError(p + ": cannot open for " + (read_write ? "writing" : "reading") + " (" + std::strerror(errno) +
+                     ")");
   const htri_t is = H5Fis_hdf5(path.c_str());
   if (is <= 0) {
     h5::error_text();  // clear the stack
@@ -301,16 +302,16 @@ struct Store::Impl {
   std::array<h5::Handle, metrics::n_layer_metrics> layers;
   std::array<h5::Handle, models::n_theory> theory;
   h5::Handle grad_log10, grad_stderr, grad_log10_all, grad_stderr_all;  // only with [output] gradients
-  detail::PlatformColumn platforms;                                      // /provenance
-  std::size_t n_grad_depths = 0;  // plan.gradient_depths().size()
+  detail::PlatformColumn platforms;                                     // /provenance
+  std::size_t n_grad_depths = 0;                                        // plan.gradient_depths().size()
   std::uint64_t n_tasks = 0;
-  std::size_t n_layers = 0;              // L_max + 1
+  std::size_t n_layers = 0;  // L_max + 1
   std::vector<std::uint64_t> task_point;
   std::vector<std::int32_t> task_replicate;
-  std::vector<std::int64_t> sv_offset;   // [n_tasks * n_layers]
-  std::vector<std::int64_t> sv_length;   // [n_tasks]
-  std::vector<std::int64_t> m_offset;    // [n_tasks * n_layers]: mixer spectra
-  std::vector<std::int64_t> m_length;    // [n_tasks]
+  std::vector<std::int64_t> sv_offset;     // [n_tasks * n_layers]
+  std::vector<std::int64_t> sv_length;     // [n_tasks]
+  std::vector<std::int64_t> m_offset;      // [n_tasks * n_layers]: mixer spectra
+  std::vector<std::int64_t> m_length;      // [n_tasks]
   std::int64_t sv_total = 0, m_total = 0;  // lengths of x_sv and m_sv (>= 1)
 
   void load_plan(const plan::Plan& plan) {
@@ -331,15 +332,14 @@ struct Store::Impl {
       if (plan.mixer_spectrum_at(static_cast<int>(l))) m_stored.push_back(static_cast<int>(l));
     }
     for (std::uint64_t t = 0; t < n_tasks; ++t) {
-      if (plan.tasks[t].id != t) throw StoreError("plan task " + std::to_string(t) + " has id " +
-                                                  std::to_string(plan.tasks[t].id));
+      if (plan.tasks[t].id != t)
+        throw StoreError("plan task " + std::to_string(t) + " has id " + std::to_string(plan.tasks[t].id));
       task_point[t] = plan.tasks[t].point;
       task_replicate[t] = plan.tasks[t].replicate;
       sv_length[t] = static_cast<std::int64_t>(plan.spectrum_length(t));
       for (int l : stored) sv_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.spectrum_offset(t, l);
       m_length[t] = static_cast<std::int64_t>(plan.mixer_spectrum_length(t));
-      for (int l : m_stored)
-        m_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.mixer_spectrum_offset(t, l);
+      for (int l : m_stored) m_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.mixer_spectrum_offset(t, l);
     }
   }
 
@@ -376,7 +376,8 @@ struct Store::Impl {
     for (const char* name : {"m_sv", "m_eig_re", "m_eig_im"})
       if (n_of(name) != std::vector<hsize_t>{static_cast<hsize_t>(m_total)})
         throw StoreError("/spectra/" + std::string(name) + " has the wrong length");
-    if (n_of("m_offset") != std::vector<hsize_t>{n_tasks, n_layers} || n_of("m_length") != std::vector<hsize_t>{n_tasks})
+    if (n_of("m_offset") != std::vector<hsize_t>{n_tasks, n_layers} ||
+        n_of("m_length") != std::vector<hsize_t>{n_tasks})
       throw StoreError("/spectra/m_offset or m_length has the wrong shape");
     std::vector<std::int64_t> off(m_offset.size()), len(m_length.size());
     h5::Handle o = h5::open_dataset(file.id(), "/spectra/m_offset");
@@ -494,7 +495,9 @@ void Store::Impl::write_points(const plan::Plan& plan) {
       case config::ParamKind::scale:
         off.push_back(layout.add(std::string(info.name), H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE));
         break;
-      case config::ParamKind::choice: off.push_back(layout.add(std::string(info.name), choice.id(), choice.id())); break;
+      case config::ParamKind::choice:
+        off.push_back(layout.add(std::string(info.name), choice.id(), choice.id()));
+        break;
     }
   }
   for (const auto& dim : dims) off.push_back(layout.add("idx_" + dim.name, H5T_STD_I64LE, H5T_NATIVE_INT64));
@@ -684,10 +687,10 @@ void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
     m_eig_re = h5::create_dataset(g.id(), "m_eig_re", H5T_IEEE_F64LE, {m_n}, m_opt);
     h5::set_attr(m_eig_re.id(), "description",
                  "real parts of the eigenvalues of head 0's mixer matrix M of layer l (after gap_fix), by "
-                 "descending modulus, then real part, then imaginary part" + where);
+                 "descending modulus, then real part, then imaginary part" +
+                     where);
     m_eig_im = h5::create_dataset(g.id(), "m_eig_im", H5T_IEEE_F64LE, {m_n}, m_opt);
-    h5::set_attr(m_eig_im.id(), "description",
-                 "imaginary parts of the eigenvalues, same order as m_eig_re" + where);
+    h5::set_attr(m_eig_im.id(), "description", "imaginary parts of the eigenvalues, same order as m_eig_re" + where);
     h5::Handle moff = h5::create_dataset(g.id(), "m_offset", H5T_STD_I64LE, {n_tasks, L1});
     h5::write_all(moff.id(), H5T_NATIVE_INT64, m_offset.data());
     h5::set_attr(moff.id(), "description",
@@ -710,11 +713,11 @@ Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 bool is_disk_full(const std::string& message) {
-  return message.find("No space left on device") != std::string::npos || message.find("errno = 28") != std::string::npos;
+  return message.find("No space left on device") != std::string::npos ||
+         message.find("errno = 28") != std::string::npos;
 }
 
-Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov,
-                    bool overwrite) {
+Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov, bool overwrite) {
   h5::init();
   const std::string p = path.string();
   std::error_code ec;
@@ -819,12 +822,12 @@ Store Store::open_checked(const std::filesystem::path& path, const plan::Plan& p
         return o.empty() ? std::string("none") : config::overrides_line(o);
       };
       const bool overridden = !made_with.empty() || !plan.spec.overrides.empty();
-      throw IdentityError(p + " (sweep '" + name + "', plan hash " + hash + ") was made from a different sweep file" +
-                          (overridden ? " or command-line overrides" : "") + " (plan hash " + plan.hash +
-                          (overridden ? "; the store's overrides: " + line(made_with) +
-                                            ", this run's: " + line(plan.spec.overrides)
-                                      : std::string()) +
-                          "); use a new output file or --overwrite");
+      throw IdentityError(
+          p + " (sweep '" + name + "', plan hash " + hash + ") was made from a different sweep file" +
+          (overridden ? " or command-line overrides" : "") + " (plan hash " + plan.hash +
+          (overridden ? "; the store's overrides: " + line(made_with) + ", this run's: " + line(plan.spec.overrides)
+                      : std::string()) +
+          "); use a new output file or --overwrite");
     }
     impl->load_plan(plan);
     if (h5::get_attr_u64(f, "n_tasks") != impl->n_tasks ||
@@ -838,7 +841,8 @@ Store Store::open_checked(const std::filesystem::path& path, const plan::Plan& p
     impl->open_datasets();
     // Every dataset a task writes rows into: shape and type (a wrong one would garble the rows).
     const hsize_t n = impl->n_tasks, L1 = impl->n_layers, L = L1 - 1;
-    for (std::string_view name : metrics::layer_metric_names) check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
+    for (std::string_view name : metrics::layer_metric_names)
+      check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
     for (std::string_view name : models::theory_names) check_float_dataset(f, "/theory/" + std::string(name), {n});
     if (impl->grad_log10) {
       check_float_dataset(f, "/grad/log10_g", {n, L});
@@ -871,7 +875,8 @@ std::vector<TaskResult> Store::read_results(std::span<const std::uint64_t> tasks
   for (const auto& d : s.theory) theory.push_back(read(d));
   const bool all = static_cast<bool>(s.grad_log10_all);
   const std::vector<double> g = s.n_grad_depths ? read(all ? s.grad_log10_all : s.grad_log10) : std::vector<double>{};
-  const std::vector<double> ge = s.n_grad_depths ? read(all ? s.grad_stderr_all : s.grad_stderr) : std::vector<double>{};
+  const std::vector<double> ge = s.n_grad_depths ? read(all ? s.grad_stderr_all : s.grad_stderr)
+                                                 : std::vector<double>{};
   const std::vector<double> x_sv = read(s.x_sv), m_sv = read(s.m_sv), m_re = read(s.m_eig_re), m_im = read(s.m_eig_im);
   std::vector<TaskRow> rows(s.n_tasks);
   if (s.n_tasks) h5::read_all(s.tasks.id(), s.types.mem.id(), rows.data());
@@ -897,8 +902,10 @@ std::vector<TaskResult> Store::read_results(std::span<const std::uint64_t> tasks
       for (std::size_t k = 0; k < layers.size(); ++k) r.layers[l][k] = layers[k][t * L1 + l];
     for (std::size_t k = 0; k < theory.size(); ++k) r.theory[k] = theory[k][t];
     if (g_row) {
-      r.grad_log10.assign(g.begin() + static_cast<std::ptrdiff_t>(t * g_row), g.begin() + static_cast<std::ptrdiff_t>((t + 1) * g_row));
-      r.grad_stderr.assign(ge.begin() + static_cast<std::ptrdiff_t>(t * g_row), ge.begin() + static_cast<std::ptrdiff_t>((t + 1) * g_row));
+      r.grad_log10.assign(g.begin() + static_cast<std::ptrdiff_t>(t * g_row),
+                          g.begin() + static_cast<std::ptrdiff_t>((t + 1) * g_row));
+      r.grad_stderr.assign(ge.begin() + static_cast<std::ptrdiff_t>(t * g_row),
+                           ge.begin() + static_cast<std::ptrdiff_t>((t + 1) * g_row));
     }
     for (std::size_t l = 0; l < L1; ++l) {
       r.spectra.push_back(slice(x_sv, s.sv_offset[t * L1 + l], s.sv_length[t]));
@@ -952,7 +959,9 @@ void Store::write(std::span<const TaskResult> results) {
                          " spectrum has " + std::to_string(r.spectra[l].size()) + " values, the store expects " +
                          (off < 0 ? std::string("none") : std::to_string(s.sv_length[r.task])));
     }
-    const auto at = [](const std::vector<std::vector<double>>& v, std::size_t l) { return l < v.size() ? v[l].size() : 0; };
+    const auto at = [](const std::vector<std::vector<double>>& v, std::size_t l) {
+      return l < v.size() ? v[l].size() : 0;
+    };
     for (std::size_t l = 0; l < L1; ++l) {
       const std::size_t n = at(r.mixer_sv, l);
       if (n == 0 && at(r.mixer_eig_re, l) == 0 && at(r.mixer_eig_im, l) == 0) continue;
@@ -962,7 +971,8 @@ void Store::write(std::span<const TaskResult> results) {
         throw StoreError("result for task " + std::to_string(r.task) + ": layer " + std::to_string(l) +
                          " mixer spectrum has " + std::to_string(n) + " singular values and " +
                          std::to_string(at(r.mixer_eig_re, l)) + "/" + std::to_string(at(r.mixer_eig_im, l)) +
-                         " eigenvalue parts, the store expects " + (off < 0 ? std::string("none") : std::to_string(want)));
+                         " eigenvalue parts, the store expects " +
+                         (off < 0 ? std::string("none") : std::to_string(want)));
     }
   }
 
@@ -1014,7 +1024,8 @@ void Store::write(std::span<const TaskResult> results) {
       for (std::size_t j = 0; j < sel.size(); ++j) {
         const auto& v = results[sel[j]].*field;
         if (v.size() != block) continue;  // none computed (failed task): NaN
-        std::copy(v.end() - static_cast<std::ptrdiff_t>(row), v.end(), gbuf.begin() + static_cast<std::ptrdiff_t>(j * row));
+        std::copy(v.end() - static_cast<std::ptrdiff_t>(row), v.end(),
+                  gbuf.begin() + static_cast<std::ptrdiff_t>(j * row));
       }
       h5::write_rows(dset.id(), H5T_NATIVE_DOUBLE, runs, gbuf.data());
     };
@@ -1139,7 +1150,8 @@ StoreInfo read_info(const std::filesystem::path& path) {
       }
     }
     const auto n = static_cast<hsize_t>(info.n_tasks), L1 = static_cast<hsize_t>(info.max_depth) + 1;
-    for (std::string_view name : metrics::layer_metric_names) check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
+    for (std::string_view name : metrics::layer_metric_names)
+      check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
     info.datasets = h5::dataset_paths(f);
     h5::Handle axes = h5::open_group(f, "/axes");
     const std::string order = h5::get_attr_string(axes.id(), "order");

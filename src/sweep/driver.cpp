@@ -213,11 +213,13 @@ class Service {
       if (was_empty && !batch.empty()) oldest_ = steady::now();  // the batch's first arrival
       // Without a launcher, or while it tears the job down, workers that have not reported by now
       // are not waited for (they may be dead).
-      const bool finished =
-          local_done && (n_stopped_ == n_workers_ || (gone_ && seconds_since(gone_at_) >= gone_collect_s) ||
-                         (launcher_teardown() && past_grace_at_ && seconds_since(*past_grace_at_) >= teardown_collect_s));
+      const bool finished = local_done &&
+                            (n_stopped_ == n_workers_ || (gone_ && seconds_since(gone_at_) >= gone_collect_s) ||
+                             (launcher_teardown() && past_grace_at_ &&
+                              seconds_since(*past_grace_at_) >= teardown_collect_s));
       const auto now = std::chrono::steady_clock::now();
-      if (!batch.empty() && (finished || std::chrono::duration<double>(now - last_write).count() >= opt_.write_interval_s)) {
+      if (!batch.empty() &&
+          (finished || std::chrono::duration<double>(now - last_write).count() >= opt_.write_interval_s)) {
         write(batch);
         last_write = now;
       }
@@ -347,8 +349,8 @@ class Service {
     summary_.write_s += std::chrono::duration<double>(end - start).count();
     ++summary_.write_batches;
     summary_.max_batch = std::max<std::uint64_t>(summary_.max_batch, batch.size());
-    summary_.max_write_latency_s =
-        std::max(summary_.max_write_latency_s, std::chrono::duration<double>(end - oldest_).count());
+    summary_.max_write_latency_s = std::max(summary_.max_write_latency_s,
+                                            std::chrono::duration<double>(end - oldest_).count());
     for (const auto& r : batch) {
       progress_.add(plan_.tasks[r.task].flops);
       if (r.status == store::TaskStatus::done) work_.calibrate(r.task, r.wall_s);
@@ -377,8 +379,8 @@ class Service {
   std::vector<bool> busy_, cancelled_, stopped_;
   int n_stopped_ = 0;
   std::optional<steady::time_point> past_grace_at_;  // when the grace period was first seen over
-  steady::time_point stop_at_{};  // when the stop began (begin_stop)
-  bool gone_ = false;            // the launcher died (launcher_died)
+  steady::time_point stop_at_{};                     // when the stop began (begin_stop)
+  bool gone_ = false;                                // the launcher died (launcher_died)
   steady::time_point gone_at_{};
   steady::time_point oldest_{};  // arrival of the oldest result not yet written
   Progress progress_;
@@ -405,7 +407,7 @@ void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOpt
   // of its last bundle. Without a launcher rank 0 may be gone too: neither the hand-over nor the
   // answer is waited for without bound (a blocking send of a large message would wait forever).
   std::vector<char> results(sizeof(std::int32_t));
-  bool left = false;  // the last hand-over said `leaving`
+  bool left = false;                          // the last hand-over said `leaving`
   std::optional<steady::time_point> gone_at;  // when this rank saw its launcher gone: waits end gone_send_s later
   const auto hand_over = [&] {
     const std::int32_t sig = launcher_gone() ? leaving : stop_signal();
@@ -474,12 +476,12 @@ void note_new_kernels(const std::vector<store::Platform>& ranks,
   for (const auto& k : mine) text += (text.empty() ? "" : ", ") + k;
   if (mine.size() > 1)
     std::fprintf(stderr, "[rcsweep] note: the ranks of this run use different BLAS kernels (%s)\n", text.c_str());
-  const bool new_kernel =
-      !before.empty() && std::any_of(mine.begin(), mine.end(), [&](const std::string& k) {
-        return std::find(before.begin(), before.end(), k) == before.end();
-      });
+  const bool new_kernel = !before.empty() && std::any_of(mine.begin(), mine.end(), [&](const std::string& k) {
+    return std::find(before.begin(), before.end(), k) == before.end();
+  });
   if (new_kernel)
-    std::fprintf(stderr, "[rcsweep] note: this run computes with %s; the store's finished tasks were computed with %s\n",
+    std::fprintf(stderr,
+                 "[rcsweep] note: this run computes with %s; the store's finished tasks were computed with %s\n",
                  text.c_str(), stored_text.c_str());
   if (mine.size() > 1 || new_kernel)
     std::fprintf(stderr,
@@ -547,9 +549,11 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   // The time limit: --time-limit from now, or the scheduler's end of the job less a minute for
   // the final flush and the MPI teardown, whichever comes first.
   std::optional<steady::time_point> deadline;
-  if (opt.time_limit_s > 0) deadline = t0 + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(opt.time_limit_s));
+  if (opt.time_limit_s > 0)
+    deadline = t0 + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(opt.time_limit_s));
   if (const auto end = scheduler_end_time()) {
-    const auto left = std::chrono::duration_cast<steady::duration>(*end - std::chrono::system_clock::now() - std::chrono::seconds(60));
+    const auto left = std::chrono::duration_cast<steady::duration>(*end - std::chrono::system_clock::now() -
+                                                                   std::chrono::seconds(60));
     if (!deadline || t0 + left < *deadline) deadline = t0 + left;
   }
   if (deadline) summary.time_limit_s = std::chrono::duration<double>(*deadline - t0).count();
@@ -567,8 +571,8 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   std::string error;
   if (rank == 0) {
     try {
-      store::Provenance prov{version, git_commit, utc_now(), hostname(), linalg::blas_info(), "", size,
-                             opt.blas_threads};
+      store::Provenance prov{version, git_commit, utc_now(),       hostname(), linalg::blas_info(),
+                             "",      size,       opt.blas_threads};
       const bool exists = std::filesystem::exists(opt.output);
       if (opt.require_existing && !exists)
         throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");
@@ -577,8 +581,10 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
         if (store::read_info(opt.output).plan_hash != plan.hash) {
           const auto grown = store::grow_in_place(opt.output, plan, prov);
           if (opt.progress)
-            std::fprintf(stderr, "[rcsweep] %s was made from another version of the sweep file:\n%s[rcsweep] grown to this sweep: %llu finished tasks copied\n",
-                         opt.output.c_str(), store::describe(grown).c_str(), static_cast<unsigned long long>(grown.copied));
+            std::fprintf(
+                stderr,
+                "[rcsweep] %s was made from another version of the sweep file:\n%s[rcsweep] grown to this sweep: %llu finished tasks copied\n",
+                opt.output.c_str(), store::describe(grown).c_str(), static_cast<unsigned long long>(grown.copied));
         }
         store.emplace(store::Store::open_resume(opt.output, plan, prov));
         summary.resumed = true;
@@ -588,10 +594,14 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       for (const auto& from : opt.reuse) {
         const auto r = store::reuse_results(from, *store, plan);
         if (opt.progress)
-          std::fprintf(stderr, "[rcsweep] --reuse %s: copied %llu finished tasks%s%s\n", from.c_str(),
-                       static_cast<unsigned long long>(r.copied),
-                       r.not_in_sweep ? (" (" + std::to_string(r.not_in_sweep) + " of its finished tasks are not tasks of this sweep)").c_str() : "",
-                       r.other_shards ? (" (" + std::to_string(r.other_shards) + " belong to other shards)").c_str() : "");
+          std::fprintf(
+              stderr, "[rcsweep] --reuse %s: copied %llu finished tasks%s%s\n", from.c_str(),
+              static_cast<unsigned long long>(r.copied),
+              r.not_in_sweep
+                  ? (" (" + std::to_string(r.not_in_sweep) + " of its finished tasks are not tasks of this sweep)")
+                        .c_str()
+                  : "",
+              r.other_shards ? (" (" + std::to_string(r.other_shards) + " belong to other shards)").c_str() : "");
       }
     } catch (const std::exception& e) {
       error = e.what();
@@ -611,7 +621,8 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     const auto status = store->task_status();
     const auto to_run = [&](std::uint64_t id) {
       return status[id] == store::TaskStatus::pending ||
-             (opt.retry_failed && (status[id] == store::TaskStatus::failed || status[id] == store::TaskStatus::diverged));
+             (opt.retry_failed &&
+              (status[id] == store::TaskStatus::failed || status[id] == store::TaskStatus::diverged));
     };
     // The units handed out: whole bundles, or slices of bundles where that shortens the estimated
     // makespan on `size` ranks (plan/schedule.hpp), priced at this machine's rates or rough ones.
@@ -703,7 +714,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     summary.time_limited = queue.time_limited();
     if (summary.store_pending == 0) store->mark_finished(utc_now());
     if (!launcher_gone()) store->sync();  // else every batch is flushed to the OS already; exit soon
-    store.reset();                         // closed (and its lock released) before the others are told
+    store.reset();                        // closed (and its lock released) before the others are told
   }
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Without a launcher each rank ends on its own; only rank 0 knows the store. While the launcher

@@ -21,13 +21,13 @@ namespace rcsweep::sweep {
 
 struct RunOptions {
   std::filesystem::path output;
-  bool overwrite = false;       ///< replace an existing store
-  bool require_existing = false;  ///< --resume: the store must exist
-  int blas_threads = 1;         ///< BLAS threads per task (1: results independent of the layout)
-  bool progress = true;         ///< progress and ETA on rank 0's stderr
-  double write_interval_s = 0.2;  ///< finished results are written (and flushed) at least this often
+  bool overwrite = false;          ///< replace an existing store
+  bool require_existing = false;   ///< --resume: the store must exist
+  int blas_threads = 1;            ///< BLAS threads per task (1: results independent of the layout)
+  bool progress = true;            ///< progress and ETA on rank 0's stderr
+  double write_interval_s = 0.2;   ///< finished results are written (and flushed) at least this often
   double sync_interval_s = 300.0;  ///< the store is fsync'ed this often (and at the end)
-  bool retry_failed = false;    ///< --retry-failed: failed and diverged tasks are run again
+  bool retry_failed = false;       ///< --retry-failed: failed and diverged tasks are run again
   /// --reuse: stores whose finished results are copied into the pending tasks they fit
   /// (store/reuse.hpp) before any work.
   std::vector<std::filesystem::path> reuse;
@@ -47,8 +47,8 @@ struct RunOptions {
 };
 
 struct RunSummary {
-  std::uint64_t total = 0;         ///< tasks in the plan
-  std::uint64_t skipped = 0;       ///< already finished in the store before this run
+  std::uint64_t total = 0;                           ///< tasks in the plan
+  std::uint64_t skipped = 0;                         ///< already finished in the store before this run
   std::uint64_t done = 0, failed = 0, diverged = 0;  ///< finished by this run
   double wall_s = 0.0;
   bool resumed = false;
@@ -56,13 +56,13 @@ struct RunSummary {
   /// stopped early (signal or time limit) with tasks left (resumable).
   int exit_code() const;
   std::uint64_t store_failed = 0, store_diverged = 0;  ///< over the whole store after the run
-  std::uint64_t store_pending = 0;  ///< tasks of this run's shard still pending after the run
-  int stop_signal = 0;              ///< the signal that stopped the run early (0: none)
+  std::uint64_t store_pending = 0;                     ///< tasks of this run's shard still pending after the run
+  int stop_signal = 0;                                 ///< the signal that stopped the run early (0: none)
   /// The launcher (mpiexec) died and the run stopped at once (stop.hpp). Each rank then ends on
   /// its own: workers do not know the store (store_pending is 1) and must exit without MPI_Finalize.
   bool launcher_gone = false;
-  bool time_limited = false;        ///< the time limit stopped the run early
-  double time_limit_s = 0.0;        ///< the limit in effect (seconds from the start; 0: none)
+  bool time_limited = false;  ///< the time limit stopped the run early
+  double time_limit_s = 0.0;  ///< the limit in effect (seconds from the start; 0: none)
   /// Scheduler counters of this rank (docs/SCALING.md; not shared between ranks). Rank 0's
   /// writer: time spent in Store::write, batches written, the largest batch, and the longest a
   /// result waited at rank 0 between its arrival and the end of its write. Every rank: units it

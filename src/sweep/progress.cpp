@@ -9,13 +9,15 @@
 namespace rcsweep::sweep {
 namespace {
 void format_duration(double s, char* out, std::size_t n) {
-  if (s < 0 || s != s) std::snprintf(out, n, "?");
-  else if (s < 90) std::snprintf(out, n, "%.0fs", s);
+  if (s < 0 || s != s)
+    std::snprintf(out, n, "?");
+  else if (s < 90)
+    std::snprintf(out, n, "%.0fs", s);
   else if (s < 5400) {
     const long total = static_cast<long>(s);
     std::snprintf(out, n, "%ldm%02lds", total / 60, total % 60);
-  }
-  else std::snprintf(out, n, "%.1fh", s / 3600);
+  } else
+    std::snprintf(out, n, "%.1fh", s / 3600);
 }
 }  // namespace
 
@@ -53,10 +55,9 @@ void Progress::report(bool force) {
   char el[32], et[32];
   format_duration(elapsed, el, sizeof el);
   format_duration(eta, et, sizeof et);
-  std::fprintf(stderr, "%s[rcsweep] %llu/%llu tasks, %5.1f%% of work, elapsed %s, ETA %s%s",
-               tty_ ? "\r" : "", static_cast<unsigned long long>(done_tasks_),
-               static_cast<unsigned long long>(total_tasks_), 100.0 * frac, el, et,
-               tty_ && !force ? "   " : "\n");
+  std::fprintf(stderr, "%s[rcsweep] %llu/%llu tasks, %5.1f%% of work, elapsed %s, ETA %s%s", tty_ ? "\r" : "",
+               static_cast<unsigned long long>(done_tasks_), static_cast<unsigned long long>(total_tasks_),
+               100.0 * frac, el, et, tty_ && !force ? "   " : "\n");
   std::fflush(stderr);
 }
 

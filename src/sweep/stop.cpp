@@ -19,14 +19,14 @@ namespace {
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_teardown = 0;  // g_signal was the launcher's SIGTERM before its SIGKILL
 volatile std::sig_atomic_t g_gone = 0;      // the launcher has died
-std::atomic<long long> g_when_ns{0};  // CLOCK_MONOTONIC at the signal
+std::atomic<long long> g_when_ns{0};        // CLOCK_MONOTONIC at the signal
 static_assert(std::atomic<long long>::is_always_lock_free, "the handler needs a lock-free atomic");
 
 // Set by watch_launcher() before any handler that reads them is installed.
-pid_t g_launcher = 0;            // the parent process that started this rank (0: not watched)
-bool g_launcher_kills = false;   // it is Open MPI's mpiexec or orted: a teardown ends with SIGKILL
-double g_kill_timeout_s = 1.0;   // odls_base_sigkill_timeout: SIGTERM to SIGKILL
-std::string g_launcher_comm;     // its name, for messages
+pid_t g_launcher = 0;                // the parent process that started this rank (0: not watched)
+bool g_launcher_kills = false;       // it is Open MPI's mpiexec or orted: a teardown ends with SIGKILL
+double g_kill_timeout_s = 1.0;       // odls_base_sigkill_timeout: SIGTERM to SIGKILL
+std::string g_launcher_comm;         // its name, for messages
 constexpr unsigned backstop_s = 20;  // a rank whose launcher died is killed (SIGALRM) after this
 
 long long monotonic_ns() noexcept {
@@ -43,7 +43,8 @@ void note_launcher_gone() noexcept {
     g_when_ns.store(monotonic_ns(), std::memory_order_relaxed);
     g_signal = SIGHUP;
   }
-  alarm(backstop_s);  // whatever blocks (a long layer, an MPI call), the rank ends; the store is safe as after a SIGKILL
+  alarm(
+      backstop_s);  // whatever blocks (a long layer, an MPI call), the rank ends; the store is safe as after a SIGKILL
 }
 
 extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
@@ -59,8 +60,7 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
     return;
   }
   if (g_signal == 0) {
-    if (sig == SIGTERM && g_launcher_kills && info != nullptr && info->si_code == SI_USER &&
-        info->si_pid == g_launcher)
+    if (sig == SIGTERM && g_launcher_kills && info != nullptr && info->si_code == SI_USER && info->si_pid == g_launcher)
       g_teardown = 1;
     g_when_ns.store(monotonic_ns(), std::memory_order_relaxed);
     g_signal = sig;
@@ -166,8 +166,8 @@ std::string signal_name(int sig) {
 
 double parse_duration(const std::string& text, const std::string& what) {
   const auto bad = [&] {
-    return ConfigError({{what, "expected a duration like 90s, 15m, 2h, 1h30m, 1d or [D-]HH:MM[:SS], got '" + text +
-                                   "'"}});
+    return ConfigError(
+        {{what, "expected a duration like 90s, 15m, 2h, 1h30m, 1d or [D-]HH:MM[:SS], got '" + text + "'"}});
   };
   if (text.empty()) throw bad();
   double total = 0.0;

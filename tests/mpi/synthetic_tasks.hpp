@@ -59,7 +59,7 @@ inline models::TaskOutput synthetic_output(const plan::Plan& plan, std::uint64_t
 /// seconds (the store's /tasks wall_s) are the time actually taken, late wake-ups included.
 inline auto sleeping_runner(std::function<double(std::uint64_t)> seconds) {
   return [seconds = std::move(seconds)](const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
-                                        const std::function<void(models::TaskOutput&&)>& on_done,
+                                        const std::function<void(models::TaskOutput &&)>& on_done,
                                         const std::function<bool()>&) {
     // Sleep until each task's planned end, so oversleeping does not accumulate over a bundle.
     using clock = std::chrono::steady_clock;

@@ -41,7 +41,8 @@ std::string sweep_text(int replicates) {
 [sweep]
 name = "scheduler-scaling"
 seed = 5
-replicates = )" + std::to_string(replicates) +
+replicates = )" +
+         std::to_string(replicates) +
          R"(
 [model]
 depth = 4
@@ -130,7 +131,8 @@ Run run_synthetic(const plan::Plan& plan, const std::vector<double>& seconds, co
   opt.overwrite = true;
   opt.progress = false;
   MPI_Barrier(MPI_COMM_WORLD);
-  r.summary = sweep::run_sweep(plan, opt, MPI_COMM_WORLD, test::sleeping_runner([&](std::uint64_t t) { return seconds[t]; }));
+  r.summary = sweep::run_sweep(plan, opt, MPI_COMM_WORLD,
+                               test::sleeping_runner([&](std::uint64_t t) { return seconds[t]; }));
   r.ranks = gather(r.summary);
   MPI_Barrier(MPI_COMM_WORLD);
   return r;
@@ -177,9 +179,9 @@ std::vector<double> expect_store_complete(const plan::Plan& plan, const std::str
   std::size_t mismatches = 0;
   for (const auto& t : plan.tasks)
     for (int l = 0; l < L1; ++l) {
-      const auto k = static_cast<std::size_t>(std::find(metrics::layer_metric_names.begin(),
-                                                        metrics::layer_metric_names.end(), "fro") -
-                                              metrics::layer_metric_names.begin());
+      const auto k = static_cast<std::size_t>(
+          std::find(metrics::layer_metric_names.begin(), metrics::layer_metric_names.end(), "fro") -
+          metrics::layer_metric_names.begin());
       mismatches += fro[t.id * L1 + l] != test::synthetic_value(t.id, l, k);
       if (const auto off = plan.spectrum_offset(t.id, l); off >= 0)
         for (std::size_t i = 0; i < plan.spectrum_length(t.id); ++i)
@@ -202,11 +204,12 @@ void report(const char* name, const Bound& planned, const Bound& b, const Run& r
       "%.2f s -> bound %.2f s; makespan %.2f s (%.1f%% over); writer: %llu batches (max %llu results), %.3f s writing (%.1f%% of the run), "
       "max latency %.3f s; workers: mean wait per hand-out %.1f ms, max %.1f ms; units on rank 0: %.0f, "
       "per worker %.0f..%.0f\n",
-      name, bundles, static_cast<unsigned long long>(s.units), planned.makespan, b.work, b.per_rank, b.largest, b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0),
-      static_cast<unsigned long long>(s.write_batches), static_cast<unsigned long long>(s.max_batch), s.write_s,
-      100.0 * s.write_s / s.wall_s, s.max_write_latency_s, 1e3 * waits / handed,
-      1e3 * *std::max_element(g.max_wait_s.begin() + 1, g.max_wait_s.end()), g.bundles[0],
-      *std::min_element(g.bundles.begin() + 1, g.bundles.end()), *std::max_element(g.bundles.begin() + 1, g.bundles.end()));
+      name, bundles, static_cast<unsigned long long>(s.units), planned.makespan, b.work, b.per_rank, b.largest,
+      b.makespan, s.wall_s, 100.0 * (s.wall_s / b.makespan - 1.0), static_cast<unsigned long long>(s.write_batches),
+      static_cast<unsigned long long>(s.max_batch), s.write_s, 100.0 * s.write_s / s.wall_s, s.max_write_latency_s,
+      1e3 * waits / handed, 1e3 * *std::max_element(g.max_wait_s.begin() + 1, g.max_wait_s.end()), g.bundles[0],
+      *std::min_element(g.bundles.begin() + 1, g.bundles.end()),
+      *std::max_element(g.bundles.begin() + 1, g.bundles.end()));
   std::fflush(stdout);
 }
 

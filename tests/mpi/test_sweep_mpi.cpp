@@ -112,7 +112,8 @@ sweep::RunSummary expect_bitwise_serial(const plan::Plan& plan, const std::strin
         EXPECT_TRUE(ref.spectra[l].empty()) << "layer " << l;
         continue;
       }
-      for (std::size_t i = 0; i < ref.spectra[l].size(); ++i) mismatches += !same_bits(spectra[off + i], ref.spectra[l][i]);
+      for (std::size_t i = 0; i < ref.spectra[l].size(); ++i)
+        mismatches += !same_bits(spectra[off + i], ref.spectra[l][i]);
     }
   }
   EXPECT_EQ(mismatches, 0u) << "at " << size << " ranks";
@@ -147,7 +148,8 @@ norm = "layernorm"
 lambda = [)" + lambdas + R"(]
 [output]
 spectra = "last"
-)", "test"));
+)",
+                                                              "test"));
   ASSERT_EQ(plan.bundles.size(), 1u);
   const auto summary = expect_bitwise_serial(plan, "rcsweep_mpi_slices");
   if (mpi::comm_rank(MPI_COMM_WORLD) == 0) {
@@ -172,7 +174,8 @@ input_dataset = "X"
 [[zip]]
 T = [4, 6, 8]
 d = [8, 8, 8]
-)", "test"));
+)",
+                                                              "test"));
   const auto [path, summary] = test::run_into_temp_store(plan, "rcsweep_mpi_failed");
   EXPECT_EQ(summary.exit_code(), 3);
   EXPECT_EQ(summary.store_failed, plan.tasks.size());

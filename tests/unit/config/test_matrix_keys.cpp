@@ -142,14 +142,15 @@ TEST(MatrixKeysErrors, GivenButUnused) {
   expect_only(head + "mixer_matrix = [[1, 0], [0, 1]]\n", "model.mixer_matrix", {"only used with mixer = \"matrix\""});
   expect_only(head + "input_path = \"a.h5\"\n", "model.input_path", {"only used with input = \"file\""});
   // A swept input that takes "matrix" at some point uses it.
-  EXPECT_NO_THROW(parse_sweep(head + "input_matrix = [[1, 0, 0], [0, 1, 0]]\n[axes]\ninput = [\"sphere\", \"matrix\"]\n"));
+  EXPECT_NO_THROW(
+      parse_sweep(head + "input_matrix = [[1, 0, 0], [0, 1, 0]]\n[axes]\ninput = [\"sphere\", \"matrix\"]\n"));
 }
 
 TEST(MatrixKeysErrors, NotSweepable) {
   expect_only(head + "input = \"matrix\"\ninput_matrix = [[1, 0, 0], [0, 1, 0]]\n[axes]\nmixer_matrix = [[1]]\n",
               "axes.mixer_matrix", {"not sweepable", "[model]"});
-  const auto issues =
-      issues_of(head + "input = \"file\"\ninput_path = \"a.h5\"\n[[zip]]\ninput_dataset = [\"X\", \"Y\"]\nlambda = [0, 1]\n");
+  const auto issues = issues_of(
+      head + "input = \"file\"\ninput_path = \"a.h5\"\n[[zip]]\ninput_dataset = [\"X\", \"Y\"]\nlambda = [0, 1]\n");
   ASSERT_GE(issues.size(), 1u);
   EXPECT_EQ(issues[0].key, "zip[0].input_dataset") << dump(issues);
   EXPECT_NE(issues[0].problem.find("not sweepable"), std::string::npos);

@@ -182,21 +182,26 @@ TEST(ApplyOverrides, AnAxisKeepsItsPlaceAndANewOneGoesLast) {
 
 TEST(ApplyOverrides, ModelAndAxesReplaceEachOther) {
   // a swept parameter fixed, a fixed one swept
-  expect_same_sweep({"model.lambda=0.5"}, edited(base, {{"lambda = [0.0, 1.0]\n", ""}, {"depth = 2", "depth = 2\nlambda = 0.5"}}));
-  expect_same_sweep({"axes.T=[4,8]"},
-                    edited(base, {{"T = 4\n", ""}, {"gap_fix = [\"none\", \"perp\"]\n", "gap_fix = [\"none\", \"perp\"]\nT = [4, 8]\n"}}));
+  expect_same_sweep({"model.lambda=0.5"},
+                    edited(base, {{"lambda = [0.0, 1.0]\n", ""}, {"depth = 2", "depth = 2\nlambda = 0.5"}}));
+  expect_same_sweep(
+      {"axes.T=[4,8]"},
+      edited(base,
+             {{"T = 4\n", ""}, {"gap_fix = [\"none\", \"perp\"]\n", "gap_fix = [\"none\", \"perp\"]\nT = [4, 8]\n"}}));
   // and back: the later override wins
   expect_same_sweep({"axes.T=[4,8]", "model.T=4"}, base);
 }
 
 TEST(ApplyOverrides, ZipTablesByIndex) {
-  expect_same_sweep({"zip[1].heads=[1,2,4]", "zip.0.sigma_qk=[1.0,3.0]"},
-                    edited(base, {{"heads = [1, 2]", "heads = [1, 2, 4]"}, {"sigma_qk = [1.0, 2.0]", "sigma_qk = [1.0, 3.0]"}}));
+  expect_same_sweep(
+      {"zip[1].heads=[1,2,4]", "zip.0.sigma_qk=[1.0,3.0]"},
+      edited(base, {{"heads = [1, 2]", "heads = [1, 2, 4]"}, {"sigma_qk = [1.0, 2.0]", "sigma_qk = [1.0, 3.0]"}}));
 }
 
 TEST(ApplyOverrides, MissingTablesAreCreated) {
   const std::string bare = "[sweep]\nname = \"b\"\n";
-  const SweepSpec spec = parse_sweep(bare, "bare.toml", {"model.T=2", "model.d=4", "model.depth=1", "axes.lambda=[0,1]"});
+  const SweepSpec spec = parse_sweep(bare, "bare.toml",
+                                     {"model.T=2", "model.d=4", "model.depth=1", "axes.lambda=[0,1]"});
   EXPECT_EQ(spec.canonical_toml(),
             parse_sweep(bare + "[model]\nT = 2\nd = 4\ndepth = 1\n[axes]\nlambda = [0.0, 1.0]\n").canonical_toml());
 }
@@ -233,14 +238,17 @@ TEST(OverrideErrors, ValuesAreValidatedLikeTheFileAndNamedAsFromTheCommandLine) 
 }
 
 TEST(OverrideErrors, AZipListIsNotReplacedByModelOrAxes) {
-  expect_issue({"model.sigma_qk=2.0"}, "zip[0].sigma_qk",
-               {"given in both model and zip[0]", "('model.sigma_qk' is set on the command line by 'model.sigma_qk=2.0')"});
+  expect_issue(
+      {"model.sigma_qk=2.0"}, "zip[0].sigma_qk",
+      {"given in both model and zip[0]", "('model.sigma_qk' is set on the command line by 'model.sigma_qk=2.0')"});
 }
 
 TEST(OverrideErrors, PathsThatCannotBeSet) {
-  expect_issue({"zip[2].T=[1]"}, "zip[2].T", {"'zip[2].T=[1]'", "the sweep file has 2 [[zip]] table(s), zip[0]..zip[1]"});
+  expect_issue({"zip[2].T=[1]"}, "zip[2].T",
+               {"'zip[2].T=[1]'", "the sweep file has 2 [[zip]] table(s), zip[0]..zip[1]"});
   expect_issue({"zip.2.T=[1]"}, "zip[2].T", {"has 2 [[zip]] table(s)"});
-  expect_issue({"zip[0].T=[1]"}, "zip[0].T", {"has no [[zip]] table"}, "[sweep]\nname = \"b\"\n[model]\nT = 2\nd = 4\ndepth = 1\n");
+  expect_issue({"zip[0].T=[1]"}, "zip[0].T", {"has no [[zip]] table"},
+               "[sweep]\nname = \"b\"\n[model]\nT = 2\nd = 4\ndepth = 1\n");
   expect_issue({"zip.T=[1]"}, "zip.T", {"'zip' is a list, not a table: give the index of one, e.g. zip[0].T"});
   expect_issue({"model.T.x=1"}, "model.T.x", {"'model.T' is an integer, not a table"});
   expect_issue({"model[0]=1"}, "model[0]", {"'model' is a table, not a list"});
@@ -252,7 +260,8 @@ TEST(OverrideErrors, PathsThatCannotBeSet) {
 
 TEST(OverrideErrors, AnElementOfAListCanBeSet) {
   const auto spec = parse_sweep(base, "base.toml", {"axes.lambda[1]=0.5"});
-  EXPECT_EQ(spec.canonical_toml(), parse_sweep(edited(base, {{"lambda = [0.0, 1.0]", "lambda = [0.0, 0.5]"}})).canonical_toml());
+  EXPECT_EQ(spec.canonical_toml(),
+            parse_sweep(edited(base, {{"lambda = [0.0, 1.0]", "lambda = [0.0, 0.5]"}})).canonical_toml());
 }
 
 }  // namespace

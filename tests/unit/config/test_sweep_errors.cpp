@@ -74,17 +74,13 @@ TEST(SweepErrors, NonPositiveScaleAndBadScaleKeyword) {
   expect_only(head + model + "sigma_qk = \"sqrt_d\"\n", "model.sigma_qk", {"\"inv_sqrt_d\"", "\"sqrt_d\""});
 }
 
-TEST(SweepErrors, EmptyAxis) {
-  expect_only(head + model + "[axes]\nlambda = []\n", "axes.lambda", {"empty list"});
-}
+TEST(SweepErrors, EmptyAxis) { expect_only(head + model + "[axes]\nlambda = []\n", "axes.lambda", {"empty list"}); }
 
 TEST(SweepErrors, AxisValueNotAList) {
   expect_only(head + model + "[axes]\nlambda = 0.5\n", "axes.lambda", {"must be a list", "[model]"});
 }
 
-TEST(SweepErrors, ListUnderModel) {
-  expect_only(head + model + "lambda = [0.5, 1.0]\n", "model.lambda", {"[axes]"});
-}
+TEST(SweepErrors, ListUnderModel) { expect_only(head + model + "lambda = [0.5, 1.0]\n", "model.lambda", {"[axes]"}); }
 
 TEST(SweepErrors, ZipLengthMismatch) {
   expect_only(head + "[model]\ndepth = 2\n[[zip]]\nT = [4, 8, 16]\nd = [16, 32]\n", "zip[0]",
@@ -103,7 +99,8 @@ TEST(SweepErrors, ParameterInModelAndAxes) {
 }
 
 TEST(SweepErrors, OrthonormalWithTAboveDInAnAxis) {
-  const auto issues = issues_of(head + "[model]\ninput = \"orthonormal\"\nd = 8\ndepth = 2\n[axes]\nT = [4, 8, 16, 32]\n");
+  const auto issues = issues_of(head +
+                                "[model]\ninput = \"orthonormal\"\nd = 8\ndepth = 2\n[axes]\nT = [4, 8, 16, 32]\n");
   ASSERT_EQ(issues.size(), 1u) << dump(issues);
   EXPECT_EQ(issues[0].key, "axes.T");
   EXPECT_NE(issues[0].problem.find("T <= d"), std::string::npos) << dump(issues);
@@ -178,9 +175,7 @@ TEST(SweepErrors, DuplicateZipEntries) {
               {"entry 2 repeats entry 0"});
 }
 
-TEST(SweepErrors, ZipWrittenAsPlainTable) {
-  expect_only(head + model + "[zip]\nlambda = [0.0]\n", "zip", {"[[zip]]"});
-}
+TEST(SweepErrors, ZipWrittenAsPlainTable) { expect_only(head + model + "[zip]\nlambda = [0.0]\n", "zip", {"[[zip]]"}); }
 
 TEST(SweepErrors, TopLevelParameter) {
   expect_only("T = 4\n" + head + "[model]\nd = 8\ndepth = 1\n", "T", {"under [model]"});
@@ -230,9 +225,9 @@ x = 1
 )");
   std::vector<std::string> keys;
   for (const auto& i : issues) keys.push_back(i.key);
-  const std::vector<std::string> expected = {"sweep.replicates", "model.lamda",  "model.mixer", "axes.T",
-                                             "axes.sigma_qk",    "zip[0]",       "output.spectra", "extra",
-                                             "model.depth"};
+  const std::vector<std::string> expected = {"sweep.replicates", "model.lamda",   "model.mixer",
+                                             "axes.T",           "axes.sigma_qk", "zip[0]",
+                                             "output.spectra",   "extra",         "model.depth"};
   EXPECT_EQ(keys, expected) << dump(issues);
 }
 
@@ -265,8 +260,10 @@ TEST(SweepErrors, ExactGradientsNeedLinearStacksAtEveryPoint) {
                            "[[zip]]\nmixer = [\"markov\", \"softmax\"]\n[output]\ngradients = \"last\"\n"
                            "grad_method = \"exact\"\n";
   expect_only(text, "output.grad_method", {"needs a linear stack", "1 of 2 grid points", "mixer = softmax"});
-  const auto spec = parse_sweep(head + model + "[[zip]]\nmixer = [\"markov\", \"lti\"]\n[output]\n"
-                                "gradients = \"all\"\ngrad_method = \"exact\"\ngrad_probes = 3\n", "ok.toml");
+  const auto spec = parse_sweep(head + model +
+                                    "[[zip]]\nmixer = [\"markov\", \"lti\"]\n[output]\n"
+                                    "gradients = \"all\"\ngrad_method = \"exact\"\ngrad_probes = 3\n",
+                                "ok.toml");
   EXPECT_EQ(spec.output.gradients, Spectra::all);
   EXPECT_EQ(spec.output.grad_method, GradMethod::exact);
   EXPECT_EQ(spec.output.grad_probes, 3);

@@ -312,7 +312,8 @@ TEST(SweepSpec, IntegerAndFloatRealsAreTheSame) {
   EXPECT_NE(a.plan_hash(), c.plan_hash());
   // The same holds inside an axis list.
   const SweepSpec d = parse_sweep("[sweep]\nname = \"x\"\n[model]\nT = 2\nd = 2\ndepth = 1\n[axes]\nlambda = [0, 1]\n");
-  const SweepSpec e = parse_sweep("[sweep]\nname = \"x\"\n[model]\nT = 2\nd = 2\ndepth = 1\n[axes]\nlambda = [0.0, 1.0]\n");
+  const SweepSpec e = parse_sweep(
+      "[sweep]\nname = \"x\"\n[model]\nT = 2\nd = 2\ndepth = 1\n[axes]\nlambda = [0.0, 1.0]\n");
   EXPECT_EQ(d.plan_hash(), e.plan_hash());
 }
 

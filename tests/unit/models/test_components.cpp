@@ -40,7 +40,8 @@ TEST(Components, ReluAndSigmoidAttentionMatchTheirFormulas) {
     for (std::size_t i = 0; i < S.size(); ++i) {
       const double s = S.data()[i];
       // Mind the Gap Fig. 1(c): ReLU(S)/T; Fig. 1(d): sigmoid(S - ln T)
-      const double want = mixer == config::Mixer::relu ? std::max(s, 0.0) / 7.0 : 1.0 / (1.0 + std::exp(std::log(7.0) - s));
+      const double want = mixer == config::Mixer::relu ? std::max(s, 0.0) / 7.0
+                                                       : 1.0 / (1.0 + std::exp(std::log(7.0) - s));
       EXPECT_NEAR(M.data()[i], want, 1e-14);
       positive += s > 0;
     }

@@ -164,23 +164,29 @@ std::vector<Case> cases() {
          m.gap_fix = config::GapFix::outliers, m.outliers_r = 2, m.norm = Norm::rms;
          m.value_init = config::ValueInit::orthogonal, m.sigma_v = 0.8;
        }},
-      {"ssd_gaussian_rms", [](ModelParams& m) { m.mixer = Mixer::ssd, m.alpha = 0.9, m.norm = Norm::rms, m.lambda = 1; }},
+      {"ssd_gaussian_rms",
+       [](ModelParams& m) { m.mixer = Mixer::ssd, m.alpha = 0.9, m.norm = Norm::rms, m.lambda = 1; }},
       {"ssd_identity_plain",
-       [](ModelParams& m) { m.mixer = Mixer::ssd, m.bc_init = config::BcInit::identity, m.alpha = 0.8, m.state_dim = 4; }},
+       [](ModelParams& m) {
+         m.mixer = Mixer::ssd, m.bc_init = config::BcInit::identity, m.alpha = 0.8, m.state_dim = 4;
+       }},
       {"s4d_layernorm", [](ModelParams& m) { m.mixer = Mixer::s4d, m.norm = Norm::layernorm, m.lambda = 1; }},
       {"markov_outliers_linear", [](ModelParams& m) { m.mixer = Mixer::markov, m.gap_fix = config::GapFix::outliers; }},
       {"lti_gate_rms",
-       [](ModelParams& m) { m.mixer = Mixer::lti, m.alpha = 0.7, m.gate = config::Gate::silu, m.norm = Norm::rms, m.lambda = 2; }},
+       [](ModelParams& m) {
+         m.mixer = Mixer::lti, m.alpha = 0.7, m.gate = config::Gate::silu, m.norm = Norm::rms, m.lambda = 2;
+       }},
       {"identity_mlp_plain",
        [](ModelParams& m) { m.mixer = Mixer::identity, m.mlp = config::Mlp::relu, m.lambda = 1, m.lambda_mlp = 1; }},
       {"uniform_mlp_layernorm",
        [](ModelParams& m) {
-         m.mixer = Mixer::uniform, m.mlp = config::Mlp::relu, m.norm = Norm::layernorm, m.lambda = 0.5, m.lambda_mlp = 0.7;
+         m.mixer = Mixer::uniform, m.mlp = config::Mlp::relu, m.norm = Norm::layernorm, m.lambda = 0.5,
+         m.lambda_mlp = 0.7;
        }},
       {"softmax_gate_mlp_skip_scale",
        [](ModelParams& m) {
-         m.gate = config::Gate::silu, m.mlp = config::Mlp::relu, m.norm = Norm::rms, m.lambda = -1.5,
-         m.lambda_mlp = 1, m.skip_scale = 0.5;
+         m.gate = config::Gate::silu, m.mlp = config::Mlp::relu, m.norm = Norm::rms, m.lambda = -1.5, m.lambda_mlp = 1,
+         m.skip_scale = 0.5;
        }},
       {"matrix_identity_values",
        [](ModelParams& m) {
@@ -318,7 +324,8 @@ TEST(Gradients, ExactRouteAppliesOnlyToLinearStacks) {
   for (const auto& c : cases()) {
     auto n = base_model(Mixer::softmax);
     c.set(n);
-    EXPECT_EQ(models::exact_gradients_apply(n), c.name == "markov_outliers_linear" || c.name == "matrix_identity_values")
+    EXPECT_EQ(models::exact_gradients_apply(n),
+              c.name == "markov_outliers_linear" || c.name == "matrix_identity_values")
         << c.name;
   }
 }
@@ -385,12 +392,14 @@ TEST(Gradients, LemmaA2ExpectationOfGaussianProducts) {
     for (std::size_t i = 0; i < T; ++i) u(0, i) = (i % 2 ? 1.0 : -1.0) / std::sqrt(double(T));
     for (int s = 0; s < samples; ++s) {
       Matrix W1(T, d);
-      rng::fill_normal({5, static_cast<std::uint32_t>(s), uint32_t(T), uint32_t(d), 1, rng::Tensor::value, 0}, W1.values());
+      rng::fill_normal({5, static_cast<std::uint32_t>(s), uint32_t(T), uint32_t(d), 1, rng::Tensor::value, 0},
+                       W1.values());
       Matrix row = linalg::matmul(u, W1);
       for (int k = 2; k <= q; ++k) {
         Matrix W(d, d);
-        rng::fill_normal({5, static_cast<std::uint32_t>(s), uint32_t(T), uint32_t(d), uint32_t(k), rng::Tensor::value, 0},
-                         W.values());
+        rng::fill_normal(
+            {5, static_cast<std::uint32_t>(s), uint32_t(T), uint32_t(d), uint32_t(k), rng::Tensor::value, 0},
+            W.values());
         row = linalg::matmul(row, W);
       }
       const double s1sq = frobenius_dot(row, row);

@@ -197,7 +197,8 @@ TEST(S4d, TransposeIsTheAdjoint) {
 
 TEST(S4d, KernelsAndMaxFroAreBitwiseTheScalarLoops) {
   for (S4dIsa isa : isas())
-    for (auto [T, d, N] : {std::tuple{1, 1, 1}, {7, 3, 3}, {6, 9, 4}, {33, 5, 5}, {64, 8, 16}, {100, 13, 7}, {5, 4, 17}}) {
+    for (auto [T, d, N] :
+         {std::tuple{1, 1, 1}, {7, 3, 3}, {6, 9, 4}, {33, 5, 5}, {64, 8, 16}, {100, 13, 7}, {5, 4, 17}}) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " T=" + std::to_string(T) + " d=" + std::to_string(d) +
                    " N=" + std::to_string(N));
       auto m = test::small_model(config::Mixer::s4d, T, d);

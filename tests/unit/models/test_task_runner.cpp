@@ -30,7 +30,7 @@ TEST(TaskRunner, DeepHomogeneousStackStaysFiniteAndExact) {
       EXPECT_TRUE(std::isfinite(out.layers[l][metrics::metric_index(name)])) << name << " at layer " << l;
     }
   EXPECT_GT(out.layers[200][metrics::metric_index("log_fro")], 709.8);  // far beyond DBL_MAX = e^709.78
-  EXPECT_EQ(out.layers[200][metrics::metric_index("fro")], HUGE_VAL);     // the true norm is not representable
+  EXPECT_EQ(out.layers[200][metrics::metric_index("fro")], HUGE_VAL);   // the true norm is not representable
 }
 
 // Renormalising by powers of two must not change the metrics: compare a short stack (no
@@ -45,9 +45,12 @@ TEST(TaskRunner, PowerOfTwoScaleChangesOnlyLogFro) {
   ASSERT_EQ(outs.size(), 2u);
   for (int l = 0; l <= 6; ++l) {
     for (auto name : {"sr_cov", "sr_x", "mu_rel", "res_rel"})
-      EXPECT_TRUE(bitwise_equal(outs[0].layers[l][metrics::metric_index(name)], outs[1].layers[l][metrics::metric_index(name)]))
+      EXPECT_TRUE(
+          bitwise_equal(outs[0].layers[l][metrics::metric_index(name)], outs[1].layers[l][metrics::metric_index(name)]))
           << name << " layer " << l;
-    EXPECT_NEAR(outs[1].layers[l][metrics::metric_index("log_fro")] - outs[0].layers[l][metrics::metric_index("log_fro")], l * std::log(4.0), 1e-10);
+    EXPECT_NEAR(
+        outs[1].layers[l][metrics::metric_index("log_fro")] - outs[0].layers[l][metrics::metric_index("log_fro")],
+        l * std::log(4.0), 1e-10);
   }
 }
 
@@ -78,8 +81,10 @@ TEST(TaskRunner, NormalisedSoftmaxStackRunsDeep) {
 // independent of the MPI layout), and tasks differing only in lambda share weights: at lambda = 0
 // both variants of a linear stack coincide exactly with the lambda-free task.
 TEST(TaskRunner, BundlingIsBitwiseInvisible) {
-  const auto plan = test::plan_from("T = 6\nd = 10\ndepth = 4", "mixer = [\"softmax\", \"markov\"]\nlambda = [0.0, 0.5]\n"
-                                    "gap_fix = [\"none\", \"perp\"]", 2, "all");
+  const auto plan = test::plan_from("T = 6\nd = 10\ndepth = 4",
+                                    "mixer = [\"softmax\", \"markov\"]\nlambda = [0.0, 0.5]\n"
+                                    "gap_fix = [\"none\", \"perp\"]",
+                                    2, "all");
   std::vector<std::uint64_t> bundle = plan.bundles.front().tasks;
   ASSERT_EQ(bundle.size(), 8u);
   std::vector<models::TaskOutput> together;
@@ -103,8 +108,9 @@ TEST(TaskRunner, BundlingIsBitwiseInvisible) {
 TEST(TaskRunner, BundleCompositionIsBitwiseInvisible) {
   const int threads = linalg::set_blas_threads(1);  // as the driver runs tasks
   for (const char* shape : {"T = 37\nd = 200", "T = 13\nd = 301"}) {
-    const auto plan = test::plan_from(std::string(shape) + "\ndepth = 3\nheads = 2\nnorm = \"layernorm\"",
-                                      "mixer = [\"softmax\", \"markov\", \"identity\"]\nlambda = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0]", 1);
+    const auto plan = test::plan_from(
+        std::string(shape) + "\ndepth = 3\nheads = 2\nnorm = \"layernorm\"",
+        "mixer = [\"softmax\", \"markov\", \"identity\"]\nlambda = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0]", 1);
     const bool qk = std::any_of(plan.models.begin(), plan.models.end(), [](const auto& m) { return m.qk_product; });
     EXPECT_EQ(qk, plan.models.front().T == 37);  // X W_Q W_K^T through the shared product, or Q K^T
     const std::vector<std::uint64_t> bundle = plan.bundles.front().tasks;
@@ -141,7 +147,8 @@ TEST(TaskRunner, SpectraAreStoredWhereRequestedAndNormalised) {
   double ss = 0;
   for (double s : out.spectra[3]) ss += s * s;
   EXPECT_NEAR(ss, 1.0, 1e-13);
-  EXPECT_NEAR(out.spectra[3][0] * out.layers[3][metrics::metric_index("fro")], out.layers[3][metrics::metric_index("s1")], 1e-12 * out.layers[3][metrics::metric_index("s1")]);
+  EXPECT_NEAR(out.spectra[3][0] * out.layers[3][metrics::metric_index("fro")],
+              out.layers[3][metrics::metric_index("s1")], 1e-12 * out.layers[3][metrics::metric_index("s1")]);
 }
 
 }  // namespace

@@ -65,8 +65,14 @@ void expect_top_two(const Matrix& a, double rel_tol, double expect_rel_err) {
 }
 
 TEST(TopSingular, GaussianMatricesOfEveryShape) {
-  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{2, 2}, {3, 7}, {7, 3}, {20, 20}, {40, 200}, {200, 40},
-                      {150, 750}, {300, 300}})
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{2, 2},
+                      {3, 7},
+                      {7, 3},
+                      {20, 20},
+                      {40, 200},
+                      {200, 40},
+                      {150, 750},
+                      {300, 300}})
     expect_top_two(gaussian(m, n, static_cast<unsigned>(m * 1000 + n)), 1e-13, 1e-13);
 }
 

@@ -128,8 +128,7 @@ TEST(LinalgGemm, AllOpCombinationsMatchNaiveTripleLoop) {
       Matrix c = c0;
       gemm(alpha, a, opa, b, opb, beta, c);
       Matrix ref = naive_mul(opa == Op::none ? a : naive_transpose(a), opb == Op::none ? b : naive_transpose(b));
-      for (std::size_t i = 0; i < ref.size(); ++i)
-        ref.values()[i] = alpha * ref.values()[i] + beta * c0.values()[i];
+      for (std::size_t i = 0; i < ref.size(); ++i) ref.values()[i] = alpha * ref.values()[i] + beta * c0.values()[i];
       EXPECT_LT(max_abs_diff(c, ref), 1e-13) << "opA " << int(opa) << " opB " << int(opb);
 
       const Matrix p = matmul(a, b, opa, opb);
@@ -182,8 +181,7 @@ TEST(LinalgPlacement, ResultsDoNotDependOnOperandAlignment) {
     }
     f(ptr);
     std::vector<double> out;
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      out.insert(out.end(), ptr[i], ptr[i] + inputs[i].size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) out.insert(out.end(), ptr[i], ptr[i] + inputs[i].size());
     return out;
   };
   const auto values = [](std::size_t n, unsigned seed) {
@@ -194,26 +192,39 @@ TEST(LinalgPlacement, ResultsDoNotDependOnOperandAlignment) {
     const auto A = values(n * n, 1), B = values(n * n, 2), x = values(n, 3), y = values(n, 4);
     const int N = static_cast<int>(n);
     const std::vector<std::pair<const char*, std::pair<std::vector<std::vector<double>>, Routine>>> routines = {
-        {"dgemm", {{A, B, std::vector<double>(n * n)}, [&](auto& p) {
-           cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, p[0], N, p[1], N, 0.0, p[2], N);
-         }}},
-        {"dgemm NT", {{A, B, std::vector<double>(n * n)}, [&](auto& p) {
-           cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N - 3, N, N - 1, 0.5, p[0], N, p[1], N, 0.0, p[2], N);
-         }}},
-        {"dsyrk", {{A, std::vector<double>(n * n)}, [&](auto& p) {
-           cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, N, N, 1.0, p[0], N, 0.0, p[1], N);
-         }}},
-        {"dgemv", {{A, x, y}, [&](auto& p) { cblas_dgemv(CblasRowMajor, CblasNoTrans, N, N, 1.0, p[0], N, p[1], 1, 0.0, p[2], 1); }}},
-        {"dgemv T", {{A, x, y}, [&](auto& p) { cblas_dgemv(CblasRowMajor, CblasTrans, N, N, 1.0, p[0], N, p[1], 1, 0.5, p[2], 1); }}},
-        {"dsymv", {{A, x, y}, [&](auto& p) { cblas_dsymv(CblasRowMajor, CblasUpper, N, 1.0, p[0], N, p[1], 1, 0.0, p[2], 1); }}},
-        {"ddot dnrm2 daxpy", {{x, y, {0.0, 0.0}}, [&](auto& p) {
-           p[2][0] = cblas_ddot(N, p[0], 1, p[1], 1);
-           p[2][1] = cblas_dnrm2(N, p[0], 1);
-           cblas_daxpy(N, 0.3, p[0], 1, p[1], 1);
-         }}},
-        {"dgesdd", {{A, std::vector<double>(n)}, [&](auto& p) {
-           ASSERT_EQ(LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', N, N, p[0], N, p[1], nullptr, 1, nullptr, 1), 0);
-         }}},
+        {"dgemm",
+         {{A, B, std::vector<double>(n * n)},
+          [&](auto& p) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, p[0], N, p[1], N, 0.0, p[2], N);
+          }}},
+        {"dgemm NT",
+         {{A, B, std::vector<double>(n * n)},
+          [&](auto& p) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N - 3, N, N - 1, 0.5, p[0], N, p[1], N, 0.0, p[2], N);
+          }}},
+        {"dsyrk",
+         {{A, std::vector<double>(n * n)},
+          [&](auto& p) { cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, N, N, 1.0, p[0], N, 0.0, p[1], N); }}},
+        {"dgemv",
+         {{A, x, y},
+          [&](auto& p) { cblas_dgemv(CblasRowMajor, CblasNoTrans, N, N, 1.0, p[0], N, p[1], 1, 0.0, p[2], 1); }}},
+        {"dgemv T",
+         {{A, x, y},
+          [&](auto& p) { cblas_dgemv(CblasRowMajor, CblasTrans, N, N, 1.0, p[0], N, p[1], 1, 0.5, p[2], 1); }}},
+        {"dsymv",
+         {{A, x, y}, [&](auto& p) { cblas_dsymv(CblasRowMajor, CblasUpper, N, 1.0, p[0], N, p[1], 1, 0.0, p[2], 1); }}},
+        {"ddot dnrm2 daxpy",
+         {{x, y, {0.0, 0.0}},
+          [&](auto& p) {
+            p[2][0] = cblas_ddot(N, p[0], 1, p[1], 1);
+            p[2][1] = cblas_dnrm2(N, p[0], 1);
+            cblas_daxpy(N, 0.3, p[0], 1, p[1], 1);
+          }}},
+        {"dgesdd",
+         {{A, std::vector<double>(n)},
+          [&](auto& p) {
+            ASSERT_EQ(LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', N, N, p[0], N, p[1], nullptr, 1, nullptr, 1), 0);
+          }}},
     };
     for (const auto& [name, routine] : routines) {
       const auto& [inputs, f] = routine;
@@ -236,7 +247,8 @@ TEST(LinalgPlacement, BlasKernelNamesTheCoreInUse) {
   EXPECT_EQ(std::count(kernel.begin(), kernel.end(), ' '), 2) << kernel;
   if (const char* core = std::getenv("OPENBLAS_CORETYPE"); core && *core) {
     std::string want = core, got = kernel.substr(kernel.rfind(' ') + 1);
-    for (auto* s : {&want, &got}) std::transform(s->begin(), s->end(), s->begin(), [](unsigned char c) { return std::tolower(c); });
+    for (auto* s : {&want, &got})
+      std::transform(s->begin(), s->end(), s->begin(), [](unsigned char c) { return std::tolower(c); });
     EXPECT_EQ(got, want) << kernel;
   }
   EXPECT_NE(blas_info().find(kernel.substr(kernel.rfind(' ') + 1)), std::string::npos);
@@ -256,8 +268,8 @@ TEST(LinalgSvd, DiagonalMatrix) {
 
 TEST(LinalgSvd, RankOneOuterProduct) {
   // u v^T has the single singular value |u| |v|.
-  const std::vector<double> u = {1.0, -2.0, 2.0};            // |u| = 3
-  const std::vector<double> v = {3.0, 0.0, 4.0, 0.0, 0.0};   // |v| = 5
+  const std::vector<double> u = {1.0, -2.0, 2.0};           // |u| = 3
+  const std::vector<double> v = {3.0, 0.0, 4.0, 0.0, 0.0};  // |v| = 5
   Matrix a(3, 5);
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t j = 0; j < 5; ++j) a(i, j) = u[i] * v[j];
@@ -293,7 +305,8 @@ TEST(LinalgSvd, MatchesJacobiEigenvaluesOfGram) {
     // Eigenvalues of the smaller Gram matrix are s_i^2.
     const Matrix g = m >= n ? naive_mul(naive_transpose(a), a) : naive_mul(a, naive_transpose(a));
     const auto ev = jacobi_eigenvalues(g);
-    for (std::size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(s[i], std::sqrt(std::max(ev[i], 0.0)), 1e-12) << m << "x" << n;
+    for (std::size_t i = 0; i < s.size(); ++i)
+      EXPECT_NEAR(s[i], std::sqrt(std::max(ev[i], 0.0)), 1e-12) << m << "x" << n;
     double ss = 0.0;
     for (double x : s) ss += x * x;
     EXPECT_NEAR(ss, fro2(a), 1e-12 * fro2(a));
@@ -610,7 +623,7 @@ TEST(LinalgEig, RandomMatrixTraceDeterminantAndOrder) {
       EXPECT_EQ(ev[i + 1], std::conj(ev[i])) << i;
     }
   }
-  EXPECT_GT(complex_count, 0u);  // a 40x40 uniform matrix has complex eigenvalues
+  EXPECT_GT(complex_count, 0u);   // a 40x40 uniform matrix has complex eigenvalues
   EXPECT_EQ(eigenvalues(a), ev);  // deterministic
 }
 

@@ -517,7 +517,8 @@ TEST(MetricsSpectral, GramRouteIsExactWhereTakenAndLanczosWhenCollapsed) {
       }
       (fast.route == SpectralSummary::Route::gram ? gram : lanczos)++;
       SCOPED_TRACE(testing::Message() << m << "x" << n << " ratio " << ratio);
-      for (auto [a, b] : {std::pair{fast.s1, full.s1}, std::pair{fast.sum2, full.sum2}, std::pair{fast.sum4, full.sum4}}) {
+      for (auto [a, b] :
+           {std::pair{fast.s1, full.s1}, std::pair{fast.sum2, full.sum2}, std::pair{fast.sum4, full.sum4}}) {
         worst = std::max(worst, std::abs(a - b) / std::abs(b));
         EXPECT_NEAR(a, b, 1e-12 * std::abs(b));
       }

@@ -70,7 +70,8 @@ TEST(RngPhilox, EveryKeyFieldChangesTheStream) {
       // Fields packed into one word must not alias: (replicate, T) = (3, 32) vs (32, 3), ...
       {"replicate<->T", [](StreamKey& k) { std::swap(k.replicate, k.T); }},
       {"d<->layer", [](StreamKey& k) { std::swap(k.d, k.layer); }},
-      {"tensor<->head", [](StreamKey& k) {
+      {"tensor<->head",
+       [](StreamKey& k) {
          const auto t = static_cast<std::uint32_t>(k.tensor);
          k.tensor = static_cast<Tensor>(k.head);
          k.head = t;
@@ -208,8 +209,11 @@ TEST(RngPhilox, Random123KnownAnswerVectors) {
   };
   const std::uint64_t ones = ~std::uint64_t{0};
   const Kat kats[3] = {
-      {{{0, 0, 0, 0}}, {{0, 0}}, {0x16554d9eca36314cULL, 0xdb20fe9d672d0fdcULL, 0xd7e772cee186176bULL, 0x7e68b68aec7ba23bULL}},
-      {{{ones, ones, ones, ones}}, {{ones, ones}},
+      {{{0, 0, 0, 0}},
+       {{0, 0}},
+       {0x16554d9eca36314cULL, 0xdb20fe9d672d0fdcULL, 0xd7e772cee186176bULL, 0x7e68b68aec7ba23bULL}},
+      {{{ones, ones, ones, ones}},
+       {{ones, ones}},
        {0x87b092c3013fe90bULL, 0x438c3c67be8d0224ULL, 0x9cc7d7c69cd777b6ULL, 0xa09caebf594f0ba0ULL}},
       {{{0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL, 0xa4093822299f31d0ULL, 0x082efa98ec4e6c89ULL}},
        {{0x452821e638d01377ULL, 0xbe5466cf34e90c6cULL}},
@@ -273,12 +277,21 @@ TEST(RngDispatch, VariantsAreBitwiseEqual) {
 // the sincos table's nodes and the ties between them), plus pseudo-random words.
 void extreme_words(std::vector<std::uint64_t>& a, std::vector<std::uint64_t>& b) {
   const std::uint64_t ones = ~std::uint64_t{0};
-  const std::vector<std::uint64_t> radial = {0, 1, 0x7ff, 0x800, 0x1000, std::uint64_t{1} << 32, std::uint64_t{1} << 63,
-                                             (std::uint64_t{1} << 63) - 1, ones - 0x800, ones - 0x7ff, ones};
+  const std::vector<std::uint64_t> radial = {0,
+                                             1,
+                                             0x7ff,
+                                             0x800,
+                                             0x1000,
+                                             std::uint64_t{1} << 32,
+                                             std::uint64_t{1} << 63,
+                                             (std::uint64_t{1} << 63) - 1,
+                                             ones - 0x800,
+                                             ones - 0x7ff,
+                                             ones};
   std::vector<std::uint64_t> angular = {0, 0x7ff, 0x800, ones, ones - 0x800, ones - 0x7ff};
   for (std::uint64_t j = 1; j < 4096; ++j) {
-    angular.push_back(j << 52);              // u2 = j / 4096 (+ half a grid step)
-    angular.push_back((j << 52) - 0x800);    // the grid point below
+    angular.push_back(j << 52);            // u2 = j / 4096 (+ half a grid step)
+    angular.push_back((j << 52) - 0x800);  // the grid point below
   }
   std::uint64_t s = 0x9E3779B97F4A7C15ULL;
   for (std::uint64_t w : angular) {
@@ -349,8 +362,16 @@ TEST(RngDispatch, ConcurrentFillsEqualSequentialOnes) {
 
 // Uniform map of the kernels == the documented one, on random words and the edges of the grid.
 TEST(RngKernels, OpenUnitIsTheDocumentedMap) {
-  std::vector<std::uint64_t> words = {0, 1, 0x7ff, 0x800, 0xfff, ~std::uint64_t{0}, ~std::uint64_t{0} - 0x800,
-                                      std::uint64_t{1} << 63, (std::uint64_t{1} << 63) - 1, std::uint64_t{1} << 52};
+  std::vector<std::uint64_t> words = {0,
+                                      1,
+                                      0x7ff,
+                                      0x800,
+                                      0xfff,
+                                      ~std::uint64_t{0},
+                                      ~std::uint64_t{0} - 0x800,
+                                      std::uint64_t{1} << 63,
+                                      (std::uint64_t{1} << 63) - 1,
+                                      std::uint64_t{1} << 52};
   const auto x = uniforms(base_key(), 200'000);
   for (double v : x) words.push_back(std::bit_cast<std::uint64_t>(v) * 0x9E3779B97F4A7C15ULL);
   for (std::uint64_t w : words) ASSERT_EQ(detail::open_unit(w), reference_unit(w)) << w;
@@ -450,8 +471,8 @@ TEST(RngPhilox, NormalMomentsWithinFiveStandardErrors) {
   }
   const double dn = static_cast<double>(n);
   EXPECT_NEAR(m1 / dn, 0.0, 5.0 / std::sqrt(dn));
-  EXPECT_NEAR(m2 / dn, 1.0, 5.0 * std::sqrt(2.0 / dn));    // Var(Z^2) = 2
-  EXPECT_NEAR(m4 / dn, 3.0, 5.0 * std::sqrt(96.0 / dn));   // Var(Z^4) = 105 - 9
+  EXPECT_NEAR(m2 / dn, 1.0, 5.0 * std::sqrt(2.0 / dn));   // Var(Z^2) = 2
+  EXPECT_NEAR(m4 / dn, 3.0, 5.0 * std::sqrt(96.0 / dn));  // Var(Z^4) = 105 - 9
   EXPECT_NEAR(cross / (dn / 2), 0.0, 5.0 / std::sqrt(dn / 2));
 }
 
@@ -509,8 +530,8 @@ TEST(RngPhilox, PinnedRegressionValues) {
   const auto u = uniforms(k, 2);
   // Normals of the own-kernel transform (normal_kernels.hpp); they differ from the earlier libm
   // Box–Muller in the last few bits only (FastNormalsMatchLibmReference).
-  const double z_pinned[6] = {0x1.d08a496b99131p-3,  0x1.ceb26d52c3d9bp-1, 0x1.2eaaa805b0b2ep+1,
-                               -0x1.f8b705147635fp-4, -0x1.f6d759ad98cc9p-1, 0x1.3766e52941ee6p-1};
+  const double z_pinned[6] = {0x1.d08a496b99131p-3,  0x1.ceb26d52c3d9bp-1,  0x1.2eaaa805b0b2ep+1,
+                              -0x1.f8b705147635fp-4, -0x1.f6d759ad98cc9p-1, 0x1.3766e52941ee6p-1};
   const double u_pinned[2] = {0x1.82eea7cb4a13bp-2, 0x1.284b2e10556efp-2};
   for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(z[i], z_pinned[i]) << i;
   for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(u[i], u_pinned[i]) << i;

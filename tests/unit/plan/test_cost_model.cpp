@@ -54,9 +54,9 @@ TEST(CostModel, MalformedCalibrationIsRefused) {
 TEST(CostModel, InterpolationIsLogLogAndExtrapolatesThePowerLaw) {
   const std::vector<std::pair<double, double>> cubic = {{10, 1.0}, {20, 8.0}, {40, 64.0}};
   EXPECT_DOUBLE_EQ(plan::interpolate(cubic, 20), 8.0);
-  EXPECT_NEAR(plan::interpolate(cubic, 30), 27.0, 1e-12);    // x^3 / 1000 between nodes
-  EXPECT_NEAR(plan::interpolate(cubic, 80), 512.0, 1e-9);    // and beyond the last
-  EXPECT_NEAR(plan::interpolate(cubic, 5), 0.125, 1e-12);    // and before the first
+  EXPECT_NEAR(plan::interpolate(cubic, 30), 27.0, 1e-12);  // x^3 / 1000 between nodes
+  EXPECT_NEAR(plan::interpolate(cubic, 80), 512.0, 1e-9);  // and beyond the last
+  EXPECT_NEAR(plan::interpolate(cubic, 5), 0.125, 1e-12);  // and before the first
 }
 
 // Shared work is priced once per bundle: two Markov variants with one Markov matrix and one W_V
@@ -80,7 +80,8 @@ depth = 3
 T = 128
 d = 128
 mixer = "markov"
-)", "test"));
+)",
+                                                       "test"));
   // (T, d) doubled: 8x the flops at a higher rate, metrics of a larger k
   EXPECT_GT(plan::plan_seconds(big, c), 2.5 * s1);
   // halving every rate doubles every time

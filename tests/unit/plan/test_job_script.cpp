@@ -65,7 +65,7 @@ TEST(JobScript, SmallSweepGetsNoMoreRanksThanTasksAndTheMinimumTime) {
   EXPECT_EQ(s.nodes, 1);
   EXPECT_EQ(s.shards, 1);
   EXPECT_DOUBLE_EQ(s.estimate_s, 10.0);
-  EXPECT_DOUBLE_EQ(s.walltime_s, 360.0);  // 10 s x 1.5 + 300 s, up to whole minutes
+  EXPECT_DOUBLE_EQ(s.walltime_s, 360.0);        // 10 s x 1.5 + 300 s, up to whole minutes
   EXPECT_DOUBLE_EQ(s.mem_per_rank_mib, 256.0);  // the floor
 }
 
@@ -173,8 +173,8 @@ TEST(JobScript, ShardedSweepsGetTheArrayScripts) {
   EXPECT_TRUE(has_line(slurm, "#SBATCH --ntasks-per-node=32"));
   EXPECT_FALSE(has_line(slurm, "#SBATCH --ntasks=1"));
   expect_rest_unchanged(read("jobs/slurm/array_job.sh"), slurm,
-                        {"#SBATCH --job-name=", "#SBATCH --array=", "#SBATCH --ntasks=", "#SBATCH --time=",
-                         "SHARDS=", "SWEEP=", "OUT=", "RCSWEEP="});
+                        {"#SBATCH --job-name=", "#SBATCH --array=", "#SBATCH --ntasks=", "#SBATCH --time=", "SHARDS=",
+                         "SWEEP=", "OUT=", "RCSWEEP="});
   const auto pbs = plan::job_script(Scheduler::pbs, s, names());
   EXPECT_TRUE(pbs.starts_with("#!/bin/bash\n# Written by `rcsweep plan --emit pbs`"));
   EXPECT_TRUE(has_line(pbs, "#PBS -J 0-2"));
@@ -210,7 +210,8 @@ TEST(JobScript, PbsNamesStartWithALetter) {
 
 TEST(JobScript, ATemplateThatLostALineIsABug) {
   const auto s = plan::size_job({100, 1, 10, 1e6}, {1, 8, 24});
-  EXPECT_THROW(plan::fill_job_template("#!/bin/bash\necho hi\n", Scheduler::slurm, false, s, names()), std::logic_error);
+  EXPECT_THROW(plan::fill_job_template("#!/bin/bash\necho hi\n", Scheduler::slurm, false, s, names()),
+               std::logic_error);
 }
 
 }  // namespace

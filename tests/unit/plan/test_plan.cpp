@@ -27,7 +27,8 @@ lambda = [0.0, 1.0]
 [[zip]]
 T = [8, 16, 32]
 d = [16, 32, 64]
-)" + extra + "\n[output]\nspectra = \"" + spectra + "\"\nmixer_spectra = \"" + mixer_spectra + "\"\n";
+)" + extra + "\n[output]\nspectra = \"" +
+                           spectra + "\"\nmixer_spectra = \"" + mixer_spectra + "\"\n";
   return plan::make_plan(config::parse_sweep(text, "test"), shard);
 }
 
@@ -95,7 +96,7 @@ TEST(Plan, BundleMemoryAddsSharedKindsAndLayerOneProductsOnlyWhenShared) {
   const std::size_t T = 32, d = 64;
   // W_V, W_Q W_K, P = W_Q W_K^T (2 softmax points at d = 2T: a tie, which goes to P), G + M, X_0
   const std::size_t weights = d * d + 2 * d * d + d * d + 2 * T * T + T * d;
-  const std::size_t layer1 = T * d + T * T;                           // X_0 W_V, M(X_0)
+  const std::size_t layer1 = T * d + T * T;  // X_0 W_V, M(X_0)
   EXPECT_EQ(b.shared_bytes, 8 * (weights + layer1));
   EXPECT_EQ(b.state_bytes, 4 * 8 * T * d);  // per task: X between layers
   const auto alone = plan::make_plan(config::parse_sweep(R"(
@@ -107,7 +108,8 @@ replicates = 1
 T = 32
 d = 64
 depth = 2
-)", "test"));
+)",
+                                                         "test"));
   EXPECT_EQ(alone.bundles.front().shared_bytes, 8 * (d * d + 2 * d * d + T * d));
   EXPECT_EQ(alone.bundles.front().state_bytes, 8 * T * d);
 }
@@ -117,14 +119,13 @@ depth = 2
 // 2 d^3, so not; 2 points (lambda 0, 1) save 2 d^3, a tie, which goes to P; with 6 points (x 3
 // norms) at every size. The choice is the same in every shard.
 TEST(Plan, SharedQueryKeyProductWhereItSavesFlops) {
-  const auto alone = plan::make_plan(config::parse_sweep(
-      "[sweep]\nname = \"a\"\n[model]\nT = 32\nd = 64\ndepth = 2\n", "test"));
+  const auto alone = plan::make_plan(
+      config::parse_sweep("[sweep]\nname = \"a\"\n[model]\nT = 32\nd = 64\ndepth = 2\n", "test"));
   EXPECT_FALSE(alone.models.front().qk_product);
   const auto few = make();
   for (const auto& m : few.models) EXPECT_EQ(m.qk_product, m.mixer == config::Mixer::softmax) << m.T;
   const auto many = make("[[zip]]\nnorm = [\"none\", \"rms\", \"layernorm\"]\n");
-  for (const auto& m : many.models)
-    EXPECT_EQ(m.qk_product, m.mixer == config::Mixer::softmax) << m.T;
+  for (const auto& m : many.models) EXPECT_EQ(m.qk_product, m.mixer == config::Mixer::softmax) << m.T;
   const auto shard = make("[[zip]]\nnorm = [\"none\", \"rms\", \"layernorm\"]\n", {1, 3});
   for (std::size_t p = 0; p < many.models.size(); ++p) EXPECT_EQ(shard.models[p].qk_product, many.models[p].qk_product);
 }

@@ -80,7 +80,8 @@ TEST(Schedule, OneBundleOnTwoRanksIsCutInTwo) {
   EXPECT_DOUBLE_EQ(s.work_s, 211.0);
   EXPECT_DOUBLE_EQ(s.makespan_s, 106.0);
   EXPECT_GT(s.utilisation(), 0.99);
-  EXPECT_EQ(plan::describe(s), "expected utilisation 100% (units: 2 slices of 1 bundle; the slices repeat shared work: +2%)");
+  EXPECT_EQ(plan::describe(s),
+            "expected utilisation 100% (units: 2 slices of 1 bundle; the slices repeat shared work: +2%)");
   EXPECT_EQ(plan::idle_warning(s, in), "");
 }
 
@@ -207,7 +208,8 @@ depth = 8
 T = 64
 d = 64
 mixer = "softmax"
-)" + extra + "[axes]\nlambda = [" + lambdas + "]\n", "test"));
+)" + extra + "[axes]\nlambda = [" + lambdas + "]\n",
+                                             "test"));
 }
 
 // The cost model prices what a unit shares once: a bundle's estimate is its tasks' own work plus

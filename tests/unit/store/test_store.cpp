@@ -51,9 +51,7 @@ config::SweepSpec make_spec(config::Spectra spectra, double lambda1 = 0.5, int r
   base_value(spec, "depth") = std::int64_t{depth};
   spec.dims.push_back({"lambda", {"lambda"}, {{0.0, lambda1}}});
   spec.dims.push_back({"norm", {"norm"}, {{std::string("none"), std::string("rms")}}});
-  spec.dims.push_back({"zip0",
-                       {"T", "d"},
-                       {{std::int64_t{4}, std::int64_t{8}}, {std::int64_t{6}, std::int64_t{8}}}});
+  spec.dims.push_back({"zip0", {"T", "d"}, {{std::int64_t{4}, std::int64_t{8}}, {std::int64_t{6}, std::int64_t{8}}}});
   spec.output.spectra = spectra;
   return spec;
 }
@@ -226,8 +224,7 @@ TEST_F(StoreTest, CreateHasShapesAttributesAndAllPending) {
   // /axes
   EXPECT_EQ(read_dataset<double>(f.id, "/axes/lambda", H5T_NATIVE_DOUBLE), (std::vector<double>{0.0, 0.5}));
   EXPECT_EQ(read_dataset<std::int64_t>(f.id, "/axes/T", H5T_NATIVE_INT64), (std::vector<std::int64_t>{4, 8}));
-  EXPECT_EQ(read_dataset<std::int64_t>(f.id, "/axes/layer", H5T_NATIVE_INT64),
-            (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(read_dataset<std::int64_t>(f.id, "/axes/layer", H5T_NATIVE_INT64), (std::vector<std::int64_t>{0, 1, 2, 3}));
   {
     H5Id d(H5Dopen2(f.id, "/axes/d", H5P_DEFAULT));
     EXPECT_EQ(read_str_attr(d.id, "dim"), "zip0");
@@ -773,7 +770,8 @@ TEST_F(StoreTest, MixerSpectraCreatedAndWrittenBitwise) {
     for (std::uint64_t t = 0; t < n_tasks; ++t) {
       EXPECT_EQ(len[t], plan.models[plan.tasks[t].point].T);
       EXPECT_EQ(off[t * L1], -1);  // layer 0 has no mixer
-      for (std::size_t l = 0; l < L1; ++l) EXPECT_EQ(off[t * L1 + l], plan.mixer_spectrum_offset(t, static_cast<int>(l)));
+      for (std::size_t l = 0; l < L1; ++l)
+        EXPECT_EQ(off[t * L1 + l], plan.mixer_spectrum_offset(t, static_cast<int>(l)));
     }
   }
   {
@@ -964,7 +962,8 @@ TEST_F(StoreTest, PlatformsAreRecordedPerTaskAndCounted) {
   const store::Platform avx2{"OpenBLAS 0.3.21 Haswell", "Intel Xeon (family 6, model 85)", "node2"};
   {
     Store s = Store::create(path("p.h5"), plan, prov(), false);
-    std::vector<TaskResult> batch = {fake_result(plan, 1), fake_result(plan, 2), fake_result(plan, 5, TaskStatus::diverged)};
+    std::vector<TaskResult> batch = {fake_result(plan, 1), fake_result(plan, 2),
+                                     fake_result(plan, 5, TaskStatus::diverged)};
     for (auto& r : batch) r.platform = avx512;
     s.write(batch);
     ASSERT_EQ(s.finished_by_platform().size(), 1u);

@@ -28,18 +28,22 @@ store::TaskResult sample(std::uint64_t t) {
   r.message = t == 1 ? "diverged at layer 1: non-finite X" : "";
   for (int l = 0; l < 3; ++l) {
     std::array<double, 13> row{};
-    for (std::size_t k = 0; k < row.size(); ++k) row[k] = static_cast<double>(t) + 0.1 * l + 1e-3 * static_cast<double>(k);
+    for (std::size_t k = 0; k < row.size(); ++k)
+      row[k] = static_cast<double>(t) + 0.1 * l + 1e-3 * static_cast<double>(k);
     r.layers.push_back(row);
     r.spectra.push_back(l == 2 ? std::vector<double>{0.9, 0.4, 1e-300} : std::vector<double>{});
     // mixer spectra at layers 1 and 2 (never layer 0); task 1 diverged: layer 1 only
     const bool mixer = l >= 1 && (t != 1 || l == 1);
-    r.mixer_sv.push_back(mixer ? std::vector<double>{1.0 + static_cast<double>(t), 0.25 * l, 0.0} : std::vector<double>{});
+    r.mixer_sv.push_back(mixer ? std::vector<double>{1.0 + static_cast<double>(t), 0.25 * l, 0.0}
+                               : std::vector<double>{});
     r.mixer_eig_re.push_back(mixer ? std::vector<double>{1.0, -0.125, -0.125} : std::vector<double>{});
-    r.mixer_eig_im.push_back(mixer ? std::vector<double>{0.0, 0.5 + static_cast<double>(t), -0.5 - static_cast<double>(t)}
-                                   : std::vector<double>{});
+    r.mixer_eig_im.push_back(mixer
+                                 ? std::vector<double>{0.0, 0.5 + static_cast<double>(t), -0.5 - static_cast<double>(t)}
+                                 : std::vector<double>{});
   }
   if (t == 0) r.mixer_sv[2][2] = std::bit_cast<double>(std::uint64_t{0x7ff8000000000456});  // NaN payload
-  for (std::size_t k = 0; k < r.theory.size(); ++k) r.theory[k] = static_cast<double>(t) * 10.0 + static_cast<double>(k) + 1.0 / 3.0;
+  for (std::size_t k = 0; k < r.theory.size(); ++k)
+    r.theory[k] = static_cast<double>(t) * 10.0 + static_cast<double>(k) + 1.0 / 3.0;
   r.theory[4] = std::bit_cast<double>(std::uint64_t{0x7ff8000000000123});  // NaN with a payload
   r.theory[6] = -0.0;
   if (t != 1)  // gradient norms (task 1 diverged: none)

@@ -36,7 +36,8 @@ plan::Plan markov_plan(const std::string& gap_fix, const std::string& mixer_spec
 
 std::vector<std::complex<double>> eig_of(const models::TaskOutput& out, std::size_t l) {
   std::vector<std::complex<double>> z;
-  for (std::size_t i = 0; i < out.mixer_eig_re[l].size(); ++i) z.emplace_back(out.mixer_eig_re[l][i], out.mixer_eig_im[l][i]);
+  for (std::size_t i = 0; i < out.mixer_eig_re[l].size(); ++i)
+    z.emplace_back(out.mixer_eig_re[l][i], out.mixer_eig_im[l][i]);
   return z;
 }
 
@@ -144,7 +145,8 @@ mixer_spectra = "all"
       const auto L = static_cast<std::size_t>(l);
       if (ref.outcome == models::Outcome::diverged) {
         EXPECT_TRUE(ref.mixer_sv[L].empty());
-        for (std::size_t i = 0; i < 12; ++i) mismatches += !(std::isnan(sv[off + i]) && std::isnan(re[off + i]) && std::isnan(im[off + i]));
+        for (std::size_t i = 0; i < 12; ++i)
+          mismatches += !(std::isnan(sv[off + i]) && std::isnan(re[off + i]) && std::isnan(im[off + i]));
         ++diverged_layers;
         continue;
       }
