@@ -62,6 +62,7 @@ def test_installed_tree_runs_from_a_clean_shell_with_the_module(prefix, quick_re
         "mpiexec -n 2 --oversubscribe rcsweep run quick.toml -o quick.h5 -q\n"
         "rcsweep-summary quick.h5 --png quick.png\n"
         "rcsweep-plot --list\n"
+        "rcsweep-plot quick.h5 --y sr_x --hue lambda --col mixer --sel gap_fix=none -o quick-sr.png\n"
         "rcsweep export quick.h5 -o quick.csv\n"
         "rcsweep-reproduce --list\n"
         "/usr/bin/python3 -c 'import rcsweep_tools; print(rcsweep_tools.__file__); "
@@ -74,6 +75,7 @@ def test_installed_tree_runs_from_a_clean_shell_with_the_module(prefix, quick_re
     assert f"{prefix}/lib/rcsweep/python/rcsweep_tools/__init__.py" in out
     assert (work / "quick.png").stat().st_size > 1000
     assert (work / "quick.csv").stat().st_size > 1000
+    assert (work / "quick-sr.png").stat().st_size > 5000
     assert_same_results(work / "quick.h5", quick_reference)
     assert not list(work.glob("out")), "nothing is written outside the current directory's own files"
 
