@@ -1,0 +1,159 @@
+// Opening an existing store: identity and layout checks, resume, and the summary of `info`.
+#include "store/store_impl.hpp"
+
+namespace rcsweep::store {
+
+std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
+  const auto dims = h5::dataset_dims(tasks);
+  if (dims.size() != 1 || dims[0] != n_tasks)
+    throw StoreError("/tasks has " + std::to_string(dims.empty() ? 0 : dims[0]) + " rows, expected " +
+                     std::to_string(n_tasks));
+  {
+    h5::Handle type(H5Dget_type(tasks), "H5Dget_type /tasks");
+    if (H5Tget_class(type.id()) != H5T_COMPOUND || H5Tget_member_index(type.id(), "status") < 0) {
+      h5::error_text();  // clear the stack of the failed lookup
+      throw StoreError("/tasks is not a task table (no 'status' field)");
+    }
+  }
+  h5::Handle status = h5::enum_int8_type(status_members(), true);
+  h5::Handle mem = status_only_type(status.id());
+  std::vector<std::int8_t> raw(n_tasks);
+  if (n_tasks > 0) h5::read_all(tasks, mem.id(), raw.data());
+  std::vector<TaskStatus> out(n_tasks);
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] < 0 || raw[i] > 3)  // HDF5 turns a value outside the enum into -1
+      throw StoreError("task " + std::to_string(i) + " has an invalid status (not one of " + status_values + ")");
+    out[i] = static_cast<TaskStatus>(raw[i]);
+  }
+  return out;
+}
+
+Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov) {
+  Store store = open_checked(path, plan, /*read_write=*/true);
+  const hid_t f = store.impl_->file.id();
+  guard_damage(path.string(), [&] {
+    // Provenance of the run now writing; `created` stays the first run's.
+    h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
+    h5::set_attr_i32(f, "threads", prov.threads);
+    h5::set_attr(f, "finished", "");
+    if (!store.impl_->platforms.exists())  // made before /provenance: its finished tasks stay "not recorded"
+      store.impl_->platforms = detail::PlatformColumn::create(f, store.impl_->n_tasks);
+    h5::flush(f);
+    return 0;
+  });
+  return store;
+}
+
+Store Store::open_read(const std::filesystem::path& path, const plan::Plan& plan) {
+  return open_checked(path, plan, /*read_write=*/false);
+}
+
+Store Store::open_checked(const std::filesystem::path& path, const plan::Plan& plan, bool read_write) {
+  h5::init();
+  const std::string p = path.string();
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->file = open_existing(path, read_write);
+  const hid_t f = impl->file.id();
+  guard_damage(p, [&] {
+    check_identity(f, p);
+    const std::string hash = h5::get_attr_string(f, "plan_hash");
+    if (hash != plan.hash) {
+      std::string name = h5::has_attr(f, "sweep_name") ? h5::get_attr_string(f, "sweep_name") : std::string("?");
+      const auto made_with = split_lines(h5::has_attr(f, "overrides") ? h5::get_attr_string(f, "overrides") : "");
+      const auto line = [](const std::vector<std::string>& o) {
+        return o.empty() ? std::string("none") : config::overrides_line(o);
+      };
+      const bool overridden = !made_with.empty() || !plan.spec.overrides.empty();
+      throw IdentityError(
+          p + " (sweep '" + name + "', plan hash " + hash + ") was made from a different sweep file" +
+          (overridden ? " or command-line overrides" : "") + " (plan hash " + plan.hash +
+          (overridden ? "; the store's overrides: " + line(made_with) + ", this run's: " + line(plan.spec.overrides)
+                      : std::string()) +
+          "); use a new output file or --overwrite");
+    }
+    impl->load_plan(plan);
+    if (h5::get_attr_u64(f, "n_tasks") != impl->n_tasks ||
+        h5::get_attr_i64(f, "max_depth") != static_cast<std::int64_t>(plan.max_depth))
+      throw StoreError("n_tasks or max_depth does not match its plan hash");
+    if (!h5::link_exists(f, "theory"))
+      throw IdentityError(p + " has no /theory: made by an older rcsweep; rerun with --overwrite");
+    for (const char* name : {"m_sv", "m_eig_re", "m_eig_im", "m_offset", "m_length"})
+      if (!h5::link_exists(f, std::string("spectra/") + name))
+        throw IdentityError(p + " has no /spectra/" + name + ": made by an older rcsweep; rerun with --overwrite");
+    impl->open_datasets();
+    // Every dataset a task writes rows into: shape and type (a wrong one would garble the rows).
+    const hsize_t n = impl->n_tasks, L1 = impl->n_layers, L = L1 - 1;
+    for (std::string_view name : metrics::layer_metric_names)
+      check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
+    for (std::string_view name : models::theory_names) check_float_dataset(f, "/theory/" + std::string(name), {n});
+    if (impl->grad_log10) {
+      check_float_dataset(f, "/grad/log10_g", {n, L});
+      check_float_dataset(f, "/grad/stderr", {n, L});
+    }
+    if (impl->grad_log10_all) {
+      check_float_dataset(f, "/grad/log10_g_all", {n, L, L});
+      check_float_dataset(f, "/grad/stderr_all", {n, L, L});
+    }
+    impl->check_spectra_layout();
+    read_status_column(impl->tasks.id(), impl->n_tasks);  // readable and valid
+    return 0;
+  });
+  return Store(std::move(impl));
+}
+
+StoreInfo read_info(const std::filesystem::path& path) {
+  h5::init();
+  const std::string p = path.string();
+  h5::Handle file = open_existing(path, /*read_write=*/false);
+  const hid_t f = file.id();
+  return guard_damage(p, [&] {
+    check_identity(f, p);
+    StoreInfo info;
+    info.format = h5::get_attr_string(f, "format");
+    info.schema_version = static_cast<int>(h5::get_attr_i64(f, "schema_version"));
+    auto str = [&](const char* name) { return h5::has_attr(f, name) ? h5::get_attr_string(f, name) : std::string(); };
+    info.plan_hash = h5::get_attr_string(f, "plan_hash");
+    info.config = str("config");
+    info.overrides = split_lines(str("overrides"));
+    info.created = str("created");
+    info.finished = str("finished");
+    info.reused = str("reused");
+    info.rcsweep_version = str("rcsweep_version");
+    info.git_commit = str("git_commit");
+    info.host = str("host");
+    info.blas = str("blas");
+    info.hdf5_version = str("hdf5_version");
+    info.mpi_ranks = static_cast<int>(h5::get_attr_i64(f, "mpi_ranks"));
+    info.threads = static_cast<int>(h5::get_attr_i64(f, "threads"));
+    info.n_tasks = h5::get_attr_u64(f, "n_tasks");
+    info.n_points = h5::get_attr_u64(f, "n_points");
+    info.max_depth = static_cast<int>(h5::get_attr_i64(f, "max_depth"));
+
+    h5::Handle tasks = h5::open_dataset(f, "/tasks");
+    const std::vector<TaskStatus> status = read_status_column(tasks.id(), info.n_tasks);
+    info.platforms = detail::PlatformColumn::open(f, info.n_tasks).count(finished(status));
+    for (TaskStatus st : status) {
+      switch (st) {
+        case TaskStatus::pending: ++info.n_pending; break;
+        case TaskStatus::done: ++info.n_done; break;
+        case TaskStatus::failed: ++info.n_failed; break;
+        case TaskStatus::diverged: ++info.n_diverged; break;
+      }
+    }
+    const auto n = static_cast<hsize_t>(info.n_tasks), L1 = static_cast<hsize_t>(info.max_depth) + 1;
+    for (std::string_view name : metrics::layer_metric_names)
+      check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
+    info.datasets = h5::dataset_paths(f);
+    h5::Handle axes = h5::open_group(f, "/axes");
+    const std::string order = h5::get_attr_string(axes.id(), "order");
+    for (std::size_t pos = 0; pos < order.size();) {
+      const std::size_t comma = std::min(order.find(',', pos), order.size());
+      info.axes.push_back(order.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    return info;
+  });
+}
+
+}  // namespace rcsweep::store

@@ -1,0 +1,462 @@
+// A new store: every dataset with its final shape, descriptions and attributes (docs/SCHEMA.md),
+// built under a temporary name and linked into place when complete.
+#include "store/store_impl.hpp"
+
+namespace rcsweep::store {
+namespace {
+
+double as_double(const config::ParamValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  return std::get<double>(v);
+}
+
+std::int64_t as_int(const config::ParamValue& v) {
+  if (const auto* d = std::get_if<double>(&v)) return static_cast<std::int64_t>(*d);
+  return std::get<std::int64_t>(v);
+}
+
+/// Numeric value of a scale parameter: the number, or 1/sqrt(d) for "inv_sqrt_d".
+double scale_value(const config::ParamValue& v, int d) {
+  if (std::holds_alternative<std::string>(v)) return 1.0 / std::sqrt(static_cast<double>(d));
+  return as_double(v);
+}
+
+const char* spectra_name(config::Spectra s) {
+  switch (s) {
+    case config::Spectra::none: return "none";
+    case config::Spectra::last: return "last";
+    case config::Spectra::all: return "all";
+  }
+  return "none";
+}
+
+std::string metric_description(std::string_view name) {
+  static const std::vector<std::pair<std::string_view, std::string_view>> text = {
+      {"fro", "||X_l||_F, true scale (may be +inf when it exceeds the double range; see log_fro)"},
+      {"log_fro", "ln ||X_l||_F, true scale (finite even when fro overflows)"},
+      {"s1", "largest singular value of X_l, true scale"},
+      {"s2", "second singular value of X_l, true scale (0 when min(T,d) = 1)"},
+      {"sr_cov", "stable rank of X_l X_l^T: sum s_i^4 / s_1^4 (Mind the Gap eq. (5)); scale-free"},
+      {"sr_x", "stable rank of X_l: sum s_i^2 / s_1^2; scale-free"},
+      {"mu", "||X_l - 1 xbar^T||_F, xbar the token mean (lambda-skip eq. (5)), true scale"},
+      {"mu_rel", "mu / ||X_l||_F; scale-free"},
+      {"res_rel", "||X_l - 1 xbar^T||_{1,inf} / ||X_l||_{1,inf} (Dong et al. sec. 2); scale-free"},
+      {"m_s1", "s_1(M) of the layer's mixer matrix after gap_fix (Mind the Gap Thm 2.1)"},
+      {"m_s2", "s_2(M) of the layer's mixer matrix after gap_fix"},
+      {"m_gap", "s_1(M) / s_2(M) of the layer's mixer matrix after gap_fix"},
+      {"m_fro", "||M||_F of the layer's mixer matrix after gap_fix"},
+  };
+  for (const auto& [n, d] : text)
+    if (n == name) return std::string(d);
+  return "layer metric " + std::string(name);
+}
+
+std::string theory_description(std::string_view name) {
+  static const std::vector<std::pair<std::string_view, std::string_view>> text = {
+      {"C_M", "lambda-skip Thm 4.1: C_M = max over layers and heads of ||M||_F"},
+      {"S", "lambda-skip Thm 4.1: S = max over layers of ||C_V||_F (W_V; I_d for SSM mixers: sqrt(d))"},
+      {"lambda_min", "lambda-skip Thm 4.1: (a + sqrt a) S C_M / (1 - a), the |lambda| above which the "
+                     "condition holds (a = collapse_rate)"},
+      {"a_star", "lambda-skip Thm 4.1: lambda^2 / (S C_M + |lambda|)^2, the largest rate a the condition admits"},
+      {"b", "lambda-skip Thm 4.1: 2 |lambda| N d S C_M / (lambda^2 - a (S C_M + |lambda|)^2) / a^L; NaN when "
+            "the condition fails"},
+      {"bound_applies", "lambda-skip Thm 4.1: 1 if the condition holds and mu(X_0)^2 >= b, else 0"},
+      {"bound_holds", "lambda-skip Thm 4.1: 1 if mu(X_L)^2 >= a^L mu(X_0)^2, else 0"},
+  };
+  for (const auto& [n, d] : text)
+    if (n == name) return std::string(d) + "; NaN for a task not done";
+  return "theory quantity " + std::string(name) + "; NaN for a task not done";
+}
+
+/// Throw IdentityError unless `file` is an rcsweep store of schema 1.
+
+}  // namespace
+
+void Store::Impl::write_root_attrs(const plan::Plan& plan, const Provenance& prov) {
+  const hid_t f = file.id();
+  h5::set_attr_i32(f, "schema_version", schema_version);
+  h5::set_attr(f, "rcsweep_version", prov.rcsweep_version);
+  h5::set_attr(f, "git_commit", prov.git_commit);
+  h5::set_attr(f, "config", plan.spec.canonical_toml());
+  h5::set_attr(f, "plan_hash", plan.hash);
+  h5::set_attr(f, "overrides", join_lines(plan.spec.overrides));
+  h5::set_attr(f, "created", prov.created);
+  h5::set_attr(f, "finished", "");
+  h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
+  h5::set_attr_i32(f, "threads", prov.threads);
+  h5::set_attr(f, "blas", prov.blas);
+  h5::set_attr(f, "hdf5_version", prov.hdf5_version.empty() ? h5::library_version() : prov.hdf5_version);
+  h5::set_attr(f, "host", prov.host);
+  h5::set_attr(f, "sweep_name", plan.spec.name);
+  h5::set_attr_u64(f, "seed", plan.spec.seed);
+  h5::set_attr_i32(f, "replicates", plan.spec.replicates);
+  h5::set_attr_i32(f, "max_depth", plan.max_depth);
+  h5::set_attr_u64(f, "n_points", plan.points.size());
+  h5::set_attr_u64(f, "n_tasks", plan.tasks.size());
+}
+
+void Store::Impl::write_axes(const plan::Plan& plan) {
+  h5::Handle axes = h5::create_group(file.id(), "axes");
+  const auto& reg = config::model_params();
+  auto write_strings = [&](const std::string& name, const std::vector<std::string>& values) {
+    h5::Handle type = h5::vlen_string_type();
+    h5::Handle d = h5::create_dataset(axes.id(), name, type.id(), {values.size()});
+    std::vector<const char*> ptrs;
+    for (const auto& s : values) ptrs.push_back(s.c_str());
+    if (!ptrs.empty()) h5::write_all(d.id(), type.id(), ptrs.data());
+    return d;
+  };
+  auto write_ints = [&](const std::string& name, const std::vector<std::int64_t>& values) {
+    h5::Handle d = h5::create_dataset(axes.id(), name, H5T_STD_I64LE, {values.size()});
+    if (!values.empty()) h5::write_all(d.id(), H5T_NATIVE_INT64, values.data());
+    return d;
+  };
+  for (const config::Dim& dim : plan.spec.dims) {
+    for (std::size_t k = 0; k < dim.params.size(); ++k) {
+      const std::string& name = dim.params[k];
+      const auto idx = config::param_index(name);
+      if (!idx) throw StoreError("axis '" + name + "' is not a model parameter");
+      const auto& column = dim.columns.at(k);
+      const config::ParamKind kind = reg[*idx].kind;
+      const bool numeric = std::none_of(column.begin(), column.end(),
+                                        [](const auto& v) { return std::holds_alternative<std::string>(v); });
+      h5::Handle d;
+      if (kind == config::ParamKind::integer && numeric) {
+        std::vector<std::int64_t> v;
+        for (const auto& x : column) v.push_back(as_int(x));
+        d = write_ints(name, v);
+      } else if ((kind == config::ParamKind::real || kind == config::ParamKind::scale) && numeric) {
+        std::vector<double> v;
+        for (const auto& x : column) v.push_back(as_double(x));
+        d = h5::create_dataset(axes.id(), name, H5T_IEEE_F64LE, {v.size()});
+        if (!v.empty()) h5::write_all(d.id(), H5T_NATIVE_DOUBLE, v.data());
+      } else {
+        std::vector<std::string> v;
+        for (const auto& x : column) v.push_back(config::to_text(x));
+        d = write_strings(name, v);
+      }
+      h5::set_attr(d.id(), "dim", dim.name);
+      if (dim.params.size() == 1) h5::make_scale(d.id(), dim.name);
+    }
+  }
+  std::string order;
+  for (const config::Dim& dim : plan.spec.dims)
+    for (const std::string& name : dim.params) {
+      if (!order.empty()) order += ',';
+      order += name;
+    }
+  if (!plan.spec.depth_axis.empty()) {
+    h5::Handle d = write_ints("depth", plan.spec.depth_axis);
+    h5::set_attr(d.id(), "dim", "layer");
+    if (!order.empty()) order += ',';
+    order += "depth";
+  }
+  h5::set_attr(axes.id(), "order", order);
+  std::vector<std::int64_t> layer(n_layers);
+  std::iota(layer.begin(), layer.end(), std::int64_t{0});
+  h5::Handle d = write_ints("layer", layer);
+  h5::set_attr(d.id(), "dim", "layer");
+  h5::make_scale(d.id(), "layer");
+}
+
+void Store::Impl::write_points(const plan::Plan& plan) {
+  const auto& reg = config::model_params();
+  const auto& dims = plan.spec.dims;
+  h5::Handle choice = h5::fixed_string_type(choice_bytes);
+  h5::CompoundLayout layout;
+  std::vector<std::size_t> off;
+  for (const auto& info : reg) {
+    switch (info.kind) {
+      case config::ParamKind::integer:
+        off.push_back(layout.add(std::string(info.name), H5T_STD_I64LE, H5T_NATIVE_INT64));
+        break;
+      case config::ParamKind::real:
+      case config::ParamKind::scale:
+        off.push_back(layout.add(std::string(info.name), H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE));
+        break;
+      case config::ParamKind::choice:
+        off.push_back(layout.add(std::string(info.name), choice.id(), choice.id()));
+        break;
+    }
+  }
+  for (const auto& dim : dims) off.push_back(layout.add("idx_" + dim.name, H5T_STD_I64LE, H5T_NATIVE_INT64));
+
+  const std::size_t n_points = plan.points.size();
+  const std::size_t row = layout.size();
+  std::vector<char> buf(n_points * row, '\0');
+  for (std::size_t p = 0; p < n_points; ++p) {
+    char* r = buf.data() + p * row;
+    const auto& values = plan.points[p];
+    if (values.size() != reg.size()) throw StoreError("point " + std::to_string(p) + " has the wrong length");
+    const int d = plan.models.at(p).d;
+    for (std::size_t i = 0; i < reg.size(); ++i) {
+      char* dst = r + off[i];
+      switch (reg[i].kind) {
+        case config::ParamKind::integer: {
+          const std::int64_t v = as_int(values[i]);
+          std::memcpy(dst, &v, sizeof v);
+          break;
+        }
+        case config::ParamKind::real: {  // a keyword value is stored resolved (lambda_mlp = "lambda")
+          const double v = std::holds_alternative<std::string>(values[i]) && reg[i].name == "lambda_mlp"
+                               ? plan.models.at(p).lambda_mlp
+                               : as_double(values[i]);
+          std::memcpy(dst, &v, sizeof v);
+          break;
+        }
+        case config::ParamKind::scale: {
+          const double v = scale_value(values[i], d);
+          std::memcpy(dst, &v, sizeof v);
+          break;
+        }
+        case config::ParamKind::choice: {
+          const std::string s = config::to_text(values[i]);
+          if (s.size() > choice_bytes)
+            throw StoreError("value '" + s + "' of " + std::string(reg[i].name) + " is longer than " +
+                             std::to_string(choice_bytes) + " bytes");
+          std::memcpy(dst, s.data(), s.size());
+          break;
+        }
+      }
+    }
+    const auto index = plan.spec.point_index(p);
+    for (std::size_t k = 0; k < dims.size(); ++k) {
+      const auto v = static_cast<std::int64_t>(index.at(k));
+      std::memcpy(r + off[reg.size() + k], &v, sizeof v);
+    }
+  }
+  h5::Handle file_type = layout.make(false), mem_type = layout.make(true);
+  h5::Handle ds = h5::create_dataset(file.id(), "points", file_type.id(), {n_points});
+  if (n_points > 0) h5::write_all(ds.id(), mem_type.id(), buf.data());
+  h5::set_attr(ds.id(), "description",
+               "one row per grid point: every model parameter (scale parameters as numbers, inv_sqrt_d "
+               "resolved to 1/sqrt(d)), and idx_<dim>, the point's index along each grid dimension");
+}
+
+void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
+  const hid_t f = file.id();
+  const std::size_t L1 = n_layers;
+  write_root_attrs(plan, prov);
+  write_axes(plan);
+  write_points(plan);
+
+  // /tasks, all pending.
+  types = task_types();
+  {
+    std::vector<TaskRow> rows(n_tasks);
+    for (std::uint64_t t = 0; t < n_tasks; ++t) {
+      TaskRow& r = rows[t];
+      std::memset(&r, 0, sizeof r);
+      r.id = t;
+      r.point = task_point[t];
+      r.replicate = task_replicate[t];
+      r.status = static_cast<std::int8_t>(TaskStatus::pending);
+      r.wall_s = nan;
+      r.rank = -1;
+    }
+    tasks = h5::create_dataset(f, "tasks", types.file.id(), {n_tasks});
+    h5::write_all(tasks.id(), types.mem.id(), rows.data());
+    h5::set_attr(tasks.id(), "status_values", status_values);
+    h5::set_attr(tasks.id(), "description",
+                 "one row per task (id = point * replicates + replicate); wall_s in seconds (NaN until "
+                 "run), rank = MPI rank that ran it (-1 until run)");
+  }
+  platforms = detail::PlatformColumn::create(f, n_tasks);
+
+  // /layers/<metric>: NaN-filled by the fill value; chunks of whole rows.
+  {
+    h5::Handle layers_group = h5::create_group(f, "layers");
+    h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
+    constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
+    const std::size_t rows = std::max<std::size_t>(
+        1, std::min<std::size_t>({n_tasks, 64, max_chunk_bytes / (L1 * sizeof(double))}));
+    h5::DatasetOptions opt;
+    opt.chunk = {rows, L1};
+    opt.fill = &nan;
+    opt.fill_type = H5T_NATIVE_DOUBLE;
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+      const std::string name(metrics::layer_metric_names[k]);
+      layers[k] = h5::create_dataset(layers_group.id(), name, H5T_IEEE_F64LE, {n_tasks, L1}, opt);
+      h5::set_attr(layers[k].id(), "description", metric_description(name));
+      h5::attach_scale(layers[k].id(), layer_axis.id(), 1);
+    }
+  }
+
+  // /theory/<name>: one NaN-filled value per task.
+  {
+    h5::Handle theory_group = h5::create_group(f, "theory");
+    h5::set_attr(theory_group.id(), "description",
+                 "per-task quantities of lambda-skip Theorem 4.1 (MODELS.md \"Per-task theory quantities\")");
+    h5::DatasetOptions opt;
+    opt.chunk = {std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, 65536))};
+    opt.fill = &nan;
+    opt.fill_type = H5T_NATIVE_DOUBLE;
+    for (std::size_t k = 0; k < theory.size(); ++k) {
+      const std::string name(models::theory_names[k]);
+      theory[k] = h5::create_dataset(theory_group.id(), name, H5T_IEEE_F64LE, {n_tasks}, opt);
+      h5::set_attr(theory[k].id(), "description", theory_description(name));
+    }
+  }
+
+  // /grad: gradient norms, NaN-filled, only when asked for.
+  if (n_grad_depths > 0) {
+    const std::size_t L = n_layers - 1;
+    h5::Handle g = h5::create_group(f, "grad");
+    static constexpr std::array<const char*, 3> methods = {"auto", "exact", "hutchinson"};
+    h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.gradients));
+    h5::set_attr(g.id(), "method", methods.at(static_cast<std::size_t>(plan.spec.output.grad_method)));
+    h5::set_attr_i32(g.id(), "probes", plan.spec.output.grad_probes);
+    h5::set_attr(g.id(), "description",
+                 "g_{L,l} = ||dX_L/dW_{V,l}||_F^2 (MODELS.md \"Gradient norms\"): exact (Kronecker) on linear "
+                 "stacks when method is auto or exact (stderr 0), else Hutchinson's estimate with `probes` probes");
+    const auto make = [&](const std::string& name, std::vector<hsize_t> dims, const std::string& text) {
+      h5::DatasetOptions opt;
+      opt.chunk = dims;
+      opt.chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, std::max<hsize_t>(1, 65536 / (L * dims.size()))));
+      opt.fill = &nan;
+      opt.fill_type = H5T_NATIVE_DOUBLE;
+      h5::Handle d = h5::create_dataset(g.id(), name, H5T_IEEE_F64LE, dims, opt);
+      h5::set_attr(d.id(), "description", text);
+      return d;
+    };
+    grad_log10 = make("log10_g", {n_tasks, L},
+                      "log10 g_{L,l} at the output depth L = L_max, column l - 1 for layer l = 1..L_max");
+    grad_stderr = make("stderr", {n_tasks, L},
+                       "standard error of log10_g (Hutchinson: relative standard error of the mean over probes "
+                       "/ ln 10; 0 when exact)");
+    if (n_grad_depths > 1) {
+      grad_log10_all = make("log10_g_all", {n_tasks, L, L},
+                            "log10 g_{L,l} for every output depth: [t, L - 1, l - 1]; NaN for l > L");
+      grad_stderr_all = make("stderr_all", {n_tasks, L, L}, "standard error of log10_g_all, same layout");
+    }
+  }
+
+  // /spectra: one flat NaN-filled vector plus where each task's layer spectrum starts.
+  {
+    h5::Handle g = h5::create_group(f, "spectra");
+    h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.spectra));
+    const auto total = static_cast<hsize_t>(sv_total);
+    h5::DatasetOptions opt;
+    opt.chunk = {std::min<hsize_t>(total, 65536)};
+    opt.fill = &nan;
+    opt.fill_type = H5T_NATIVE_DOUBLE;
+    x_sv = h5::create_dataset(g.id(), "x_sv", H5T_IEEE_F64LE, {total}, opt);
+    h5::set_attr(x_sv.id(), "description",
+                 "singular values of X_l / ||X_l||_F (unit Frobenius norm), descending; task t's layer l "
+                 "spectrum is x_sv[x_sv_offset[t,l] : x_sv_offset[t,l] + x_sv_length[t]]");
+    h5::Handle off = h5::create_dataset(g.id(), "x_sv_offset", H5T_STD_I64LE, {n_tasks, L1});
+    h5::write_all(off.id(), H5T_NATIVE_INT64, sv_offset.data());
+    h5::set_attr(off.id(), "description", "start of task t's layer-l spectrum in x_sv, -1 when not stored");
+    h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
+    h5::attach_scale(off.id(), layer_axis.id(), 1);
+    h5::Handle len = h5::create_dataset(g.id(), "x_sv_length", H5T_STD_I64LE, {n_tasks});
+    h5::write_all(len.id(), H5T_NATIVE_INT64, sv_length.data());
+    h5::set_attr(len.id(), "description", "length of each of task t's stored spectra: min(T, d)");
+
+    // Mixer spectra: head 0's M of layers >= 1, T values each; m_sv, m_eig_re and m_eig_im
+    // share m_offset and m_length.
+    h5::set_attr(g.id(), "mixer_stored", spectra_name(plan.spec.output.mixer_spectra));
+    const auto m_n = static_cast<hsize_t>(m_total);
+    h5::DatasetOptions m_opt = opt;
+    m_opt.chunk = {std::min<hsize_t>(m_n, 65536)};
+    const std::string where = "; task t's layer l values are [m_offset[t,l] : m_offset[t,l] + m_length[t]]";
+    m_sv = h5::create_dataset(g.id(), "m_sv", H5T_IEEE_F64LE, {m_n}, m_opt);
+    h5::set_attr(m_sv.id(), "description",
+                 "all singular values of head 0's mixer matrix M of layer l (after gap_fix), descending" + where);
+    m_eig_re = h5::create_dataset(g.id(), "m_eig_re", H5T_IEEE_F64LE, {m_n}, m_opt);
+    h5::set_attr(m_eig_re.id(), "description",
+                 "real parts of the eigenvalues of head 0's mixer matrix M of layer l (after gap_fix), by "
+                 "descending modulus, then real part, then imaginary part" +
+                     where);
+    m_eig_im = h5::create_dataset(g.id(), "m_eig_im", H5T_IEEE_F64LE, {m_n}, m_opt);
+    h5::set_attr(m_eig_im.id(), "description", "imaginary parts of the eigenvalues, same order as m_eig_re" + where);
+    h5::Handle moff = h5::create_dataset(g.id(), "m_offset", H5T_STD_I64LE, {n_tasks, L1});
+    h5::write_all(moff.id(), H5T_NATIVE_INT64, m_offset.data());
+    h5::set_attr(moff.id(), "description",
+                 "start of task t's layer-l mixer spectrum in m_sv, m_eig_re and m_eig_im; -1 when not stored "
+                 "(always at layer 0, which has no mixer)");
+    h5::attach_scale(moff.id(), layer_axis.id(), 1);
+    h5::Handle mlen = h5::create_dataset(g.id(), "m_length", H5T_STD_I64LE, {n_tasks});
+    h5::write_all(mlen.id(), H5T_NATIVE_INT64, m_length.data());
+    h5::set_attr(mlen.id(), "description", "length of each of task t's stored mixer spectra: T");
+  }
+
+  // Written last: a file that lacks it (creation interrupted) is not taken for a store.
+  h5::set_attr(f, "format", "rcsweep");
+  h5::flush(f);
+}
+
+bool is_disk_full(const std::string& message) {
+  return message.find("No space left on device") != std::string::npos ||
+         message.find("errno = 28") != std::string::npos;
+}
+
+Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov, bool overwrite) {
+  h5::init();
+  const std::string p = path.string();
+  std::error_code ec;
+  if (!overwrite && std::filesystem::exists(path, ec))
+    throw StoreError(p + " exists; pass --resume to continue it or --overwrite to replace it");
+  if (std::filesystem::is_directory(path, ec))
+    throw StoreError(p + " is a directory, not a store; --overwrite replaces only a file");
+  const auto dir = path.parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+    throw StoreError("cannot create " + p + ": directory " + dir.string() + " does not exist");
+  if (plan.tasks.empty()) throw StoreError("cannot create " + p + ": the plan has no tasks");
+
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->load_plan(plan);
+  // A new store is built under a temporary name next to it and linked into place only when
+  // complete, so that a kill while the datasets are being allocated never leaves a half-made file
+  // under the store's name: the same command then simply creates it again (replacing the leftover
+  // .partial). --overwrite truncates the old store in place, which HDF5's lock refuses while a
+  // writer has it open, and after a kill the same command replaces it again.
+  const std::filesystem::path partial = overwrite ? path : std::filesystem::path(p + ".partial");
+  // Every dataset's storage is allocated here, so a full disk shows now, before any work.
+  const auto disk_full = [&](const StoreError& e) {
+    return StoreError("cannot create " + p + ": the disk is full (" + e.what() +
+                      "); the store is allocated in full when it is created: free space or write it elsewhere");
+  };
+  try {
+    impl->file = h5::create_file(partial, /*truncate=*/true);
+  } catch (const StoreError& e) {
+    if (is_disk_full(e.what())) {
+      std::filesystem::remove(partial, ec);  // what H5Fcreate began
+      throw disk_full(e);
+    }
+    // Name the store the user asked for, not its temporary name.
+    std::string what = e.what();
+    const std::string temporary = "cannot create " + partial.string();
+    if (what.starts_with(temporary)) what = "cannot create " + p + what.substr(temporary.size());
+    throw StoreError(what);
+  }
+  try {
+    impl->create_all(plan, prov);
+    h5::flush(impl->file.id());
+    if (!overwrite) {  // into place, unless somebody created the store meanwhile (link refuses)
+      const std::string exists = p + " exists; pass --resume to continue it or --overwrite to replace it";
+      if (::link(partial.c_str(), path.c_str()) == 0) {
+        std::filesystem::remove(partial);
+      } else if (errno == EEXIST) {
+        throw StoreError(exists);
+      } else {  // a file system without hard links: rename, which is atomic but replaces
+        if (std::filesystem::exists(path, ec)) throw StoreError(exists);
+        if (std::rename(partial.c_str(), path.c_str()) != 0)
+          throw StoreError("cannot create " + p + ": " + std::strerror(errno));
+      }
+    }
+  } catch (const StoreError& e) {
+    impl.reset();  // close every handle, then do not leave a half-made store behind
+    std::filesystem::remove(partial, ec);
+    if (is_disk_full(e.what())) throw disk_full(e);
+    throw;
+  } catch (...) {
+    impl.reset();
+    std::filesystem::remove(partial, ec);
+    throw;
+  }
+  return Store(std::move(impl));
+}
+
+}  // namespace rcsweep::store

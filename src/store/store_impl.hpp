@@ -1,0 +1,294 @@
+// The store's internals shared by its source files (store.cpp: writes and reads; schema.cpp: a new
+// store's datasets and descriptions; open.cpp: identity checks, resume and `info`). Private to
+// src/store: HDF5 ids and row layouts.
+#pragma once
+#include <hdf5.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <optional>
+
+#include "base/error.hpp"
+#include "config/overrides.hpp"
+#include "metrics/metrics.hpp"
+#include "models/theory.hpp"
+#include "store/hdf5.hpp"
+#include "store/platforms.hpp"
+#include "store/store.hpp"
+#include "store/task_status.hpp"
+
+namespace rcsweep::store {
+static_assert(std::tuple_size_v<decltype(TaskResult::layers)::value_type> == metrics::n_layer_metrics,
+              "TaskResult::layers rows must hold every layer metric");
+static_assert(std::tuple_size_v<decltype(TaskResult::theory)> == models::n_theory,
+              "TaskResult::theory must hold every theory quantity");
+
+inline constexpr std::size_t choice_bytes = 16;    // /points: fixed-length string fields
+inline constexpr std::size_t message_bytes = 256;  // /tasks: message field (255 bytes + NUL)
+inline constexpr const char* status_values = "0=pending,1=done,2=failed,3=diverged";
+inline constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+/// The root attribute `overrides`: one command-line override per line.
+inline std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
+  return out;
+}
+
+inline std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    lines.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
+/// A store-identity problem (not rcsweep, wrong schema, wrong plan): reported as is, never
+/// re-labelled as damage.
+class IdentityError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+/// One row of /tasks in memory.
+struct TaskRow {
+  std::uint64_t id;
+  std::uint64_t point;
+  std::int32_t replicate;
+  std::int8_t status;
+  double wall_s;
+  std::int32_t rank;
+  char message[message_bytes];
+};
+
+inline const std::vector<std::pair<std::string, std::int8_t>>& status_members() {
+  static const std::vector<std::pair<std::string, std::int8_t>> m = {
+      {"pending", 0}, {"done", 1}, {"failed", 2}, {"diverged", 3}};
+  return m;
+}
+
+/// The /tasks types: the memory layout of TaskRow, and the same fields packed for the file.
+struct TaskTypes {
+  h5::Handle status, message, mem, file;
+};
+
+inline TaskTypes task_types() {
+  TaskTypes t;
+  t.status = h5::enum_int8_type(status_members(), true);
+  t.message = h5::fixed_string_type(message_bytes);
+  t.mem = h5::Handle(H5Tcreate(H5T_COMPOUND, sizeof(TaskRow)), "H5Tcreate(tasks)");
+  auto ins = [&](const char* name, std::size_t off, hid_t type) {
+    h5::check(H5Tinsert(t.mem.id(), name, off, type), "H5Tinsert tasks");
+  };
+  ins("id", offsetof(TaskRow, id), H5T_NATIVE_UINT64);
+  ins("point", offsetof(TaskRow, point), H5T_NATIVE_UINT64);
+  ins("replicate", offsetof(TaskRow, replicate), H5T_NATIVE_INT32);
+  ins("status", offsetof(TaskRow, status), t.status.id());
+  ins("wall_s", offsetof(TaskRow, wall_s), H5T_NATIVE_DOUBLE);
+  ins("rank", offsetof(TaskRow, rank), H5T_NATIVE_INT32);
+  ins("message", offsetof(TaskRow, message), t.message.id());
+  t.file = h5::Handle(H5Tcopy(t.mem.id()), "H5Tcopy(tasks)");
+  h5::check(H5Tpack(t.file.id()), "H5Tpack(tasks)");
+  return t;
+}
+
+/// Memory type that picks only the status field of /tasks.
+inline h5::Handle status_only_type(hid_t status_enum) {
+  h5::Handle t(H5Tcreate(H5T_COMPOUND, sizeof(std::int8_t)), "H5Tcreate(status)");
+  h5::check(H5Tinsert(t.id(), "status", 0, status_enum), "H5Tinsert status");
+  return t;
+}
+
+inline void copy_message(char (&dst)[message_bytes], const std::string& msg) {
+  std::size_t n = std::min(msg.size(), message_bytes - 1);
+  // Do not cut a UTF-8 sequence in the middle.
+  if (n < msg.size())
+    while (n > 0 && (static_cast<unsigned char>(msg[n]) & 0xC0) == 0x80) --n;
+  std::memset(dst, 0, message_bytes);
+  std::memcpy(dst, msg.data(), n);
+}
+
+inline void check_identity(hid_t file, const std::string& path) {
+  if (!h5::has_attr(file, "format")) throw IdentityError(path + " is not an rcsweep store (no 'format' attribute)");
+  const std::string format = h5::get_attr_string(file, "format");
+  if (format != "rcsweep") throw IdentityError(path + " is not an rcsweep store (format = '" + format + "')");
+  if (!h5::has_attr(file, "schema_version"))
+    throw IdentityError(path + " is not an rcsweep store (no 'schema_version' attribute)");
+  const std::int64_t version = h5::get_attr_i64(file, "schema_version");
+  if (version != schema_version)
+    throw IdentityError(path + ": schema version " + std::to_string(version) + ", this rcsweep reads " +
+                        std::to_string(schema_version));
+}
+
+/// Throw StoreError unless dataset `name` of `file` is float64-compatible (an HDF5 float) of shape
+/// `dims`: a resume writes rows of exactly that shape, so anything else would be silently garbled.
+inline void check_float_dataset(hid_t file, const std::string& name, const std::vector<hsize_t>& dims) {
+  h5::Handle d = h5::open_dataset(file, name);
+  const auto have = h5::dataset_dims(d.id());
+  const auto text = [](const std::vector<hsize_t>& v) {
+    std::string out = v.empty() ? "scalar" : "";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? " x " : "") + std::to_string(v[i]);
+    return out;
+  };
+  if (have != dims) throw StoreError(name + " is " + text(have) + " but must be " + text(dims));
+  h5::Handle type(H5Dget_type(d.id()), "H5Dget_type " + name);
+  if (H5Tget_class(type.id()) != H5T_FLOAT) throw StoreError(name + " is not a float64 dataset");
+}
+
+/// Open an existing file after checking it exists and is HDF5; damage becomes a clear StoreError.
+inline h5::Handle open_existing(const std::filesystem::path& path, bool read_write) {
+  const std::string p = path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw StoreError(p + ": no such file");
+  if (!std::filesystem::is_regular_file(path, ec)) throw StoreError(p + ": not a regular file");
+  if (::access(path.c_str(), read_write ? R_OK | W_OK : R_OK) != 0)
+    throw StoreError(p + ": cannot open for " + (read_write ? "writing" : "reading") + " (" + std::strerror(errno) +
+                     ")");
+  const htri_t is = H5Fis_hdf5(path.c_str());
+  if (is <= 0) {
+    h5::error_text();  // clear the stack
+    throw StoreError(p + ": not an HDF5 file");
+  }
+  try {
+    try {
+      // A reader does not lock, so `rcsweep info` works while a run writes the file.
+      return h5::open_file(path, read_write, /*locking=*/read_write);
+    } catch (const StoreError& e) {
+      // HDF5 refuses a second open in the same process with another locking flag.
+      if (read_write || std::string(e.what()).find("locking flag") == std::string::npos) throw;
+      return h5::open_file(path, false, true);
+    }
+  } catch (const StoreError& e) {
+    std::string msg = e.what();
+    const std::string prefix = "cannot open " + p + ": ";
+    if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+    if (msg.find("unable to lock") != std::string::npos)
+      throw StoreError(p + ": cannot open (" + msg + "); is another rcsweep writing it?");
+    throw StoreError(p + ": damaged HDF5 file (" + msg + ")");
+  }
+}
+
+/// Run `fn`; HDF5 failures inside (other than identity problems) are reported as damage.
+template <class F>
+inline auto guard_damage(const std::string& path, F&& fn) {
+  try {
+    return fn();
+  } catch (const IdentityError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw StoreError(path + ": damaged rcsweep store (" + e.what() + ")");
+  }
+}
+
+/// Every task status marked finished (done, failed or diverged).
+std::vector<bool> finished(const std::vector<TaskStatus>& status);
+
+struct Store::Impl {
+  std::filesystem::path path;
+  h5::Handle file;  // declared first: closed last
+  TaskTypes types;
+  h5::Handle tasks, x_sv, m_sv, m_eig_re, m_eig_im;
+  std::array<h5::Handle, metrics::n_layer_metrics> layers;
+  std::array<h5::Handle, models::n_theory> theory;
+  h5::Handle grad_log10, grad_stderr, grad_log10_all, grad_stderr_all;  // only with [output] gradients
+  detail::PlatformColumn platforms;                                     // /provenance
+  std::size_t n_grad_depths = 0;                                        // plan.gradient_depths().size()
+  std::uint64_t n_tasks = 0;
+  std::size_t n_layers = 0;  // L_max + 1
+  std::vector<std::uint64_t> task_point;
+  std::vector<std::int32_t> task_replicate;
+  std::vector<std::int64_t> sv_offset;     // [n_tasks * n_layers]
+  std::vector<std::int64_t> sv_length;     // [n_tasks]
+  std::vector<std::int64_t> m_offset;      // [n_tasks * n_layers]: mixer spectra
+  std::vector<std::int64_t> m_length;      // [n_tasks]
+  std::int64_t sv_total = 0, m_total = 0;  // lengths of x_sv and m_sv (>= 1)
+
+  void load_plan(const plan::Plan& plan) {
+    n_tasks = plan.tasks.size();
+    n_layers = static_cast<std::size_t>(plan.max_depth) + 1;
+    n_grad_depths = plan.gradient_depths().size();
+    task_point.resize(n_tasks);
+    task_replicate.resize(n_tasks);
+    sv_offset.assign(n_tasks * n_layers, -1);
+    sv_length.assign(n_tasks, 0);
+    m_offset.assign(n_tasks * n_layers, -1);
+    m_length.assign(n_tasks, 0);
+    sv_total = std::max<std::int64_t>(plan.spectrum_total(), 1);
+    m_total = std::max<std::int64_t>(plan.mixer_spectrum_total(), 1);
+    std::vector<int> stored, m_stored;  // layers with a spectrum (the offsets cost O(L) per call)
+    for (std::size_t l = 0; l < n_layers; ++l) {
+      if (plan.spectrum_at(static_cast<int>(l))) stored.push_back(static_cast<int>(l));
+      if (plan.mixer_spectrum_at(static_cast<int>(l))) m_stored.push_back(static_cast<int>(l));
+    }
+    for (std::uint64_t t = 0; t < n_tasks; ++t) {
+      if (plan.tasks[t].id != t)
+        throw StoreError("plan task " + std::to_string(t) + " has id " + std::to_string(plan.tasks[t].id));
+      task_point[t] = plan.tasks[t].point;
+      task_replicate[t] = plan.tasks[t].replicate;
+      sv_length[t] = static_cast<std::int64_t>(plan.spectrum_length(t));
+      for (int l : stored) sv_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.spectrum_offset(t, l);
+      m_length[t] = static_cast<std::int64_t>(plan.mixer_spectrum_length(t));
+      for (int l : m_stored) m_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.mixer_spectrum_offset(t, l);
+    }
+  }
+
+  void open_datasets() {
+    types = task_types();
+    tasks = h5::open_dataset(file.id(), "/tasks");
+    platforms = detail::PlatformColumn::open(file.id(), n_tasks);
+    x_sv = h5::open_dataset(file.id(), "/spectra/x_sv");
+    m_sv = h5::open_dataset(file.id(), "/spectra/m_sv");
+    m_eig_re = h5::open_dataset(file.id(), "/spectra/m_eig_re");
+    m_eig_im = h5::open_dataset(file.id(), "/spectra/m_eig_im");
+    for (std::size_t k = 0; k < layers.size(); ++k)
+      layers[k] = h5::open_dataset(file.id(), "/layers/" + std::string(metrics::layer_metric_names[k]));
+    for (std::size_t k = 0; k < theory.size(); ++k)
+      theory[k] = h5::open_dataset(file.id(), "/theory/" + std::string(models::theory_names[k]));
+    if (n_grad_depths > 0) {
+      grad_log10 = h5::open_dataset(file.id(), "/grad/log10_g");
+      grad_stderr = h5::open_dataset(file.id(), "/grad/stderr");
+    }
+    if (n_grad_depths > 1) {
+      grad_log10_all = h5::open_dataset(file.id(), "/grad/log10_g_all");
+      grad_stderr_all = h5::open_dataset(file.id(), "/grad/stderr_all");
+    }
+  }
+
+  /// Resume: the spectra datasets have the plan's lengths and the mixer offsets are the plan's.
+  void check_spectra_layout() const {
+    const auto n_of = [&](const char* name) {
+      h5::Handle d = h5::open_dataset(file.id(), std::string("/spectra/") + name);
+      return h5::dataset_dims(d.id());
+    };
+    if (n_of("x_sv") != std::vector<hsize_t>{static_cast<hsize_t>(sv_total)})
+      throw StoreError("/spectra/x_sv has the wrong length");
+    for (const char* name : {"m_sv", "m_eig_re", "m_eig_im"})
+      if (n_of(name) != std::vector<hsize_t>{static_cast<hsize_t>(m_total)})
+        throw StoreError("/spectra/" + std::string(name) + " has the wrong length");
+    if (n_of("m_offset") != std::vector<hsize_t>{n_tasks, n_layers} ||
+        n_of("m_length") != std::vector<hsize_t>{n_tasks})
+      throw StoreError("/spectra/m_offset or m_length has the wrong shape");
+    std::vector<std::int64_t> off(m_offset.size()), len(m_length.size());
+    h5::Handle o = h5::open_dataset(file.id(), "/spectra/m_offset");
+    h5::read_all(o.id(), H5T_NATIVE_INT64, off.data());
+    h5::Handle l = h5::open_dataset(file.id(), "/spectra/m_length");
+    h5::read_all(l.id(), H5T_NATIVE_INT64, len.data());
+    if (off != m_offset || len != m_length) throw StoreError("/spectra/m_offset or m_length differs from the plan");
+  }
+
+  void write_axes(const plan::Plan& plan);
+  void write_points(const plan::Plan& plan);
+  void write_root_attrs(const plan::Plan& plan, const Provenance& prov);
+  void create_all(const plan::Plan& plan, const Provenance& prov);
+};
+
+}  // namespace rcsweep::store
