@@ -180,8 +180,30 @@ std::string to_text(const ParamValue& value) {
   return out;
 }
 
+std::string toml_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
 std::string to_toml(const ParamValue& value) {
-  if (const auto* s = std::get_if<std::string>(&value)) return "\"" + *s + "\"";
+  if (const auto* s = std::get_if<std::string>(&value)) return toml_string(*s);
   std::string text = to_text(value);
   if (std::holds_alternative<double>(value) && text.find_first_of(".eEn") == std::string::npos) text += ".0";
   return text;

@@ -42,6 +42,8 @@ const std::vector<ParamInfo>& model_params();
 std::optional<std::size_t> param_index(std::string_view name);
 /// The value of `name` in a full value vector (indexed like model_params()).
 const ParamValue& param_value(const std::vector<ParamValue>& values, std::string_view name);
+/// A TOML basic string: quoted, with quotes, backslashes and control characters escaped (UTF-8 kept).
+std::string toml_string(std::string_view s);
 /// Text of a value as it would be written in TOML ("softmax" quoted, 0.5, 3).
 std::string to_toml(const ParamValue& value);
 /// Short text of a value for tables and messages (no quotes).

@@ -19,6 +19,8 @@ struct Dim {
   std::vector<std::string> params;               ///< parameter names, in file order
   std::vector<std::vector<ParamValue>> columns;  ///< columns[p][i]: value of params[p] at index i
   std::size_t size() const { return columns.empty() ? 0 : columns.front().size(); }
+  /// A plain [axes] entry (one parameter, named after it), not a [[zip]] table.
+  bool is_axis() const { return params.size() == 1 && name == params.front(); }
 };
 
 enum class Spectra { none, last, all };
