@@ -9,7 +9,7 @@
 // into an FMA: rcsweep_rng is compiled with -ffp-contract=off (src/rng/CMakeLists.txt). Written
 // as plain scalar code on doubles and uint64 bit patterns so that g++ -O3 auto-vectorises the
 // loop that calls them: with baseline SSE2 (2 doubles per instruction) in fill_normal_portable,
-// with AVX2 (4 doubles) in fill_normal_avx2, which fill_normal picks at run time (issue 5).
+// with AVX2 (4 doubles) in fill_normal_avx2, which fill_normal picks at run time.
 //
 // Accuracy (tests/unit/numerics/test_rng.cpp measures it against libm over millions of points):
 //   log_open_unit(u):   relative error < 2^-52 on the whole 53-bit grid of (0, 1) (fdlibm's

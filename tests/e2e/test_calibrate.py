@@ -1,4 +1,4 @@
-"""rcsweep calibrate and the calibrated time estimate of rcsweep plan (issue 5, target 7)."""
+"""rcsweep calibrate and the calibrated time estimate of rcsweep plan."""
 import os
 import re
 

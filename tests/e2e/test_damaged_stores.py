@@ -1,4 +1,4 @@
-"""Damaged and wrong stores (GitHub issue 4, docs/ERRORS.md): `rcsweep info STORE` and
+"""Damaged and wrong stores (docs/ERRORS.md): `rcsweep info STORE` and
 `rcsweep run SWEEP -o STORE` (with and without --resume) refuse each with its exact exit code and
 message, never crash (killed by a signal) or hang, and leave the file exactly as it was;
 `--overwrite` replaces it when asked."""

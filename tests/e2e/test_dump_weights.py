@@ -1,4 +1,4 @@
-"""rcsweep run --dump-weights and scripts/rcsweep_recompute.py (issue 3): small sweeps of every
+"""rcsweep run --dump-weights and scripts/rcsweep_recompute.py: small sweeps of every
 mixer and component are dumped through the command line (some under MPI), recomputed by the
 independent NumPy script and must agree with the store to 1e-10; a too-large dump is refused
 before any work; the script must catch a corrupted weight, mixer, input or metric."""

@@ -1,4 +1,4 @@
-// Issue 3 components against naive references and the papers' statements: relu/sigmoid attention,
+// Model components against naive references and the papers' statements: relu/sigmoid attention,
 // selective and LTI SSMs, SiLU gate, MLP sub-block, outlier removal, Theorem 4.1 quantities.
 #include <gtest/gtest.h>
 
