@@ -405,22 +405,6 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
 }  // namespace
 
 namespace {
-/// Levenshtein distance.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 /// What `run -o STORE` would do with an existing store of this or another sweep.
 void print_outlook(const std::filesystem::path& path, const plan::Plan& plan) {
   const auto info = store::read_info(path);
@@ -493,17 +477,6 @@ int export_command(const std::vector<std::string>& args) {
   ::execv(argv[0], argv.data());
   std::fprintf(stderr, "error: cannot run %s: %s\n", argv[0], std::strerror(errno));
   return 1;
-}
-
-std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  std::size_t best_distance = 3;
-  for (const auto& c : candidates)
-    if (const auto d = edit_distance(word, c); d < best_distance) {
-      best = c;
-      best_distance = d;
-    }
-  return best;
 }
 
 int plan_command(const PlanArgs& args) {
@@ -617,11 +590,7 @@ int print_info(const std::filesystem::path& path) {
     std::printf("computed by   %s on %s%s%s: %llu tasks\n", p.empty() ? "(not recorded)" : p.blas_kernel.c_str(),
                 p.empty() ? "(not recorded)" : p.cpu.c_str(), p.host.empty() ? "" : " on ", p.host.c_str(),
                 static_cast<unsigned long long>(n));
-  for (std::size_t pos = 0; pos < info.reused.size();) {  // results copied from other stores (--reuse, growth)
-    const auto nl = std::min(info.reused.find('\n', pos), info.reused.size());
-    std::printf("reused        %s\n", info.reused.substr(pos, nl - pos).c_str());
-    pos = nl + 1;
-  }
+  for (const auto& line : info.reused) std::printf("reused        %s\n", line.c_str());  // --reuse, growth
   std::string axes;
   for (const auto& a : info.axes) axes += (axes.empty() ? "" : ", ") + a;
   std::printf("axes          %s\n", axes.empty() ? "(none)" : axes.c_str());
@@ -632,28 +601,9 @@ int print_info(const std::filesystem::path& path) {
 }
 
 /// print_info with a refused store (not a store, damaged, another schema) as exit code 2.
-/// A JSON string literal.
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+/// A JSON string literal: a TOML basic string (quotes, backslashes and control characters escaped
+/// as \", \\, \n, \t, \uXXXX; UTF-8 kept) is one.
+std::string json_string(const std::string& text) { return config::toml_string(text); }
 
 std::string json_strings(const std::vector<std::string>& items) {
   std::string out = "[";
@@ -665,17 +615,12 @@ std::string json_strings(const std::vector<std::string>& items) {
 int print_info_json(const std::filesystem::path& path) {
   const auto info = store::read_info(path);
   const auto u = [](std::uint64_t n) { return std::to_string(n); };
-  std::vector<std::string> reused;
-  for (std::size_t pos = 0; pos < info.reused.size();) {
-    const auto nl = std::min(info.reused.find('\n', pos), info.reused.size());
-    reused.push_back(info.reused.substr(pos, nl - pos));
-    pos = nl + 1;
-  }
   std::string platforms = "[";
   for (std::size_t i = 0; i < info.platforms.size(); ++i) {
     const auto& [p, n] = info.platforms[i];
     platforms += std::string(i ? ", " : "") + "{\"blas_kernel\": " + json_string(p.blas_kernel) +
-                 ", \"cpu\": " + json_string(p.cpu) + ", \"tasks\": " + u(n) + "}";
+                 ", \"cpu\": " + json_string(p.cpu) + ", \"host\": " + json_string(p.host) + ", \"tasks\": " + u(n) +
+                 "}";
   }
   platforms += "]";
   std::printf(
@@ -690,7 +635,7 @@ int print_info_json(const std::filesystem::path& path) {
       json_string(info.host).c_str(), info.mpi_ranks, info.threads, json_string(info.blas).c_str(),
       json_string(info.hdf5_version).c_str(), u(info.n_tasks).c_str(), u(info.n_points).c_str(), info.max_depth,
       u(info.n_pending).c_str(), u(info.n_done).c_str(), u(info.n_failed).c_str(), u(info.n_diverged).c_str(),
-      platforms.c_str(), json_strings(info.overrides).c_str(), json_strings(reused).c_str(),
+      platforms.c_str(), json_strings(info.overrides).c_str(), json_strings(info.reused).c_str(),
       json_strings(info.axes).c_str(), json_strings(info.datasets).c_str(), json_string(info.config).c_str());
   return 0;
 }

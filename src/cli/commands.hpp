@@ -46,8 +46,6 @@ int plan_command(const PlanArgs& args);
 /// `rcsweep export ARGS`: exec the Python toolkit's rcsweep-export with ARGS (returns only on error).
 int export_command(const std::vector<std::string>& args);
 
-/// The candidate nearest to `word` by edit distance, if at most 2 edits away (else "").
-std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 
 /// Print what a store holds. Exit code 2 when it is not a readable rcsweep store of this schema; the
 /// store is read in a child process, so a file that crashes the HDF5 library is such an error too.

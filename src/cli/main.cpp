@@ -10,6 +10,7 @@
 #include "cli/calibrate.hpp"
 #include "cli/commands.hpp"
 #include "cli/launch.hpp"
+#include "config/params.hpp"
 #include "linalg/linalg.hpp"
 #include "store/dump.hpp"
 #include "sweep/stop.hpp"
@@ -185,7 +186,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> names;
       for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
         names.push_back(sub->get_name());
-      const std::string guess = cli::closest(argv[1], names);
+      const std::string guess(config::nearest(argv[1], {names.begin(), names.end()}));
       std::fprintf(stderr, "error: unknown command '%s'%s; the commands are", argv[1],
                    guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str());
       for (const auto& n : names) std::fprintf(stderr, " %s", n.c_str());

@@ -42,6 +42,10 @@ const std::vector<ParamInfo>& model_params();
 std::optional<std::size_t> param_index(std::string_view name);
 /// The value of `name` in a full value vector (indexed like model_params()).
 const ParamValue& param_value(const std::vector<ParamValue>& values, std::string_view name);
+/// The candidate nearest to `name` within 2 edits (ignoring case; an adjacent transposition is one
+/// edit), for "did you mean" messages; "" when none is close. A candidate must share more than the
+/// edits with the name ("zz" suggests nothing, not "T").
+std::string_view nearest(std::string_view name, const std::vector<std::string_view>& candidates);
 /// A TOML basic string: quoted, with quotes, backslashes and control characters escaped (UTF-8 kept).
 std::string toml_string(std::string_view s);
 /// Text of a value as it would be written in TOML ("softmax" quoted, 0.5, 3).

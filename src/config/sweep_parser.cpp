@@ -32,45 +32,6 @@ using Issues = std::vector<ConfigIssue>;
 // ---------------------------------------------------------------------------------------------
 // Small text helpers
 
-// Optimal-string-alignment distance (Levenshtein plus adjacent transposition), so that the
-// common typo "lamdba" is one edit away from "lambda".
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> dist(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) dist[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) dist[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i)
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      dist[i][j] = std::min({dist[i - 1][j] + 1, dist[i][j - 1] + 1, dist[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        dist[i][j] = std::min(dist[i][j], dist[i - 2][j - 2] + 1);
-    }
-  return dist[a.size()][b.size()];
-}
-
-/// ", did you mean 'x'?" for the nearest candidate within 2 edits (ignoring case), else "".
-/// A candidate must share more than the edits with the name ("zz" suggests nothing, not "T").
-std::string_view nearest(std::string_view name, const std::vector<std::string_view>& candidates) {
-  auto lower = [](std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
-  const std::string lname = lower(name);
-  std::size_t best = 3;
-  std::string_view best_name;
-  for (const auto c : candidates) {
-    const std::string lc = lower(c);
-    const std::size_t dist = edit_distance(lname, lc);
-    const bool plausible = dist == 0 || dist < std::min(lname.size(), lc.size());
-    if (plausible && dist < best) {
-      best = dist;
-      best_name = c;
-    }
-  }
-  return best_name;
-}
-
 std::string suggestion(std::string_view name, const std::vector<std::string_view>& candidates) {
   const auto best = nearest(name, candidates);
   return best.empty() ? std::string() : ", did you mean '" + std::string(best) + "'?";

@@ -118,7 +118,7 @@ StoreInfo read_info(const std::filesystem::path& path) {
     info.overrides = split_lines(str("overrides"));
     info.created = str("created");
     info.finished = str("finished");
-    info.reused = str("reused");
+    info.reused = split_lines(str("reused"));
     info.rcsweep_version = str("rcsweep_version");
     info.git_commit = str("git_commit");
     info.host = str("host");

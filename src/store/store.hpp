@@ -81,7 +81,7 @@ struct StoreInfo {
   std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0;
   std::vector<std::string> axes;      ///< swept parameter names
   std::vector<std::string> datasets;  ///< every dataset path
-  std::string reused;                 ///< results copied from other stores, one line each (may be empty)
+  std::vector<std::string> reused;    ///< results copied from other stores, one line per copy
   /// Finished (done, failed, diverged) tasks per platform, in the order platforms first appeared;
   /// an empty Platform counts those not recorded (stores made before /provenance).
   std::vector<std::pair<Platform, std::uint64_t>> platforms;
