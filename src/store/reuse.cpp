@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 #include "base/error.hpp"
@@ -39,20 +40,23 @@ plan::Plan stored_plan(const std::filesystem::path& path, const StoreInfo& info)
 struct Source {
   StoreInfo info;
   plan::Plan plan;
+  std::optional<Store> store;  // open for reading
   plan::TaskMatch match;
   std::vector<TaskStatus> status;
   ReuseReport report;
 };
 
 Source read_source(const std::filesystem::path& from, const plan::Plan& plan) {
-  Source s{read_info(from), {}, {}, {}, {}};
+  Source s;
+  s.info = read_info(from);
   s.plan = stored_plan(from, s.info);
   s.match = plan::match_tasks(s.plan, plan);
   s.report.from_name = s.plan.spec.name;
   s.report.from_hash = s.info.plan_hash;
   s.report.differences = plan::config_differences(s.plan.spec, plan.spec);
   s.report.blockers = s.match.blockers;
-  s.status = Store::open_read(from, s.plan).task_status();
+  s.store.emplace(Store::open_read(from, s.plan));
+  s.status = s.store->task_status();
   // Results go only into tasks of this run's shard (--shard: the plan's bundles hold only those),
   // so that the grown shards of an array job still finish every task exactly once.
   std::vector<bool> in_shard(plan.tasks.size(), false);
@@ -77,13 +81,12 @@ ReuseReport copy(const std::filesystem::path& from, Source&& s, Store& into) {
   for (const auto& pair : s.match.pairs)
     if (finished_result(s.status[pair.first]) && status[pair.second] == TaskStatus::pending) todo.push_back(pair);
   if (todo.empty()) return std::move(s.report);
-  const Store old = Store::open_read(from, s.plan);
   constexpr std::size_t batch = 1024;  // bounded memory for stores with large spectra
   for (std::size_t i = 0; i < todo.size(); i += batch) {
     const std::size_t n = std::min(batch, todo.size() - i);
     std::vector<std::uint64_t> ids(n);
     for (std::size_t k = 0; k < n; ++k) ids[k] = todo[i + k].first;
-    auto results = old.read_results(ids);
+    auto results = s.store->read_results(ids);
     for (std::size_t k = 0; k < n; ++k) results[k].task = todo[i + k].second;
     into.write(results);
   }
