@@ -27,6 +27,7 @@
 #include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
 #include "plan/job_script.hpp"
+#include "plan/threads.hpp"
 #include "store/dump.hpp"
 #include "store/matrix_file.hpp"
 #include "rcsweep/version.hpp"
@@ -80,18 +81,26 @@ double memory_budget(const std::string& mem_per_rank, int ranks_on_node, std::st
   return physical_memory_bytes() / ranks_on_node;
 }
 
-/// Refuse (ConfigError on --mem-per-rank) a plan whose largest bundle does not fit the budget.
-void check_memory(const plan::Plan& plan, double budget, const std::string& source) {
+/// Refuse (ConfigError on --mem-per-rank) a plan whose largest bundle, run on `threads` threads
+/// (plan/threads.hpp: concurrent small tasks each hold their temporaries), does not fit the budget.
+void check_memory(const plan::Plan& plan, int threads, double budget, const std::string& source) {
   const plan::Bundle* worst = nullptr;
-  for (const auto& b : plan.bundles)
-    if (!worst || b.bytes() > worst->bytes()) worst = &b;
-  if (!worst || static_cast<double>(worst->bytes()) + program_bytes <= budget) return;
+  std::size_t worst_bytes = 0;
+  for (const auto& b : plan.bundles) {
+    const std::size_t bytes = plan::unit_bytes(b, plan::thread_mode(plan, b.tasks, threads), threads, b.tasks.size());
+    if (!worst || bytes > worst_bytes) {
+      worst = &b;
+      worst_bytes = bytes;
+    }
+  }
+  if (!worst || static_cast<double>(worst_bytes) + program_bytes <= budget) return;
   const auto& m = plan.models.at(plan.tasks.at(worst->tasks.front()).point);
   throw ConfigError({{"--mem-per-rank",
                       "the largest bundle (" + std::to_string(worst->tasks.size()) + " tasks with T = " +
                           std::to_string(m.T) + ", d = " + std::to_string(m.d) + ", " + std::to_string(plan.max_depth) +
-                          " layers) needs about " + human_bytes(static_cast<double>(worst->bytes()) + program_bytes) +
-                          " per rank, more than the budget of " + human_bytes(budget) + " (" + source +
+                          " layers) needs about " + human_bytes(static_cast<double>(worst_bytes) + program_bytes) +
+                          " per rank" + (threads > 1 ? " on " + std::to_string(threads) + " threads" : "") +
+                          ", more than the budget of " + human_bytes(budget) + " (" + source +
                           "); give each rank more memory (fewer ranks per node) or make the tasks smaller"}});
 }
 
@@ -247,6 +256,11 @@ int run_command(const RunArgs& args) {
   mpi::Session session(nullptr, nullptr);
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   try {
+    if (args.options.threads > 1 && args.options.blas_threads > 1)
+      throw ConfigError({{"--blas-threads", std::to_string(args.options.blas_threads) + " with --threads " +
+                                                std::to_string(args.options.threads) +
+                                                ": BLAS threads inside OpenMP threads would oversubscribe the "
+                                                "cores; use --threads alone (results independent of the layout)"}});
     if (args.ranks > 0 && args.ranks != size)
       throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " +
                                          std::to_string(size) + " ranks (-n starts the run without mpiexec)"}});
@@ -258,7 +272,7 @@ int run_command(const RunArgs& args) {
       const int on_node = mpi::comm_size(node);
       MPI_Comm_free(&node);
       std::string source;
-      check_memory(plan, memory_budget(args.mem_per_rank, on_node, source), source);
+      check_memory(plan, args.options.threads, memory_budget(args.mem_per_rank, on_node, source), source);
     }
     sweep::RunOptions opt = args.options;
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
@@ -506,7 +520,7 @@ int plan_command(const PlanArgs& args) {
   const double makespan = schedule.makespan_s;
   std::string budget_source;
   const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
-  check_memory(plan, budget, budget_source);
+  check_memory(plan, 1, budget, budget_source);
   if (!args.emit.empty())
     return emit_job_script(args, plan,
                            {core_s, largest_task_s, shard_tasks, static_cast<double>(peak_bytes) + program_bytes});
@@ -565,8 +579,9 @@ int print_info(const std::filesystem::path& path) {
   std::printf("sweep config  plan %s, schema %d, rcsweep %s (%s)\n", info.plan_hash.c_str(), info.schema_version,
               info.rcsweep_version.c_str(), info.git_commit.c_str());
   if (!info.overrides.empty()) std::printf("overrides     %s\n", config::overrides_line(info.overrides).c_str());
-  std::printf("created       %s on %s, %d MPI ranks x %d BLAS threads\n", info.created.c_str(), info.host.c_str(),
-              info.mpi_ranks, info.threads);
+  std::printf("created       %s on %s; last run %d MPI ranks x %d threads%s\n", info.created.c_str(), info.host.c_str(),
+              info.mpi_ranks, info.threads,
+              info.blas_threads > 1 ? (" x " + std::to_string(info.blas_threads) + " BLAS threads").c_str() : "");
   std::printf("finished      %s\n", info.finished.empty() ? "(not yet)" : info.finished.c_str());
   std::printf("libraries     %s; HDF5 %s\n", info.blas.c_str(), info.hdf5_version.c_str());
   std::printf("tasks         %llu (%llu points), layers 0..%d\n", static_cast<unsigned long long>(info.n_tasks),
@@ -625,14 +640,14 @@ int print_info_json(const std::filesystem::path& path) {
   platforms += "]";
   std::printf(
       "{\"store\": %s, \"format\": %s, \"schema_version\": %d, \"plan_hash\": %s, \"rcsweep_version\": %s, "
-      "\"git_commit\": %s, \"created\": %s, \"finished\": %s, \"host\": %s, \"mpi_ranks\": %d, \"threads\": %d, "
+      "\"git_commit\": %s, \"created\": %s, \"finished\": %s, \"host\": %s, \"mpi_ranks\": %d, \"threads\": %d, \"blas_threads\": %d, "
       "\"blas\": %s, \"hdf5_version\": %s, \"n_tasks\": %s, \"n_points\": %s, \"max_depth\": %d, "
       "\"tasks\": {\"pending\": %s, \"done\": %s, \"failed\": %s, \"diverged\": %s}, \"platforms\": %s, "
       "\"overrides\": %s, \"reused\": %s, \"axes\": %s, \"datasets\": %s, \"config\": %s}\n",
       json_string(path.string()).c_str(), json_string(info.format).c_str(), info.schema_version,
       json_string(info.plan_hash).c_str(), json_string(info.rcsweep_version).c_str(),
       json_string(info.git_commit).c_str(), json_string(info.created).c_str(), json_string(info.finished).c_str(),
-      json_string(info.host).c_str(), info.mpi_ranks, info.threads, json_string(info.blas).c_str(),
+      json_string(info.host).c_str(), info.mpi_ranks, info.threads, info.blas_threads, json_string(info.blas).c_str(),
       json_string(info.hdf5_version).c_str(), u(info.n_tasks).c_str(), u(info.n_points).c_str(), info.max_depth,
       u(info.n_pending).c_str(), u(info.n_done).c_str(), u(info.n_failed).c_str(), u(info.n_diverged).c_str(),
       platforms.c_str(), json_strings(info.overrides).c_str(), json_strings(info.reused).c_str(),
@@ -696,8 +711,8 @@ int merge_stores(const MergeArgs& args) {
                      "): a shard is missing or not finished (resume it first)");
   }
 
-  const store::Provenance prov{version,       git_commit, sweep::utc_now(),   sweep::hostname(),
-                               infos[0].blas, "",         infos[0].mpi_ranks, infos[0].threads};
+  const store::Provenance prov{version, git_commit,         sweep::utc_now(), sweep::hostname(),    infos[0].blas,
+                               "",      infos[0].mpi_ranks, infos[0].threads, infos[0].blas_threads};
   store::Store out = store::Store::create(args.output, plan, prov, args.overwrite);
   for (std::size_t i = 0; i < args.shards.size(); ++i)
     out.write(store::Store::open_read(args.shards[i], plan).read_results(mine[i]));

@@ -6,6 +6,7 @@
 
 #include "base/allocator.hpp"
 #include "base/error.hpp"
+#include "base/parallel.hpp"
 #include "base/platform.hpp"
 #include "cli/calibrate.hpp"
 #include "cli/commands.hpp"
@@ -90,9 +91,17 @@ int main(int argc, char** argv) {
                                         "require an existing store and continue it (the default when it exists)");
   run_cmd->add_flag("--overwrite", run.options.overwrite, "replace an existing store")->excludes(resume_flag);
   run_cmd->add_option("--shard", run_shard, "run only tasks with id % n == i (array jobs), as i/n");
+  run.options.threads = parallel::threads_from_environment();
+  run_cmd
+      ->add_option("--threads", run.options.threads,
+                   "OpenMP threads per rank (default: OMP_NUM_THREADS, else 1). Results are bitwise the same\n"
+                   "for every ranks x threads layout; threads pay off for big tasks (T or d in the\n"
+                   "thousands) and bundles too big for one rank per core (docs/CLUSTER.md)")
+      ->check(CLI::Range(1, 4096));
   run_cmd
       ->add_option("--blas-threads", run.options.blas_threads,
-                   "BLAS threads per rank (default 1: one rank per core is faster and layout-independent)")
+                   "BLAS threads per OpenMP thread (default 1). Above 1 results depend on the layout and\n"
+                   "--threads must be 1: use --threads instead")
       ->check(CLI::Range(1, 256));
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress on stderr");
   run_cmd->add_option("--mem-per-rank", run.mem_per_rank,

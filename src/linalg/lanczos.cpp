@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "linalg/linalg.hpp"
 
 namespace rcsweep::linalg {
 namespace {
@@ -91,15 +92,10 @@ bool certified(const TopSingular& r, double rel_tol, double norm) {
 }  // namespace
 
 TopSingular top_singular_values(const Matrix& A, double rel_tol, int max_steps) {
-  const auto rows = static_cast<blasint>(A.rows()), cols = static_cast<blasint>(A.cols());
-  const LinearOperator op{A.rows(), A.cols(),
-                          [&](const double* x, double* y) {
-                            cblas_dgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0, A.data(), cols, x, 1, 0.0, y, 1);
-                          },
-                          [&](const double* x, double* y) {
-                            cblas_dgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0, A.data(), cols, x, 1, 0.0, y, 1);
-                          }};
-  return top_singular_values(op, rel_tol, max_steps);
+  return top_singular_values(
+      LinearOperator{A.rows(), A.cols(), [&](const double* x, double* y) { gemv(A, Op::none, x, y); },
+                     [&](const double* x, double* y) { gemv(A, Op::trans, x, y); }},
+      rel_tol, max_steps);
 }
 
 TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max_steps) {

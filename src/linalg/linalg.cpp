@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "base/error.hpp"
+#include "base/parallel.hpp"
 #include "linalg/lanczos.hpp"
 
 namespace rcsweep::linalg {
@@ -181,6 +182,13 @@ void householder_tridiagonal(Matrix& A, std::span<double> d, std::span<double> e
   }
 }
 
+GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k) {
+  if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < gemm_split_min_flops)
+    return {false, {m, std::max<std::size_t>(m, 1)}};
+  if (m >= n) return {false, {m, m >= 2 * gemm_part_size ? gemm_part_size : std::max<std::size_t>(m, 1)}};
+  return {true, {n, n >= 2 * gemm_part_size ? gemm_part_size : std::max<std::size_t>(n, 1)}};
+}
+
 void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C) {
   const bool ta = opA == Op::trans;
   const bool tb = opB == Op::trans;
@@ -199,10 +207,73 @@ void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, do
       for (double& c : C.values()) c *= beta;
     return;
   }
+  // One BLAS call per part of C's rows (or columns), the partition fixed by the shapes
+  // (gemm_parts): the threads take the parts, and the bits do not depend on how many there are.
   // Row-major leading dimensions are the row strides (>= the column counts, >= 1 here).
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n),
-              to_blas(k), alpha, A.data, to_blas(A.stride), B.data, to_blas(B.stride), beta, C.data(),
-              to_blas(C.cols()));
+  const GemmParts split = gemm_parts(m, n, k);
+  parallel::for_each(split.parts.count(), [&](std::size_t p) {
+    const std::size_t first = split.parts.begin(p), count = split.parts.length(p);
+    // Rows [first, first + count) of op(A) (columns of A when transposed) and of C; or columns of
+    // op(B) (rows of B when transposed) and of C.
+    const double* a = A.data;
+    const double* b = B.data;
+    double* c = C.data();
+    std::size_t mp = m, np = n;
+    if (split.columns) {
+      b += tb ? first * B.stride : first;
+      c += first;
+      np = count;
+    } else {
+      a += ta ? first : first * A.stride;
+      c += first * C.cols();
+      mp = count;
+    }
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, to_blas(mp), to_blas(np),
+                to_blas(k), alpha, a, to_blas(A.stride), b, to_blas(B.stride), beta, c, to_blas(C.cols()));
+  });
+}
+
+parallel::Parts gemv_parts(std::size_t rows, std::size_t cols) {
+  if (rows * cols < gemv_split_min_entries || rows < 2 * gemv_part_size) return {rows, std::max<std::size_t>(rows, 1)};
+  return {rows, gemv_part_size};
+}
+
+void gemv(const Matrix& A, Op op, const double* x, double* y) {
+  const std::size_t rows = A.rows(), cols = A.cols();
+  const parallel::Parts parts = gemv_parts(rows, cols);
+  if (rows == 0 || cols == 0 || parts.count() == 1) {
+    if (rows == 0 || cols == 0)
+      std::fill(y, y + (op == Op::none ? rows : cols), 0.0);
+    else
+      cblas_dgemv(CblasRowMajor, op == Op::none ? CblasNoTrans : CblasTrans, to_blas(rows), to_blas(cols), 1.0,
+                  A.data(), to_blas(cols), x, 1, 0.0, y, 1);
+    return;
+  }
+  // Parts of A's rows, each read once, contiguously. A x: each part gives its rows of y. A^T x:
+  // each part p gives A_p^T x_p, and y is their sum in part order (entry by entry, in parts of y).
+  if (op == Op::none) {
+    parallel::for_each(parts.count(), [&](std::size_t p) {
+      const std::size_t first = parts.begin(p);
+      cblas_dgemv(CblasRowMajor, CblasNoTrans, to_blas(parts.length(p)), to_blas(cols), 1.0, A.data() + first * cols,
+                  to_blas(cols), x, 1, 0.0, y + first, 1);
+    });
+    return;
+  }
+  Matrix partial(parts.count(), cols, Matrix::uninitialized);
+  parallel::for_each(parts.count(), [&](std::size_t p) {
+    const std::size_t first = parts.begin(p);
+    cblas_dgemv(CblasRowMajor, CblasTrans, to_blas(parts.length(p)), to_blas(cols), 1.0, A.data() + first * cols,
+                to_blas(cols), x + first, 1, 0.0, partial.row(p).data(), 1);
+  });
+  const parallel::Parts columns{cols, 4096};
+  parallel::for_each(columns.count(), [&](std::size_t c) {
+    const std::size_t first = columns.begin(c), end = first + columns.length(c);
+    std::copy(partial.row(0).data() + first, partial.row(0).data() + end, y + first);
+    for (std::size_t p = 1; p < parts.count(); ++p) {
+      const double* row = partial.row(p).data();
+      for (std::size_t j = first; j < end; ++j) y[j] += row[j];
+    }
+  });
 }
 
 Matrix matmul(const Matrix& A, const Matrix& B, Op opA, Op opB) {
@@ -253,6 +324,32 @@ std::vector<std::complex<double>> eigenvalues(const Matrix& A) {
   return out;
 }
 
+// The upper triangle of G = alpha A A^T (rows) or alpha A^T A, k x k. Small: one dsyrk. From
+// gram_split_min_order on (with enough work to share), in column parts of gemm_part_size, each
+// the rectangle G[0:end, part] = one GEMM, on the rank's threads (largest first): the partition
+// is fixed by the shapes, so G is bitwise the same on any number of threads.
+void gram_upper(const Matrix& A, double alpha, bool rows, Matrix& G) {
+  const std::size_t k = G.rows(), inner = rows ? A.cols() : A.rows(), lda = A.cols();
+  const double work = static_cast<double>(k) * static_cast<double>(k) * static_cast<double>(inner);
+  if (k < gram_split_min_order || work < gemm_split_min_flops) {
+    cblas_dsyrk(CblasRowMajor, CblasUpper, rows ? CblasNoTrans : CblasTrans, to_blas(k), to_blas(inner), alpha,
+                A.data(), to_blas(lda), 0.0, G.data(), to_blas(k));
+    return;
+  }
+  const parallel::Parts parts{k, gemm_part_size};
+  parallel::for_each(parts.count(), [&](std::size_t p) {
+    const std::size_t part = parts.count() - 1 - p;  // the tallest rectangles first
+    const std::size_t first = parts.begin(part), count = parts.length(part), end = first + count;
+    // rows: G[0:end, first:end] = A[0:end, :] A[first:end, :]^T; else A[:, 0:end]^T A[:, first:end].
+    if (rows)
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, to_blas(end), to_blas(count), to_blas(inner), alpha,
+                  A.data(), to_blas(lda), A.data() + first * lda, to_blas(lda), 0.0, G.data() + first, to_blas(k));
+    else
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, to_blas(end), to_blas(count), to_blas(inner), alpha,
+                  A.data(), to_blas(lda), A.data() + first, to_blas(lda), 0.0, G.data() + first, to_blas(k));
+  });
+}
+
 GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();
@@ -262,8 +359,7 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
   // G = A A^T (m <= n) or A^T A (m > n): k x k, lower triangle, by dsyrk at GEMM speed.
   Matrix G(k, k, Matrix::uninitialized);  // only the upper triangle is written and read
   const bool rows = m <= n;
-  cblas_dsyrk(CblasRowMajor, CblasUpper, rows ? CblasNoTrans : CblasTrans, to_lapack(k), to_lapack(rows ? n : m), alpha,
-              A.data(), to_lapack(n), 0.0, G.data(), to_lapack(k));
+  gram_upper(A, alpha, rows, G);
   // trace and ||G||_F^2 = sum_i g_ii^2 + 2 sum_(j > i) g_ij^2; the off-diagonal sum in 4
   // independent partial sums (no loop-carried latency chain: it was 11 us per call at k = 150).
   double off[4] = {0.0, 0.0, 0.0, 0.0};

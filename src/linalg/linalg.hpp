@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/matrix.hpp"
+#include "base/parallel.hpp"
 
 namespace rcsweep::linalg {
 
@@ -16,8 +17,29 @@ enum class Op { none, trans };
 /// may be views of row blocks of larger matrices (a Matrix converts to a view of itself).
 void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C);
 
+/// The fixed partition gemm computes C in, one BLAS call per part, the parts on the rank's threads
+/// (base/parallel.hpp): a function of the shapes only, so C is bitwise the same on any number of
+/// threads. Products under gemm_split_min_flops are one call; larger ones are cut along C's rows
+/// (columns when C is wider than tall) into parts of gemm_part_size.
+struct GemmParts {
+  bool columns = false;  ///< parts of C's columns (else of its rows)
+  parallel::Parts parts;
+};
+inline constexpr double gemm_split_min_flops = 268435456.0;  // 2^28: the Mind the Gap grid's are below
+inline constexpr std::size_t gemm_part_size = 256;
+GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k);
+
 /// Returns op(A) * op(B) as a new matrix.
 Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::none);
+
+/// y = A x (op none; y has A.rows() entries) or A^T x (trans; A.cols() entries), x and y not
+/// overlapping. Large A (from gemv_split_min_entries entries) is read in parts of gemv_part_size
+/// rows, one dgemv each, on the rank's threads; A^T x then sums the parts' products in part
+/// order. The partition depends on the shape only: bitwise the same on any number of threads.
+inline constexpr std::size_t gemv_split_min_entries = std::size_t{1} << 20;
+inline constexpr std::size_t gemv_part_size = 256;
+parallel::Parts gemv_parts(std::size_t rows, std::size_t cols);
+void gemv(const Matrix& A, Op op, const double* x, double* y);
 
 /// All min(m, n) singular values of A, descending (dgesdd, values only). A is not modified.
 /// Throws LinalgError if LAPACK does not converge.
@@ -52,6 +74,9 @@ GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0
 /// converge in 200 steps. Measured crossover for Gaussian signals (bench_metrics BM_gram_eig_*):
 /// Lanczos 807 us against 749 at k = 200, 1.35 ms against 1.54 at k = 256.
 inline constexpr std::size_t gram_lanczos_min_order = 224;
+/// From this order k on, gram_top forms G in column parts on the rank's threads (one GEMM per
+/// part, a partition fixed by the shapes) instead of one dsyrk.
+inline constexpr std::size_t gram_split_min_order = 512;
 
 /// Householder reduction of the symmetric A (n x n; only its upper triangle is read, and it is
 /// overwritten) to the tridiagonal Q^T A Q with diagonal d (n) and off-diagonal e (n - 1): what

@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "base/exp.hpp"
+#include "base/parallel.hpp"
 #include "base/sum.hpp"
 #include "linalg/linalg.hpp"
 #include "models/s4d.hpp"
@@ -62,14 +63,27 @@ Matrix make_input(const ModelParams& model, RandomSource& random) {
   return {};
 }
 
+// Rows are computed independently: any partition into parts over the threads gives the same bits.
 void softmax_rows(Matrix& S) {
-  for (std::size_t i = 0; i < S.rows(); ++i) {
-    auto row = S.row(i);
-    const double mx = *std::max_element(row.begin(), row.end());
-    const double inv = 1.0 / exp_affine_sum(row.data(), row.size(), 1.0, mx);
-    for (double& s : row) s *= inv;
-  }
+  parallel::for_rows(S.rows(), S.cols(), [&](std::size_t first, std::size_t end) {
+    for (std::size_t i = first; i < end; ++i) {
+      auto row = S.row(i);
+      const double mx = *std::max_element(row.begin(), row.end());
+      const double inv = 1.0 / exp_affine_sum(row.data(), row.size(), 1.0, mx);
+      for (double& s : row) s *= inv;
+    }
+  });
 }
+
+namespace {
+// f(x) for every entry of M, rows in parts over the threads.
+template <class F>
+void map_entries(Matrix& M, F f) {
+  parallel::for_rows(M.rows(), M.cols(), [&](std::size_t first, std::size_t end) {
+    for (double& x : std::span<double>(M.data() + first * M.cols(), (end - first) * M.cols())) x = f(x);
+  });
+}
+}  // namespace
 
 void attention_map(Mixer mixer, Matrix& S) {
   const double T = static_cast<double>(S.rows());
@@ -77,12 +91,12 @@ void attention_map(Mixer mixer, Matrix& S) {
     case Mixer::softmax: softmax_rows(S); return;
     case Mixer::relu: {  // ReLU(S) / T (Mind the Gap Fig. 1(c))
       const double inv_t = 1.0 / T;
-      for (double& x : S.values()) x = x > 0.0 ? x * inv_t : 0.0;
+      map_entries(S, [inv_t](double x) { return x > 0.0 ? x * inv_t : 0.0; });
       return;
     }
     case Mixer::sigmoid: {  // sigmoid(S - ln T) (Mind the Gap Fig. 1(d))
       const double shift = std::log(T);
-      for (double& x : S.values()) x = 1.0 / (1.0 + std::exp(shift - x));
+      map_entries(S, [shift](double x) { return 1.0 / (1.0 + std::exp(shift - x)); });
       return;
     }
     default: throw Error("attention_map: not an attention mixer");
@@ -91,11 +105,13 @@ void attention_map(Mixer mixer, Matrix& S) {
 
 void markov_rows(double sigma_A, Matrix& G) {
   const double s2 = std::log1p(sigma_A * sigma_A), s = std::sqrt(s2);
-  for (std::size_t i = 0; i < G.rows(); ++i) {
-    auto row = G.row(i);
-    const double inv = 1.0 / exp_affine_sum(row.data(), row.size(), s, 0.5 * s2);
-    for (double& z : row) z *= inv;
-  }
+  parallel::for_rows(G.rows(), G.cols(), [&](std::size_t first, std::size_t end) {
+    for (std::size_t i = first; i < end; ++i) {
+      auto row = G.row(i);
+      const double inv = 1.0 / exp_affine_sum(row.data(), row.size(), s, 0.5 * s2);
+      for (double& z : row) z *= inv;
+    }
+  });
 }
 
 namespace {
@@ -165,8 +181,10 @@ void apply_decay_mask(double alpha, double gain, Matrix& M) {
   std::vector<double> power(T);
   power[0] = gain;
   for (std::size_t k = 1; k < T; ++k) power[k] = power[k - 1] * alpha;
-  for (std::size_t j = 0; j < T; ++j)
-    for (std::size_t i = 0; i < T; ++i) M(j, i) = i <= j ? M(j, i) * power[j - i] : 0.0;
+  parallel::for_rows(T, T, [&](std::size_t first, std::size_t end) {
+    for (std::size_t j = first; j < end; ++j)
+      for (std::size_t i = 0; i < T; ++i) M(j, i) = i <= j ? M(j, i) * power[j - i] : 0.0;
+  });
 }
 
 linalg::LinearOperator ssd_operator(const SsdFactors& f, double alpha, bool perp) {
@@ -278,7 +296,7 @@ void apply_gap_fix(config::GapFix fix, Matrix& M, int outliers_r) {
     case config::GapFix::none: return;
     case config::GapFix::perp: {
       const double c = 1.0 / static_cast<double>(M.rows());  // Mind the Gap eq. (8): A - (1/T) 1 1^T
-      for (double& m : M.values()) m -= c;
+      map_entries(M, [c](double m) { return m - c; });
       return;
     }
     case config::GapFix::outliers: {
@@ -330,22 +348,26 @@ void apply_norm(config::Norm norm, Matrix& Y) {
   switch (norm) {
     case config::Norm::none: return;
     case config::Norm::rms:  // lambda-skip eq. (4): Y = D Y~, D = diag(1 / ||Y~_i||)
-      for (std::size_t i = 0; i < Y.rows(); ++i) {
-        auto row = Y.row(i);
-        double ss = 0.0;
-        for (double y : row) ss += y * y;
-        const double inv = 1.0 / std::sqrt(ss);
-        for (double& y : row) y *= inv;
-      }
+      parallel::for_rows(Y.rows(), d, [&](std::size_t first, std::size_t end) {
+        for (std::size_t i = first; i < end; ++i) {
+          auto row = Y.row(i);
+          double ss = 0.0;
+          for (double y : row) ss += y * y;
+          const double inv = 1.0 / std::sqrt(ss);
+          for (double& y : row) y *= inv;
+        }
+      });
       return;
     case config::Norm::layernorm:  // PyTorch LayerNorm without affine, eps 1e-5, biased variance
-      for (std::size_t i = 0; i < Y.rows(); ++i) {
-        auto row = Y.row(i);
-        const double mean = sum4(row) / static_cast<double>(d);
-        const double var = squares4(row, mean) / static_cast<double>(d);
-        const double inv = 1.0 / std::sqrt(var + 1e-5);
-        for (double& y : row) y = (y - mean) * inv;
-      }
+      parallel::for_rows(Y.rows(), d, [&](std::size_t first, std::size_t end) {
+        for (std::size_t i = first; i < end; ++i) {
+          auto row = Y.row(i);
+          const double mean = sum4(row) / static_cast<double>(d);
+          const double var = squares4(row, mean) / static_cast<double>(d);
+          const double inv = 1.0 / std::sqrt(var + 1e-5);
+          for (double& y : row) y = (y - mean) * inv;
+        }
+      });
       return;
   }
 }

@@ -17,29 +17,43 @@ rng::StreamKey RandomSource::key(int layer, rng::Tensor tensor, int head) const 
   return k;
 }
 
-const std::any* RandomSource::find(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols) {
+const std::any& RandomSource::get(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols,
+                                  const std::function<std::any()>& make) {
+  std::unique_lock lock(mutex_);
   if (layer != cached_layer_) {
     cache_.clear();
     cached_layer_ = layer;
   }
-  for (const auto& e : cache_)
-    if (e.name == name && e.head == head && e.rows == rows && e.cols == cols) return &e.value;
-  return nullptr;
-}
-
-const std::any& RandomSource::insert(int layer, std::string name, int head, std::size_t rows, std::size_t cols,
-                                     std::any value) {
-  cached_layer_ = layer;
-  cache_.push_back({std::move(name), head, rows, cols, std::move(value)});
-  return cache_.back().value;
+  for (auto& e : cache_)
+    if (e.name == name && e.head == head && e.rows == rows && e.cols == cols) {
+      lock.unlock();
+      e.ready.get();  // wait until built; rethrows what building it threw
+      return e.value;
+    }
+  Entry& entry = cache_.emplace_back();  // a deque: references to the others stay valid
+  entry.name = name;
+  entry.head = head;
+  entry.rows = rows;
+  entry.cols = cols;
+  entry.ready = entry.built.get_future().share();
+  lock.unlock();  // built outside the lock: make may ask for other tensors
+  try {
+    entry.value = make();
+  } catch (...) {
+    entry.built.set_exception(std::current_exception());
+    throw;
+  }
+  entry.built.set_value();
+  return entry.value;
 }
 
 const Matrix& RandomSource::normal(int layer, rng::Tensor tensor, int head, std::size_t rows, std::size_t cols) {
   const std::string name = "normal" + std::to_string(static_cast<int>(tensor));
-  if (const std::any* m = find(layer, name, head, rows, cols)) return std::any_cast<const Matrix&>(*m);
-  Matrix value(rows, cols);
-  rng::fill_normal(key(layer, tensor, head), value.values());
-  return std::any_cast<const Matrix&>(insert(layer, name, head, rows, cols, std::any(std::move(value))));
+  return std::any_cast<const Matrix&>(get(layer, name, head, rows, cols, [&] {
+    Matrix value(rows, cols, Matrix::uninitialized);
+    rng::fill_normal(key(layer, tensor, head), value.values());
+    return std::any(std::move(value));
+  }));
 }
 
 }  // namespace rcsweep::models

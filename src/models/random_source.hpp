@@ -1,12 +1,16 @@
 // The random tensors of one bundle of tasks (same sweep seed, replicate, T, d), generated lazily
 // and cached for the current layer, so tasks that differ only in lambda, norm, gap_fix, mixer
 // or skip_scale use the very same weights without drawing them twice (MODELS.md "Randomness").
+// Thread-safe: tasks running concurrently on a rank's threads share one source; the first thread
+// asking for a tensor builds it while the others asking for the same one wait for it.
 #pragma once
 #include <any>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <deque>
+#include <future>
+#include <mutex>
 
 #include "base/matrix.hpp"
 #include "rng/philox.hpp"
@@ -26,13 +30,13 @@ class RandomSource {
   /// normal(). The name must determine the value (include every parameter it depends on).
   template <class T>
   const T& derived(int layer, const std::string& name, int head, const std::function<T()>& make) {
-    if (const std::any* v = find(layer, name, head, 0, 0)) return std::any_cast<const T&>(*v);
-    return std::any_cast<const T&>(insert(layer, name, head, 0, 0, std::any(make())));
+    return std::any_cast<const T&>(get(layer, name, head, 0, 0, [&] { return std::any(make()); }));
   }
 
-  /// Drop everything cached (the caller is done with the current layer): the next layer then
-  /// allocates its tensors without the previous layer's still held.
+  /// Drop everything cached (the caller is done with the current layer, and no other thread uses
+  /// the source): the next layer then allocates its tensors without the previous layer's held.
   void release() {
+    const std::lock_guard lock(mutex_);
     cache_.clear();
     cached_layer_ = -1;
   }
@@ -46,11 +50,15 @@ class RandomSource {
     std::string name;
     int head;
     std::size_t rows, cols;
+    std::promise<void> built;  ///< set (or failed) once value is there
+    std::shared_future<void> ready;
     std::any value;
   };
-  const std::any* find(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols);
-  const std::any& insert(int layer, std::string name, int head, std::size_t rows, std::size_t cols, std::any value);
+  /// The cached value, built by `make` (outside the lock) by the first thread asking.
+  const std::any& get(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols,
+                      const std::function<std::any()>& make);
 
+  std::mutex mutex_;  // guards cache_ and cached_layer_ (not the values: each is written once)
   std::uint64_t seed_;
   int replicate_, T_, d_;
   int cached_layer_ = -1;

@@ -4,12 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <mutex>
 
 #include "base/error.hpp"
+#include "base/parallel.hpp"
 #include "base/pow2.hpp"
 #include "linalg/linalg.hpp"
 #include "models/layer.hpp"
 #include "models/random_source.hpp"
+#include "plan/threads.hpp"
 
 namespace rcsweep::models {
 namespace {
@@ -89,10 +92,23 @@ void mark_diverged(Running& r, int layer, const std::string& why) {
 
 void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
                 const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled) {
+  if (tasks.empty()) return;
+  // With several threads the tasks of a small-task unit run concurrently (plan/threads.hpp); the
+  // callbacks are then called under this lock, never concurrently.
+  const plan::ThreadMode mode = plan::thread_mode(plan, tasks, parallel::threads());
+  std::mutex callback_mutex;
   const auto check_cancelled = [&] {
+    const std::lock_guard lock(callback_mutex);
     if (cancelled && cancelled()) throw Cancelled();
   };
-  if (tasks.empty()) return;
+  // body(i) for every run i: concurrently in tasks mode, else one after the other (each task's
+  // products then split over the threads).
+  const auto for_each_run = [&](std::size_t count, const std::function<void(std::size_t)>& body) {
+    if (mode == plan::ThreadMode::tasks)
+      parallel::for_each(count, body);
+    else
+      for (std::size_t i = 0; i < count; ++i) body(i);
+  };
   const auto& first = plan.tasks.at(tasks.front());
   const auto& m0 = plan.models.at(first.point);
   RandomSource random(plan.spec.seed, first.replicate, m0.T, m0.d);
@@ -154,8 +170,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
   };
   for (int layer = 1; layer <= L; ++layer) {
     check_cancelled();
-    for (auto& r : runs) {
-      if (!r.alive) continue;
+    for_each_run(runs.size(), [&](std::size_t i) {
+      Running& r = runs[i];
+      if (!r.alive) return;
       const auto t0 = clock::now();
       struct AddTime {
         Running& r;
@@ -169,24 +186,25 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       r.S = std::max(r.S, stats.max_cv_fro);
       if (!all_finite(r.X)) {
         mark_diverged(r, layer, "non-finite values in X (the layer is not scale-invariant; add a norm)");
-        continue;
+        return;
       }
       if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
       record(plan, r, layer, stats.head0);
       constexpr auto log_fro = metrics::metric_index("log_fro");
       if (!std::isfinite(r.out.layers[layer][log_fro])) {
         mark_diverged(r, layer, "X vanished (all entries zero)");
-        continue;
+        return;
       }
       if (stats.keep_head0) record_mixer(r, layer, stats.head0_M);
-    }
+    });
     // The layer's weights, mixers and shared products are not needed any more: free them before
     // the next layer allocates its own (and X_0 after layer 1), which bounds the peak memory.
     random.release();
     if (layer == 1) inputs.clear();
   }
   const auto depths = plan.gradient_depths();
-  for (auto& r : runs) {
+  for_each_run(runs.size(), [&](std::size_t i) {
+    Running& r = runs[i];
     if (r.out.outcome == Outcome::done) {
       const auto& m = *r.model;
       r.out.theory = theory_row(
@@ -206,8 +224,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       }
       r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count();
     }
+    const std::lock_guard lock(callback_mutex);
     on_done(std::move(r.out));
-  }
+  });
 }
 
 TaskTape record_task(const plan::Plan& plan, std::uint64_t task) {

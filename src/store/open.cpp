@@ -35,6 +35,7 @@ Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& pl
     // Provenance of the run now writing; `created` stays the first run's.
     h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
     h5::set_attr_i32(f, "threads", prov.threads);
+    h5::set_attr_i32(f, "blas_threads", prov.blas_threads);
     h5::set_attr(f, "finished", "");
     if (!store.impl_->platforms.exists())  // made before /provenance: its finished tasks stay "not recorded"
       store.impl_->platforms = detail::PlatformColumn::create(f, store.impl_->n_tasks);
@@ -126,6 +127,7 @@ StoreInfo read_info(const std::filesystem::path& path) {
     info.hdf5_version = str("hdf5_version");
     info.mpi_ranks = static_cast<int>(h5::get_attr_i64(f, "mpi_ranks"));
     info.threads = static_cast<int>(h5::get_attr_i64(f, "threads"));
+    if (h5::has_attr(f, "blas_threads")) info.blas_threads = static_cast<int>(h5::get_attr_i64(f, "blas_threads"));
     info.n_tasks = h5::get_attr_u64(f, "n_tasks");
     info.n_points = h5::get_attr_u64(f, "n_points");
     info.max_depth = static_cast<int>(h5::get_attr_i64(f, "max_depth"));

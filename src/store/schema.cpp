@@ -84,6 +84,7 @@ void Store::Impl::write_root_attrs(const plan::Plan& plan, const Provenance& pro
   h5::set_attr(f, "finished", "");
   h5::set_attr_i32(f, "mpi_ranks", prov.mpi_ranks);
   h5::set_attr_i32(f, "threads", prov.threads);
+  h5::set_attr_i32(f, "blas_threads", prov.blas_threads);
   h5::set_attr(f, "blas", prov.blas);
   h5::set_attr(f, "hdf5_version", prov.hdf5_version.empty() ? h5::library_version() : prov.hdf5_version);
   h5::set_attr(f, "host", prov.host);

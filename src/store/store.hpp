@@ -66,7 +66,8 @@ bool is_disk_full(const std::string& message);
 struct Provenance {
   std::string rcsweep_version, git_commit, created, host, blas, hdf5_version;
   int mpi_ranks = 1;
-  int threads = 1;  ///< BLAS threads per task
+  int threads = 1;       ///< OpenMP threads per rank (run --threads)
+  int blas_threads = 1;  ///< BLAS threads per OpenMP thread (run --blas-threads)
 };
 
 /// Summary for `rcsweep info` (read-only, no plan needed).
@@ -75,7 +76,7 @@ struct StoreInfo {
   int schema_version = 0;
   std::string plan_hash, config, created, finished, rcsweep_version, git_commit, host, blas, hdf5_version;
   std::vector<std::string> overrides;  ///< command-line overrides the store was made with, as given
-  int mpi_ranks = 0, threads = 0;
+  int mpi_ranks = 0, threads = 0, blas_threads = 1;
   std::uint64_t n_tasks = 0, n_points = 0;
   int max_depth = 0;
   std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0;

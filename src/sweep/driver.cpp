@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "base/parallel.hpp"
 #include "base/platform.hpp"
 #include "linalg/linalg.hpp"
 #include "models/task_runner.hpp"
@@ -541,6 +542,7 @@ int RunSummary::exit_code() const {
 RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, const BundleRunner& runner_) {
   const BundleRunner runner = runner_ ? runner_ : BundleRunner(models::run_bundle);
   const int rank = mpi::comm_rank(comm), size = mpi::comm_size(comm);
+  parallel::set_threads(opt.threads);
   linalg::set_blas_threads(opt.blas_threads);
   install_stop_handlers();
   RunSummary summary;
@@ -571,8 +573,8 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   std::string error;
   if (rank == 0) {
     try {
-      store::Provenance prov{version, git_commit, utc_now(),       hostname(), linalg::blas_info(),
-                             "",      size,       opt.blas_threads};
+      store::Provenance prov{version, git_commit, utc_now(),   hostname(),      linalg::blas_info(),
+                             "",      size,       opt.threads, opt.blas_threads};
       const bool exists = std::filesystem::exists(opt.output);
       if (opt.require_existing && !exists)
         throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");

@@ -21,9 +21,11 @@ namespace rcsweep::sweep {
 
 struct RunOptions {
   std::filesystem::path output;
-  bool overwrite = false;          ///< replace an existing store
-  bool require_existing = false;   ///< --resume: the store must exist
-  int blas_threads = 1;            ///< BLAS threads per task (1: results independent of the layout)
+  bool overwrite = false;         ///< replace an existing store
+  bool require_existing = false;  ///< --resume: the store must exist
+  /// OpenMP threads per rank (base/parallel.hpp): results are bitwise the same for any count.
+  int threads = 1;
+  int blas_threads = 1;            ///< BLAS threads per OpenMP thread (1: results independent of the layout)
   bool progress = true;            ///< progress and ETA on rank 0's stderr
   double write_interval_s = 0.2;   ///< finished results are written (and flushed) at least this often
   double sync_interval_s = 300.0;  ///< the store is fsync'ed this often (and at the end)
