@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "base/error.hpp"
+#include "base/parallel.hpp"
+#include "plan/threads.hpp"
 #include "linalg/linalg.hpp"
 
 #include "model_fixtures.hpp"
@@ -149,6 +151,71 @@ TEST(TaskRunner, SpectraAreStoredWhereRequestedAndNormalised) {
   EXPECT_NEAR(ss, 1.0, 1e-13);
   EXPECT_NEAR(out.spectra[3][0] * out.layers[3][metrics::metric_index("fro")],
               out.layers[3][metrics::metric_index("s1")], 1e-12 * out.layers[3][metrics::metric_index("s1")]);
+}
+
+}  // namespace
+}  // namespace rcsweep
+
+namespace rcsweep {
+namespace {
+
+// Every number a task records, bitwise (NaN payloads included).
+void expect_bitwise_equal(const models::TaskOutput& a, const models::TaskOutput& b, const std::string& where) {
+  const auto same = [](const std::vector<double>& x, const std::vector<double>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
+  };
+  EXPECT_EQ(a.task, b.task) << where;
+  EXPECT_EQ(a.outcome, b.outcome) << where;
+  ASSERT_EQ(a.layers.size(), b.layers.size()) << where;
+  for (std::size_t l = 0; l < a.layers.size(); ++l)
+    EXPECT_EQ(std::memcmp(a.layers[l].data(), b.layers[l].data(), sizeof a.layers[l]), 0)
+        << where << ": task " << a.task << " layer " << l;
+  for (std::size_t l = 0; l < a.spectra.size(); ++l) {
+    EXPECT_TRUE(same(a.spectra[l], b.spectra[l])) << where << ": spectrum, layer " << l;
+    EXPECT_TRUE(same(a.mixer_sv[l], b.mixer_sv[l])) << where << ": mixer sv, layer " << l;
+    EXPECT_TRUE(same(a.mixer_eig_re[l], b.mixer_eig_re[l])) << where << ": mixer eig, layer " << l;
+  }
+  EXPECT_EQ(std::memcmp(a.theory.data(), b.theory.data(), sizeof a.theory), 0) << where;
+  EXPECT_TRUE(same(a.grad_log10, b.grad_log10)) << where << ": gradients";
+}
+
+std::vector<models::TaskOutput> run_on(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks, int threads) {
+  parallel::set_threads(threads);
+  std::vector<models::TaskOutput> out;
+  models::run_bundle(plan, tasks, [&](models::TaskOutput&& o) { out.push_back(std::move(o)); });
+  parallel::set_threads(1);
+  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.task < y.task; });
+  return out;
+}
+
+// A rank's threads are invisible in the results: a bundle of small tasks (run concurrently, one
+// per thread) and a task whose products are split over the threads give bitwise the same numbers
+// on 1, 2 and 3 threads (plan/threads.hpp, base/parallel.hpp).
+TEST(TaskRunner, ThreadsAreBitwiseInvisible) {
+  const int blas = linalg::set_blas_threads(1);
+  const auto small = test::plan_from("T = 24\nd = 40\ndepth = 3\nheads = 2\nnorm = \"layernorm\"",
+                                     "mixer = [\"softmax\", \"markov\", \"ssd\", \"identity\"]\nlambda = [0.0, 1.0]", 1,
+                                     "all");
+  const std::vector<std::uint64_t> bundle = small.bundles.front().tasks;
+  ASSERT_EQ(bundle.size(), 8u);
+  EXPECT_EQ(plan::thread_mode(small, bundle, 2), plan::ThreadMode::tasks);
+  // T = 1024, d = 128: the logits (1024 x 1024, k = 128) are a split GEMM, the mixer metrics a
+  // split matrix-vector product; one task: its layers run on all threads.
+  const auto big = test::plan_from(
+      "mixer = \"softmax\"\ninput = \"sphere\"\nT = 1024\nd = 128\ndepth = 2\nnorm = \"layernorm\"");
+  const std::vector<std::uint64_t> one = big.bundles.front().tasks;
+  EXPECT_EQ(plan::thread_mode(big, one, 2), plan::ThreadMode::layer);
+  ASSERT_GT(linalg::gemm_parts(1024, 1024, 128).parts.count(), 1u);
+  for (const auto& [plan, tasks] : {std::pair{&small, bundle}, std::pair{&big, one}}) {
+    const auto reference = run_on(*plan, tasks, 1);
+    for (int threads : {2, 3}) {
+      const auto out = run_on(*plan, tasks, threads);
+      ASSERT_EQ(out.size(), reference.size());
+      for (std::size_t i = 0; i < out.size(); ++i)
+        expect_bitwise_equal(out[i], reference[i], std::to_string(threads) + " threads");
+    }
+  }
+  linalg::set_blas_threads(blas);
 }
 
 }  // namespace
