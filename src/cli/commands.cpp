@@ -6,6 +6,7 @@
 #include "plan/cost_model.hpp"
 
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -248,6 +249,21 @@ plan::Shard parse_shard(const std::string& text) {
   throw ConfigError({{"--shard", "expected i/n with 0 <= i < n, got '" + text + "'"}});
 }
 
+/// Warn (rank 0) when some rank may run on fewer cores than its threads (a collective): Open MPI
+/// binds a rank to one core by default, and its threads would then share it.
+void warn_if_threads_share_cores(int threads, int rank) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : threads;
+  cores = mpi::allreduce_min(cores, MPI_COMM_WORLD);
+  if (rank == 0 && cores < threads)
+    std::fprintf(stderr,
+                 "warning: a rank may use only %d core%s but runs %d threads (--threads): they share %s. Give "
+                 "each rank %d cores (mpiexec --map-by slot:PE=%d, srun --cpus-per-task=%d) or unbind it "
+                 "(mpiexec --bind-to none); docs/CLUSTER.md\n",
+                 cores, cores == 1 ? "" : "s", threads, cores == 1 ? "it" : "them", threads, threads, threads);
+}
+
 int run_command(const RunArgs& args) {
   // Before MPI_Init: a singleton MPI_Init looks like a launched rank, and a stop signal that comes
   // while MPI starts (mpiexec forwards SIGUSR1 at once) must not kill the rank.
@@ -274,6 +290,7 @@ int run_command(const RunArgs& args) {
       std::string source;
       check_memory(plan, args.options.threads, memory_budget(args.mem_per_rank, on_node, source), source);
     }
+    warn_if_threads_share_cores(args.options.threads, rank);
     sweep::RunOptions opt = args.options;
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
     // Bundle time estimates for the time limit at this machine's measured rates, when stored.

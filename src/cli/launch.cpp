@@ -16,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -59,9 +60,19 @@ struct ExitFile {
 
 }  // namespace
 
-int launch_run(int ranks, const std::string& mpiexec, int argc, char** argv) {
+int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv) {
   std::vector<std::string> cmd = split_words(mpiexec);
   if (cmd.empty()) throw ConfigError({ConfigIssue{"--mpiexec", "empty command"}});
+  const bool placed = std::any_of(cmd.begin(), cmd.end(), [](const std::string& w) {
+    return w.rfind("--map-by", 0) == 0 || w.rfind("--bind-to", 0) == 0 || w.rfind("--cpus-per-proc", 0) == 0;
+  });
+  if (threads > 1 && !placed) {
+    const auto cores = static_cast<long>(std::max(1u, std::thread::hardware_concurrency()));
+    if (static_cast<long>(ranks) * threads <= cores)
+      cmd.insert(cmd.end(), {"--map-by", "slot:PE=" + std::to_string(threads)});
+    else
+      cmd.insert(cmd.end(), {"--bind-to", "none"});
+  }
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   cmd.insert(cmd.end(), {"-n", std::to_string(ranks), ec ? std::string(argv[0]) : self.string()});

@@ -17,7 +17,11 @@ namespace rcsweep::cli {
 /// SIGTSTP stops the ranks too. Returns the run's exit code: rank 0 leaves it in the file named by
 /// RCSWEEP_EXIT_FILE and the ranks exit 0 (exit_code_for_launcher), else mpiexec's own code
 /// (128 + n when a rank died of signal n); 2 when mpiexec cannot be started.
-int launch_run(int ranks, const std::string& mpiexec, int argc, char** argv);
+/// With `threads` > 1 each rank gets that many cores (Open MPI's `--map-by slot:PE=threads`), or,
+/// when ranks x threads exceed this machine's cores, no binding (`--bind-to none`): Open MPI's
+/// default binds a rank to one core, where its threads would share it. Options the user's MPIEXEC
+/// already gives for mapping or binding are left alone.
+int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv);
 
 /// At the end of a run on every rank (a collective on MPI_COMM_WORLD): under launch_run
 /// (RCSWEEP_EXIT_FILE set) rank 0 writes `code` into that file; when it could, every rank returns 0

@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
       run.options.progress = !run.quiet;
       if (run.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
         const char* env = std::getenv("RCSWEEP_MPIEXEC");
-        return cli::launch_run(run.ranks,
+        return cli::launch_run(run.ranks, run.options.threads,
                                !run_mpiexec.empty() ? run_mpiexec
                                : env && *env        ? env
                                                     : "mpiexec",
