@@ -42,6 +42,9 @@ namespace rcsweep::rng::detail {
 // fill_normal_portable (baseline x86-64: SSE2). Exposed for the unit test and the benchmark.
 void fill_normal_portable(const StreamKey& key, std::span<double> out);
 void fill_normal_avx2(const StreamKey& key, std::span<double> out);  ///< only if avx2_available()
+/// The same from stream element 4 first_block on (a part of a larger fill).
+void fill_normal_part_portable(const StreamKey& key, std::size_t first_block, std::span<double> out);
+void fill_normal_part_avx2(const StreamKey& key, std::size_t first_block, std::span<double> out);
 bool avx2_available();
 // The Box–Muller step of each variant alone: out[2p], out[2p + 1] = the normals of the words
 // (a[p], b[p]), p < pairs (the unit test feeds it the extreme words).

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "base/parallel.hpp"
 #include "rng/normal_kernels.hpp"
 
 namespace rcsweep::rng {
@@ -138,8 +139,9 @@ RCSWEEP_RNG_KERNEL void box_muller_pairs(const std::uint64_t* __restrict a, cons
   }
 }
 
-// The whole fill, inlined into each ISA variant below (one body, so the variants cannot drift).
-RCSWEEP_RNG_KERNEL void fill_normal_kernel(const StreamKey& key, std::span<double> out) {
+// The fill of stream elements 4 first_block .. 4 first_block + out.size() - 1, inlined into each
+// ISA variant below (one body, so the variants cannot drift).
+RCSWEEP_RNG_KERNEL void fill_normal_kernel(const StreamKey& key, std::size_t first_block, std::span<double> out) {
   const PhiloxBlocks philox(make_key(key), make_ctr(key, domain_normal));
   const std::size_t n = out.size();
   const std::size_t blocks = (n + 3) / 4;
@@ -151,7 +153,7 @@ RCSWEEP_RNG_KERNEL void fill_normal_kernel(const StreamKey& key, std::span<doubl
   // (key, i); the transform is elementwise, so chunking does not change any value.
   for (std::size_t first = 0; first < blocks; first += chunk_blocks) {
     const std::size_t nb = std::min(chunk_blocks, blocks - first);
-    philox.generate(first, nb, a, b);
+    philox.generate(first_block + first, nb, a, b);
     const std::size_t begin = 4 * first;
     if (begin + 4 * nb <= n) {
       box_muller_pairs(a, b, p + begin, 2 * nb);
@@ -162,21 +164,24 @@ RCSWEEP_RNG_KERNEL void fill_normal_kernel(const StreamKey& key, std::span<doubl
   }
 }
 
-using FillNormal = void (*)(const StreamKey&, std::span<double>);
+using FillNormal = void (*)(const StreamKey&, std::size_t, std::span<double>);
 
 // RCSWEEP_RNG_ISA=portable forces the baseline variant (for timing it against the AVX2 one in
 // whole sweeps; the numbers are the same either way).
 FillNormal select_fill_normal() {
   const char* isa = std::getenv("RCSWEEP_RNG_ISA");
-  if (isa != nullptr && std::string_view(isa) == "portable") return detail::fill_normal_portable;
-  return detail::avx2_available() ? detail::fill_normal_avx2 : detail::fill_normal_portable;
+  if (isa != nullptr && std::string_view(isa) == "portable") return detail::fill_normal_part_portable;
+  return detail::avx2_available() ? detail::fill_normal_part_avx2 : detail::fill_normal_part_portable;
 }
 
 }  // namespace
 
 namespace detail {
 
-void fill_normal_portable(const StreamKey& key, std::span<double> out) { fill_normal_kernel(key, out); }
+void fill_normal_part_portable(const StreamKey& key, std::size_t first_block, std::span<double> out) {
+  fill_normal_kernel(key, first_block, out);
+}
+void fill_normal_portable(const StreamKey& key, std::span<double> out) { fill_normal_kernel(key, 0, out); }
 void box_muller_portable(const std::uint64_t* a, const std::uint64_t* b, double* out, std::size_t pairs) {
   box_muller_pairs(a, b, out, pairs);
 }
@@ -185,8 +190,12 @@ void box_muller_portable(const std::uint64_t* a, const std::uint64_t* b, double*
 // (1.44x the portable fill on Zen 3, docs/BENCHMARKS.md). No "fma" in the target: the bits must equal the portable
 // variant's (and -ffp-contract=off would forbid contraction anyway). The scalar Philox part
 // compiles to the same instructions in both variants.
+[[gnu::target("avx2")]] void fill_normal_part_avx2(const StreamKey& key, std::size_t first_block,
+                                                   std::span<double> out) {
+  fill_normal_kernel(key, first_block, out);
+}
 [[gnu::target("avx2")]] void fill_normal_avx2(const StreamKey& key, std::span<double> out) {
-  fill_normal_kernel(key, out);
+  fill_normal_kernel(key, 0, out);
 }
 [[gnu::target("avx2")]] void box_muller_avx2(const std::uint64_t* a, const std::uint64_t* b, double* out,
                                              std::size_t pairs) {
@@ -204,7 +213,17 @@ bool avx2_available() {
 
 void fill_normal(const StreamKey& key, std::span<double> out) {
   static const FillNormal fill = select_fill_normal();  // once per process, thread-safe
-  fill(key, out);
+  // Element i depends only on (key, i): large fills are cut into parts (whole Philox blocks of 4)
+  // on the rank's threads, with the same numbers as one fill.
+  constexpr std::size_t part = std::size_t{1} << 16;
+  if (out.size() < 2 * part) {
+    fill(key, 0, out);
+    return;
+  }
+  const parallel::Parts parts{out.size(), part};
+  parallel::for_each(parts.count(), [&](std::size_t p) {
+    fill(key, parts.begin(p) / 4, out.subspan(parts.begin(p), parts.length(p)));
+  });
 }
 
 void fill_uniform(const StreamKey& key, std::span<double> out) {

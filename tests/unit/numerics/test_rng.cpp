@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rng/normal_kernels.hpp"
+#include "base/parallel.hpp"
 #include "rng/philox.hpp"
 
 namespace rcsweep::rng {
@@ -358,6 +359,21 @@ TEST(RngDispatch, ConcurrentFillsEqualSequentialOnes) {
       EXPECT_TRUE(bitwise_equal(par[static_cast<std::size_t>(t * per_thread + j)],
                                 normals_with(detail::fill_normal_portable, key_of(t, j), n)))
           << t << " " << j;
+}
+
+// A large fill is cut into parts on the rank's threads: on 1, 2 and 3 threads it is bitwise the
+// one-piece fill of each ISA variant, at lengths that end inside a part and inside a Philox block.
+TEST(RngDispatch, ThreadedFillsEqualOnePieceFills) {
+  for (const std::size_t n : {std::size_t{1} << 17, (std::size_t{1} << 18) + 4099}) {
+    const auto whole = normals_with(detail::fill_normal_portable, base_key(), n);
+    for (int threads : {1, 2, 3}) {
+      rcsweep::parallel::set_threads(threads);
+      std::vector<double> v(n);
+      fill_normal(base_key(), v);
+      EXPECT_TRUE(bitwise_equal(v, whole)) << n << " on " << threads << " threads";
+    }
+    rcsweep::parallel::set_threads(1);
+  }
 }
 
 // Uniform map of the kernels == the documented one, on random words and the edges of the grid.
