@@ -427,10 +427,12 @@ void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O, Lay
     tape->O = O;
   }
   linalg::gemm(1.0 / std::sqrt(static_cast<double>(d)), X, Op::none, W_G, Op::none, 0.0, Z);
-  for (std::size_t i = 0; i < O.size(); ++i) {
-    const double z = Z.data()[i];
-    O.data()[i] *= z / (1.0 + std::exp(-z));
-  }
+  parallel::for_rows(O.rows(), O.cols(), [&](std::size_t first, std::size_t end) {
+    for (std::size_t i = first * O.cols(); i < end * O.cols(); ++i) {
+      const double z = Z.data()[i];
+      O.data()[i] *= z / (1.0 + std::exp(-z));
+    }
+  });
 }
 
 // MLP sub-block X <- norm(lambda_mlp X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d) (d x m), W_2 ~ N(0, 1/m)
@@ -446,7 +448,7 @@ void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix
     tape->W_2 = W_2;
     tape->H = H;
   }
-  for (double& h : H.values()) h = h > 0.0 ? h : 0.0;
+  map_entries(H, [](double h) { return h > 0.0 ? h : 0.0; });
   linalg::gemm(1.0 / std::sqrt(static_cast<double>(m)), H, Op::none, W_2, Op::none, model.lambda_mlp, X);
   if (tape && model.norm != config::Norm::none) tape->U_mlp = X;
   apply_norm(model.norm, X);

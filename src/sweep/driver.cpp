@@ -657,10 +657,11 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     summary.units = schedule.units.size();
     summary.skipped = in_shard - pending_tasks;
     if (opt.progress) {
-      std::fprintf(stderr, "[rcsweep] %s %s: %llu tasks in %zu bundles to run on %d rank%s (%llu already finished)\n",
+      const std::string threads = opt.threads > 1 ? " x " + std::to_string(opt.threads) + " threads" : std::string();
+      std::fprintf(stderr, "[rcsweep] %s %s: %llu tasks in %zu bundles to run on %d rank%s%s (%llu already finished)\n",
                    summary.resumed ? "resuming" : "writing", opt.output.c_str(),
                    static_cast<unsigned long long>(pending_tasks), pending.size(), size, size == 1 ? "" : "s",
-                   static_cast<unsigned long long>(summary.skipped));
+                   threads.c_str(), static_cast<unsigned long long>(summary.skipped));
       if (size > 1) std::fprintf(stderr, "[rcsweep] ranks %d: %s\n", size, plan::describe(schedule).c_str());
       if (const auto warning = plan::idle_warning(schedule, pending); !warning.empty())
         std::fprintf(stderr, "[rcsweep] warning: %s\n", warning.c_str());
