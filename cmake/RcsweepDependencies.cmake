@@ -6,8 +6,17 @@ find_package(tomlplusplus REQUIRED)
 find_package(Threads REQUIRED)
 
 # OpenBLAS directly (not the generic libblas alternative), so that
-# openblas_set_num_threads() is available and the BLAS in use is known.
+# openblas_set_num_threads() is available and the BLAS in use is known. Debian's pthreads build,
+# whatever the libopenblas.so.0 alternative points to: rcsweep's OpenMP threads each call a
+# one-thread BLAS, and that build was measured faster for it than the OpenMP build
+# (docs/BENCHMARKS.md "Threads"). The run path makes the program load it (build and install).
+find_library(RCSWEEP_OPENBLAS_LIB NAMES openblas PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread NO_DEFAULT_PATH)
 find_library(RCSWEEP_OPENBLAS_LIB NAMES openblas REQUIRED)
+get_filename_component(RCSWEEP_OPENBLAS_DIR ${RCSWEEP_OPENBLAS_LIB} DIRECTORY)
+if(RCSWEEP_OPENBLAS_DIR MATCHES "openblas-pthread$")
+  list(APPEND CMAKE_BUILD_RPATH ${RCSWEEP_OPENBLAS_DIR})
+  list(APPEND CMAKE_INSTALL_RPATH ${RCSWEEP_OPENBLAS_DIR})
+endif()
 find_path(RCSWEEP_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas-pthread openblas REQUIRED
           PATHS /usr/include/x86_64-linux-gnu /usr/include)
 find_library(RCSWEEP_LAPACKE_LIB NAMES lapacke REQUIRED)
