@@ -25,7 +25,7 @@ struct GemmParts {
   bool columns = false;  ///< parts of C's columns (else of its rows)
   parallel::Parts parts;
 };
-inline constexpr double gemm_split_min_flops = 268435456.0;  // 2^28: the Mind the Gap grid's are below
+inline constexpr double gemm_split_min_flops = 1073741824.0;  // 2^30: the Mind the Gap grid's are below
 inline constexpr std::size_t gemm_part_size = 256;
 GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k);
 

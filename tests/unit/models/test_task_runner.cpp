@@ -199,13 +199,13 @@ TEST(TaskRunner, ThreadsAreBitwiseInvisible) {
   const std::vector<std::uint64_t> bundle = small.bundles.front().tasks;
   ASSERT_EQ(bundle.size(), 8u);
   EXPECT_EQ(plan::thread_mode(small, bundle, 2), plan::ThreadMode::tasks);
-  // T = 1024, d = 128: the logits (1024 x 1024, k = 128) are a split GEMM, the mixer metrics a
+  // T = 2048, d = 128: the logits (2048 x 2048, k = 128) are a split GEMM, the mixer metrics a
   // split matrix-vector product; one task: its layers run on all threads.
   const auto big = test::plan_from(
-      "mixer = \"softmax\"\ninput = \"sphere\"\nT = 1024\nd = 128\ndepth = 2\nnorm = \"layernorm\"");
+      "mixer = \"softmax\"\ninput = \"sphere\"\nT = 2048\nd = 128\ndepth = 2\nnorm = \"layernorm\"");
   const std::vector<std::uint64_t> one = big.bundles.front().tasks;
   EXPECT_EQ(plan::thread_mode(big, one, 2), plan::ThreadMode::layer);
-  ASSERT_GT(linalg::gemm_parts(1024, 1024, 128).parts.count(), 1u);
+  ASSERT_GT(linalg::gemm_parts(2048, 2048, 128).parts.count(), 1u);
   for (const auto& [plan, tasks] : {std::pair{&small, bundle}, std::pair{&big, one}}) {
     const auto reference = run_on(*plan, tasks, 1);
     for (int threads : {2, 3}) {
