@@ -10,8 +10,8 @@ QUICK = SOURCE / "jobs" / "examples" / "quick.toml"
 
 @pytest.mark.parametrize("cmd,words", [
     ([], ["run", "plan", "info", "merge"]),
-    (["run"], ["--output", "--resume", "--overwrite", "--shard", "--blas-threads", "--grace", "--time-limit",
-               "--retry-failed", "--mem-per-rank", "SIGUSR1", "Exit codes", "4 stopped"]),
+    (["run"], ["--output", "--resume", "--overwrite", "--shard", "--threads", "--blas-threads", "--grace",
+               "--time-limit", "--retry-failed", "--mem-per-rank", "SIGUSR1", "Exit codes", "4 stopped"]),
     (["plan"], ["computes nothing", "--cores", "--mem-per-rank"]),
     (["info"], ["store"]),
     (["merge"], ["--shard", "shards", "--overwrite", "exactly", "once"]),
