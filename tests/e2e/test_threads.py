@@ -217,21 +217,23 @@ def test_omp_num_threads_is_the_default_of_threads(tmp_path):
         assert_same(stores[0], store, f"{ranks} x {threads}")
 
 
-@pytest.mark.parametrize("args,name,launch", [
-    (["--threads", "0"], "--threads", None),
-    (["--threads", "abc"], "--threads", None),
-    (["--threads", "2", "--blas-threads", "2"], "--blas-threads", None),
-    (["--threads", "2", "--blas-threads", "2"], "--blas-threads", "mpiexec"),
-    (["--threads", "2", "--blas-threads", "2"], "--blas-threads", "-n"),
-], ids=["threads-0", "threads-abc", "blas-threads", "blas-threads-mpiexec", "blas-threads-n"])
-def test_bad_thread_options_exit_2_before_any_store(tmp_path, args, name, launch):
-    """A bad --threads, or --blas-threads above 1 with --threads above 1: exit 2, the error names
-    the option (rank 0 alone under MPI), and nothing is written."""
+@pytest.mark.parametrize("args,name,launch,omp", [
+    (["--threads", "0"], "--threads", None, None),
+    (["--threads", "abc"], "--threads", None, None),
+    (["--threads", "2", "--blas-threads", "2"], "--blas-threads", None, None),
+    (["--threads", "2", "--blas-threads", "2"], "--blas-threads", "mpiexec", None),
+    (["--threads", "2", "--blas-threads", "2"], "--blas-threads", "-n", None),
+    (["--blas-threads", "2"], "--blas-threads", None, "2"),
+], ids=["threads-0", "threads-abc", "blas-threads", "blas-threads-mpiexec", "blas-threads-n", "blas-threads-omp"])
+def test_bad_thread_options_exit_2_before_any_store(tmp_path, args, name, launch, omp):
+    """A bad --threads, or --blas-threads above 1 with more than one thread per rank (--threads,
+    or OMP_NUM_THREADS without it): exit 2, the error names the option (rank 0 alone under MPI),
+    and nothing is written."""
     store = tmp_path / "bad.h5"
     if launch == "-n":
         args = ["-n", "2", "--mpiexec", MPIEXEC_CMD, *args]
-    proc = rcsweep("run", DATA / "threads.toml", "-o", store, *args, ranks=2 if launch == "mpiexec" else None,
-                   env=env_without_omp())
+    env = env_without_omp(**({"OMP_NUM_THREADS": omp} if omp else {}))
+    proc = rcsweep("run", DATA / "threads.toml", "-o", store, *args, ranks=2 if launch == "mpiexec" else None, env=env)
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(f"error: {name}: "), proc.stderr
