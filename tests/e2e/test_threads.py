@@ -2,11 +2,12 @@
 `rcsweep run --threads N` OpenMP threads. On one BLAS kernel a store is bitwise the same for every
 layout, and for a run stopped under one layout and resumed under another.
 
-data/threads.toml mixes bundles of small tasks (run concurrently, one task per thread) with big
-tasks whose products, matrix-vector products, Gram matrix and entrywise maps are split into fixed
-parts over every thread of a rank; data/threads_grad.toml adds gradient norms of both kinds. The
-sweep that is stopped has its replicates set for a time of computing on this machine
-(workload.sized), and stops come once rank 0's progress line shows finished tasks in the store."""
+data/threads.toml mixes a bundle of small tasks (run concurrently, one task per thread) with big
+tasks whose products, matrix-vector products, Gram matrix, random draws and row maps are split
+into fixed parts over every thread of a rank; data/threads_grad.toml adds gradient norms and the
+spectra of X and of the mixer. The sweep that is stopped has its replicates set for a time of
+computing on this machine (workload.sized), and stops come once rank 0's progress line shows
+finished tasks in the store."""
 import json
 import os
 import re
@@ -88,8 +89,8 @@ def check_resumed(store, before, reference, what):
 
 @pytest.fixture(scope="module")
 def threads_sweep(tmp_path_factory):
-    """threads.toml with as many replicates as take about 2 s of computing on one core here, and
-    its store computed on 1 rank x 1 thread (the reference of every layout)."""
+    """threads.toml with as many replicates as take about 2 s of computing on one core here (at
+    least 2), and its store computed on 1 rank x 1 thread (the reference of every layout)."""
     d = tmp_path_factory.mktemp("threads")
     sweep = d / "threads.toml"
     sweep.write_text(workload.sized("threads", (DATA / "threads.toml").read_text(), "replicates", 2.0, lo=2, probe=1))
@@ -114,15 +115,16 @@ def test_every_layout_gives_the_same_store(tmp_path, threads_sweep):
         assert_same(reference, store, f"{ranks} x {threads}")
 
 
-def test_every_layout_gives_the_same_gradients(tmp_path):
+def test_every_layout_gives_the_same_gradients_and_spectra(tmp_path):
     sweep = DATA / "threads_grad.toml"
     stores = {}
     for ranks, threads in [(1, 1), (1, 2), (3, 2)]:
         stores[ranks, threads] = tmp_path / f"{ranks}x{threads}.h5"
         run(sweep, stores[ranks, threads], ranks, threads, check=0)
     with h5py.File(stores[1, 1], "r") as f:
-        g = f["grad/log10_g_all"][...]
-        assert g.shape[0] == 8 and np.all(np.isfinite(g[:, 1:]))
+        assert np.all(f["tasks"]["status"][...] == 1)
+        assert np.all(np.isfinite(f["grad/log10_g"][...]))
+        assert f["spectra/x_sv"].size > 0 and f["spectra/m_eig_re"].size > 0
     for key, store in stores.items():
         assert_same(stores[1, 1], store, f"{key[0]} x {key[1]}")
 
