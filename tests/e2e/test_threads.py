@@ -130,9 +130,10 @@ def test_every_layout_gives_the_same_gradients_and_spectra(tmp_path):
 
 
 def stop_when_done(args, ranks, sig, share=0.3):
-    """Start `rcsweep args` (under mpiexec when `ranks`) and send `sig` to every process of it once
-    rank 0's progress shows tasks finished (written to the store) and `share` of the work done.
-    Returns (exit code, stderr); every rank has ended and freed the store then."""
+    """Start `rcsweep args` (under mpiexec when `ranks`) and, once rank 0's progress shows tasks
+    finished (written to the store) and `share` of the work done, send `sig`: SIGKILL to every
+    process of the run, another signal to the process started. Returns (exit code, stderr); every
+    rank has ended and freed the store then."""
     proc = workload.Watched(mpi_prefix(ranks) + [BIN, *map(str, args)], env=env_without_omp())
     running = proc.wait_until(lambda w: w.done >= 1 and w.work >= share)
     assert running, f"the run ended before the stop:\n{proc.err}"
