@@ -36,7 +36,9 @@ Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::
 /// overlapping. Large A (from gemv_split_min_entries entries) is read in parts of gemv_part_size
 /// rows, one dgemv each, on the rank's threads; A^T x then sums the parts' products in part
 /// order. The partition depends on the shape only: bitwise the same on any number of threads.
-inline constexpr std::size_t gemv_split_min_entries = std::size_t{1} << 20;
+/// 2^22 entries (T = 2048): smaller products take under a millisecond, where the threads' start
+/// and wait cost more than they gain, above all on a loaded machine.
+inline constexpr std::size_t gemv_split_min_entries = std::size_t{1} << 22;
 inline constexpr std::size_t gemv_part_size = 256;
 parallel::Parts gemv_parts(std::size_t rows, std::size_t cols);
 void gemv(const Matrix& A, Op op, const double* x, double* y);

@@ -144,7 +144,7 @@ TEST_F(Threads, GemmIsBitwiseTheSameOnAnyThreadCount) {
 }
 
 TEST_F(Threads, GemvIsBitwiseTheSameOnAnyThreadCount) {
-  const Matrix A = random_matrix(1500, 1300, 4);
+  const Matrix A = random_matrix(2300, 1900, 4);
   ASSERT_GT(linalg::gemv_parts(A.rows(), A.cols()).count(), 1u);
   for (const auto op : {linalg::Op::none, linalg::Op::trans}) {
     const std::size_t in = op == linalg::Op::none ? A.cols() : A.rows();
