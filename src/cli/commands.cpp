@@ -273,9 +273,10 @@ int run_command(const RunArgs& args) {
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   try {
     if (args.options.threads > 1 && args.options.blas_threads > 1)
-      throw ConfigError({{"--blas-threads", std::to_string(args.options.blas_threads) + " with --threads " +
+      throw ConfigError({{"--blas-threads", std::to_string(args.options.blas_threads) + " with " +
                                                 std::to_string(args.options.threads) +
-                                                ": BLAS threads inside OpenMP threads would oversubscribe the "
+                                                " OpenMP threads per rank (--threads, else OMP_NUM_THREADS): "
+                                                "BLAS threads inside OpenMP threads would oversubscribe the "
                                                 "cores; use --threads alone (results independent of the layout)"}});
     if (args.ranks > 0 && args.ranks != size)
       throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " +
