@@ -16,6 +16,9 @@
 #   SHARD_DIR     where the shard stores go                        default: <OUT without .h5>.shards
 #                 (shard i of n is SHARD_DIR/shard-i-of-n.h5)
 #   RANKS         MPI ranks per subjob                             default: lines of $PBS_NODEFILE
+#   THREADS       OpenMP threads per rank (rcsweep run --threads)  default: 1
+#                 (a hybrid job: ask for mpiprocs = ranks and ompthreads = THREADS per chunk,
+#                 ncpus = mpiprocs x THREADS)
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
 #   MPIEXEC       Open MPI's mpiexec, used when RANKS > 1          default: mpiexec (on PATH)
 #   STOP_BEFORE   stop this many seconds before the walltime ends (rcsweep --time-limit)  default: 120
@@ -27,6 +30,8 @@
 #
 # Walltime: as jobs/pbs/mpi_job.sh (--time-limit = walltime left less STOP_BEFORE, SIGTERM forwarded
 # as SIGUSR1; on exit code 4 the subjob asks to be rerun with qrerun and resumes its shard store).
+# Threads: as jobs/pbs/mpi_job.sh, but a single rank (RANKS=1, no mpiexec) leaves its threads to
+# the cores PBS gave the subjob, unbound.
 #PBS -N rcsweep-shard
 #PBS -J 0-3
 #PBS -l select=1:ncpus=1:mpiprocs=1
@@ -51,6 +56,7 @@ STOP_BEFORE=${STOP_BEFORE:-120}
 GRACE=${GRACE:-8}
 MAX_REQUEUES=${MAX_REQUEUES:-20}
 RCSWEEP_ARGS=${RCSWEEP_ARGS:-}
+THREADS=${THREADS:-1}
 NODEFILE=${PBS_NODEFILE:-}
 [[ -n $NODEFILE && -r $NODEFILE ]] || { echo "error: PBS_NODEFILE=$NODEFILE: no node file (run under qsub)" >&2; exit 2; }
 RANKS=${RANKS:-$(grep -c . "$NODEFILE")}
@@ -60,6 +66,7 @@ cd "${PBS_O_WORKDIR:-.}"
 [[ $SHARDS =~ ^[1-9][0-9]*$ ]] || { echo "error: SHARDS=$SHARDS: not a positive integer" >&2; exit 2; }
 (( INDEX < SHARDS )) || { echo "error: array index $INDEX is not below SHARDS=$SHARDS" >&2; exit 2; }
 [[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "error: THREADS=$THREADS: not a positive integer" >&2; exit 2; }
 SHARD_OUT=$SHARD_DIR/shard-$INDEX-of-$SHARDS.h5
 mkdir -p "$SHARD_DIR"
 
@@ -69,7 +76,7 @@ seconds() { local IFS=: t=0 p; for p in $1; do t=$((t * 60 + 10#$p)); done; echo
 RUNS=$(field run_count)
 RESTARTS=$(( ${RUNS:-1} > 0 ? ${RUNS:-1} - 1 : 0 ))
 echo "rcsweep job ${PBS_JOBID:-?} (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
-echo "  SWEEP=$SWEEP OUT=$OUT SHARD=$INDEX/$SHARDS -> $SHARD_OUT RANKS=$RANKS MPIEXEC=$MPIEXEC"
+echo "  SWEEP=$SWEEP OUT=$OUT SHARD=$INDEX/$SHARDS -> $SHARD_OUT RANKS=$RANKS MPIEXEC=$MPIEXEC THREADS=$THREADS"
 echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
 
 limit=()
@@ -85,13 +92,21 @@ else
   echo "  walltime unknown or less than STOP_BEFORE=$STOP_BEFORE s: no --time-limit"
 fi
 
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+threads=()
+map=(--map-by core --bind-to core)
+if (( THREADS > 1 )); then
+  threads=(--threads "$THREADS")
+  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)
+  if (( RANKS > 1 )); then export OMP_PLACES=cores OMP_PROC_BIND=close; fi  # within the cores of its rank
+fi
 # shellcheck disable=SC2206
-run=("$RCSWEEP" run "$SWEEP" -o "$SHARD_OUT" --shard "$INDEX/$SHARDS" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
+run=("$RCSWEEP" run "$SWEEP" -o "$SHARD_OUT" --shard "$INDEX/$SHARDS" "${threads[@]}" --grace "$GRACE" "${limit[@]}"
+     $RCSWEEP_ARGS)
 launch=()
 if (( RANKS > 1 )); then
-  launch=("$MPIEXEC" -n "$RANKS" --hostfile "$NODEFILE" --map-by core --bind-to core -x OMP_NUM_THREADS
-          -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
+  launch=("$MPIEXEC" -n "$RANKS" --hostfile "$NODEFILE" "${map[@]}" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS
+          -x MKL_NUM_THREADS)
   [[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
 fi
 

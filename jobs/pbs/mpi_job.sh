@@ -12,6 +12,9 @@
 #   OUT           output store                                     default: <sweep file name>.h5
 #   RANKS         MPI ranks                                        default: lines of $PBS_NODEFILE
 #                 (PBS writes a node once per mpiproc: ask for mpiprocs = ncpus = cores)
+#   THREADS       OpenMP threads per rank (rcsweep run --threads)  default: 1
+#                 (a hybrid job: ask for mpiprocs = ranks and ompthreads = THREADS per chunk,
+#                 ncpus = mpiprocs x THREADS)
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
 #   MPIEXEC       Open MPI's mpiexec                               default: mpiexec (on PATH)
 #   STOP_BEFORE   stop this many seconds before the walltime ends (rcsweep --time-limit)  default: 120
@@ -21,8 +24,10 @@
 # Nodes, cores and walltime are qsub options (-l select=..., -l walltime=...) on the command line,
 # which override the #PBS lines below. Relative paths are taken from $PBS_O_WORKDIR.
 #
-# Layout (docs/BENCHMARKS.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
-# cores; mpiexec reads the hosts from $PBS_NODEFILE (Open MPI built without PBS's tm starts the
+# Layout (docs/CLUSTER.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
+# cores; with THREADS > 1 every rank is bound to THREADS cores (mpiexec --map-by slot:PE=THREADS)
+# and runs `rcsweep run --threads THREADS`, its OpenMP threads one per core (OMP_PLACES=cores,
+# OMP_PROC_BIND=close), each with one BLAS thread. mpiexec reads the hosts from $PBS_NODEFILE (Open MPI built without PBS's tm starts the
 # remote ranks with ssh). Walltime: PBS gives no warning before the limit (SIGTERM, then SIGKILL
 # kill_delay = 10 s later), so rcsweep gets --time-limit = the walltime left (qstat, or
 # PBS_WALLTIME) less STOP_BEFORE, and starts no bundle that would overrun it; a SIGTERM is still
@@ -50,6 +55,7 @@ STOP_BEFORE=${STOP_BEFORE:-120}
 GRACE=${GRACE:-8}
 MAX_REQUEUES=${MAX_REQUEUES:-20}
 RCSWEEP_ARGS=${RCSWEEP_ARGS:-}
+THREADS=${THREADS:-1}
 NODEFILE=${PBS_NODEFILE:-}
 [[ -n $NODEFILE && -r $NODEFILE ]] || { echo "error: PBS_NODEFILE=$NODEFILE: no node file (run under qsub)" >&2; exit 2; }
 RANKS=${RANKS:-$(grep -c . "$NODEFILE")}
@@ -63,8 +69,9 @@ seconds() { local IFS=: t=0 p; for p in $1; do t=$((t * 60 + 10#$p)); done; echo
 RUNS=$(field run_count)
 RESTARTS=$(( ${RUNS:-1} > 0 ? ${RUNS:-1} - 1 : 0 ))
 [[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "error: THREADS=$THREADS: not a positive integer" >&2; exit 2; }
 echo "rcsweep job ${PBS_JOBID:-?} (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
-echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES MPIEXEC=$MPIEXEC"
+echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES MPIEXEC=$MPIEXEC THREADS=$THREADS"
 echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
 
 limit=()
@@ -80,11 +87,18 @@ else
   echo "  walltime unknown or less than STOP_BEFORE=$STOP_BEFORE s: no --time-limit"
 fi
 
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+threads=()
+map=(--map-by core --bind-to core)
+if (( THREADS > 1 )); then  # THREADS cores per rank, one OpenMP thread on each
+  export OMP_PLACES=cores OMP_PROC_BIND=close
+  threads=(--threads "$THREADS")
+  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)
+fi
 # shellcheck disable=SC2206
-run=("$RCSWEEP" run "$SWEEP" -o "$OUT" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
-launch=("$MPIEXEC" -n "$RANKS" --hostfile "$NODEFILE" --map-by core --bind-to core -x OMP_NUM_THREADS
-        -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
+run=("$RCSWEEP" run "$SWEEP" -o "$OUT" "${threads[@]}" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
+launch=("$MPIEXEC" -n "$RANKS" --hostfile "$NODEFILE" "${map[@]}" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS
+        -x MKL_NUM_THREADS)
 [[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
 
 # Run in the background so that this shell can forward PBS's SIGTERM as SIGUSR1 (bash runs traps

@@ -16,6 +16,7 @@
 #   SHARD_DIR     where the shard stores go                        default: <OUT without .h5>.shards
 #                 (shard i of n is SHARD_DIR/shard-i-of-n.h5)
 #   RANKS         MPI ranks per element                            default: $SLURM_NTASKS (1)
+#   THREADS       OpenMP threads per rank (rcsweep run --threads)  default: $SLURM_CPUS_PER_TASK (1)
 #   LAUNCHER      mpiexec (Open MPI) or srun (srun --mpi=pmix), used when RANKS > 1; default: mpiexec
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
 #   STOP_BEFORE   stop this many seconds before the job's end time (rcsweep --time-limit)  default: 120
@@ -28,7 +29,8 @@
 # Walltime: as jobs/slurm/mpi_job.sh (--time-limit up to STOP_BEFORE s before the end, and SIGUSR1
 # 120 s before it forwarded to rcsweep, which stops cleanly with exit code 4; the element then
 # requeues itself and resumes its shard store). A requeued element is pending again, so the merge
-# job (afterok) waits for it.
+# job (afterok) waits for it. Threads (--cpus-per-task=THREADS): as jobs/slurm/mpi_job.sh, but a
+# single rank (RANKS=1, no launcher) leaves its threads to the cores Slurm gave the job, unbound.
 #SBATCH --job-name=rcsweep-shard
 #SBATCH --array=0-3
 #SBATCH --ntasks=1
@@ -50,6 +52,7 @@ SHARDS=${SHARDS:-${SLURM_ARRAY_TASK_COUNT:-}}
 SHARD_DIR=${SHARD_DIR:-${OUT%.h5}.shards}
 INDEX=${SLURM_ARRAY_TASK_ID:-}
 RANKS=${RANKS:-${SLURM_NTASKS:-1}}
+THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 LAUNCHER=${LAUNCHER:-mpiexec}
 RCSWEEP=${RCSWEEP:-rcsweep}
 STOP_BEFORE=${STOP_BEFORE:-120}
@@ -64,10 +67,11 @@ cd "${SLURM_SUBMIT_DIR:-.}"
 (( INDEX < SHARDS )) || { echo "error: array index $INDEX is not below SHARDS=$SHARDS" >&2; exit 2; }
 [[ $LAUNCHER == mpiexec || $LAUNCHER == srun ]] || { echo "error: LAUNCHER=$LAUNCHER: not mpiexec or srun" >&2; exit 2; }
 [[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "error: THREADS=$THREADS: not a positive integer" >&2; exit 2; }
 SHARD_OUT=$SHARD_DIR/shard-$INDEX-of-$SHARDS.h5
 mkdir -p "$SHARD_DIR"
 echo "rcsweep job ${SLURM_JOB_ID:-?} = ${SLURM_ARRAY_JOB_ID:-?}_$INDEX (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
-echo "  SWEEP=$SWEEP OUT=$OUT SHARD=$INDEX/$SHARDS -> $SHARD_OUT RANKS=$RANKS LAUNCHER=$LAUNCHER"
+echo "  SWEEP=$SWEEP OUT=$OUT SHARD=$INDEX/$SHARDS -> $SHARD_OUT RANKS=$RANKS LAUNCHER=$LAUNCHER THREADS=$THREADS"
 echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
 
 # The job's end time (Slurm 23.02+ also exports it as SLURM_JOB_END_TIME, which rcsweep reads): no
@@ -85,15 +89,22 @@ if end_s=$(date -d "$end" +%s 2>/dev/null); then
   fi
 fi
 
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+threads=()
+map=(--map-by core --bind-to core)
+if (( THREADS > 1 )); then
+  threads=(--threads "$THREADS")
+  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)
+  if (( RANKS > 1 )); then export OMP_PLACES=cores OMP_PROC_BIND=close; fi  # within the cores of its rank
+fi
 # shellcheck disable=SC2206
-run=("$RCSWEEP" run "$SWEEP" -o "$SHARD_OUT" --shard "$INDEX/$SHARDS" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
+run=("$RCSWEEP" run "$SWEEP" -o "$SHARD_OUT" --shard "$INDEX/$SHARDS" "${threads[@]}" --grace "$GRACE" "${limit[@]}"
+     $RCSWEEP_ARGS)
 launch=()
 if (( RANKS > 1 )) && [[ $LAUNCHER == srun ]]; then
-  launch=(srun --mpi=pmix --ntasks="$RANKS" --cpus-per-task=1 --cpu-bind=cores --kill-on-bad-exit=1)
+  launch=(srun --mpi=pmix --ntasks="$RANKS" --cpus-per-task="$THREADS" --cpu-bind=cores --kill-on-bad-exit=1)
 elif (( RANKS > 1 )); then
-  launch=(mpiexec -n "$RANKS" --map-by core --bind-to core -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS
-          -x MKL_NUM_THREADS)
+  launch=(mpiexec -n "$RANKS" "${map[@]}" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
   [[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
 fi
 

@@ -9,7 +9,9 @@
 #   SWEEP         sweep file (1st argument)                        default: sweep.toml
 #   OUT           output store (2nd argument)                      default: <sweep file name>.h5
 #   RANKS         MPI ranks                                        default: $SLURM_NTASKS if you gave
-#                 -n/--ntasks-per-node, else one per physical core of every allocated node
+#                 -n/--ntasks-per-node, else one per THREADS physical cores of every allocated node
+#   THREADS       OpenMP threads per rank (rcsweep run --threads)  default: $SLURM_CPUS_PER_TASK if you
+#                 gave -c/--cpus-per-task, else 1
 #   LAUNCHER      mpiexec (Open MPI) or srun (srun --mpi=pmix)     default: mpiexec
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
 #   STOP_BEFORE   stop this many seconds before the job's end time (rcsweep --time-limit)  default: 120
@@ -19,8 +21,11 @@
 # Nodes and time are sbatch options (-N, -t, --ntasks-per-node, --mem...) given on the command line,
 # which override the #SBATCH lines below. Relative paths are taken from the submit directory.
 #
-# Layout (docs/BENCHMARKS.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
-# cores. Walltime: rcsweep gets --time-limit = the time left until STOP_BEFORE s before the job's
+# Layout (docs/CLUSTER.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
+# cores. With THREADS > 1 (a hybrid job: --ntasks-per-node=R --cpus-per-task=THREADS) every rank is
+# bound to THREADS cores (mpiexec --map-by slot:PE=THREADS, srun --cpus-per-task) and runs
+# `rcsweep run --threads THREADS`, its OpenMP threads one per core (OMP_PLACES=cores,
+# OMP_PROC_BIND=close), each with one BLAS thread. Walltime: rcsweep gets --time-limit = the time left until STOP_BEFORE s before the job's
 # end, and starts no bundle that would overrun it. Besides, Slurm sends SIGUSR1 to this shell 120 s
 # before the limit (--signal=B:USR1@120; slurmctld sends it when it polls, every 30 s, so up to a
 # minute early); the shell forwards it to mpiexec/srun, which forward it to every rank; rcsweep stops
@@ -51,8 +56,10 @@ GRACE=${GRACE:-60}
 MAX_REQUEUES=${MAX_REQUEUES:-20}
 RCSWEEP_ARGS=${RCSWEEP_ARGS:-}
 NODES=${SLURM_JOB_NUM_NODES:-1}
-if [[ -z ${RANKS:-} ]]; then  # -n/--ntasks-per-node if given, else one per physical core of each node
-  RANKS=${SLURM_NTASKS:-$(( $(lscpu -p=CORE,SOCKET | grep -v '^#' | sort -u | wc -l) * NODES ))}
+THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-1}}
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "error: THREADS=$THREADS: not a positive integer" >&2; exit 2; }
+if [[ -z ${RANKS:-} ]]; then  # -n/--ntasks-per-node if given, else one per THREADS physical cores of each node
+  RANKS=${SLURM_NTASKS:-$(( $(lscpu -p=CORE,SOCKET | grep -v '^#' | sort -u | wc -l) * NODES / THREADS ))}
 fi
 RESTARTS=${SLURM_RESTART_COUNT:-0}
 cd "${SLURM_SUBMIT_DIR:-.}"
@@ -60,7 +67,7 @@ cd "${SLURM_SUBMIT_DIR:-.}"
 [[ $LAUNCHER == mpiexec || $LAUNCHER == srun ]] || { echo "error: LAUNCHER=$LAUNCHER: not mpiexec or srun" >&2; exit 2; }
 [[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
 echo "rcsweep job ${SLURM_JOB_ID:-?} (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
-echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES LAUNCHER=$LAUNCHER"
+echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES LAUNCHER=$LAUNCHER THREADS=$THREADS"
 echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
 
 # The job's end time (Slurm 23.02+ also exports it as SLURM_JOB_END_TIME, which rcsweep reads): no
@@ -78,14 +85,20 @@ if end_s=$(date -d "$end" +%s 2>/dev/null); then
   fi
 fi
 
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+threads=()
+map=(--map-by core --bind-to core)
+if (( THREADS > 1 )); then  # THREADS cores per rank, one OpenMP thread on each
+  export OMP_PLACES=cores OMP_PROC_BIND=close
+  threads=(--threads "$THREADS")
+  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)
+fi
 # shellcheck disable=SC2206
-run=("$RCSWEEP" run "$SWEEP" -o "$OUT" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
+run=("$RCSWEEP" run "$SWEEP" -o "$OUT" "${threads[@]}" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
 if [[ $LAUNCHER == srun ]]; then
-  launch=(srun --mpi=pmix --ntasks="$RANKS" --cpus-per-task=1 --cpu-bind=cores --kill-on-bad-exit=1)
+  launch=(srun --mpi=pmix --ntasks="$RANKS" --cpus-per-task="$THREADS" --cpu-bind=cores --kill-on-bad-exit=1)
 else
-  launch=(mpiexec -n "$RANKS" --map-by core --bind-to core -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS
-          -x MKL_NUM_THREADS)
+  launch=(mpiexec -n "$RANKS" "${map[@]}" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
   [[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
 fi
 

@@ -61,6 +61,9 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
   if (request.nodes < 1) issues.push_back({"--nodes", std::to_string(request.nodes) + ": at least 1 node"});
   if (request.cores_per_node < 1)
     issues.push_back({"--cores", std::to_string(request.cores_per_node) + ": at least 1 core per node"});
+  else if (request.threads_per_rank < 1 || request.threads_per_rank > request.cores_per_node)
+    issues.push_back({"--threads", std::to_string(request.threads_per_rank) + ": from 1 to the cores of a node (" +
+                                       std::to_string(request.cores_per_node) + ")"});
   const double max_s = request.max_hours * 3600;
   if (!std::isfinite(request.max_hours) || max_s <= overhead_s)
     issues.push_back({"--hours", "not a number of hours above " + hours_text(overhead_s) +
@@ -68,7 +71,9 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
   if (!issues.empty()) throw ConfigError(std::move(issues));
 
   const auto tasks = std::max<std::size_t>(1, work.tasks);
-  const long long cores = static_cast<long long>(request.nodes) * request.cores_per_node;
+  const int threads = request.threads_per_rank;
+  const int per_node = request.cores_per_node / threads;  // ranks a node holds
+  const long long slots = static_cast<long long>(request.nodes) * per_node;
   const auto ask = [](double estimate) { return std::ceil((estimate * time_margin + overhead_s) / 60) * 60; };
   if (ask(work.largest_task_s) > max_s)
     throw ConfigError(
@@ -78,17 +83,18 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
   JobSizing s;
   for (s.shards = 1;; ++s.shards) {
     const auto per_shard = (tasks + static_cast<std::size_t>(s.shards) - 1) / static_cast<std::size_t>(s.shards);
-    s.ranks = static_cast<int>(std::min<long long>(cores, static_cast<long long>(per_shard)));
-    s.estimate_s = std::max(work.core_seconds / s.shards / s.ranks, work.largest_task_s);
+    s.ranks = static_cast<int>(std::min<long long>(slots, static_cast<long long>(per_shard)));
+    s.estimate_s = std::max(work.core_seconds / s.shards / (s.ranks * threads), work.largest_task_s);
     s.walltime_s = ask(s.estimate_s);
     if (s.walltime_s <= max_s) break;
     if (static_cast<std::size_t>(s.shards) >= tasks)  // cannot happen: one task per shard fits
       throw std::logic_error("size_job: no shard count fits");
   }
   // as few nodes as hold the ranks, the ranks spread evenly over them (a few more to fill them)
-  s.nodes = (s.ranks + request.cores_per_node - 1) / request.cores_per_node;
+  s.nodes = (s.ranks + per_node - 1) / per_node;
   s.ranks_per_node = (s.ranks + s.nodes - 1) / s.nodes;
   s.ranks = s.nodes * s.ranks_per_node;
+  s.threads_per_rank = threads;
   s.mem_per_rank_mib = std::max(256.0, std::ceil(work.bytes_per_rank * memory_margin / (1 << 20)));
   return s;
 }
@@ -118,7 +124,10 @@ std::string_view job_template(Scheduler scheduler, bool array) {
 std::string fill_job_template(std::string_view script, Scheduler scheduler, bool array, const JobSizing& sizing,
                               const ScriptNames& names) {
   std::string text(script);
-  const std::string mem = std::to_string(static_cast<long long>(sizing.mem_per_rank_mib));
+  const int threads = std::max(sizing.threads_per_rank, 1);
+  // Slurm's --mem-per-cpu counts every CPU of a rank (--cpus-per-task)
+  const std::string mem_per_cpu = std::to_string(static_cast<long long>(std::ceil(sizing.mem_per_rank_mib / threads)));
+  const std::string cpus = threads > 1 ? "\n#SBATCH --cpus-per-task=" + std::to_string(threads) : "";
   const std::string walltime = format_walltime(sizing.walltime_s);
   const std::string last = std::to_string(sizing.shards - 1);
   if (scheduler == Scheduler::slurm) {
@@ -128,20 +137,27 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
       replace_line(text, "#SBATCH --array=", "#SBATCH --array=0-" + last);
       replace_line(text, "#SBATCH --ntasks=",
                    "#SBATCH --nodes=" + std::to_string(sizing.nodes) + "\n#SBATCH --ntasks-per-node=" +
-                       std::to_string(sizing.ranks_per_node) + "\n#SBATCH --mem-per-cpu=" + mem + "M");
+                       std::to_string(sizing.ranks_per_node) + "\n#SBATCH --mem-per-cpu=" + mem_per_cpu + "M");
+      replace_line(text, "#SBATCH --cpus-per-task=", "#SBATCH --cpus-per-task=" + std::to_string(threads));
       replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");
     } else {
       replace_line(text, "#SBATCH --nodes=",
                    "#SBATCH --nodes=" + std::to_string(sizing.nodes) + "\n#SBATCH --ntasks-per-node=" +
-                       std::to_string(sizing.ranks_per_node) + "\n#SBATCH --mem-per-cpu=" + mem + "M");
+                       std::to_string(sizing.ranks_per_node) + cpus + "\n#SBATCH --mem-per-cpu=" + mem_per_cpu + "M");
     }
+    replace_line(text, "THREADS=${THREADS:-",
+                 "THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-" + std::to_string(threads) + "}}");
   } else {
-    const std::string ncpus = std::to_string(sizing.ranks_per_node);
+    const std::string ncpus = std::to_string(sizing.ranks_per_node * threads);
+    const std::string mpiprocs = std::to_string(sizing.ranks_per_node);
+    const std::string ompthreads = threads > 1 ? ":ompthreads=" + std::to_string(threads) : "";
     replace_line(text, "#PBS -N ", "#PBS -N " + pbs_name(names.job_name));
     replace_line(text, "#PBS -l walltime=", "#PBS -l walltime=" + walltime);
-    replace_line(text, "#PBS -l select=",
-                 "#PBS -l select=" + std::to_string(sizing.nodes) + ":ncpus=" + ncpus + ":mpiprocs=" + ncpus + ":mem=" +
-                     std::to_string(static_cast<long long>(sizing.mem_per_rank_mib) * sizing.ranks_per_node) + "mb");
+    replace_line(
+        text, "#PBS -l select=",
+        "#PBS -l select=" + std::to_string(sizing.nodes) + ":ncpus=" + ncpus + ":mpiprocs=" + mpiprocs + ompthreads +
+            ":mem=" + std::to_string(static_cast<long long>(sizing.mem_per_rank_mib) * sizing.ranks_per_node) + "mb");
+    replace_line(text, "THREADS=${THREADS:-", "THREADS=${THREADS:-" + std::to_string(threads) + "}");
     if (array) {
       replace_line(text, "#PBS -J ", "#PBS -J 0-" + last);
       replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");

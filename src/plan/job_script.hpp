@@ -17,23 +17,26 @@ Scheduler parse_scheduler(const std::string& text);
 /// What the cost model says of a sweep (cli/commands.cpp computes it from the plan).
 struct WorkEstimate {
   double core_seconds = 0.0;  ///< the whole sweep on one core
-  /// The longest task on one core with its bundle's shared work: the shortest a job can take
-  /// (bundles are cut into slices across ranks, tasks are not split: plan/schedule.hpp).
+  /// The longest task with its bundle's shared work on a rank's threads (plan/layout.hpp,
+  /// longest_task_seconds; one core with one thread per rank): the shortest a job can take (bundles
+  /// are cut into slices across ranks, tasks are not split: plan/schedule.hpp).
   double largest_task_s = 0.0;
   std::size_t tasks = 0;        ///< the most ranks that have work
-  double bytes_per_rank = 0.0;  ///< peak resident memory of one rank (largest bundle + program)
+  double bytes_per_rank = 0.0;  ///< peak resident memory of one rank (largest unit on its threads + program)
 };
 
-/// What the user asks for; size_job checks it (ConfigError naming --nodes, --cores, --hours).
+/// What the user asks for; size_job checks it (ConfigError naming --nodes, --cores, --hours, --threads).
 struct JobRequest {
-  int nodes = 1;            ///< --nodes: nodes of one job (of one array element)
-  int cores_per_node = 1;   ///< --cores: cores of a node (one rank per core)
-  double max_hours = 24.0;  ///< --hours: the longest walltime a job may ask for
+  int nodes = 1;             ///< --nodes: nodes of one job (of one array element)
+  int cores_per_node = 1;    ///< --cores: cores of a node (one rank per threads_per_rank cores)
+  double max_hours = 24.0;   ///< --hours: the longest walltime a job may ask for
+  int threads_per_rank = 1;  ///< OpenMP threads of a rank (plan/layout.hpp), at most cores_per_node
 };
 
 struct JobSizing {
   int nodes = 1;  ///< nodes of one job (array element)
   int ranks_per_node = 1;
+  int threads_per_rank = 1;       ///< 1: one rank per core; more: a hybrid job, each rank on this many cores
   int ranks = 1;                  ///< MPI ranks of one job (array element)
   int shards = 1;                 ///< 1: one MPI job; more: an array of --shard i/n jobs and a merge
   double estimate_s = 0.0;        ///< estimated wall time of one job (array element)
@@ -47,10 +50,11 @@ inline constexpr double time_margin = 1.5;
 inline constexpr double overhead_s = 300.0;
 inline constexpr double memory_margin = 1.25;
 
-/// Size the job: ranks = min(nodes x cores, tasks) (more ranks than tasks idle), on as few
-/// nodes as hold them, spread evenly (rounded up to fill those nodes); when the time asked would
-/// exceed --hours, the fewest shards whose jobs fit. Throws ConfigError (--nodes, --cores,
-/// --hours) on bad values or when the longest task alone does not fit in --hours.
+/// Size the job: ranks = min(nodes x cores / threads, tasks) (more ranks than tasks idle), on as few
+/// nodes as hold them, spread evenly (rounded up to fill those nodes); its estimate is
+/// max(work / (ranks x threads), longest task); when the time asked would exceed --hours, the fewest
+/// shards whose jobs fit. Throws ConfigError (--nodes, --cores, --hours, --threads) on bad values or
+/// when the longest task alone does not fit in --hours.
 JobSizing size_job(const WorkEstimate& work, const JobRequest& request);
 
 /// What the emitted script names.
@@ -64,8 +68,9 @@ struct ScriptNames {
 };
 
 /// The shipped script (jobs/slurm/mpi_job.sh or array_job.sh, jobs/pbs/...) for `sizing`: its
-/// scheduler directives sized (nodes, ranks, walltime, memory, array range) and its defaults set
-/// (SWEEP, OUT, RCSWEEP, SHARDS); the overrides, quoted, follow "$SWEEP" in its `rcsweep run`
+/// scheduler directives sized (nodes, ranks, walltime, memory, array range; with threads per rank,
+/// Slurm's --cpus-per-task and PBS's ncpus = mpiprocs x ompthreads) and its defaults set (SWEEP,
+/// OUT, RCSWEEP, SHARDS, THREADS); the overrides, quoted, follow "$SWEEP" in its `rcsweep run`
 /// command; the rest unchanged.
 std::string job_script(Scheduler scheduler, const JobSizing& sizing, const ScriptNames& names);
 

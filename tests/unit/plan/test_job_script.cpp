@@ -189,6 +189,110 @@ TEST(JobScript, ShardedSweepsGetTheArrayScripts) {
   EXPECT_TRUE(has_line(single, "#PBS -l select=1:ncpus=8:mpiprocs=8:mem=2048mb"));
 }
 
+TEST(JobScript, ThreadsPerRankMeanFewerRanksPerNode) {
+  const WorkEstimate w{3.6e6, 60, 10000, 400.0 * (1 << 20)};
+  const auto s = plan::size_job(w, {4, 32, 24, 4});
+  EXPECT_EQ(s.threads_per_rank, 4);
+  EXPECT_EQ(s.ranks_per_node, 8);
+  EXPECT_EQ(s.ranks, 32);
+  EXPECT_EQ(s.nodes, 4);
+  EXPECT_DOUBLE_EQ(s.estimate_s, 3.6e6 / 128);  // the same cores as 128 ranks of one thread
+  EXPECT_DOUBLE_EQ(s.mem_per_rank_mib, 500.0);
+  // fewer tasks than ranks the nodes hold: the fewest nodes
+  const auto few = plan::size_job({1200, 60, 3, 1e6}, {4, 32, 24, 8});
+  EXPECT_EQ(few.ranks, 3);
+  EXPECT_EQ(few.nodes, 1);
+  EXPECT_EQ(few.ranks_per_node, 3);
+  const auto spread = plan::size_job({1200, 60, 6, 1e6}, {4, 32, 24, 16});
+  EXPECT_EQ(spread.nodes, 3);  // 6 ranks, 2 per node
+  EXPECT_EQ(spread.ranks_per_node, 2);
+  // one big task: its time on the threads is the floor
+  EXPECT_DOUBLE_EQ(plan::size_job({1000, 250, 1, 1e6}, {1, 4, 24, 4}).estimate_s, 250.0);
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 24, 8}); }), "--threads");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 24, 0}); }), "--threads");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 24, 4}); }), "");
+}
+
+/// Lines of `emitted` that are not lines of `shipped`.
+std::vector<std::string> added_lines(const std::string& shipped, const std::string& emitted) {
+  std::vector<std::string> out;
+  std::istringstream in(emitted);
+  for (std::string line; std::getline(in, line);)
+    if (!has_line(shipped, line)) out.push_back(line);
+  return out;
+}
+
+TEST(JobScript, OneThreadPerRankScriptsAreSizedAsBefore) {
+  // one thread per rank: the shipped scripts with only their sizing lines changed, no hybrid directive
+  const auto s = plan::size_job({3.6e6, 60, 10000, 400.0 * (1 << 20)}, {4, 32, 24});
+  ASSERT_EQ(s.threads_per_rank, 1);
+  const auto slurm = plan::job_script(Scheduler::slurm, s, names());
+  EXPECT_EQ(added_lines(read("jobs/slurm/mpi_job.sh"), slurm),
+            (std::vector<std::string>{"# Written by `rcsweep plan --emit slurm` from the shipped script:", "# plan abc",
+                                      "# second", "#SBATCH --job-name=mtg grid", "#SBATCH --nodes=4",
+                                      "#SBATCH --ntasks-per-node=32", "#SBATCH --mem-per-cpu=500M",
+                                      "#SBATCH --time=" + plan::format_walltime(s.walltime_s),
+                                      "SWEEP=${1:-${SWEEP:-'/data/my sweep.toml'}}", "OUT=${2:-${OUT:-out.h5}}",
+                                      "RCSWEEP=${RCSWEEP:-/opt/rcsweep/bin/rcsweep}"}));
+  EXPECT_TRUE(has_line(slurm, "THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-1}}"));
+  EXPECT_EQ(slurm.find("#SBATCH --cpus-per-task"), std::string::npos);
+  const auto pbs = plan::job_script(Scheduler::pbs, s, names());
+  EXPECT_TRUE(has_line(pbs, "#PBS -l select=4:ncpus=32:mpiprocs=32:mem=16000mb"));
+  EXPECT_TRUE(has_line(pbs, "THREADS=${THREADS:-1}"));
+  EXPECT_EQ(pbs.find(":ompthreads="), std::string::npos);
+  const auto sharded = plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 4});
+  ASSERT_GT(sharded.shards, 1);
+  const auto array = plan::job_script(Scheduler::slurm, sharded, names());
+  EXPECT_TRUE(has_line(array, "#SBATCH --cpus-per-task=1"));
+  EXPECT_TRUE(has_line(array, "#SBATCH --mem-per-cpu=256M"));
+}
+
+TEST(JobScript, HybridScriptsAskForThreadsPerRank) {
+  const WorkEstimate w{3.6e4, 60, 10000, 400.0 * (1 << 20)};
+  const auto s = plan::size_job(w, {2, 8, 24, 4});
+  ASSERT_EQ(s.ranks_per_node, 2);
+  const auto slurm = plan::job_script(Scheduler::slurm, s, names());
+  // directives: R ranks per node, N CPUs each, memory per CPU = per rank / N
+  EXPECT_NE(slurm.find("\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n#SBATCH --cpus-per-task=4\n"
+                       "#SBATCH --mem-per-cpu=125M\n"),
+            std::string::npos)
+      << slurm;
+  EXPECT_TRUE(has_line(slurm, "THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-4}}"));
+  // the run: threads bound to the cores of their rank, rcsweep run --threads
+  EXPECT_TRUE(has_line(slurm, "export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1"));
+  EXPECT_TRUE(has_line(slurm, "  export OMP_PLACES=cores OMP_PROC_BIND=close"));
+  EXPECT_TRUE(has_line(slurm, "  threads=(--threads \"$THREADS\")"));
+  EXPECT_TRUE(has_line(slurm, "  map=(--map-by \"slot:PE=$THREADS\" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)"));
+  EXPECT_NE(slurm.find("srun --mpi=pmix --ntasks=\"$RANKS\" --cpus-per-task=\"$THREADS\" --cpu-bind=cores"),
+            std::string::npos);
+  // the rest: as the one-thread script of the same job
+  auto one = s;
+  one.threads_per_rank = 1;
+  EXPECT_EQ(added_lines(plan::job_script(Scheduler::slurm, one, names()), slurm),
+            (std::vector<std::string>{"#SBATCH --cpus-per-task=4", "#SBATCH --mem-per-cpu=125M",
+                                      "THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-4}}"}));
+
+  const auto pbs = plan::job_script(Scheduler::pbs, s, names());
+  EXPECT_TRUE(has_line(pbs, "#PBS -l select=2:ncpus=8:mpiprocs=2:ompthreads=4:mem=1000mb"));  // 2 x 500 MiB
+  EXPECT_TRUE(has_line(pbs, "THREADS=${THREADS:-4}"));
+  EXPECT_EQ(added_lines(plan::job_script(Scheduler::pbs, one, names()), pbs),
+            (std::vector<std::string>{"#PBS -l select=2:ncpus=8:mpiprocs=2:ompthreads=4:mem=1000mb",
+                                      "THREADS=${THREADS:-4}"}));
+
+  // an array of hybrid shards
+  const auto sharded = plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 4, 8});
+  ASSERT_GT(sharded.shards, 1);
+  const auto array = plan::job_script(Scheduler::slurm, sharded, names());
+  EXPECT_TRUE(has_line(array, "#SBATCH --ntasks-per-node=4"));
+  EXPECT_TRUE(has_line(array, "#SBATCH --cpus-per-task=8"));
+  EXPECT_FALSE(has_line(array, "#SBATCH --cpus-per-task=1"));
+  EXPECT_TRUE(has_line(array, "#SBATCH --mem-per-cpu=32M"));  // 256 MiB per rank over 8 CPUs
+  EXPECT_TRUE(has_line(array, "THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-8}}"));
+  const auto pbs_array = plan::job_script(Scheduler::pbs, sharded, names());
+  EXPECT_TRUE(has_line(pbs_array, "#PBS -l select=4:ncpus=32:mpiprocs=4:ompthreads=8:mem=1024mb"));
+  EXPECT_TRUE(has_line(pbs_array, "THREADS=${THREADS:-8}"));
+}
+
 TEST(JobScript, OverridesFollowTheSweepFileOfTheRunCommandQuoted) {
   auto with = names();
   with.overrides = {"model.T=256", "axes.lambda=[0, 0.5]"};
