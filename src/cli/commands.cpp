@@ -28,6 +28,7 @@
 #include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
 #include "plan/job_script.hpp"
+#include "plan/layout.hpp"
 #include "plan/threads.hpp"
 #include "store/dump.hpp"
 #include "store/matrix_file.hpp"
@@ -41,7 +42,7 @@ namespace rcsweep::cli {
 namespace {
 
 // Resident memory of an idle rank (MPI, BLAS, HDF5 and the program), measured: about 37 MiB.
-constexpr double program_bytes = 40.0 * (1 << 20);
+constexpr double program_bytes = plan::rank_program_bytes;
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -404,19 +405,24 @@ int run_command(const RunArgs& args) {
 
 namespace {
 /// `plan --emit`: the job script on stdout, what it was sized for on stderr.
-int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::WorkEstimate& work) {
+int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::WorkEstimate& work,
+                    const plan::Layout& layout) {
   const auto scheduler = plan::parse_scheduler(args.emit);
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const auto s = plan::size_job(work, {args.nodes, cores, args.hours});
+  const int threads = layout.chosen.threads;
+  const auto s = plan::size_job(work, {args.nodes, cores, args.hours, threads});
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  char line[512];
+  const std::string per_rank = threads > 1 ? " x " + std::to_string(threads) + " threads" : "";
+  char line[768];
   std::snprintf(line, sizeof line,
                 "sweep \"%s\" (plan %s): %zu tasks in %zu bundles, about %s on one core (rough cost model)\n"
-                "sized for --nodes %d --cores %d --hours %g: %d ranks on %d node(s) per job, %d shard(s),\n"
+                "layout %s per node: %s\n"
+                "sized for --nodes %d --cores %d --hours %g: %d ranks%s on %d node(s) per job, %d shard(s),\n"
                 "about %s each; asking %s and %.0f MiB per rank",
                 plan.spec.name.c_str(), plan.hash.c_str(), plan.tasks.size(), plan.bundles.size(),
-                human_seconds(work.core_seconds).c_str(), args.nodes, cores, args.hours, s.ranks, s.nodes, s.shards,
+                human_seconds(work.core_seconds).c_str(), plan::describe(layout.chosen).c_str(), layout.reason.c_str(),
+                args.nodes, cores, args.hours, s.ranks, per_rank.c_str(), s.nodes, s.shards,
                 human_seconds(s.estimate_s).c_str(), plan::format_walltime(s.walltime_s).c_str(), s.mem_per_rank_mib);
   std::string summary = line;
   const bool slurm = scheduler == plan::Scheduler::slurm;
@@ -514,34 +520,38 @@ int export_command(const std::vector<std::string>& args) {
 int plan_command(const PlanArgs& args) {
   const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
   const auto& spec = plan.spec;
-  std::size_t shard_tasks = 0, peak_bytes = 0;
-  for (const auto& b : plan.bundles) {
-    shard_tasks += b.tasks.size();
-    peak_bytes = std::max(peak_bytes, b.bytes());
-  }
+  std::size_t shard_tasks = 0;
+  for (const auto& b : plan.bundles) shard_tasks += b.tasks.size();
   const double flops = plan.total_flops();
   // Time from the cost model at this machine's measured rates (rcsweep calibrate), or rough rates.
   const auto stored = load_calibration(calibration_path());
   const plan::Calibration rates = stored ? *stored : plan::default_calibration();
-  double core_s = 0.0, largest_task_s = 0.0;
+  double core_s = 0.0;
   std::vector<plan::BundleWork> work;
-  for (const auto& b : plan.bundles) {
-    const auto& w = work.emplace_back(plan::bundle_work(plan, b.tasks, rates));
-    core_s += w.seconds();
-    for (const double t : w.task_s) largest_task_s = std::max(largest_task_s, t + w.shared_s);
-  }
-  // One rank per core, but no more ranks than tasks (a bundle may be cut into slices, a task not).
+  for (const auto& b : plan.bundles) core_s += work.emplace_back(plan::bundle_work(plan, b.tasks, rates)).seconds();
+  // Ranks per node x threads per rank (plan/layout.hpp): one rank per core when that fits and pays,
+  // no more ranks than tasks (a bundle may be cut into slices, a task not).
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int ranks = static_cast<int>(
-      std::min<std::size_t>(static_cast<std::size_t>(cores), std::max<std::size_t>(1, shard_tasks)));
-  const plan::Schedule schedule = plan::make_schedule(work, ranks);
-  const double makespan = schedule.makespan_s;
-  std::string budget_source;
-  const double budget = memory_budget(args.mem_per_rank, ranks, budget_source);
-  check_memory(plan, 1, budget, budget_source);
+  plan::LayoutRequest request;
+  request.cores_per_node = cores;
+  request.nodes = args.emit.empty() ? 1 : args.nodes;
+  request.threads = args.threads;
+  request.mem_per_node = args.mem_per_node.empty() ? physical_memory_bytes()
+                                                   : parse_bytes(args.mem_per_node, "--mem-per-node");
+  if (!args.mem_per_rank.empty()) {
+    request.mem_per_rank = parse_bytes(args.mem_per_rank, "--mem-per-rank");
+    request.memory_source = "--mem-per-rank " + args.mem_per_rank;
+  } else {
+    request.memory_source = args.mem_per_node.empty() ? "this machine's memory; set --mem-per-node"
+                                                      : "--mem-per-node " + args.mem_per_node;
+  }
+  const plan::Layout layout = plan::choose_layout(plan, work, request);
+  const auto& chosen = layout.chosen;
+  const int ranks = chosen.ranks, threads = chosen.threads;
   if (!args.emit.empty())
-    return emit_job_script(args, plan,
-                           {core_s, largest_task_s, shard_tasks, static_cast<double>(peak_bytes) + program_bytes});
+    return emit_job_script(
+        args, plan, {core_s, plan::longest_task_seconds(plan, work, threads), shard_tasks, chosen.bytes_per_rank},
+        layout);
 
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
               static_cast<unsigned long long>(spec.seed));
@@ -570,21 +580,41 @@ int plan_command(const PlanArgs& args) {
   std::printf("work          %.3g GFLOP, about %s on one core (%s)\n", flops / 1e9, human_seconds(core_s).c_str(),
               stored ? ("rates of this machine from " + calibration_path().string()).c_str()
                      : "rough: this machine is not calibrated, run `rcsweep calibrate` once");
-  std::printf("peak memory   %s per rank (largest bundle %s + program %s)\n",
-              human_bytes(static_cast<double>(peak_bytes) + program_bytes).c_str(),
-              human_bytes(static_cast<double>(peak_bytes)).c_str(), human_bytes(program_bytes).c_str());
-  std::printf("memory budget %s per rank (%s)\n", human_bytes(budget).c_str(), budget_source.c_str());
+  std::printf("peak memory   %s per rank (largest bundle %s%s + program %s)\n",
+              human_bytes(chosen.bytes_per_rank).c_str(), human_bytes(chosen.bytes_per_rank - program_bytes).c_str(),
+              threads > 1 ? (" on " + std::to_string(threads) + " threads").c_str() : "",
+              human_bytes(program_bytes).c_str());
+  const std::string budget_source = !args.mem_per_rank.empty()
+                                        ? request.memory_source
+                                        : (args.mem_per_node.empty()
+                                               ? "this machine's " + human_bytes(request.mem_per_node)
+                                               : "--mem-per-node " + args.mem_per_node) +
+                                              " / " + std::to_string(chosen.ranks_per_node) + " rank" +
+                                              (chosen.ranks_per_node == 1 ? "" : "s") +
+                                              "; set --mem-per-node or --mem-per-rank";
+  std::printf("memory budget %s per rank (%s)\n", human_bytes(chosen.budget_per_rank).c_str(), budget_source.c_str());
   const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) *
                                         static_cast<double>(metrics::n_layer_metrics) +
                                     static_cast<double>(plan.spectrum_total()));
   std::printf("store size    about %s\n", human_bytes(store_bytes).c_str());
   std::string command = plan::shell_quote(args.sweep_file.string());
   for (const auto& o : args.overrides) command += " " + plan::shell_quote(o);
-  std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s.h5   (one rank per core, 1 BLAS thread each;"
-              " about %s wall)\n",
-              ranks, command.c_str(), spec.name.c_str(), human_seconds(makespan).c_str());
-  std::printf("ranks %d: %s\n", ranks, plan::describe(schedule).c_str());
-  if (const auto warning = plan::idle_warning(schedule, work); !warning.empty())
+  std::printf("layout        %s per node: %s\n", plan::describe(chosen).c_str(), layout.reason.c_str());
+  if (threads == 1)
+    std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s.h5   (one rank per core, 1 BLAS thread each;"
+                " about %s wall)\n",
+                ranks, command.c_str(), spec.name.c_str(), human_seconds(chosen.makespan_s).c_str());
+  else
+    std::printf(
+        "suggested     mpiexec -n %d --map-by slot:PE=%d -x OMP_PLACES=cores -x OMP_PROC_BIND=close rcsweep run "
+        "--threads %d %s -o %s.h5   (%d cores per rank, one thread on each, 1 BLAS thread per thread; about %s "
+        "wall)\n",
+        ranks, threads, threads, command.c_str(), spec.name.c_str(), threads, human_seconds(chosen.makespan_s).c_str());
+  std::printf("ranks %d%s: %s\n", ranks, threads > 1 ? (" x " + std::to_string(threads) + " threads").c_str() : "",
+              plan::describe(layout.schedule).c_str());
+  // rank balance: the units at one thread's prices (the layout's own with one thread per rank)
+  const auto balance = threads == 1 ? layout.schedule : plan::make_schedule(work, ranks);
+  if (const auto warning = plan::idle_warning(balance, work); !warning.empty())
     std::printf("warning       %s\n", warning.c_str());
   if (!args.output.empty()) print_store_outlook(args.output, plan);
   return 0;

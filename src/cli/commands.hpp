@@ -35,7 +35,9 @@ struct PlanArgs {
   std::vector<std::string> overrides;  ///< KEY=VALUE after the sweep file (config/overrides.hpp)
   plan::Shard shard;
   int cores = 0;                 ///< 0: this machine's
-  std::string mem_per_rank;      ///< --mem-per-rank (default: physical memory / planned ranks)
+  std::string mem_per_rank;      ///< --mem-per-rank (default: the node's memory / its ranks)
+  std::string mem_per_node;      ///< --mem-per-node (default: physical memory)
+  int threads = 0;               ///< --threads per rank: plan this layout (0: choose, plan/layout.hpp)
   std::string emit;              ///< --emit slurm|pbs: print a job script sized from the plan (plan/job_script.hpp)
   int nodes = 1;                 ///< --nodes of that job (with --cores: cores per node)
   double hours = 24.0;           ///< --hours: the longest walltime a job may ask for

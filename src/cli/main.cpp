@@ -143,8 +143,16 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--cores", plan.cores, "cores to plan for (default: this machine's)")
       ->check(CLI::Range(1, 1 << 20));
   plan_cmd->add_option("--mem-per-rank", plan.mem_per_rank,
-                       "memory budget of one rank (e.g. 4G); refused (exit 2) if the largest bundle does not fit.\n"
-                       "Default: physical memory / planned ranks");
+                       "memory budget of one rank (e.g. 4G), whatever the layout; refused (exit 2) if the largest\n"
+                       "bundle does not fit. Default: --mem-per-node / ranks per node");
+  plan_cmd->add_option("--mem-per-node", plan.mem_per_node,
+                       "memory of one node (e.g. 256G), shared by its ranks: the layout gives a rank whose largest\n"
+                       "bundle does not fit its share threads instead of cores (default: this machine's memory)");
+  plan_cmd
+      ->add_option("--threads", plan.threads,
+                   "OpenMP threads per rank: plan this layout (cores / N ranks per node) instead of choosing\n"
+                   "one (default: one rank per core, or threads for big tasks, few tasks or little memory)")
+      ->check(CLI::Range(1, 1 << 20));
   plan_cmd->add_option("--emit", plan.emit,
                        "print a job script for slurm or pbs (jobs/slurm, jobs/pbs) sized from the cost model: ranks,\n"
                        "walltime with margin, memory per rank, and an array of --shard jobs when the sweep does\n"

@@ -50,6 +50,57 @@ def test_emitted_scripts_are_bash_and_sized(scheduler, tmp_path):
     assert int(walltime[0]) * 3600 + int(walltime[1]) * 60 + int(walltime[2]) <= 3600
 
 
+# small.toml cut to one task: the layout gives it both cores (1 rank x 2 threads)
+ONE_TASK = ["sweep.replicates=1", "axes.mixer=['softmax']", "axes.lambda=[0.0]", "zip[0].T=[24]", "zip[0].d=[48]"]
+
+
+def directives(text, prefix):
+    """The scheduler lines of a script: {option: value} of `#SBATCH --option=value`, or the
+    `#PBS -l select=` chunk as {resource: value}."""
+    if prefix == "#SBATCH":
+        return dict(re.findall(r"^#SBATCH --([\w-]+)(?:=(\S*))?$", text, re.M))
+    (select,) = re.findall(r"^#PBS -l select=(\S+)$", text, re.M)
+    count, *resources = select.split(":")
+    return {"chunks": count, **dict(r.split("=") for r in resources)}
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
+def test_emitted_hybrid_scripts_give_each_rank_threads(scheduler, tmp_path):
+    # chosen: one task on two cores runs on one rank with two threads
+    one = emit(DATA / "small.toml", *ONE_TASK, "--emit", scheduler, "--cores", 2)
+    assert one.returncode == 0, one.stderr
+    bash_n(one.stdout, tmp_path, "one.sh")
+    assert "layout 1 rank x 2 threads per node: 1 task for 2 cores" in one.stderr
+    assert "1 ranks x 2 threads on 1 node(s) per job, 1 shard(s)" in one.stderr
+    if scheduler == "slurm":
+        d = directives(one.stdout, "#SBATCH")
+        assert (d["nodes"], d["ntasks-per-node"], d["cpus-per-task"]) == ("1", "1", "2"), d
+        assert int(d["mem-per-cpu"].rstrip("M")) * 2 >= 256
+        assert "\nTHREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-2}}\n" in one.stdout
+    else:
+        d = directives(one.stdout, "#PBS")
+        assert (d["chunks"], d["ncpus"], d["mpiprocs"], d["ompthreads"]) == ("1", "2", "1", "2"), d
+        assert "\nTHREADS=${THREADS:-2}\n" in one.stdout
+    assert '\n  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)\n' in one.stdout
+
+    # forced: --threads 4 on two nodes of 8 cores, 2 ranks of 4 threads each
+    forced = emit(DATA / "small.toml", "--emit", scheduler, "--cores", 8, "--nodes", 2, "--threads", 4)
+    assert forced.returncode == 0, forced.stderr
+    bash_n(forced.stdout, tmp_path, "forced.sh")
+    assert "layout 2 ranks x 4 threads per node: set by --threads 4" in forced.stderr
+    if scheduler == "slurm":
+        d = directives(forced.stdout, "#SBATCH")
+        assert (d["nodes"], d["ntasks-per-node"], d["cpus-per-task"]) == ("2", "2", "4"), d
+    else:
+        d = directives(forced.stdout, "#PBS")
+        assert (d["chunks"], d["ncpus"], d["mpiprocs"], d["ompthreads"]) == ("2", "8", "2", "4"), d
+
+    # one thread per rank: no hybrid directive
+    plain = emit(DATA / "small.toml", "--emit", scheduler, "--cores", 2)
+    assert "cpus-per-task" not in directives(plain.stdout, "#SBATCH") if scheduler == "slurm" else \
+        "ompthreads" not in directives(plain.stdout, "#PBS")
+
+
 @pytest.mark.parametrize("args,key", [
     (["--emit", "lsf"], "--emit"),
     (["--emit", "slurm", "--nodes", "-1"], "--nodes"),
@@ -58,6 +109,9 @@ def test_emitted_scripts_are_bash_and_sized(scheduler, tmp_path):
     (["--emit", "pbs", "--hours", "-2"], "--hours"),
     (["--emit", "pbs", "--hours", "nan"], "--hours"),
     (["--emit", "slurm", "--nodes", "two"], "--nodes"),
+    (["--emit", "slurm", "--cores", "2", "--threads", "4"], "--threads"),
+    (["--emit", "pbs", "--threads", "0"], "--threads"),
+    (["--emit", "slurm", "--mem-per-node", "10M"], "--mem-per-node"),
 ])
 def test_bad_emit_options_exit_2_naming_the_option(args, key):
     proc = emit(DATA / "small.toml", *args)
