@@ -1,6 +1,7 @@
 #include "base/parallel.hpp"
 
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +23,13 @@ void set_threads(int n) {
 }
 
 int threads() { return rank_threads; }
+
+int available_processors(int fallback) {
+  if (omp_get_proc_bind() != omp_proc_bind_false && omp_get_num_places() > 0) return omp_get_num_places();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : fallback;
+}
 
 int threads_from_environment() {
   const char* v = std::getenv("OMP_NUM_THREADS");

@@ -13,6 +13,12 @@ namespace rcsweep::parallel {
 void set_threads(int n);
 /// The rank's threads (1 unless set_threads said otherwise).
 int threads();
+/// Processors the rank's threads can run on, `fallback` when unknown. With OpenMP thread binding
+/// (OMP_PROC_BIND, or OMP_PLACES alone) the OpenMP runtime binds the calling thread to its first
+/// place as the program starts, so its affinity mask says one core: then the number of places,
+/// which the runtime makes of the processors the process started with (OMP_PLACES=cores: its
+/// cores). Otherwise the calling thread's affinity mask (mpiexec's or srun's binding).
+int available_processors(int fallback);
 /// The thread count the environment asks for: OMP_NUM_THREADS when it is a positive integer
 /// (its first entry for a list), else 1.
 int threads_from_environment();

@@ -6,7 +6,6 @@
 #include "plan/cost_model.hpp"
 
 #include <sys/wait.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/parallel.hpp"
 #include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
 #include "plan/job_script.hpp"
@@ -251,12 +251,10 @@ plan::Shard parse_shard(const std::string& text) {
 }
 
 /// Warn (rank 0) when some rank may run on fewer cores than its threads (a collective): Open MPI
-/// binds a rank to one core by default, and its threads would then share it.
+/// binds a rank to one core by default, and its threads would then share it. Thread binding of its
+/// own (OMP_PLACES, OMP_PROC_BIND) is seen through (parallel::available_processors).
 void warn_if_threads_share_cores(int threads, int rank) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : threads;
-  cores = mpi::allreduce_min(cores, MPI_COMM_WORLD);
+  const int cores = mpi::allreduce_min(parallel::available_processors(threads), MPI_COMM_WORLD);
   if (rank == 0 && cores < threads)
     std::fprintf(stderr,
                  "warning: a rank may use only %d core%s but runs %d threads (--threads): they share %s. Give "

@@ -1,9 +1,12 @@
 """The command line as a user runs it: help, plan, run, info, bad input, MPI layouts."""
+import os
+import subprocess
+
 import h5py
 import numpy as np
 import pytest
 
-from conftest import DATA, SOURCE, assert_same_results, rcsweep
+from conftest import BIN, DATA, SOURCE, assert_same_results, rcsweep
 
 QUICK = SOURCE / "jobs" / "examples" / "quick.toml"
 
@@ -170,3 +173,20 @@ def test_commands_without_mpi_run_once_under_mpiexec(tmp_path):
     assert proc.stdout.count("sweep \"") == 1
     proc = rcsweep("info", "--json", "/nonexistent.h5", ranks=2)
     assert proc.stderr.count("no such file") == 1
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_threads_bound_by_openmp_are_not_taken_for_threads_sharing_a_core(tmp_path):
+    # OMP_PLACES/OMP_PROC_BIND bind the main thread to its first place as the program starts: the
+    # rank still has both cores (its places); confined to one core (taskset) it is warned about
+    sweep = tmp_path / "t.toml"
+    sweep.write_text('[sweep]\nname = "t"\nreplicates = 2\n[model]\nT = 8\nd = 8\ndepth = 2\n')
+    env = {**os.environ, "OMP_PLACES": "cores", "OMP_PROC_BIND": "close"}
+    warning = "warning: a rank may use only 1 core but runs 2 threads"
+    bound = rcsweep("run", sweep, "--threads", 2, "-o", tmp_path / "a.h5", "-q", check=0, env=env)
+    assert warning not in bound.stderr, bound.stderr
+    one = subprocess.run(["taskset", "-c", str(min(os.sched_getaffinity(0))), BIN, "run", str(sweep), "--threads", "2",
+                          "-o", str(tmp_path / "b.h5"), "-q"], capture_output=True, text=True, env=env, timeout=300)
+    assert one.returncode == 0, one.stderr
+    assert warning in one.stderr, one.stderr
+    assert_same_results(tmp_path / "a.h5", tmp_path / "b.h5")
