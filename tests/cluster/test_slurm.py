@@ -4,6 +4,8 @@ run of the same sweep."""
 import re
 import subprocess
 
+import pytest
+
 from conftest import DATA, JOBS, assert_same_results, e2e
 
 SLURM_JOBS = JOBS / "slurm"
@@ -45,6 +47,31 @@ def test_mpi_job_one_rank_per_core_with_mpiexec_and_srun(slurm, reference):
         assert "rcsweep exit code 0" in log
         assert store_ranks(work / f"mpi-{launcher}.h5") == physical_cores()
         assert_same_results(work / f"mpi-{launcher}.h5", reference("small"))
+
+
+def test_hybrid_job_ranks_with_two_threads_each(slurm, reference):
+    """The script `rcsweep plan --emit slurm --threads 2` writes for this machine: one rank per two
+    cores, each with two OpenMP threads (--ntasks-per-node, --cpus-per-task=2, mpiexec --map-by
+    slot:PE=2, rcsweep run --threads 2), gives bitwise the store of two ranks of one thread."""
+    if slurm.cpus < 2:
+        pytest.skip("one CPU: no room for two threads")
+    work = slurm.root / "work" / "hybrid"
+    work.mkdir()
+    ranks = slurm.cpus // 2
+    plan = e2e.rcsweep("plan", DATA / "small.toml", "--emit", "slurm", "--cores", slurm.cpus, "--threads", 2, check=0)
+    assert f"#SBATCH --ntasks-per-node={ranks}\n#SBATCH --cpus-per-task=2\n" in plan.stdout, plan.stdout
+    script = work / "job.sh"
+    script.write_text(plan.stdout)
+    jid = slurm.sbatch(script, cwd=work)
+    (record,) = slurm.wait(jid)
+    log = (work / f"rcsweep-{jid}.out").read_text()
+    assert_completed(slurm, record, log)
+    assert (record["NumTasks"], record["NumCPUs"]) == (str(ranks), str(2 * ranks)), record
+    assert f"RANKS={ranks} NODES=1 LAUNCHER=mpiexec THREADS=2" in log and "rcsweep exit code 0" in log, log
+    assert "warning" not in log, log  # each rank has its two cores
+    info = e2e.rcsweep("info", work / "cluster-small.h5", check=0).stdout
+    assert f"last run {ranks} MPI ranks x 2 threads" in info, info
+    assert_same_results(work / "cluster-small.h5", reference("small"))
 
 
 def test_array_job_with_dependent_merge(slurm, reference):
