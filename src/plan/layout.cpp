@@ -47,6 +47,24 @@ std::size_t task_count(const std::vector<BundleWork>& work) {
   return n;
 }
 
+/// Whether `tasks` run in layer mode on several threads split their layers: the largest layer
+/// reaches layer_split_min_flops. Below it a lone task (layer mode too) has products too small to
+/// be cut into parts (linalg's split thresholds are of the same order): it runs as on one thread.
+bool layers_split(const Plan& plan, const std::vector<std::uint64_t>& tasks) {
+  double largest = 0.0;
+  for (const auto id : tasks) largest = std::max(largest, layer_flops(plan.models.at(plan.tasks.at(id).point)));
+  return largest >= layer_split_min_flops;
+}
+
+/// A unit's estimated seconds on `threads` threads: unit_seconds in its thread_mode, but a unit in
+/// layer mode whose layers are not split takes its one-thread time.
+double priced_unit(const Plan& plan, const std::vector<std::uint64_t>& tasks, const std::vector<double>& task_s,
+                   double shared_s, int threads) {
+  const ThreadMode mode = thread_mode(plan, tasks, threads);
+  if (mode == ThreadMode::layer && !layers_split(plan, tasks)) threads = 1;
+  return unit_seconds(mode, task_s, shared_s, threads);
+}
+
 void check_work(const Plan& plan, const std::vector<BundleWork>& work) {
   if (work.size() != plan.bundles.size()) throw std::logic_error("layout: work does not price plan.bundles");
 }
@@ -94,7 +112,7 @@ Schedule schedule_on_threads(const Plan& plan, const std::vector<BundleWork>& wo
     const auto first = std::find(b.tasks.begin(), b.tasks.end(), u.tasks.front()) - b.tasks.begin();
     const std::vector<double> task_s(b.task_s.begin() + first,
                                      b.task_s.begin() + first + static_cast<std::ptrdiff_t>(u.tasks.size()));
-    u.seconds = unit_seconds(thread_mode(plan, u.tasks, threads), task_s, b.shared_s, threads);
+    u.seconds = priced_unit(plan, u.tasks, task_s, b.shared_s, threads);
     s.work_s += u.seconds;
   }
   std::stable_sort(s.units.begin(), s.units.end(),
@@ -219,7 +237,7 @@ double longest_task_seconds(const Plan& plan, const std::vector<BundleWork>& wor
   double longest = 0.0;
   for (const auto& w : work) {
     if (w.tasks.empty()) continue;
-    const bool split = thread_mode(plan, w.tasks, threads) == ThreadMode::layer;
+    const bool split = layers_split(plan, w.tasks);
     for (const double t : w.task_s) longest = std::max(longest, split ? (t + w.shared_s) / threads : t + w.shared_s);
   }
   return longest;

@@ -55,8 +55,10 @@ struct Layout {
 std::vector<int> thread_candidates(int cores);
 
 /// make_schedule(work, ranks) with every unit priced on `threads` threads (thread_mode, then
-/// unit_seconds), largest first, and its makespan; work_s and bundle_work_s in those prices.
-/// `work[i]` prices plan.bundles[i]. With threads = 1, make_schedule's schedule itself.
+/// unit_seconds; a unit in layer mode only gains from the threads when its largest layer reaches
+/// layer_split_min_flops: a lone small task's products are too small to be split), largest first,
+/// and its makespan; work_s and bundle_work_s in those prices. `work[i]` prices plan.bundles[i].
+/// With threads = 1, make_schedule's schedule itself.
 Schedule schedule_on_threads(const Plan& plan, const std::vector<BundleWork>& work, int ranks, int threads);
 
 /// The layout with `threads` threads per rank (1 <= threads <= cores), estimated.
@@ -69,8 +71,8 @@ LayoutEstimate estimate_layout(const Plan& plan, const std::vector<BundleWork>& 
 Layout choose_layout(const Plan& plan, const std::vector<BundleWork>& work, const LayoutRequest& request);
 
 /// The longest task's estimated seconds on `threads` threads, with its bundle's shared work: split
-/// over the threads when its bundle runs in layer mode, on one thread when the bundle's tasks run
-/// concurrently (threads.hpp). The shortest a job can take.
+/// over the threads when its bundle's largest layer reaches layer_split_min_flops, else as on one
+/// thread (small tasks run concurrently, one per thread: threads.hpp). The shortest a job can take.
 double longest_task_seconds(const Plan& plan, const std::vector<BundleWork>& work, int threads);
 
 /// "2 ranks x 1 thread", "1 rank x 4 threads".

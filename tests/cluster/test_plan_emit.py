@@ -50,8 +50,8 @@ def test_emitted_scripts_are_bash_and_sized(scheduler, tmp_path):
     assert int(walltime[0]) * 3600 + int(walltime[1]) * 60 + int(walltime[2]) <= 3600
 
 
-# small.toml cut to one task: the layout gives it both cores (1 rank x 2 threads)
-ONE_TASK = ["sweep.replicates=1", "axes.mixer=['softmax']", "axes.lambda=[0.0]", "zip[0].T=[24]", "zip[0].d=[48]"]
+# small.toml cut to one big task (layers of more than 2 GFLOP): the layout gives it both cores
+ONE_TASK = ["sweep.replicates=1", "axes.mixer=['softmax']", "axes.lambda=[0.0]", "zip[0].T=[1024]", "zip[0].d=[1024]"]
 
 
 def directives(text, prefix):
@@ -66,7 +66,7 @@ def directives(text, prefix):
 
 @pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
 def test_emitted_hybrid_scripts_give_each_rank_threads(scheduler, tmp_path):
-    # chosen: one task on two cores runs on one rank with two threads
+    # chosen: one big task on two cores runs on one rank with two threads
     one = emit(DATA / "small.toml", *ONE_TASK, "--emit", scheduler, "--cores", 2)
     assert one.returncode == 0, one.stderr
     bash_n(one.stdout, tmp_path, "one.sh")

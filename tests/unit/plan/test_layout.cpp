@@ -132,13 +132,30 @@ TEST(Layout, OneBigTaskGetsAllCoresInOneRank) {
   }
 }
 
-TEST(Layout, FewerSmallTasksThanCoresGetThreads) {
+TEST(Layout, FewSmallTasksGainNothingFromThreads) {
+  // one small task on 2 cores: its products are too small to be split, so threads would not
+  // shorten it; the tie goes to one thread per rank
   const auto p = priced("[sweep]\nname = \"one\"\nreplicates = 1\n[model]\nT = 16\nd = 16\ndepth = 3\n");
   ASSERT_LT(plan::layer_flops(p.plan.models.at(0)), plan::layer_split_min_flops);
   const auto l = plan::choose_layout(p.plan, p.work, node(2, 8 * GiB));
-  EXPECT_EQ(l.chosen.threads, 2) << l.reason;
+  EXPECT_EQ(l.chosen.threads, 1) << l.reason;
   EXPECT_EQ(l.chosen.ranks, 1);
-  EXPECT_LT(l.chosen.makespan_s, l.candidates.front().makespan_s);
+  EXPECT_EQ(l.candidates[1].makespan_s, l.candidates[0].makespan_s);
+  EXPECT_EQ(l.reason.rfind("1 task for 2 cores; more threads per rank would not be faster, about ", 0), 0u) << l.reason;
+}
+
+TEST(Layout, FewerBigTasksThanCoresShareTheCores) {
+  // 3 big tasks on 8 cores: 3 ranks of 2 threads take half a task's time, one rank of 8 threads
+  // running them one after the other 3/8
+  const auto p = big(3);
+  const auto l = plan::choose_layout(p.plan, p.work, node(8, 64 * GiB));
+  EXPECT_EQ(l.chosen.threads, 8) << l.reason;
+  EXPECT_EQ(l.chosen.ranks, 1);
+  const double task = p.work[0].seconds();
+  EXPECT_NEAR(l.candidates[0].makespan_s, task, 1e-9 * task);      // 3 ranks x 1 thread
+  EXPECT_NEAR(l.candidates[1].makespan_s, task / 2, 1e-9 * task);  // 3 ranks x 2 threads
+  EXPECT_NEAR(l.chosen.makespan_s, 3 * task / 8, 1e-9 * task);
+  EXPECT_EQ(l.reason.rfind("3 tasks for 8 cores; 8 threads per rank: about ", 0), 0u) << l.reason;
 }
 
 TEST(Layout, BigTasksAsManyAsCoresTieToOneThread) {
@@ -257,9 +274,16 @@ TEST(Layout, UnitsArePricedOnTheThreads) {
   EXPECT_DOUBLE_EQ(two.makespan_s, plan::unit_seconds(plan::ThreadMode::tasks, w.task_s, w.shared_s, 2));
   EXPECT_LT(two.makespan_s, w.seconds());
   EXPECT_GT(two.makespan_s, w.seconds() / 2);
+  // layer mode of a lone small task: nothing to split, its one-thread time
+  const auto single = plan::schedule_on_threads(s.plan, s.work, 8, 2);
+  ASSERT_EQ(single.units.size(), 8u);
+  for (const auto& u : single.units) {
+    EXPECT_EQ(plan::thread_mode(s.plan, u.tasks, 2), plan::ThreadMode::layer);
+    EXPECT_DOUBLE_EQ(u.seconds, plan::unit_seconds(plan::ThreadMode::layer, {w.task_s.at(0)}, w.shared_s, 1));
+  }
 }
 
-TEST(Layout, LongestTaskIsSplitOnlyInLayerMode) {
+TEST(Layout, LongestTaskIsSplitOnlyWhenItsLayersAre) {
   const auto b = big(1);
   const double whole = b.work[0].task_s[0] + b.work[0].shared_s;
   EXPECT_EQ(plan::longest_task_seconds(b.plan, b.work, 1), whole);
@@ -270,6 +294,8 @@ TEST(Layout, LongestTaskIsSplitOnlyInLayerMode) {
     for (const double t : w.task_s) longest = std::max(longest, t + w.shared_s);
   EXPECT_EQ(plan::longest_task_seconds(s.plan, s.work, 1), longest);
   EXPECT_EQ(plan::longest_task_seconds(s.plan, s.work, 2), longest);
+  const auto one = priced("[sweep]\nname = \"one\"\nreplicates = 1\n[model]\nT = 16\nd = 16\ndepth = 3\n");
+  EXPECT_EQ(plan::longest_task_seconds(one.plan, one.work, 4), one.work[0].task_s[0] + one.work[0].shared_s);
 }
 
 TEST(Layout, Describe) {
