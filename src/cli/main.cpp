@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
       ->add_option("--threads", plan.threads,
                    "OpenMP threads per rank: plan this layout (cores / N ranks per node) instead of choosing\n"
                    "one (default: one rank per core, or threads for big tasks, few tasks or little memory)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(1, 4096));
   plan_cmd->add_option("--emit", plan.emit,
                        "print a job script for slurm or pbs (jobs/slurm, jobs/pbs) sized from the cost model: ranks,\n"
                        "walltime with margin, memory per rank, and an array of --shard jobs when the sweep does\n"
