@@ -253,7 +253,9 @@ plan::Shard parse_shard(const std::string& text) {
 /// Warn (rank 0) when some rank may run on fewer cores than its threads (a collective): Open MPI
 /// binds a rank to one core by default, and its threads would then share it. Thread binding of its
 /// own (OMP_PLACES, OMP_PROC_BIND) is seen through (parallel::available_processors).
-void warn_if_threads_share_cores(int threads, int rank) {
+/// Also when a node runs more threads than it has processors (`ranks_on_node` ranks): OpenMP's
+/// threads then spin for turns they cannot get unless OMP_WAIT_POLICY=PASSIVE lets them sleep.
+void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
   const int cores = mpi::allreduce_min(parallel::available_processors(threads), MPI_COMM_WORLD);
   if (rank == 0 && cores < threads)
     std::fprintf(stderr,
@@ -261,6 +263,17 @@ void warn_if_threads_share_cores(int threads, int rank) {
                  "each rank %d cores (mpiexec --map-by slot:PE=%d, srun --cpus-per-task=%d) or unbind it "
                  "(mpiexec --bind-to none); docs/CLUSTER.md\n",
                  cores, cores == 1 ? "" : "s", threads, cores == 1 ? "it" : "them", threads, threads, threads);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const bool passive = policy && (std::string_view(policy) == "PASSIVE" || std::string_view(policy) == "passive");
+  const int oversubscribed = mpi::allreduce_max(
+      threads > 1 && online > 0 && static_cast<long>(ranks_on_node) * threads > online && !passive, MPI_COMM_WORLD);
+  if (rank == 0 && oversubscribed)
+    std::fprintf(stderr,
+                 "warning: %d ranks x %d threads on a node of %ld processors: idle OpenMP threads spin for "
+                 "turns they cannot get; set OMP_WAIT_POLICY=PASSIVE (rcsweep run -n does) or run fewer ranks "
+                 "or threads\n",
+                 ranks_on_node, threads, online);
 }
 
 int run_command(const RunArgs& args) {
@@ -281,16 +294,17 @@ int run_command(const RunArgs& args) {
       throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " +
                                          std::to_string(size) + " ranks (-n starts the run without mpiexec)"}});
     plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+    int on_node = 1;
     {  // every rank checks the same plan against its node's budget: all refuse together
       MPI_Comm node;
       mpi::check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
                  "MPI_Comm_split_type");
-      const int on_node = mpi::comm_size(node);
+      on_node = mpi::comm_size(node);
       MPI_Comm_free(&node);
       std::string source;
       check_memory(plan, args.options.threads, memory_budget(args.mem_per_rank, on_node, source), source);
     }
-    warn_if_threads_share_cores(args.options.threads, rank);
+    warn_if_threads_share_cores(args.options.threads, rank, on_node);
     sweep::RunOptions opt = args.options;
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
     // Bundle time estimates for the time limit at this machine's measured rates, when stored.

@@ -68,10 +68,12 @@ int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, cha
   });
   if (threads > 1 && !placed) {
     const auto cores = static_cast<long>(std::max(1u, std::thread::hardware_concurrency()));
-    if (static_cast<long>(ranks) * threads <= cores)
+    if (static_cast<long>(ranks) * threads <= cores) {
       cmd.insert(cmd.end(), {"--map-by", "slot:PE=" + std::to_string(threads)});
-    else
+    } else {
       cmd.insert(cmd.end(), {"--bind-to", "none"});
+      setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // more threads than cores: idle threads sleep, not spin
+    }
   }
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);

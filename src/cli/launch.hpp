@@ -18,7 +18,8 @@ namespace rcsweep::cli {
 /// RCSWEEP_EXIT_FILE and the ranks exit 0 (exit_code_for_launcher), else mpiexec's own code
 /// (128 + n when a rank died of signal n); 2 when mpiexec cannot be started.
 /// With `threads` > 1 each rank gets that many cores (Open MPI's `--map-by slot:PE=threads`), or,
-/// when ranks x threads exceed this machine's cores, no binding (`--bind-to none`): Open MPI's
+/// when ranks x threads exceed this machine's cores, no binding (`--bind-to none`) and, unless set,
+/// OMP_WAIT_POLICY=PASSIVE (threads waiting for a turn sleep instead of spinning): Open MPI's
 /// default binds a rank to one core, where its threads would share it. Options the user's MPIEXEC
 /// already gives for mapping or binding are left alone.
 int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv);

@@ -36,6 +36,13 @@ inline int allreduce_min(int value, MPI_Comm comm) {
   return out;
 }
 
+/// The largest `value` over the ranks of `comm`, on every rank.
+inline int allreduce_max(int value, MPI_Comm comm) {
+  int out = value;
+  check(MPI_Allreduce(&value, &out, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
+  return out;
+}
+
 inline std::string bcast(std::string s, int root, MPI_Comm comm) {
   long n = static_cast<long>(s.size());
   check(MPI_Bcast(&n, 1, MPI_LONG, root, comm), "MPI_Bcast");
