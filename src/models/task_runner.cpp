@@ -104,16 +104,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
   };
   // body(i) for every run i: concurrently in tasks mode, else one after the other (each task's
   // products then split over the threads).
-  // In tasks mode the threads take the tasks longest first (by their estimated layer cost), so a
-  // long task does not start last while the other threads idle.
-  std::vector<std::size_t> order(tasks.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  if (mode == plan::ThreadMode::tasks) {
-    std::vector<double> cost(tasks.size());
-    for (std::size_t i = 0; i < tasks.size(); ++i)
-      cost[i] = plan::layer_flops(plan.models.at(plan.tasks.at(tasks[i]).point));
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
-  }
+  // In tasks mode the threads take the tasks in plan::task_order: while one builds a shared
+  // product, the others work on tasks that do not wait for it.
+  const std::vector<std::size_t> order = plan::task_order(plan, tasks);
   const auto for_each_run = [&](std::size_t count, const std::function<void(std::size_t)>& body) {
     if (mode == plan::ThreadMode::tasks)
       parallel::for_each(count, [&](std::size_t i) { body(order[i]); });

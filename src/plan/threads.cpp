@@ -14,6 +14,35 @@ ThreadMode thread_mode(const Plan& plan, const std::vector<std::uint64_t>& tasks
   return largest >= layer_split_min_flops ? ThreadMode::layer : ThreadMode::tasks;
 }
 
+std::vector<std::size_t> task_order(const Plan& plan, const std::vector<std::uint64_t>& tasks) {
+  struct Group {
+    int mixer = 0;
+    double cost = 0.0;
+    std::vector<std::size_t> members;  // indices into tasks, longest first
+  };
+  std::vector<double> cost(tasks.size());
+  std::vector<Group> groups;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const auto& model = plan.models.at(plan.tasks.at(tasks[i]).point);
+    cost[i] = layer_flops(model);
+    const int mixer = static_cast<int>(model.mixer);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.mixer == mixer; });
+    if (g == groups.end()) g = groups.insert(groups.end(), Group{mixer, 0.0, {}});
+    g->cost += cost[i];
+    g->members.push_back(i);
+  }
+  for (auto& g : groups)
+    std::stable_sort(g.members.begin(), g.members.end(),
+                     [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.cost > b.cost; });
+  std::vector<std::size_t> order;
+  order.reserve(tasks.size());
+  for (const auto& g : groups) order.push_back(g.members.front());
+  for (auto g = groups.rbegin(); g != groups.rend(); ++g)
+    order.insert(order.end(), g->members.begin() + 1, g->members.end());
+  return order;
+}
+
 std::string to_string(ThreadMode mode) { return mode == ThreadMode::tasks ? "tasks" : "layer"; }
 
 double unit_seconds(ThreadMode mode, const std::vector<double>& task_s, double shared_s, int threads) {

@@ -27,6 +27,14 @@ inline constexpr double layer_split_min_flops = 2e9;
 /// The mode of a unit of `tasks` (one bundle's, or a slice of one) on `threads` threads.
 ThreadMode thread_mode(const Plan& plan, const std::vector<std::uint64_t>& tasks, int threads);
 
+/// The order in which the threads take a unit's tasks in tasks mode (indices into `tasks`). Tasks of
+/// one mixer share what the first of them builds (W_Q W_K^T for attention, the Markov draws) and
+/// the others wait for it: so first one task of each mixer (the mixers by their tasks' total cost,
+/// most first), then the rest of each mixer's tasks, the mixers in the reverse order. While one
+/// thread builds the costliest shared product, the others work on tasks that do not need it. Within
+/// a mixer, the longest tasks first (by plan::layer_flops).
+std::vector<std::size_t> task_order(const Plan& plan, const std::vector<std::uint64_t>& tasks);
+
 /// "tasks" or "layer".
 std::string to_string(ThreadMode mode);
 
