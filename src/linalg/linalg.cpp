@@ -183,10 +183,11 @@ void householder_tridiagonal(Matrix& A, std::span<double> d, std::span<double> e
 }
 
 GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k) {
-  if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < gemm_split_min_flops)
-    return {false, {m, std::max<std::size_t>(m, 1)}};
-  if (m >= n) return {false, {m, m >= 2 * gemm_part_size ? gemm_part_size : std::max<std::size_t>(m, 1)}};
-  return {true, {n, n >= 2 * gemm_part_size ? gemm_part_size : std::max<std::size_t>(n, 1)}};
+  const bool split = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >=
+                     gemm_split_min_flops;
+  const bool columns = split && n > m;
+  const std::size_t cut = columns ? n : m;  // the dimension cut into parts (one part when not split)
+  return {columns, {cut, split && cut >= 2 * gemm_part_size ? gemm_part_size : std::max<std::size_t>(cut, 1)}};
 }
 
 void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C) {
@@ -240,13 +241,14 @@ parallel::Parts gemv_parts(std::size_t rows, std::size_t cols) {
 
 void gemv(const Matrix& A, Op op, const double* x, double* y) {
   const std::size_t rows = A.rows(), cols = A.cols();
+  if (rows == 0 || cols == 0) {
+    std::fill(y, y + (op == Op::none ? rows : cols), 0.0);
+    return;
+  }
   const parallel::Parts parts = gemv_parts(rows, cols);
-  if (rows == 0 || cols == 0 || parts.count() == 1) {
-    if (rows == 0 || cols == 0)
-      std::fill(y, y + (op == Op::none ? rows : cols), 0.0);
-    else
-      cblas_dgemv(CblasRowMajor, op == Op::none ? CblasNoTrans : CblasTrans, to_blas(rows), to_blas(cols), 1.0,
-                  A.data(), to_blas(cols), x, 1, 0.0, y, 1);
+  if (parts.count() == 1) {
+    cblas_dgemv(CblasRowMajor, op == Op::none ? CblasNoTrans : CblasTrans, to_blas(rows), to_blas(cols), 1.0, A.data(),
+                to_blas(cols), x, 1, 0.0, y, 1);
     return;
   }
   // Parts of A's rows, each read once, contiguously. A x: each part gives its rows of y. A^T x:

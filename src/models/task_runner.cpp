@@ -5,7 +5,6 @@
 #include <cmath>
 #include <map>
 #include <mutex>
-#include <numeric>
 
 #include "base/error.hpp"
 #include "base/parallel.hpp"
@@ -102,10 +101,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     const std::lock_guard lock(callback_mutex);
     if (cancelled && cancelled()) throw Cancelled();
   };
-  // body(i) for every run i: concurrently in tasks mode, else one after the other (each task's
-  // products then split over the threads).
-  // In tasks mode the threads take the tasks in plan::task_order: while one builds a shared
-  // product, the others work on tasks that do not wait for it.
+  // body(i) for every run i: in tasks mode concurrently, the threads taking them in
+  // plan::task_order (while one builds a shared product, the others run tasks that do not wait for
+  // it); else one after the other, each task's products split over the threads.
   const std::vector<std::size_t> order = plan::task_order(plan, tasks);
   const auto for_each_run = [&](std::size_t count, const std::function<void(std::size_t)>& body) {
     if (mode == plan::ThreadMode::tasks)
