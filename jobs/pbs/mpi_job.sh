@@ -81,7 +81,7 @@ if [[ -n ${PBS_WALLTIME:-} ]]; then left=$(( PBS_WALLTIME - STOP_BEFORE ))
 elif [[ -n $wall ]]; then left=$(( $(seconds "$wall") - $(seconds "${used:-0}") - STOP_BEFORE ))
 else left=; fi
 if [[ -n $left ]] && (( left > 0 )); then
-  limit=(--time-limit "$left")
+  limit=(--time-limit "${left}s")
   echo "  walltime ${wall:-${PBS_WALLTIME}s}, used ${used:-0}: rcsweep --time-limit ${left}s"
 else
   echo "  walltime unknown or less than STOP_BEFORE=$STOP_BEFORE s: no --time-limit"

@@ -78,7 +78,7 @@ end=$(squeue -h -j "${SLURM_JOB_ID:-0}" -o %e 2>/dev/null || true)
 if end_s=$(date -d "$end" +%s 2>/dev/null); then
   left=$(( end_s - $(date +%s) - STOP_BEFORE ))
   if (( left > 0 )); then
-    limit=(--time-limit "$left")
+    limit=(--time-limit "${left}s")
     echo "  job ends $end: rcsweep --time-limit ${left}s"
   else
     echo "  job ends $end, less than STOP_BEFORE=$STOP_BEFORE s away: no --time-limit"

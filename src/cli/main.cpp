@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e6));
   run_cmd->add_option(
       "--time-limit", run.time_limit,
-      "stop cleanly before this wall time (e.g. 90m, 2h, 1h30m, 01:30:00): no task is started\n"
+      "stop cleanly before this wall time (e.g. 90s, 90m, 2h, 1h30m, or as Slurm's --time: 90 = 90 min,\n"
+      "1:30 = 1 min 30 s, 1:30:00, 2-12 = 2 days 12 h): no unit of work is started\n"
       "whose estimated time would overrun it (at this machine's rates once `rcsweep calibrate` has run);\n"
       "SLURM_JOB_END_TIME and PBS_WALLTIME are also honoured");
   run_cmd->add_flag("--dump-weights", run.dump_weights,

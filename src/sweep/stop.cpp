@@ -166,38 +166,50 @@ std::string signal_name(int sig) {
 
 double parse_duration(const std::string& text, const std::string& what) {
   const auto bad = [&] {
-    return ConfigError(
-        {{what, "expected a duration like 90s, 15m, 2h, 1h30m, 1d or [D-]HH:MM[:SS], got '" + text + "'"}});
+    return ConfigError({{what, "expected a duration like 90s, 15m, 2h, 1h30m, 1d, or as Slurm writes it: M, M:S, "
+                               "H:M:S, D-H, D-H:M or D-H:M:S (a bare number is minutes), got '" +
+                                   text + "'"}});
   };
   if (text.empty()) throw bad();
+  const auto whole = [&](const std::string& field) {  // a non-negative integer
+    if (field.empty() || field.size() > 9 || field.find_first_not_of("0123456789") != std::string::npos) throw bad();
+    return std::stol(field);
+  };
   double total = 0.0;
-  if (text.find(':') != std::string::npos) {  // [D-]HH:MM[:SS]
+  if (text.find_first_of(":-") != std::string::npos) {  // Slurm's [D-]... forms
     std::string rest = text;
     long days = 0;
-    if (const auto dash = rest.find('-'); dash != std::string::npos) {
-      std::size_t used = 0;
-      try {
-        days = std::stol(rest.substr(0, dash), &used);
-      } catch (const std::exception&) {
-        throw bad();
-      }
-      if (used != dash || days < 0) throw bad();
+    const auto dash = rest.find('-');
+    if (dash != std::string::npos) {
+      days = whole(rest.substr(0, dash));
       rest = rest.substr(dash + 1);
     }
-    long parts[3] = {0, 0, 0};
-    int n = 0;
-    std::size_t pos = 0;
-    while (pos <= rest.size()) {
+    std::vector<long> f;
+    for (std::size_t pos = 0;;) {
       const auto colon = rest.find(':', pos);
-      const std::string field = rest.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-      if (field.empty() || n == 3 || field.find_first_not_of("0123456789") != std::string::npos) throw bad();
-      parts[n++] = std::stol(field);
+      f.push_back(whole(rest.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos)));
       if (colon == std::string::npos) break;
       pos = colon + 1;
     }
-    if (n < 2 || parts[1] >= 60 || parts[2] >= 60) throw bad();
-    total = static_cast<double>(days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]);
-  } else {  // 1h30m, 90, 90s, 2.5h
+    if (f.size() > 3) throw bad();
+    long h = 0, m = 0, sec = 0;
+    if (dash != std::string::npos) {  // D-H, D-H:M, D-H:M:S
+      h = f[0];
+      m = f.size() > 1 ? f[1] : 0;
+      sec = f.size() > 2 ? f[2] : 0;
+      if (h >= 24 || m >= 60 || sec >= 60) throw bad();
+    } else if (f.size() == 2) {  // M:S
+      m = f[0];
+      sec = f[1];
+      if (sec >= 60) throw bad();
+    } else {  // H:M:S
+      h = f[0];
+      m = f[1];
+      sec = f[2];
+      if (m >= 60 || sec >= 60) throw bad();
+    }
+    total = static_cast<double>(((days * 24 + h) * 60 + m) * 60 + sec);
+  } else {  // 1h30m, 90s, 2.5h, or a bare number of minutes (Slurm's M)
     std::size_t pos = 0;
     while (pos < text.size()) {
       std::size_t used = 0;
@@ -209,7 +221,7 @@ double parse_duration(const std::string& text, const std::string& what) {
       }
       if (used == 0 || !(value >= 0.0) || text[pos] == '+' || text[pos] == '-') throw bad();
       pos += used;
-      double unit = 1.0;
+      double unit = 60.0;
       if (pos < text.size()) {
         switch (text[pos]) {
           case 's': unit = 1; break;

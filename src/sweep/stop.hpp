@@ -69,7 +69,8 @@ void clear_stop_signal() noexcept;
 /// "SIGTERM", "SIGINT", ... for messages.
 std::string signal_name(int sig);
 
-/// Parse a duration: "90" or "90s", "15m", "2h", "1d", "1h30m", or "[D-]HH:MM[:SS]" (Slurm style).
+/// Parse a duration: "90s", "15m", "2h", "1d", "1h30m", or one of Slurm's time formats, read as
+/// Slurm reads them: "M" (a bare number is minutes), "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S".
 /// Throws rcsweep::ConfigError on key `what` when malformed or not positive.
 double parse_duration(const std::string& text, const std::string& what);
 
