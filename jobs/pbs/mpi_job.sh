@@ -16,6 +16,7 @@
 #                 (a hybrid job: ask for mpiprocs = ranks and ompthreads = THREADS per chunk,
 #                 ncpus = mpiprocs x THREADS)
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
+#   RCSWEEP_SETUP a file sourced before anything runs, e.g. `module load openmpi hdf5`; must exist if set
 #   MPIEXEC       Open MPI's mpiexec                               default: mpiexec (on PATH)
 #   STOP_BEFORE   stop this many seconds before the walltime ends (rcsweep --time-limit)  default: 120
 #   GRACE         seconds running bundles may finish after SIGTERM  default: 8 (PBS kills 10 s later)
@@ -45,6 +46,16 @@ set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then  # this header, without the scheduler directives
   awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#(SBATCH|PBS)/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
   exit 0
+fi
+# The site's setup (module load ..., a spack or conda environment), before anything else runs.
+RCSWEEP_SETUP=${RCSWEEP_SETUP:-}
+if [[ -n $RCSWEEP_SETUP ]]; then
+  [[ -f $RCSWEEP_SETUP && -r $RCSWEEP_SETUP ]] || { echo "error: RCSWEEP_SETUP=$RCSWEEP_SETUP: no readable file" >&2; exit 2; }
+  echo "sourcing RCSWEEP_SETUP=$RCSWEEP_SETUP"
+  set +u  # module and environment scripts often read unset variables
+  # shellcheck disable=SC1090
+  source "$RCSWEEP_SETUP"
+  set -u
 fi
 
 SWEEP=${1:-${SWEEP:-sweep.toml}}

@@ -19,6 +19,7 @@
 #   THREADS       OpenMP threads per rank (rcsweep run --threads)  default: $SLURM_CPUS_PER_TASK (1)
 #   LAUNCHER      mpiexec (Open MPI) or srun (srun --mpi=pmix), used when RANKS > 1; default: mpiexec
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
+#   RCSWEEP_SETUP a file sourced before anything runs, e.g. `module load openmpi hdf5`; must exist if set
 #   STOP_BEFORE   stop this many seconds before the job's end time (rcsweep --time-limit)  default: 120
 #   GRACE         seconds running bundles may finish after the walltime warning   default: 60
 #   MAX_REQUEUES  how often an element may requeue itself          default: 20
@@ -44,6 +45,16 @@ set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then  # this header, without the scheduler directives
   awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#(SBATCH|PBS)/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
   exit 0
+fi
+# The site's setup (module load ..., a spack or conda environment), before anything else runs.
+RCSWEEP_SETUP=${RCSWEEP_SETUP:-}
+if [[ -n $RCSWEEP_SETUP ]]; then
+  [[ -f $RCSWEEP_SETUP && -r $RCSWEEP_SETUP ]] || { echo "error: RCSWEEP_SETUP=$RCSWEEP_SETUP: no readable file" >&2; exit 2; }
+  echo "sourcing RCSWEEP_SETUP=$RCSWEEP_SETUP"
+  set +u  # module and environment scripts often read unset variables
+  # shellcheck disable=SC1090
+  source "$RCSWEEP_SETUP"
+  set -u
 fi
 
 SWEEP=${1:-${SWEEP:-sweep.toml}}

@@ -12,6 +12,7 @@
 #               stores in SHARD_DIR (all must agree on N)
 #   SHARD_DIR   where array_job.sh wrote the shard stores          default: <OUT without .h5>.shards
 #   RCSWEEP     the rcsweep program                                default: rcsweep (on PATH)
+#   RCSWEEP_SETUP  a file sourced before anything runs, e.g. `module load hdf5`; must exist if set
 #   MERGE_ARGS  more options of `rcsweep merge`, e.g. --overwrite   default: none
 # A missing, duplicated, unfinished or foreign shard makes rcsweep merge refuse (exit 2, nothing
 # written); the shard stores are kept either way (delete them yourself once the merge is checked).
@@ -24,6 +25,16 @@ set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then  # this header, without the scheduler directives
   awk 'NR > 1 && !/^#/ { exit } NR > 1 && !/^#(SBATCH|PBS)/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
   exit 0
+fi
+# The site's setup (module load ..., a spack or conda environment), before anything else runs.
+RCSWEEP_SETUP=${RCSWEEP_SETUP:-}
+if [[ -n $RCSWEEP_SETUP ]]; then
+  [[ -f $RCSWEEP_SETUP && -r $RCSWEEP_SETUP ]] || { echo "error: RCSWEEP_SETUP=$RCSWEEP_SETUP: no readable file" >&2; exit 2; }
+  echo "sourcing RCSWEEP_SETUP=$RCSWEEP_SETUP"
+  set +u  # module and environment scripts often read unset variables
+  # shellcheck disable=SC1090
+  source "$RCSWEEP_SETUP"
+  set -u
 fi
 
 SWEEP=${1:-${SWEEP:-sweep.toml}}

@@ -420,6 +420,15 @@ namespace {
 int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::WorkEstimate& work,
                     const plan::Layout& layout) {
   const auto scheduler = plan::parse_scheduler(args.emit);
+  plan::check_site(scheduler, args.site);
+  std::string setup;
+  if (!args.setup.empty()) {
+    std::error_code bad;
+    if (!std::filesystem::is_regular_file(args.setup, bad))
+      throw ConfigError(
+          {{"--setup", args.setup.string() + ": no such file (the script sources it, e.g. with module load lines)"}});
+    setup = std::filesystem::absolute(args.setup).lexically_normal().string();
+  }
   const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = layout.chosen.threads;
   const auto s = plan::size_job(work, {args.nodes, cores, args.hours, threads});
@@ -444,12 +453,23 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
                (slurm ? "sbatch --dependency=afterok:ARRAY_JOB_ID jobs/slurm/merge_job.sh "
                       : "qsub -W depend=afterok:ARRAY_JOB_ID -v SWEEP=..,OUT=.. jobs/pbs/merge_job.sh ") +
                plan::shell_quote(std::filesystem::absolute(args.sweep_file).string()) + " " + out;
-  std::fputs(plan::job_script(scheduler, s,
-                              {std::filesystem::absolute(args.sweep_file).string(), out, plan.spec.name,
-                               ec ? std::string("rcsweep") : self.string(), summary, args.overrides})
-                 .c_str(),
-             stdout);
+  const plan::ScriptNames names{std::filesystem::absolute(args.sweep_file).string(),
+                                out,
+                                plan.spec.name,
+                                ec ? std::string("rcsweep") : self.string(),
+                                summary,
+                                args.overrides,
+                                args.site,
+                                setup};
+  std::fputs(plan::job_script(scheduler, s, names).c_str(), stdout);
   std::fprintf(stderr, "%s\n", summary.c_str());
+  const char* home = std::getenv("HOME");
+  for (const auto& path : plan::unshared_paths(names, args.nodes, home ? home : ""))
+    std::fprintf(stderr,
+                 "warning: the script names the %s, which compute nodes may not see (/tmp, /dev/shm and /run are "
+                 "local to a node; home directories are not always mounted on them): put it on a shared file "
+                 "system or set it when you submit; the script is written all the same\n",
+                 path.c_str());
   return 0;
 }
 }  // namespace

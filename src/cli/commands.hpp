@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/job_script.hpp"
 #include "plan/plan.hpp"
 #include "sweep/driver.hpp"
 
@@ -41,6 +42,8 @@ struct PlanArgs {
   std::string emit;              ///< --emit slurm|pbs: print a job script sized from the plan (plan/job_script.hpp)
   int nodes = 1;                 ///< --nodes of that job (with --cores: cores per node)
   double hours = 24.0;           ///< --hours: the longest walltime a job may ask for
+  plan::SiteOptions site;        ///< --account, --partition, --qos, --directive, --exclusive of that job
+  std::filesystem::path setup;   ///< --setup: the script's default RCSWEEP_SETUP (a file it sources)
   std::filesystem::path output;  ///< -o: say what a run into this store would do (resume, grow, refuse)
 };
 int plan_command(const PlanArgs& args);

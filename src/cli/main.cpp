@@ -160,6 +160,31 @@ int main(int argc, char** argv) {
                        "not fit --hours (docs/CLUSTER.md); what it was sized for goes to stderr");
   plan_cmd->add_option("--nodes", plan.nodes, "with --emit: nodes per job (default 1); --cores is then cores per node");
   plan_cmd->add_option("--hours", plan.hours, "with --emit: the longest walltime a job may ask for (default 24)");
+  plan_cmd
+      ->add_option("--account", plan.site.account, "with --emit: the account charged (#SBATCH --account=A, #PBS -A A)")
+      ->option_text("A");
+  plan_cmd
+      ->add_option("--partition", plan.site.partition,
+                   "with --emit: the partition (#SBATCH --partition=P) or PBS queue (#PBS -q P)")
+      ->option_text("P");
+  plan_cmd
+      ->add_option("--qos", plan.site.qos,
+                   "with --emit slurm: the quality of service (#SBATCH --qos=Q); PBS has none, refused (exit 2)")
+      ->option_text("Q");
+  plan_cmd
+      ->add_option("--directive", plan.site.directives,
+                   "with --emit: one more scheduler line, as given after \"#SBATCH \" or \"#PBS \" (repeatable,\n"
+                   "in order; e.g. --directive=--constraint=zen4 --directive='-l place=scatter'); values\n"
+                   "with a line break or a leading '#' are refused (exit 2)")
+      ->allow_extra_args(false);
+  plan_cmd->add_flag("--exclusive", plan.site.exclusive,
+                     "with --emit: whole nodes for the job (#SBATCH --exclusive, #PBS -l place=excl); without\n"
+                     "it the job asks only for its ranks' cores and memory");
+  plan_cmd
+      ->add_option("--setup", plan.setup,
+                   "with --emit: a file the script sources before anything runs (module load, environment),\n"
+                   "its default RCSWEEP_SETUP (absolute path); must exist (exit 2 otherwise)")
+      ->option_text("FILE");
 
   std::filesystem::path info_store;
   auto* info_cmd = app.add_subcommand("info", "Show what a store holds: provenance, progress, datasets.");

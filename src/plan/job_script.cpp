@@ -48,7 +48,85 @@ std::string pbs_name(const std::string& name) {
   return out.substr(0, 15);
 }
 
+/// Drop the line of `text` that is exactly `line` (if any).
+void drop_line(std::string& text, std::string_view line) {
+  const std::string needle = "\n" + std::string(line) + "\n";
+  const std::size_t at = text.find(needle);
+  if (at != std::string::npos) text.erase(at + 1, line.size() + 1);
+}
+
+/// Insert `lines` after the last line of `text` that starts with `prefix` (the scheduler directives).
+void insert_after_last(std::string& text, std::string_view prefix, const std::string& lines) {
+  std::size_t after = std::string::npos, at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    if (std::string_view(text).substr(at, end - at).starts_with(prefix)) after = end + 1;
+    at = end + 1;
+  }
+  if (after == std::string::npos)
+    throw std::logic_error("job script template has no \"" + std::string(prefix) + "\" line");
+  text.insert(std::min(after, text.size()), lines);
+}
+
+void check_value(std::vector<ConfigIssue>& issues, const std::string& key, const std::string& value, bool word) {
+  std::string why;
+  if (value.empty() || value.find_first_not_of(" \t") == std::string::npos)
+    why = "empty";
+  else if (value.find_first_of("\n\r") != std::string::npos)
+    why = "holds a line break";
+  else if (value[value.find_first_not_of(" \t")] == '#')
+    why = "starts with '#' (give the option's text without \"#SBATCH\"/\"#PBS\")";
+  else if (word && value.find_first_of(" \t") != std::string::npos)
+    why = "holds a blank (one name)";
+  if (!why.empty()) issues.push_back({key, "\"" + value + "\": " + why});
+}
+
 }  // namespace
+
+void check_site(Scheduler scheduler, const SiteOptions& site) {
+  std::vector<ConfigIssue> issues;
+  if (!site.account.empty()) check_value(issues, "--account", site.account, true);
+  if (!site.partition.empty()) check_value(issues, "--partition", site.partition, true);
+  if (!site.qos.empty()) {
+    if (scheduler == Scheduler::pbs)
+      issues.push_back({"--qos", "PBS has no quality of service: leave --qos out for --emit pbs (or give the "
+                                 "site's own line with --directive)"});
+    else
+      check_value(issues, "--qos", site.qos, true);
+  }
+  for (const auto& d : site.directives) check_value(issues, "--directive", d, false);
+  if (!issues.empty()) throw ConfigError(std::move(issues));
+}
+
+std::string site_directives(Scheduler scheduler, const SiteOptions& site) {
+  const bool slurm = scheduler == Scheduler::slurm;
+  const std::string pre = slurm ? "#SBATCH " : "#PBS ";
+  std::string out;
+  if (!site.account.empty()) out += pre + (slurm ? "--account=" : "-A ") + site.account + "\n";
+  if (!site.partition.empty()) out += pre + (slurm ? "--partition=" : "-q ") + site.partition + "\n";
+  if (!site.qos.empty() && slurm) out += pre + "--qos=" + site.qos + "\n";
+  if (site.exclusive) out += pre + (slurm ? "--exclusive" : "-l place=excl") + "\n";
+  for (const auto& d : site.directives) out += pre + d + "\n";
+  return out;
+}
+
+std::vector<std::string> unshared_paths(const ScriptNames& names, int nodes, const std::string& home) {
+  const auto under = [](const std::string& path, std::string dir) {
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir.size() > 1 && path.starts_with(dir) && (path.size() == dir.size() || path[dir.size()] == '/');
+  };
+  std::vector<std::string> out;
+  const std::pair<const char*, const std::string*> paths[] = {{"sweep file", &names.sweep_file},
+                                                              {"output", &names.output},
+                                                              {"program", &names.rcsweep},
+                                                              {"setup file", &names.setup}};
+  for (const auto& [what, path] : paths) {
+    if (!path->starts_with('/')) continue;
+    const bool local = under(*path, "/tmp") || under(*path, "/dev/shm") || under(*path, "/run");
+    if (local || (nodes > 1 && !home.empty() && under(*path, home))) out.push_back(std::string(what) + " " + *path);
+  }
+  return out;
+}
 
 Scheduler parse_scheduler(const std::string& text) {
   if (text == "slurm") return Scheduler::slurm;
@@ -123,6 +201,7 @@ std::string_view job_template(Scheduler scheduler, bool array) {
 
 std::string fill_job_template(std::string_view script, Scheduler scheduler, bool array, const JobSizing& sizing,
                               const ScriptNames& names) {
+  check_site(scheduler, names.site);
   std::string text(script);
   const int threads = std::max(sizing.threads_per_rank, 1);
   // Slurm's --mem-per-cpu counts every CPU of a rank (--cpus-per-task)
@@ -166,6 +245,9 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
   replace_line(text, "SWEEP=${1:-${SWEEP:-", "SWEEP=${1:-${SWEEP:-" + shell_quote(names.sweep_file) + "}}");
   replace_line(text, "OUT=${2:-${OUT:-", "OUT=${2:-${OUT:-" + shell_quote(names.output) + "}}");
   replace_line(text, "RCSWEEP=${RCSWEEP:-", "RCSWEEP=${RCSWEEP:-" + shell_quote(names.rcsweep) + "}");
+  if (!names.setup.empty())
+    replace_line(text, "RCSWEEP_SETUP=${RCSWEEP_SETUP:-",
+                 "RCSWEEP_SETUP=${RCSWEEP_SETUP:-" + shell_quote(names.setup) + "}");
   if (!names.overrides.empty()) {
     const std::string run = "run \"$SWEEP\"";
     std::string with = run;
@@ -174,6 +256,11 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
     if (at == std::string::npos) throw std::logic_error("job script template has no `" + run + "` command");
     text.replace(at, run.size(), with);
   }
+
+  const std::string directive = scheduler == Scheduler::slurm ? "#SBATCH " : "#PBS ";
+  drop_line(text, "#SBATCH --exclusive");  // mpi_job.sh by hand takes whole nodes; emitted, only when asked
+  const std::string site = site_directives(scheduler, names.site);
+  if (!site.empty()) insert_after_last(text, directive, site);
 
   std::string summary = "# Written by `rcsweep plan --emit " +
                         std::string(scheduler == Scheduler::slurm ? "slurm" : "pbs") + "` from the shipped script:\n";

@@ -57,6 +57,24 @@ inline constexpr double memory_margin = 1.25;
 /// when the longest task alone does not fit in --hours.
 JobSizing size_job(const WorkEstimate& work, const JobRequest& request);
 
+/// What a site's scheduler asks of every job (`plan --account/--partition/--qos/--directive/--exclusive`):
+/// extra scheduler lines after the sized ones. Empty: none.
+struct SiteOptions {
+  std::string account;                  ///< Slurm --account=, PBS -A
+  std::string partition;                ///< Slurm --partition=, PBS -q (the queue)
+  std::string qos;                      ///< Slurm --qos= (PBS has none: refused)
+  std::vector<std::string> directives;  ///< raw lines "#SBATCH TEXT" / "#PBS TEXT", in order
+  bool exclusive = false;               ///< whole nodes: Slurm --exclusive, PBS -l place=excl
+};
+
+/// ConfigError naming the option (--account, --partition, --qos, --directive) of every bad value:
+/// empty, a line break, a leading '#' (account, partition and qos: any blank too); --qos with PBS.
+void check_site(Scheduler scheduler, const SiteOptions& site);
+
+/// The scheduler lines `site` asks for ("#SBATCH --account=A", "#PBS -A A", ...), one per line,
+/// each ending in '\n'; "" when it asks for none. Unchecked (check_site).
+std::string site_directives(Scheduler scheduler, const SiteOptions& site);
+
 /// What the emitted script names.
 struct ScriptNames {
   std::string sweep_file;              ///< default SWEEP (absolute path)
@@ -65,13 +83,22 @@ struct ScriptNames {
   std::string rcsweep;                 ///< default RCSWEEP (this program)
   std::string summary;                 ///< comment lines (plan, estimate) put under the first line, without '#'
   std::vector<std::string> overrides;  ///< command-line overrides of the sweep file, passed to `rcsweep run`
+  SiteOptions site;                    ///< account, partition, ...: lines after the sized directives
+  std::string setup;                   ///< default RCSWEEP_SETUP (absolute path; "": none)
 };
+
+/// The absolute paths the script bakes in (sweep file, output, program, setup) that compute nodes
+/// may not see: under /tmp, /dev/shm or /run (local to a node), or under `home` when the job has
+/// more than one node (home directories are not always mounted on compute nodes). Each as
+/// "what path", in that order.
+std::vector<std::string> unshared_paths(const ScriptNames& names, int nodes, const std::string& home);
 
 /// The shipped script (jobs/slurm/mpi_job.sh or array_job.sh, jobs/pbs/...) for `sizing`: its
 /// scheduler directives sized (nodes, ranks, walltime, memory, array range; with threads per rank,
 /// Slurm's --cpus-per-task and PBS's ncpus = mpiprocs x ompthreads) and its defaults set (SWEEP,
-/// OUT, RCSWEEP, SHARDS, THREADS); the overrides, quoted, follow "$SWEEP" in its `rcsweep run`
-/// command; the rest unchanged.
+/// OUT, RCSWEEP, SHARDS, THREADS, RCSWEEP_SETUP when names.setup is given); the overrides, quoted, follow "$SWEEP" in its `rcsweep run`
+/// command; the site's lines (site_directives) follow the template's last directive, whose own
+/// `#SBATCH --exclusive` is dropped unless site.exclusive; the rest unchanged.
 std::string job_script(Scheduler scheduler, const JobSizing& sizing, const ScriptNames& names);
 
 /// As job_script, with the template given (tests).

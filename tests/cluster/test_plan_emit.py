@@ -2,12 +2,13 @@
 (an array of shards when the sweep does not fit --hours), refuse bad options naming them (exit 2),
 and the Slurm one is accepted and run by the test Slurm (conftest.Slurm), giving the direct run's
 store."""
+import os
 import re
 import subprocess
 
 import pytest
 
-from conftest import BIN, DATA, assert_same_results
+from conftest import BIN, DATA, JOBS, assert_same_results
 
 BIG = DATA / "big.toml"  # planned only: more than an hour on one core by the cost model
 
@@ -118,6 +119,98 @@ def test_bad_emit_options_exit_2_naming_the_option(args, key):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert key in proc.stderr
     assert proc.stdout == ""  # no script
+
+
+SITE = ["--account", "proj42", "--partition", "compute", "--directive=--constraint=zen4", "--directive=--mail-type=END"]
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
+@pytest.mark.parametrize("big", [False, True])
+def test_site_options_become_directives(scheduler, big, tmp_path):
+    sweep, sizing = (BIG, ["--cores", 1, "--hours", 1]) if big else (DATA / "small.toml", ["--cores", 2])
+    plain = emit(sweep, "--emit", scheduler, *sizing)
+    assert plain.returncode == 0, plain.stderr
+    # nothing asked: no account, partition, qos, exclusive
+    assert not re.search(r"^#(SBATCH --(account|partition|qos|exclusive)|PBS -A|PBS -q|PBS -l place)", plain.stdout, re.M)
+    pbs = scheduler == "pbs"
+    directive = ["--directive=-m ae"] if pbs else ["--qos", "normal"] + SITE[4:]
+    site = emit(sweep, "--emit", scheduler, *sizing, *SITE[:4], *directive, "--exclusive")
+    assert site.returncode == 0, site.stderr
+    bash_n(site.stdout, tmp_path, "site.sh")
+    if pbs:
+        lines = re.findall(r"^#PBS (.*)$", site.stdout, re.M)
+        assert lines[-4:] == ["-A proj42", "-q compute", "-l place=excl", "-m ae"], lines
+    else:
+        lines = re.findall(r"^#SBATCH (.*)$", site.stdout, re.M)
+        assert lines[-6:] == ["--account=proj42", "--partition=compute", "--qos=normal", "--exclusive",
+                              "--constraint=zen4", "--mail-type=END"], lines
+        d = directives(site.stdout, "#SBATCH")
+        assert (d["account"], d["partition"], d["qos"], d["exclusive"]) == ("proj42", "compute", "normal", "")
+    # the rest as without them
+    added = set(site.stdout.splitlines()) - set(plain.stdout.splitlines())
+    assert added == {("#PBS " if pbs else "#SBATCH ") + line for line in lines[-(4 if pbs else 6):]}, added
+
+
+@pytest.mark.parametrize("args,key", [
+    (["--emit", "pbs", "--qos", "normal"], "--qos"),
+    (["--emit", "slurm", "--account", "#proj"], "--account"),
+    (["--emit", "slurm", "--partition", "a b"], "--partition"),
+    (["--emit", "slurm", "--qos", "a\nb"], "--qos"),
+    (["--emit", "slurm", "--directive=#SBATCH --mem=1G"], "--directive"),
+    (["--emit", "pbs", "--directive=-l a\n#PBS -l b"], "--directive"),
+    (["--emit", "pbs", "--setup", "/nonexistent/env.sh"], "--setup"),
+])
+def test_bad_site_options_exit_2_naming_the_option(args, key):
+    proc = emit(DATA / "small.toml", *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert key in proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
+def test_setup_file_is_sourced_first(scheduler, tmp_path):
+    setup = tmp_path / "env.sh"
+    setup.write_text('echo "setup ran"\nexport THREADS=0\n')  # a bad THREADS stops the script right after
+    proc = emit(DATA / "small.toml", "--emit", scheduler, "--cores", 2, "--setup", setup)
+    assert proc.returncode == 0, proc.stderr
+    assert f"\nRCSWEEP_SETUP=${{RCSWEEP_SETUP:-{setup}}}\n" in proc.stdout
+    script = bash_n(proc.stdout, tmp_path, "job.sh")
+    # run by hand: the setup runs first and its variables reach the script (which refuses THREADS=0,
+    # exit 2, before running anything). A missing setup file stops the script (exit 2) first.
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("localhost\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PBS_NODEFILE": str(nodefile)}
+    ran = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert ran.returncode == 2 and "setup ran" in ran.stdout, ran.stdout + ran.stderr
+    assert "THREADS=0: not a positive integer" in ran.stderr, ran.stdout + ran.stderr
+    gone = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={**env, "RCSWEEP_SETUP": str(tmp_path / "missing.sh")})
+    assert gone.returncode == 2 and "RCSWEEP_SETUP=" in gone.stderr and "setup ran" not in gone.stdout, gone.stderr
+    # the shipped scripts themselves: RCSWEEP_SETUP unset, nothing sourced
+    for name in ["mpi_job.sh", "array_job.sh", "merge_job.sh"]:
+        text = (JOBS / scheduler / name).read_text()
+        assert "\nRCSWEEP_SETUP=${RCSWEEP_SETUP:-}\n" in text and '  source "$RCSWEEP_SETUP"\n' in text, name
+
+
+def test_paths_compute_nodes_may_not_see_are_warned(tmp_path):
+    local = tmp_path / "local.toml"  # pytest's tmp_path is under /tmp
+    local.write_text((DATA / "small.toml").read_text())
+    assert str(local).startswith("/tmp/")
+    proc = emit(local, "--emit", "slurm", "--cores", 2)
+    assert proc.returncode == 0 and proc.stdout.startswith("#!/bin/bash"), proc.stderr  # written all the same
+    assert f"warning: the script names the sweep file {local}, which compute nodes may not see" in proc.stderr
+    # a home directory: only for a job of several nodes
+    home = {**os.environ, "HOME": str(DATA)}
+    one = subprocess.run([BIN, "plan", DATA / "small.toml", "--emit", "slurm", "--cores", "2"], env=home,
+                         capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0 and "warning" not in one.stderr, one.stderr
+    many = subprocess.run([BIN, "plan", DATA / "small.toml", "--emit", "pbs", "--cores", "2", "--nodes", "2"], env=home,
+                          capture_output=True, text=True, timeout=120)
+    assert many.returncode == 0 and many.stdout.startswith("#!/bin/bash"), many.stderr
+    assert f"warning: the script names the sweep file {DATA / 'small.toml'}, which compute nodes" in many.stderr
+    # elsewhere: no warning
+    shared = emit(DATA / "small.toml", "--emit", "pbs", "--cores", 2, "--nodes", 2)
+    assert shared.returncode == 0 and "warning" not in shared.stderr, shared.stderr
 
 
 def test_emitted_slurm_script_runs_on_slurm(slurm, reference):

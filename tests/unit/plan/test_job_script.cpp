@@ -130,7 +130,7 @@ TEST(JobScript, CompiledInTemplatesAreTheShippedScripts) {
 }
 
 plan::ScriptNames names() {
-  return {"/data/my sweep.toml", "out.h5", "mtg grid", "/opt/rcsweep/bin/rcsweep", "plan abc\nsecond", {}};
+  return {"/data/my sweep.toml", "out.h5", "mtg grid", "/opt/rcsweep/bin/rcsweep", "plan abc\nsecond", {}, {}, ""};
 }
 
 /// Every line of `shipped` is in `emitted` except those starting with one of `changed`.
@@ -159,8 +159,10 @@ TEST(JobScript, SlurmMpiJobIsTheShippedScriptSized) {
   EXPECT_TRUE(has_line(text, "SWEEP=${1:-${SWEEP:-'/data/my sweep.toml'}}"));
   EXPECT_TRUE(has_line(text, "OUT=${2:-${OUT:-out.h5}}"));
   EXPECT_TRUE(has_line(text, "RCSWEEP=${RCSWEEP:-/opt/rcsweep/bin/rcsweep}"));
+  EXPECT_FALSE(has_line(text, "#SBATCH --exclusive"));  // only with plan --exclusive
   expect_rest_unchanged(read("jobs/slurm/mpi_job.sh"), text,
-                        {"#SBATCH --job-name=", "#SBATCH --nodes=", "#SBATCH --time=", "SWEEP=", "OUT=", "RCSWEEP="});
+                        {"#SBATCH --job-name=", "#SBATCH --nodes=", "#SBATCH --time=", "#SBATCH --exclusive",
+                         "SWEEP=", "OUT=", "RCSWEEP="});
 }
 
 TEST(JobScript, ShardedSweepsGetTheArrayScripts) {
@@ -306,9 +308,105 @@ TEST(JobScript, OverridesFollowTheSweepFileOfTheRunCommandQuoted) {
     }
 }
 
+TEST(JobScript, SiteDirectivesOnlyWhenAsked) {
+  const auto s = plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 24});
+  const auto sharded = plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 4});
+  ASSERT_GT(sharded.shards, 1);
+  // none asked: no account, partition, qos, and no --exclusive (the shipped mpi_job.sh has one for
+  // use by hand)
+  EXPECT_TRUE(has_line(read("jobs/slurm/mpi_job.sh"), "#SBATCH --exclusive"));
+  for (const auto& sizing : {s, sharded}) {
+    const auto slurm = plan::job_script(Scheduler::slurm, sizing, names());
+    for (const char* option : {"--exclusive", "--account", "--partition", "--qos"})
+      EXPECT_EQ(slurm.find(std::string("#SBATCH ") + option), std::string::npos) << option;
+    const auto pbs = plan::job_script(Scheduler::pbs, sizing, names());
+    for (const char* option : {"-A ", "-q ", "-l place="})
+      EXPECT_EQ(pbs.find(std::string("#PBS ") + option), std::string::npos) << option;
+  }
+
+  auto with = names();
+  with.site = {"proj42", "compute", "normal", {"--constraint=zen4", "--mail-type=END"}, true};
+  for (const auto& sizing : {s, sharded}) {
+    const auto slurm = plan::job_script(Scheduler::slurm, sizing, with);
+    // after the template's last directive, in this order; the rest as without them
+    EXPECT_NE(
+        slurm.find("#SBATCH --output=rcsweep-%" + std::string(sizing.shards > 1 ? "A_%a" : "j") +
+                   ".out\n#SBATCH --account=proj42\n#SBATCH --partition=compute\n#SBATCH --qos=normal\n"
+                   "#SBATCH --exclusive\n#SBATCH --constraint=zen4\n#SBATCH --mail-type=END\nset -euo pipefail\n"),
+        std::string::npos)
+        << slurm;
+    EXPECT_EQ(added_lines(plan::job_script(Scheduler::slurm, sizing, names()), slurm).size(), 6u);
+  }
+  with.site.qos.clear();
+  with.site.directives = {"-l place=scatter", "-m ae"};
+  const auto pbs = plan::job_script(Scheduler::pbs, s, with);
+  EXPECT_NE(pbs.find("#PBS -V\n#PBS -A proj42\n#PBS -q compute\n#PBS -l place=excl\n#PBS -l place=scatter\n"
+                     "#PBS -m ae\nset -euo pipefail\n"),
+            std::string::npos)
+      << pbs;
+}
+
+TEST(JobScript, BadSiteValuesNameTheOption) {
+  const auto s = plan::size_job({100, 1, 10, 1e6}, {1, 8, 24});
+  const auto key = [&](Scheduler scheduler, plan::SiteOptions site) {
+    auto with = names();
+    with.site = std::move(site);
+    return error_key([&] { plan::job_script(scheduler, s, with); });
+  };
+  EXPECT_EQ(key(Scheduler::slurm, {"a\nb", "", "", {}, false}), "--account");
+  EXPECT_EQ(key(Scheduler::slurm, {"#proj", "", "", {}, false}), "--account");
+  EXPECT_EQ(key(Scheduler::pbs, {"", "two words", "", {}, false}), "--partition");
+  EXPECT_EQ(key(Scheduler::slurm, {"", "", "hi\r", {}, false}), "--qos");
+  EXPECT_EQ(key(Scheduler::pbs, {"", "", "normal", {}, false}), "--qos");  // PBS has no qos
+  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {"--mem=1G", "#SBATCH --x"}, false}), "--directive");
+  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {" # x"}, false}), "--directive");
+  EXPECT_EQ(key(Scheduler::pbs, {"", "", "", {"-l a\n#PBS -l b"}, false}), "--directive");
+  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {"  "}, false}), "--directive");
+  EXPECT_EQ(key(Scheduler::slurm, {"p", "q", "r", {"--x y"}, true}), "");
+  EXPECT_EQ(key(Scheduler::pbs, {"p", "q", "", {"-l x=y"}, true}), "");
+  // every bad value is named
+  try {
+    plan::check_site(Scheduler::pbs, {"#a", "b\n", "q", {}, false});
+    ADD_FAILURE() << "not refused";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.issues().size(), 3u) << e.what();
+  }
+}
+
+TEST(JobScript, SetupFileIsTheDefaultOfRcsweepSetup) {
+  const auto s = plan::size_job({100, 1, 10, 1e6}, {1, 8, 24});
+  for (const auto scheduler : {Scheduler::slurm, Scheduler::pbs}) {
+    EXPECT_TRUE(has_line(plan::job_script(scheduler, s, names()), "RCSWEEP_SETUP=${RCSWEEP_SETUP:-}"));
+    auto with = names();
+    with.setup = "/site/rcsweep env.sh";
+    const auto text = plan::job_script(scheduler, s, with);
+    EXPECT_TRUE(has_line(text, "RCSWEEP_SETUP=${RCSWEEP_SETUP:-'/site/rcsweep env.sh'}")) << text;
+    // sourced before the settings are read
+    EXPECT_LT(text.find("  source \"$RCSWEEP_SETUP\""), text.find("\nSWEEP=${1:-"));
+  }
+}
+
+TEST(JobScript, PathsComputeNodesMayNotSee) {
+  auto n = names();  // /data/my sweep.toml, out.h5 (relative), /opt/rcsweep/bin/rcsweep
+  EXPECT_TRUE(plan::unshared_paths(n, 4, "/home/me").empty());
+  n.sweep_file = "/tmp/s.toml";
+  n.output = "/dev/shm/o.h5";
+  n.rcsweep = "/home/me/bin/rcsweep";
+  n.setup = "/run/user/1/env.sh";
+  EXPECT_EQ(
+      plan::unshared_paths(n, 1, "/home/me"),
+      (std::vector<std::string>{"sweep file /tmp/s.toml", "output /dev/shm/o.h5", "setup file /run/user/1/env.sh"}));
+  EXPECT_EQ(plan::unshared_paths(n, 2, "/home/me/").size(), 4u);  // home: only when several nodes
+  n = names();
+  n.sweep_file = "/tmpdata/s.toml";  // a prefix of the name is not the directory
+  n.rcsweep = "/home/meself/rcsweep";
+  EXPECT_TRUE(plan::unshared_paths(n, 2, "/home/me").empty());
+  EXPECT_TRUE(plan::unshared_paths(n, 2, "/").empty());  // HOME=/ is everything: no warning
+}
+
 TEST(JobScript, PbsNamesStartWithALetter) {
   const auto text = plan::job_script(Scheduler::pbs, plan::size_job({100, 1, 10, 1e6}, {1, 8, 24}),
-                                     {"s.toml", "o.h5", "2025 grid of everything", "rcsweep", "", {}});
+                                     {"s.toml", "o.h5", "2025 grid of everything", "rcsweep", "", {}, {}, ""});
   EXPECT_TRUE(has_line(text, "#PBS -N r2025gridofever"));
 }
 
