@@ -4,7 +4,9 @@ and the Slurm one is accepted and run by the test Slurm (conftest.Slurm), giving
 store."""
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -199,18 +201,28 @@ def test_paths_compute_nodes_may_not_see_are_warned(tmp_path):
     proc = emit(local, "--emit", "slurm", "--cores", 2)
     assert proc.returncode == 0 and proc.stdout.startswith("#!/bin/bash"), proc.stderr  # written all the same
     assert f"warning: the script names the sweep file {local}, which compute nodes may not see" in proc.stderr
-    # a home directory: only for a job of several nodes
-    home = {**os.environ, "HOME": str(DATA)}
-    one = subprocess.run([BIN, "plan", DATA / "small.toml", "--emit", "slurm", "--cores", "2"], env=home,
-                         capture_output=True, text=True, timeout=120)
-    assert one.returncode == 0 and "warning" not in one.stderr, one.stderr
-    many = subprocess.run([BIN, "plan", DATA / "small.toml", "--emit", "pbs", "--cores", "2", "--nodes", "2"], env=home,
-                          capture_output=True, text=True, timeout=120)
-    assert many.returncode == 0 and many.stdout.startswith("#!/bin/bash"), many.stderr
-    assert f"warning: the script names the sweep file {DATA / 'small.toml'}, which compute nodes" in many.stderr
-    # elsewhere: no warning
-    shared = emit(DATA / "small.toml", "--emit", "pbs", "--cores", 2, "--nodes", 2)
-    assert shared.returncode == 0 and "warning" not in shared.stderr, shared.stderr
+    # a home directory: only for a job of several nodes. The sweep file goes to a home made under
+    # /var/tmp (the checkout, and so the program, may itself lie under /tmp: only the lines about
+    # the sweep file are checked).
+    home_dir = tempfile.mkdtemp(dir="/var/tmp")
+    try:
+        sweep = os.path.join(home_dir, "small.toml")
+        shutil.copy(DATA / "small.toml", sweep)
+        home = {**os.environ, "HOME": home_dir}
+        about = f"warning: the script names the sweep file {sweep}, which compute nodes"
+        one = subprocess.run([BIN, "plan", sweep, "--emit", "slurm", "--cores", "2"], env=home,
+                             capture_output=True, text=True, timeout=120)
+        assert one.returncode == 0 and about not in one.stderr, one.stderr
+        many = subprocess.run([BIN, "plan", sweep, "--emit", "pbs", "--cores", "2", "--nodes", "2"], env=home,
+                              capture_output=True, text=True, timeout=120)
+        assert many.returncode == 0 and many.stdout.startswith("#!/bin/bash"), many.stderr
+        assert about in many.stderr
+        # elsewhere (HOME not above it, not under /tmp, /dev/shm or /run): no warning about it
+        elsewhere = subprocess.run([BIN, "plan", sweep, "--emit", "pbs", "--cores", "2", "--nodes", "2"],
+                                   env={**os.environ, "HOME": str(DATA)}, capture_output=True, text=True, timeout=120)
+        assert elsewhere.returncode == 0 and "names the sweep file" not in elsewhere.stderr, elsewhere.stderr
+    finally:
+        shutil.rmtree(home_dir, ignore_errors=True)
 
 
 def test_emitted_slurm_script_runs_on_slurm(slurm, reference):
