@@ -57,6 +57,9 @@ def assert_done_tasks_match(store, reference):
             assert np.array_equal(xs, ys), f"{k} differs in a done task"
 
 
+RESTART_STALL_S = 120  # a resume after a node failure takes well under this (medium.toml: ~10 s)
+
+
 def run(cmd, timeout=300):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
@@ -140,7 +143,17 @@ def test_node_failure_ends_the_job_and_the_same_command_completes_it(nodes, tmp_
     with h5py.File(store, "r") as f:
         kept = f["tasks"][...]
 
-    again = run(cmd)
+    # Open MPI 4.1's start-up over a link just restored sometimes stalls in a TCP connect
+    # ("Operation now in progress") and never gets going (seen about one run in three of this case
+    # under load): such an mpiexec is ended and the command run once more, which is what a user
+    # does (docs/GUARANTEES.md "What is not guaranteed"). Rank 0 notices its launcher gone and lets
+    # go of the store within seconds.
+    try:
+        again = run(cmd, timeout=RESTART_STALL_S)
+    except subprocess.TimeoutExpired:
+        print(f"mpiexec stalled starting over the restored link for {RESTART_STALL_S} s: run once more")
+        time.sleep(10)
+        again = run(cmd)
     assert again.returncode == 0, again.stderr
     assert "resuming" in again.stderr
     with h5py.File(store, "r") as f:
