@@ -57,7 +57,7 @@ def assert_done_tasks_match(store, reference):
             assert np.array_equal(xs, ys), f"{k} differs in a done task"
 
 
-RESTART_STALL_S = 120  # a resume after a node failure takes well under this (medium.toml: ~10 s)
+RESTART_STALL_S = 60  # a resume after a node failure takes well under this (medium.toml: ~10 s)
 
 
 def run(cmd, timeout=300):
