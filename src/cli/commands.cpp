@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/units.hpp"
 #include "base/parallel.hpp"
 #include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
@@ -44,29 +45,6 @@ namespace {
 // Resident memory of an idle rank (MPI, BLAS, HDF5 and the program), measured: about 37 MiB.
 constexpr double program_bytes = plan::rank_program_bytes;
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
-  return buf;
-}
-
-std::string human_seconds(double s) {
-  char buf[32];
-  if (s < 120)
-    std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else if (s < 7200)
-    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
-  return buf;
-}
-
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
@@ -86,16 +64,10 @@ double memory_budget(const std::string& mem_per_rank, int ranks_on_node, std::st
 /// Refuse (ConfigError on --mem-per-rank) a plan whose largest bundle, run on `threads` threads
 /// (plan/threads.hpp: concurrent small tasks each hold their temporaries), does not fit the budget.
 void check_memory(const plan::Plan& plan, int threads, double budget, const std::string& source) {
-  const plan::Bundle* worst = nullptr;
-  std::size_t worst_bytes = 0;
-  for (const auto& b : plan.bundles) {
-    const std::size_t bytes = plan::unit_bytes(b, plan::thread_mode(plan, b.tasks, threads), threads, b.tasks.size());
-    if (!worst || bytes > worst_bytes) {
-      worst = &b;
-      worst_bytes = bytes;
-    }
-  }
-  if (!worst || static_cast<double>(worst_bytes) + program_bytes <= budget) return;
+  const plan::LargestBundle largest = plan::largest_bundle(plan, threads);
+  const std::size_t worst_bytes = largest.bytes;
+  if (plan.bundles.empty() || static_cast<double>(worst_bytes) + program_bytes <= budget) return;
+  const plan::Bundle* worst = &plan.bundles[largest.index];
   const auto& m = plan.models.at(plan.tasks.at(worst->tasks.front()).point);
   throw ConfigError({{"--mem-per-rank",
                       "the largest bundle (" + std::to_string(worst->tasks.size()) + " tasks with T = " +

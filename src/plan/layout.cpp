@@ -5,33 +5,11 @@
 #include <stdexcept>
 
 #include "base/error.hpp"
+#include "base/units.hpp"
 #include "plan/threads.hpp"
 
 namespace rcsweep::plan {
 namespace {
-
-std::string bytes_text(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
-  return buf;
-}
-
-std::string seconds_text(double s) {
-  char buf[32];
-  if (s < 120)
-    std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else if (s < 7200)
-    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
-  return buf;
-}
 
 std::string gflop(double flops) {
   char buf[32];
@@ -79,16 +57,16 @@ std::string bundle_text(const Plan& plan, const Bundle& b) {
 /// No layout fits: the error names the memory option that sets the budget.
 ConfigError memory_error(const Plan& plan, const LayoutRequest& request, const LayoutEstimate& closest) {
   const std::string bundle = "the largest bundle (" + bundle_text(plan, plan.bundles.at(closest.largest)) +
-                             ") needs about " + bytes_text(closest.bytes_per_rank) + " per rank";
+                             ") needs about " + human_bytes(closest.bytes_per_rank) + " per rank";
   if (request.mem_per_rank > 0)
-    return ConfigError({{"--mem-per-rank", bundle + ", more than the budget of " + bytes_text(request.mem_per_rank) +
+    return ConfigError({{"--mem-per-rank", bundle + ", more than the budget of " + human_bytes(request.mem_per_rank) +
                                                " (" + request.memory_source +
                                                "); give each rank more memory (fewer ranks per node) or make the "
                                                "tasks smaller"}});
   return ConfigError(
       {{"--mem-per-node", bundle + " with " + describe(closest) + " per node, more than the " +
-                              bytes_text(closest.budget_per_rank) + " each rank gets of the node's " +
-                              bytes_text(request.mem_per_node) + " (" + request.memory_source +
+                              human_bytes(closest.budget_per_rank) + " each rank gets of the node's " +
+                              human_bytes(request.mem_per_node) + " (" + request.memory_source +
                               "); give the job nodes with more memory (--mem-per-node) or make the tasks smaller"}});
 }
 
@@ -134,15 +112,9 @@ LayoutEstimate estimate_layout(const Plan& plan, const std::vector<BundleWork>& 
   e.ranks = static_cast<int>(std::min(static_cast<long long>(std::max(request.nodes, 1)) * per_node, tasks));
   e.ranks_per_node = static_cast<int>(std::min<long long>(per_node, e.ranks));
   e.budget_per_rank = request.mem_per_rank > 0 ? request.mem_per_rank : request.mem_per_node / e.ranks_per_node;
-  double largest = 0.0;
-  for (std::size_t i = 0; i < plan.bundles.size(); ++i) {
-    const Bundle& b = plan.bundles[i];
-    if (b.tasks.empty()) continue;
-    const auto bytes = static_cast<double>(
-        unit_bytes(b, thread_mode(plan, b.tasks, e.threads), e.threads, b.tasks.size()));
-    if (bytes > largest) largest = bytes, e.largest = i;
-  }
-  e.bytes_per_rank = largest + rank_program_bytes;
+  const LargestBundle largest = largest_bundle(plan, e.threads);
+  e.largest = largest.index;
+  e.bytes_per_rank = static_cast<double>(largest.bytes) + rank_program_bytes;
   e.makespan_s = schedule_on_threads(plan, work, e.ranks, e.threads).makespan_s;
   return e;
 }
@@ -168,14 +140,14 @@ Layout choose_layout(const Plan& plan, const std::vector<BundleWork>& work, cons
     return out;
   };
   const auto use = [&](const LayoutEstimate& e) {
-    return bytes_text(e.bytes_per_rank) + " of " + bytes_text(e.budget_per_rank) + " per rank";
+    return human_bytes(e.bytes_per_rank) + " of " + human_bytes(e.budget_per_rank) + " per rank";
   };
   if (request.threads > 0) {  // forced: only this layout's memory and time
     const auto e = estimate_layout(plan, work, request, request.threads);
     out.candidates = {e};
     if (!e.fits()) throw memory_error(plan, request, e);
     return finish(e, "set by --threads " + std::to_string(request.threads) + "; the largest bundle needs " + use(e) +
-                         ", about " + seconds_text(e.makespan_s));
+                         ", about " + human_seconds(e.makespan_s));
   }
 
   for (const int t : thread_candidates(request.cores_per_node))
@@ -223,10 +195,10 @@ Layout choose_layout(const Plan& plan, const std::vector<BundleWork>& work, cons
     why = "the largest task's layer is about " + gflop(largest_flops) + " GFLOP (split over the threads from " +
           gflop(layer_split_min_flops) + " GFLOP on)";
   if (pick->threads == 1)
-    return finish(*pick, why + "; more threads per rank would not be faster, about " + seconds_text(pick->makespan_s));
+    return finish(*pick, why + "; more threads per rank would not be faster, about " + human_seconds(pick->makespan_s));
   std::string reason = why + "; " + plural(pick->threads, "thread") + " per rank: about " +
-                       seconds_text(pick->makespan_s);
-  if (one.fits()) reason += " instead of " + seconds_text(one.makespan_s) + " with one thread per rank";
+                       human_seconds(pick->makespan_s);
+  if (one.fits()) reason += " instead of " + human_seconds(one.makespan_s) + " with one thread per rank";
   reason += ", the largest bundle needs " + use(*pick);
   return finish(*pick, reason);
 }

@@ -43,6 +43,17 @@ std::vector<std::size_t> task_order(const Plan& plan, const std::vector<std::uin
   return order;
 }
 
+LargestBundle largest_bundle(const Plan& plan, int threads) {
+  LargestBundle largest;
+  for (std::size_t i = 0; i < plan.bundles.size(); ++i) {
+    const Bundle& b = plan.bundles[i];
+    if (b.tasks.empty()) continue;
+    const std::size_t bytes = unit_bytes(b, thread_mode(plan, b.tasks, threads), threads, b.tasks.size());
+    if (bytes > largest.bytes) largest = {i, bytes};
+  }
+  return largest;
+}
+
 std::string to_string(ThreadMode mode) { return mode == ThreadMode::tasks ? "tasks" : "layer"; }
 
 double unit_seconds(ThreadMode mode, const std::vector<double>& task_s, double shared_s, int threads) {

@@ -35,6 +35,14 @@ ThreadMode thread_mode(const Plan& plan, const std::vector<std::uint64_t>& tasks
 /// a mixer, the longest tasks first (by plan::layer_flops).
 std::vector<std::size_t> task_order(const Plan& plan, const std::vector<std::uint64_t>& tasks);
 
+/// The bundle with the largest working set on `threads` threads (unit_bytes in its thread_mode):
+/// its index in plan.bundles and its bytes ({0, 0} without bundles).
+struct LargestBundle {
+  std::size_t index = 0;
+  std::size_t bytes = 0;
+};
+LargestBundle largest_bundle(const Plan& plan, int threads);
+
 /// "tasks" or "layer".
 std::string to_string(ThreadMode mode);
 
