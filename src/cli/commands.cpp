@@ -3,6 +3,7 @@
 #include "cli/calibrate.hpp"
 #include "cli/launch.hpp"
 #include "metrics/metrics.hpp"
+#include "plan/adaptive.hpp"
 #include "plan/cost_model.hpp"
 
 #include <sys/wait.h>
@@ -322,6 +323,8 @@ int run_command(const RunArgs& args) {
                    s.exit_code() == 4 ? "stopped" : "finished", human_seconds(s.wall_s).c_str(),
                    static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(s.diverged),
                    static_cast<unsigned long long>(s.failed));
+      if (s.not_needed)
+        std::fprintf(stderr, ", %llu replicates not needed", static_cast<unsigned long long>(s.not_needed));
       if (s.skipped) std::fprintf(stderr, " (%llu were already finished)", static_cast<unsigned long long>(s.skipped));
       std::fprintf(stderr, "; store %s\n", opt.output.c_str());
       if (s.exit_code() == 3)
@@ -573,7 +576,13 @@ int plan_command(const PlanArgs& args) {
   }
   if (!spec.depth_axis.empty())
     std::printf("  depth: layers 0..%d recorded once per task (depth is not a task dimension)\n", plan.max_depth);
-  std::printf("points        %zu x %d replicates = %zu tasks", plan.points.size(), spec.replicates, plan.tasks.size());
+  if (spec.adaptive.enabled())
+    std::printf("points        %zu x %d to %d replicates (adaptive, step %d) = %zu to %zu tasks", plan.points.size(),
+                spec.adaptive.min, spec.replicates, spec.adaptive.step,
+                plan.points.size() * static_cast<std::size_t>(spec.adaptive.min), plan.tasks.size());
+  else
+    std::printf("points        %zu x %d replicates = %zu tasks", plan.points.size(), spec.replicates,
+                plan.tasks.size());
   if (args.shard.count > 1) std::printf(" (shard %d/%d: %zu tasks)", args.shard.index, args.shard.count, shard_tasks);
   std::printf("\nbundles       %zu (tasks with the same replicate, T and d share their random weights)\n",
               plan.bundles.size());
@@ -581,9 +590,27 @@ int plan_command(const PlanArgs& args) {
               spec.output.spectra == config::Spectra::none   ? "none"
               : spec.output.spectra == config::Spectra::last ? "last layer"
                                                              : "all layers");
-  std::printf("work          %.3g GFLOP, about %s on one core (%s)\n", flops / 1e9, human_seconds(core_s).c_str(),
-              stored ? ("rates of this machine from " + calibration_path().string()).c_str()
-                     : "rough: this machine is not calibrated, run `rcsweep calibrate` once");
+  const std::string rates_text = stored ? "rates of this machine from " + calibration_path().string()
+                                        : "rough: this machine is not calibrated, run `rcsweep calibrate` once";
+  if (spec.adaptive.enabled()) {
+    // The least work: every point stops at min replicates; the most: every point needs max.
+    double min_core_s = 0.0;
+    std::vector<std::uint64_t> shard_ids;
+    for (const auto& b : plan.bundles) {
+      std::vector<std::uint64_t> first;
+      for (const auto id : b.tasks)
+        if (plan.tasks[id].replicate < spec.adaptive.min) first.push_back(id);
+      shard_ids.insert(shard_ids.end(), b.tasks.begin(), b.tasks.end());
+      if (!first.empty()) min_core_s += plan::bundle_work(plan, first, rates).seconds();
+    }
+    const auto range = plan::cost_range(plan, shard_ids);
+    std::printf("work          %.3g to %.3g GFLOP, about %s to %s on one core (%s); the targets decide\n",
+                range.min_flops / 1e9, range.max_flops / 1e9, human_seconds(min_core_s).c_str(),
+                human_seconds(core_s).c_str(), rates_text.c_str());
+  } else {
+    std::printf("work          %.3g GFLOP, about %s on one core (%s)\n", flops / 1e9, human_seconds(core_s).c_str(),
+                rates_text.c_str());
+  }
   std::printf("peak memory   %s per rank (largest bundle %s%s + program %s)\n",
               human_bytes(chosen.bytes_per_rank).c_str(), human_bytes(chosen.bytes_per_rank - program_bytes).c_str(),
               threads > 1 ? (" on " + std::to_string(threads) + " threads").c_str() : "",
@@ -638,12 +665,18 @@ int print_info(const std::filesystem::path& path) {
   std::printf("libraries     %s; HDF5 %s\n", info.blas.c_str(), info.hdf5_version.c_str());
   std::printf("tasks         %llu (%llu points), layers 0..%d\n", static_cast<unsigned long long>(info.n_tasks),
               static_cast<unsigned long long>(info.n_points), info.max_depth);
-  const double pct = info.n_tasks ? 100.0 * static_cast<double>(info.n_done + info.n_failed + info.n_diverged) /
-                                        static_cast<double>(info.n_tasks)
-                                  : 100.0;
-  std::printf("progress      %.1f%% finished: %llu done, %llu diverged, %llu failed, %llu pending\n", pct,
+  const double pct = info.n_tasks
+                         ? 100.0 *
+                               static_cast<double>(info.n_done + info.n_failed + info.n_diverged + info.n_not_needed) /
+                               static_cast<double>(info.n_tasks)
+                         : 100.0;
+  const std::string not_needed = info.n_not_needed
+                                     ? ", " + std::to_string(info.n_not_needed) + " not needed (adaptive replicates)"
+                                     : "";
+  std::printf("progress      %.1f%% finished: %llu done, %llu diverged, %llu failed%s, %llu pending\n", pct,
               static_cast<unsigned long long>(info.n_done), static_cast<unsigned long long>(info.n_diverged),
-              static_cast<unsigned long long>(info.n_failed), static_cast<unsigned long long>(info.n_pending));
+              static_cast<unsigned long long>(info.n_failed), not_needed.c_str(),
+              static_cast<unsigned long long>(info.n_pending));
   // Which BLAS kernel (CPU, host) computed the finished tasks: bitwise reproducible on one kernel only.
   std::vector<std::string> kernels;
   for (const auto& [p, n] : info.platforms)
@@ -694,7 +727,7 @@ int print_info_json(const std::filesystem::path& path) {
       "{\"store\": %s, \"format\": %s, \"schema_version\": %d, \"plan_hash\": %s, \"rcsweep_version\": %s, "
       "\"git_commit\": %s, \"created\": %s, \"finished\": %s, \"host\": %s, \"mpi_ranks\": %d, \"threads\": %d, \"blas_threads\": %d, "
       "\"blas\": %s, \"hdf5_version\": %s, \"n_tasks\": %s, \"n_points\": %s, \"max_depth\": %d, "
-      "\"tasks\": {\"pending\": %s, \"done\": %s, \"failed\": %s, \"diverged\": %s}, \"platforms\": %s, "
+      "\"tasks\": {\"pending\": %s, \"done\": %s, \"failed\": %s, \"diverged\": %s, \"not_needed\": %s}, \"platforms\": %s, "
       "\"overrides\": %s, \"reused\": %s, \"axes\": %s, \"datasets\": %s, \"config\": %s}\n",
       json_string(path.string()).c_str(), json_string(info.format).c_str(), info.schema_version,
       json_string(info.plan_hash).c_str(), json_string(info.rcsweep_version).c_str(),
@@ -702,8 +735,9 @@ int print_info_json(const std::filesystem::path& path) {
       json_string(info.host).c_str(), info.mpi_ranks, info.threads, info.blas_threads, json_string(info.blas).c_str(),
       json_string(info.hdf5_version).c_str(), u(info.n_tasks).c_str(), u(info.n_points).c_str(), info.max_depth,
       u(info.n_pending).c_str(), u(info.n_done).c_str(), u(info.n_failed).c_str(), u(info.n_diverged).c_str(),
-      platforms.c_str(), json_strings(info.overrides).c_str(), json_strings(info.reused).c_str(),
-      json_strings(info.axes).c_str(), json_strings(info.datasets).c_str(), json_string(info.config).c_str());
+      u(info.n_not_needed).c_str(), platforms.c_str(), json_strings(info.overrides).c_str(),
+      json_strings(info.reused).c_str(), json_strings(info.axes).c_str(), json_strings(info.datasets).c_str(),
+      json_string(info.config).c_str());
   return 0;
 }
 

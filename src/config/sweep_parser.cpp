@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -20,6 +21,7 @@
 
 #include "base/error.hpp"
 #include "config/overrides_toml.hpp"
+#include "metrics/metrics.hpp"
 
 namespace rcsweep::config {
 namespace {
@@ -240,6 +242,10 @@ class Parser {
 
     if (issues_.empty() && spec_.output.gradients != Spectra::none && spec_.max_depth() == 0)
       issue("output.gradients", "gradient norms need depth >= 1 (the sweep's depth is 0)");
+    for (std::size_t k = 0; k < spec_.adaptive.targets.size() && issues_.empty(); ++k)
+      if (spec_.adaptive.targets[k].layer > spec_.max_depth())
+        issue(target_paths_[k] + ".layer", "is " + std::to_string(spec_.adaptive.targets[k].layer) +
+                                               ", beyond the sweep's depth " + std::to_string(spec_.max_depth()));
     if (issues_.empty()) check_size();
     if (issues_.empty()) check_grid();
     if (!issues_.empty()) throw ConfigError(std::move(issues_));
@@ -406,8 +412,11 @@ class Parser {
           spec_.seed = static_cast<std::uint64_t>(i->get());
       } else if (key == "replicates") {
         const auto* i = node->as_integer();
-        if (!i)
-          issue(path, "must be an integer >= 1, got " + describe(*node));
+        if (const auto* t = node->as_table())
+          parse_adaptive(*t);
+        else if (!i)
+          issue(path,
+                "must be an integer >= 1 or a table { min, max, step, targets } (adaptive), got " + describe(*node));
         else if (i->get() < 1)
           issue(path, "must be an integer >= 1, got " + std::to_string(i->get()));
         else if (i->get() > static_cast<std::int64_t>(max_grid))
@@ -423,6 +432,98 @@ class Parser {
       }
     }
     if (!have_name) issue("sweep.name", "required: the sweep's name (a string)");
+  }
+
+  /// An integer key of [sweep.replicates] in [lo, hi], or nothing (an issue recorded).
+  std::optional<int> count_key(const toml::table& table, const char* key, int lo) {
+    const std::string path = std::string("sweep.replicates.") + key;
+    const auto* node = table.get(key);
+    if (!node) {
+      issue(path, "required: an integer >= " + std::to_string(lo));
+      return std::nullopt;
+    }
+    const auto* i = node->as_integer();
+    if (!i || i->get() < lo || i->get() > static_cast<std::int64_t>(max_grid)) {
+      issue(path, "must be an integer from " + std::to_string(lo) + " to " + std::to_string(max_grid) + ", got " +
+                      describe(*node));
+      return std::nullopt;
+    }
+    return static_cast<int>(i->get());
+  }
+
+  /// [sweep.replicates] = { min, max, step, targets = [{ metric, layer, rel_se | abs_se }, ...] }.
+  void parse_adaptive(const toml::table& table) {
+    static const std::vector<std::string_view> known = {"min", "max", "step", "targets"};
+    for (const auto& [key, node] : file_order(table))
+      if (std::find(known.begin(), known.end(), key) == known.end())
+        issue("sweep.replicates." + key, "unknown key '" + key + "' in [sweep.replicates]" + suggestion(key, known) +
+                                             " (known: min, max, step, targets)");
+    const auto min = count_key(table, "min", 2), max = count_key(table, "max", 2), step = count_key(table, "step", 1);
+    if (min && max && *min > *max)
+      issue("sweep.replicates.min", "must be <= max (" + std::to_string(*max) + "), got " + std::to_string(*min));
+    spec_.replicates = max.value_or(spec_.replicates);
+    spec_.adaptive.min = min.value_or(0);
+    spec_.adaptive.step = step.value_or(0);
+    const auto* targets = table.get("targets");
+    const auto* list = targets ? targets->as_array() : nullptr;
+    if (!list || list->empty()) {
+      issue("sweep.replicates.targets",
+            std::string(targets ? "must be a non-empty list of tables, got " + describe(*targets) : "required") +
+                ": e.g. targets = [{ metric = \"sr_cov\", layer = \"last\", rel_se = 0.02 }]");
+      return;
+    }
+    for (std::size_t k = 0; k < list->size(); ++k) {
+      const std::string path = "sweep.replicates.targets[" + std::to_string(k) + "]";
+      const auto* t = (*list)[k].as_table();
+      if (!t) {
+        issue(path, "must be a table { metric, layer, rel_se or abs_se }, got " + describe((*list)[k]));
+        continue;
+      }
+      parse_target(*t, path);
+    }
+  }
+
+  void parse_target(const toml::table& table, const std::string& path) {
+    static const std::vector<std::string_view> known = {"metric", "layer", "rel_se", "abs_se"};
+    ReplicateTarget target;
+    for (const auto& [key, node] : file_order(table)) {
+      const std::string at = path + "." + key;
+      if (key == "metric") {
+        const auto* s = node->as_string();
+        std::vector<std::string_view> names(metrics::layer_metric_names.begin(), metrics::layer_metric_names.end());
+        if (s && metrics::metric_index(s->get()) < metrics::n_layer_metrics)
+          target.metric = s->get();
+        else
+          issue(at, "must be a per-layer metric (" + quote_list(names) + "), got " + describe(*node) +
+                        (s ? suggestion(s->get(), names) : std::string()));
+      } else if (key == "layer") {
+        const auto* s = node->as_string();
+        const auto* i = node->as_integer();
+        if (s && s->get() == "last")
+          target.layer = -1;
+        else if (i && i->get() >= 0 && i->get() <= std::numeric_limits<int>::max())
+          target.layer = static_cast<int>(i->get());
+        else
+          issue(at, "must be \"last\" or a layer 0..depth, got " + describe(*node));
+      } else if (key == "rel_se" || key == "abs_se") {
+        const auto* f = node->as_floating_point();
+        const auto* i = node->as_integer();
+        const double v = f ? f->get() : i ? static_cast<double>(i->get()) : -1.0;
+        if (!(v > 0.0) || !std::isfinite(v))
+          issue(at, "must be a number > 0 (largest standard error of the mean" +
+                        std::string(key == "rel_se" ? ", relative to |mean|" : "") + "), got " + describe(*node));
+        else
+          (key == "rel_se" ? target.rel_se : target.abs_se) = v;
+      } else {
+        issue(at, "unknown key '" + key + "' in a target" + suggestion(key, known) +
+                      " (known: metric, layer, rel_se, abs_se)");
+      }
+    }
+    if (!table.get("metric")) issue(path + ".metric", "required: the metric whose standard error is checked");
+    if (!table.get("rel_se") && !table.get("abs_se"))
+      issue(path, "needs rel_se (standard error / |mean|) or abs_se (standard error), or both");
+    spec_.adaptive.targets.push_back(std::move(target));
+    target_paths_.push_back(path);
   }
 
   void parse_model(const toml::table& table) {
@@ -747,6 +848,7 @@ class Parser {
   Issues issues_;
   std::map<std::string, std::string> given_at_;  // parameter -> "model", "axes" or "zip[k]"
   std::vector<Dim> zip_dims_;                    // [[zip]] dimensions, appended after the axes
+  std::vector<std::string> target_paths_;        // key path of each adaptive replicate target
   std::set<std::string> misplaced_;              // parameters already reported (misplaced or misspelt): not "missing"
   std::set<std::string> extra_given_;            // extra [model] keys given (input_matrix, input_path, ...)
 };

@@ -89,7 +89,7 @@ std::string SweepSpec::canonical_toml() const {
   std::string out = "[sweep]\n";
   out += "name = " + toml_string(name) + "\n";
   out += "seed = " + std::to_string(seed) + "\n";
-  out += "replicates = " + std::to_string(replicates) + "\n";
+  if (!adaptive.enabled()) out += "replicates = " + std::to_string(replicates) + "\n";
   out += "\n[model]\n";
   for (std::size_t i = 0; i < reg.size(); ++i)
     if (!is_swept[i]) out += std::string(reg[i].name) + " = " + to_toml(base.at(i)) + "\n";
@@ -113,6 +113,19 @@ std::string SweepSpec::canonical_toml() const {
     if (dim.is_axis()) continue;
     out += "\n[[zip]]\n";
     for (std::size_t c = 0; c < dim.params.size(); ++c) out += dim.params[c] + " = " + list(dim.columns[c]) + "\n";
+  }
+  if (adaptive.enabled()) {  // after [model] etc.: a [sweep.replicates] table must not split [sweep]
+    out += "\n[sweep.replicates]\nmin = " + std::to_string(adaptive.min) + "\nmax = " + std::to_string(replicates) +
+           "\nstep = " + std::to_string(adaptive.step) + "\ntargets = [";
+    for (std::size_t i = 0; i < adaptive.targets.size(); ++i) {
+      const auto& t = adaptive.targets[i];
+      out += std::string(i ? ", " : "") + "{ metric = " + toml_string(t.metric) +
+             ", layer = " + (t.layer < 0 ? std::string("\"last\"") : std::to_string(t.layer));
+      if (t.rel_se > 0) out += ", rel_se = " + to_toml(t.rel_se);
+      if (t.abs_se > 0) out += ", abs_se = " + to_toml(t.abs_se);
+      out += " }";
+    }
+    out += "]\n";
   }
   static constexpr std::array<const char*, 3> spectra_names = {"none", "last", "all"};
   out += "\n[output]\nspectra = \"" + std::string(spectra_names.at(static_cast<std::size_t>(output.spectra))) + "\"\n";

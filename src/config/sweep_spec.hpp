@@ -40,10 +40,34 @@ struct OutputOptions {
   int grad_probes = 8;  ///< Hutchinson probes per task and output depth (>= 2)
 };
 
+/// One condition of an adaptive replicate rule: the standard error of the mean of a per-layer
+/// metric over a point's replicates, SE = sd / sqrt(n) (sd with n - 1), must be at most
+/// abs_se, and at most rel_se * |mean| (each when > 0; at least one is).
+struct ReplicateTarget {
+  std::string metric;  ///< a per-layer metric (metrics::layer_metric_names), e.g. "sr_cov"
+  int layer = -1;      ///< 0..L_max; -1: the last layer L_max
+  double rel_se = 0.0;
+  double abs_se = 0.0;
+  friend bool operator==(const ReplicateTarget&, const ReplicateTarget&) = default;
+};
+
+/// [sweep.replicates] min/step/targets (max is SweepSpec::replicates): every point first runs
+/// `min` replicates; after its first k replicates (k = min, min + step, ...) it runs the next
+/// `step` only while some target is not met by those k. Off when `step` is 0.
+struct AdaptiveReplicates {
+  int min = 0, step = 0;
+  std::vector<ReplicateTarget> targets;
+  bool enabled() const { return step > 0; }
+  friend bool operator==(const AdaptiveReplicates&, const AdaptiveReplicates&) = default;
+};
+
 struct SweepSpec {
   std::string name;
   std::uint64_t seed = 0;
+  /// Replicates per point; with an adaptive rule the most a point may get (its `max`). Task ids
+  /// are point * replicates + replicate either way.
   int replicates = 1;
+  AdaptiveReplicates adaptive;
   /// Every parameter of model_params(), in registry order: the [model] value, else the default.
   /// For a swept parameter this holds the default and is overridden per point.
   std::vector<ParamValue> base;

@@ -275,7 +275,9 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
   std::map<std::tuple<int, int, int>, std::size_t> bundle_of;
   std::vector<std::array<std::size_t, MemoryEstimate::n_parts>> shared_parts;  // per bundle, by kind
   for (const auto& t : plan.tasks) {
-    if (static_cast<int>(t.id % shard.count) != shard.index) continue;
+    // An adaptive point's decisions need all its replicates in one shard.
+    const std::uint64_t shard_key = plan.spec.adaptive.enabled() ? t.point : t.id;
+    if (static_cast<int>(shard_key % static_cast<std::uint64_t>(shard.count)) != shard.index) continue;
     const auto& m = plan.models[t.point];
     const auto key = std::make_tuple(t.replicate, m.T, m.d);
     auto [it, inserted] = bundle_of.try_emplace(key, plan.bundles.size());

@@ -30,7 +30,8 @@ struct Bundle {
   std::size_t bytes() const { return shared_bytes + state_bytes + scratch_bytes; }
 };
 
-/// Which slice of the task list a run covers (array jobs): tasks with id % count == index.
+/// Which slice of the task list a run covers (array jobs): tasks with id % count == index, or
+/// with adaptive replicates those of the points with point % count == index.
 struct Shard {
   int index = 0;
   int count = 1;

@@ -10,6 +10,7 @@ const char* to_string(TaskStatus s) {
     case TaskStatus::done: return "done";
     case TaskStatus::failed: return "failed";
     case TaskStatus::diverged: return "diverged";
+    case TaskStatus::not_needed: return "not needed";
   }
   return "unknown";
 }
@@ -90,7 +91,8 @@ std::vector<TaskStatus> Store::task_status() const {
 
 std::vector<bool> finished(const std::vector<TaskStatus>& status) {
   std::vector<bool> out(status.size());
-  for (std::size_t t = 0; t < status.size(); ++t) out[t] = status[t] != TaskStatus::pending;
+  for (std::size_t t = 0; t < status.size(); ++t)
+    out[t] = status[t] != TaskStatus::pending && status[t] != TaskStatus::not_needed;
   return out;
 }
 

@@ -19,7 +19,9 @@ namespace rcsweep::store {
 
 inline constexpr int schema_version = 1;
 
-enum class TaskStatus : std::int8_t { pending = 0, done = 1, failed = 2, diverged = 3 };
+/// not_needed: a replicate an adaptive rule decided not to run (config::AdaptiveReplicates); it
+/// has no values, like pending, but counts as finished.
+enum class TaskStatus : std::int8_t { pending = 0, done = 1, failed = 2, diverged = 3, not_needed = 4 };
 const char* to_string(TaskStatus s);
 
 /// Where a task was computed. Results are bitwise reproducible on one BLAS kernel; other kernels
@@ -79,7 +81,7 @@ struct StoreInfo {
   int mpi_ranks = 0, threads = 0, blas_threads = 1;
   std::uint64_t n_tasks = 0, n_points = 0;
   int max_depth = 0;
-  std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0;
+  std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0, n_not_needed = 0;
   std::vector<std::string> axes;      ///< swept parameter names
   std::vector<std::string> datasets;  ///< every dataset path
   std::vector<std::string> reused;    ///< results copied from other stores, one line per copy

@@ -32,7 +32,7 @@ static_assert(std::tuple_size_v<decltype(TaskResult::theory)> == models::n_theor
 
 inline constexpr std::size_t choice_bytes = 16;    // /points: fixed-length string fields
 inline constexpr std::size_t message_bytes = 256;  // /tasks: message field (255 bytes + NUL)
-inline constexpr const char* status_values = "0=pending,1=done,2=failed,3=diverged";
+inline constexpr const char* status_values = "0=pending,1=done,2=failed,3=diverged,4=not_needed";
 inline constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
 /// The root attribute `overrides`: one command-line override per line.
@@ -72,7 +72,7 @@ struct TaskRow {
 
 inline const std::vector<std::pair<std::string, std::int8_t>>& status_members() {
   static const std::vector<std::pair<std::string, std::int8_t>> m = {
-      {"pending", 0}, {"done", 1}, {"failed", 2}, {"diverged", 3}};
+      {"pending", 0}, {"done", 1}, {"failed", 2}, {"diverged", 3}, {"not_needed", 4}};
   return m;
 }
 

@@ -7,9 +7,13 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <algorithm>
+#include <condition_variable>
 #include <deque>
+#include <map>
+#include <span>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -21,6 +25,7 @@
 #include "base/platform.hpp"
 #include "linalg/linalg.hpp"
 #include "models/task_runner.hpp"
+#include "plan/adaptive.hpp"
 #include "rcsweep/version.hpp"
 #include "store/reuse.hpp"
 #include "store/store.hpp"
@@ -86,13 +91,77 @@ struct WorkItem {
 /// Work shared by rank 0's compute thread and its service thread. With a deadline, pop() only
 /// hands out a unit (the largest first) whose estimated time fits before it; the estimates are
 /// scaled by measured / estimated time of the finished tasks once a second of work is done.
+/// With adaptive replicates (`growing`) results may add work (push): while tasks handed out are
+/// not yet written, an empty queue means "wait", not "done".
 class WorkQueue {
  public:
   /// `task_estimate_s[id]`: task id's share of its bundle's estimate (for the scaling).
-  WorkQueue(std::deque<WorkItem> items, std::optional<steady::time_point> deadline, std::vector<double> task_estimate_s)
-      : items_(std::move(items)), deadline_(deadline), task_estimate_s_(std::move(task_estimate_s)) {}
+  WorkQueue(std::deque<WorkItem> items, std::optional<steady::time_point> deadline, std::vector<double> task_estimate_s,
+            bool growing)
+      : items_(std::move(items)),
+        deadline_(deadline),
+        task_estimate_s_(std::move(task_estimate_s)),
+        growing_(growing) {}
+  /// The next unit; waits while more work may still come. Nothing: no more work for this run.
   std::optional<TaskList> pop() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !waiting(); });
+    return take();
+  }
+  /// The next unit, nothing when there is none now; `wait` tells whether more may come.
+  std::optional<TaskList> try_pop(bool& wait) {
     std::lock_guard lock(mutex_);
+    wait = waiting();
+    return wait ? std::nullopt : take();
+  }
+  /// Units that results made necessary, inserted largest first.
+  void push(std::vector<WorkItem> items, const plan::Plan& plan) {
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& w : items) {
+        for (const auto id : w.tasks)
+          task_estimate_s_.at(id) = w.flops > 0.0 ? w.seconds * plan.tasks[id].flops / w.flops : 0.0;
+        const auto at = std::find_if(items_.begin(), items_.end(),
+                                     [&](const WorkItem& x) { return x.seconds < w.seconds; });
+        items_.insert(at, std::move(w));
+      }
+    }
+    changed_.notify_all();
+  }
+  /// `n` tasks handed out were written (their results can no longer add work).
+  void written(std::uint64_t n) {
+    {
+      std::lock_guard lock(mutex_);
+      out_ -= std::min(out_, n);
+    }
+    changed_.notify_all();
+  }
+  bool empty() {
+    std::lock_guard lock(mutex_);
+    return items_.empty();
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+  }
+  /// Task `id` finished in `seconds`.
+  void calibrate(std::uint64_t id, double seconds) {
+    std::lock_guard lock(mutex_);
+    done_estimate_s_ += task_estimate_s_.at(id);
+    done_s_ += seconds;
+    if (done_s_ >= 1.0 && done_estimate_s_ > 0.0) scale_ = done_s_ / done_estimate_s_;
+  }
+  bool time_limited() {
+    std::lock_guard lock(mutex_);
+    return time_limited_;
+  }
+
+ private:
+  bool waiting() const { return growing_ && !stop_ && items_.empty() && out_ > 0; }
+  std::optional<TaskList> take() {
     if (items_.empty() || stop_) return std::nullopt;
     auto it = items_.begin();
     if (deadline_) {
@@ -108,31 +177,19 @@ class WorkQueue {
     }
     TaskList t = std::move(it->tasks);
     items_.erase(it);
+    out_ += t.size();
     return t;
   }
-  void stop() {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  /// Task `id` finished in `seconds`.
-  void calibrate(std::uint64_t id, double seconds) {
-    std::lock_guard lock(mutex_);
-    done_estimate_s_ += task_estimate_s_.at(id);
-    done_s_ += seconds;
-    if (done_s_ >= 1.0 && done_estimate_s_ > 0.0) scale_ = done_s_ / done_estimate_s_;
-  }
-  bool time_limited() {
-    std::lock_guard lock(mutex_);
-    return time_limited_;
-  }
 
- private:
   std::mutex mutex_;
+  std::condition_variable changed_;
   std::deque<WorkItem> items_;
   std::optional<steady::time_point> deadline_;
   std::vector<double> task_estimate_s_;
   double scale_ = 1.0, done_estimate_s_ = 0.0, done_s_ = 0.0;
   bool stop_ = false, time_limited_ = false;
+  bool growing_ = false;
+  std::uint64_t out_ = 0;  // tasks handed out whose results are not written yet
 };
 
 /// Rank 0's view of a stop: the signal (from itself or a worker) and when running bundles are
@@ -144,6 +201,16 @@ struct StopState {
     return steady::now().time_since_epoch().count() > abandon_at.load(std::memory_order_relaxed);
   }
 };
+
+/// The stored form of a replicate an adaptive rule does not need: status only, no values.
+store::TaskResult not_needed_result(std::uint64_t id) {
+  store::TaskResult r;
+  r.task = id;
+  r.status = store::TaskStatus::not_needed;
+  r.wall_s = std::numeric_limits<double>::quiet_NaN();
+  r.rank = -1;
+  return r;
+}
 
 class ResultQueue {
  public:
@@ -167,7 +234,9 @@ class Service {
  public:
   Service(const plan::Plan& plan, store::Store& store, WorkQueue& work, ResultQueue& local, StopState& stop,
           MPI_Comm comm, const RunOptions& opt, double pending_flops, std::uint64_t pending_tasks, RunSummary& summary,
-          std::vector<store::Platform> rank_platform)
+          std::vector<store::Platform> rank_platform, plan::ReplicateRule* rule,
+          std::function<std::vector<WorkItem>(const TaskList&)> make_units,
+          const std::vector<store::TaskStatus>& status_at_start)
       : plan_(plan),
         store_(store),
         work_(work),
@@ -181,7 +250,10 @@ class Service {
         stopped_(busy_),
         progress_(pending_flops, pending_tasks, opt.progress),
         summary_(summary),
-        rank_platform_(std::move(rank_platform)) {}
+        rank_platform_(std::move(rank_platform)),
+        rule_(rule),
+        make_units_(std::move(make_units)),
+        status_at_start_(status_at_start) {}
 
   /// Rank 0's progress inside its current bundle (see Progress::set_partial).
   void partial_progress(double flops) { progress_.set_partial(flops); }
@@ -207,6 +279,7 @@ class Service {
       // share one batch, so batching holds even when writes take longer than the interval.
       bool busy = false;
       for (int i = 0; i < n_workers_ && serve_one_worker(batch); ++i) busy = true;
+      if (!parked_.empty()) busy = serve_parked() || busy;
       const bool local_done = local_finished.load();
       auto mine = local_.take();
       busy = busy || !mine.empty();
@@ -219,8 +292,9 @@ class Service {
                              (launcher_teardown() && past_grace_at_ &&
                               seconds_since(*past_grace_at_) >= teardown_collect_s));
       const auto now = std::chrono::steady_clock::now();
-      if (!batch.empty() &&
-          (finished || std::chrono::duration<double>(now - last_write).count() >= opt_.write_interval_s)) {
+      // Adaptive replicates: results may release work; write at once when none is left to hand out.
+      if (!batch.empty() && (finished || (rule_ && work_.empty()) ||
+                             std::chrono::duration<double>(now - last_write).count() >= opt_.write_interval_s)) {
         write(batch);
         last_write = now;
       }
@@ -260,12 +334,29 @@ class Service {
       return true;
     }
     if (worker_signal > 0 && stop_.signal == 0) begin_stop(worker_signal);
-    const TaskList next = work_.pop().value_or(TaskList{});
+    busy_[w] = false;
+    if (!assign(w)) parked_.push_back(w);  // results still to come may give it work
+    return true;
+  }
+
+  /// Send worker `w` its next unit, or tell it to stop; false when it has to wait for results.
+  bool assign(std::size_t w) {
+    bool wait = false;
+    const TaskList next = work_.try_pop(wait).value_or(TaskList{});
+    if (wait) return false;
     busy_[w] = !next.empty();
     if (next.empty()) stop_worker(w);
-    mpi::check(MPI_Send(next.data(), static_cast<int>(next.size()), MPI_UINT64_T, status.MPI_SOURCE, tag_assign, comm_),
-               "MPI_Send");
+    mpi::check(
+        MPI_Send(next.data(), static_cast<int>(next.size()), MPI_UINT64_T, static_cast<int>(w), tag_assign, comm_),
+        "MPI_Send");
     return true;
+  }
+
+  /// Workers waiting for work that results may release: served once there is some (or none can come).
+  bool serve_parked() {
+    const auto before = parked_.size();
+    std::erase_if(parked_, [&](std::size_t w) { return assign(w); });
+    return parked_.size() != before;
   }
 
   /// A failed write (a full disk, a lost file system) ends the run: say what is safe and what to do.
@@ -359,12 +450,37 @@ class Service {
         case store::TaskStatus::done: ++summary_.done; break;
         case store::TaskStatus::failed: ++summary_.failed; break;
         case store::TaskStatus::diverged: ++summary_.diverged; break;
-        case store::TaskStatus::pending: break;
+        case store::TaskStatus::pending:
+        case store::TaskStatus::not_needed: break;
       }
       if (r.status != store::TaskStatus::done && opt_.progress)
         std::fprintf(stderr, "[rcsweep] task %llu %s\n", static_cast<unsigned long long>(r.task), r.message.c_str());
     }
+    if (rule_) decide(batch);
+    work_.written(batch.size());  // after decide's push: an empty queue must not look final before
     batch.clear();
+  }
+
+  /// Adaptive replicates: the decisions the written results allow. Replicates not needed are
+  /// recorded as such (and leave the progress total); released ones are handed out as units.
+  void decide(const std::vector<store::TaskResult>& batch) {
+    TaskList released;
+    std::vector<store::TaskResult> dropped;
+    for (const auto& r : batch) {
+      auto d = rule_->record(r.task,
+                             r.status == store::TaskStatus::failed
+                                 ? std::nullopt
+                                 : std::optional(plan::target_values(plan_.spec.adaptive, plan_.max_depth, r.layers)));
+      released.insert(released.end(), d.released.begin(), d.released.end());
+      for (const auto id : d.not_needed)  // (a result copied from another store stays)
+        if (status_at_start_[id] == store::TaskStatus::pending) dropped.push_back(not_needed_result(id));
+    }
+    if (!dropped.empty()) {
+      guard_io([&] { store_.write(dropped); });
+      for (const auto& r : dropped) progress_.drop(plan_.tasks[r.task].flops);
+      summary_.not_needed += dropped.size();
+    }
+    if (!released.empty()) work_.push(make_units_(released), plan_);
   }
 
   const plan::Plan& plan_;
@@ -386,7 +502,11 @@ class Service {
   steady::time_point oldest_{};  // arrival of the oldest result not yet written
   Progress progress_;
   RunSummary& summary_;
-  std::vector<store::Platform> rank_platform_;  // per rank: its BLAS kernel, CPU and host
+  std::vector<store::Platform> rank_platform_;                        // per rank: its BLAS kernel, CPU and host
+  plan::ReplicateRule* rule_;                                         // adaptive replicates: the decisions, else null
+  std::function<std::vector<WorkItem>(const TaskList&)> make_units_;  // released tasks -> units
+  std::vector<std::size_t> parked_;                                   // workers waiting for released work
+  const std::vector<store::TaskStatus>& status_at_start_;             // the store's statuses before the run
 };
 
 // A cancel message from rank 0, received if there is one.
@@ -458,6 +578,38 @@ void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOpt
     results.resize(sizeof(std::int32_t));
     for (const auto& r : compute(runner, plan, tasks, rank, cancelled)) pack(r, results);
   }
+}
+
+/// Adaptive replicates: the decisions that the store's finished tasks allow (those of earlier runs,
+/// taken again: they depend on the results only). Replicates decided not needed but still pending
+/// in the store (a run stopped between a decision and its write) are recorded now.
+plan::ReplicateRule replay_decisions(const plan::Plan& plan, store::Store& store,
+                                     const std::vector<store::TaskStatus>& status, bool retry_failed) {
+  plan::ReplicateRule rule(plan);
+  TaskList known;
+  for (const auto& b : plan.bundles)
+    for (const auto id : b.tasks) {
+      const auto s = status[id];
+      if (s == store::TaskStatus::done ||
+          (!retry_failed && (s == store::TaskStatus::failed || s == store::TaskStatus::diverged)))
+        known.push_back(id);
+    }
+  std::sort(known.begin(), known.end());
+  std::vector<store::TaskResult> dropped;
+  constexpr std::size_t batch = 4096;
+  for (std::size_t i = 0; i < known.size(); i += batch) {
+    const auto part = std::span(known).subspan(i, std::min(batch, known.size() - i));
+    for (const auto& r : store.read_results(part)) {
+      const auto d = rule.record(
+          r.task, r.status == store::TaskStatus::failed
+                      ? std::nullopt
+                      : std::optional(plan::target_values(plan.spec.adaptive, plan.max_depth, r.layers)));
+      for (const auto id : d.not_needed)
+        if (status[id] == store::TaskStatus::pending) dropped.push_back(not_needed_result(id));
+    }
+  }
+  store.write(dropped);
+  return rule;
 }
 
 /// Say when a run's BLAS kernels differ among its ranks or from those of the store's finished
@@ -621,21 +773,39 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     // Phase 2 (rank 0): the pending work (with --retry-failed also failed and diverged tasks),
     // largest bundle first.
     const auto status = store->task_status();
-    const auto to_run = [&](std::uint64_t id) {
+    const auto runnable = [&](std::uint64_t id) {
       return status[id] == store::TaskStatus::pending ||
              (opt.retry_failed &&
               (status[id] == store::TaskStatus::failed || status[id] == store::TaskStatus::diverged));
     };
+    // Adaptive replicates: the decisions the store's finished tasks allow already (replayed on a
+    // resume); only the replicates needed so far run now, the others when results release them.
+    std::optional<plan::ReplicateRule> rule;
+    if (plan.spec.adaptive.enabled()) rule.emplace(replay_decisions(plan, *store, status, opt.retry_failed));
+    const auto to_run = [&](std::uint64_t id) { return runnable(id) && (!rule || rule->needed(id)); };
     // The units handed out: whole bundles, or slices of bundles where that shortens the estimated
     // makespan on `size` ranks (plan/schedule.hpp), priced at this machine's rates or rough ones.
     const plan::Calibration rates = opt.calibration ? *opt.calibration : plan::default_calibration();
+    const auto item_of = [&](TaskList tasks, double calibrated_s) {
+      WorkItem item;
+      item.tasks = std::move(tasks);
+      for (const auto id : item.tasks) item.flops += plan.tasks[id].flops;
+      item.seconds = opt.calibration ? calibrated_s : item.flops / opt.assumed_flop_rate;
+      return item;
+    };
     std::vector<plan::BundleWork> pending;
-    std::uint64_t in_shard = 0;
+    std::uint64_t in_shard = 0, possible_tasks = 0;  // possible: pending tasks a rule may still need
+    double possible_flops = 0.0;
     for (const auto& b : plan.bundles) {
       in_shard += b.tasks.size();
       TaskList tasks;
-      for (const auto id : b.tasks)
+      for (const auto id : b.tasks) {
         if (to_run(id)) tasks.push_back(id);
+        if (rule && runnable(id) && !rule->needed(id) && !rule->not_needed(id)) {
+          ++possible_tasks;
+          possible_flops += plan.tasks[id].flops;
+        }
+      }
       if (!tasks.empty()) pending.push_back(plan::bundle_work(plan, tasks, rates));
     }
     const plan::Schedule schedule = plan::make_schedule(pending, size);
@@ -644,10 +814,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     double pending_flops = 0.0;
     std::uint64_t pending_tasks = 0;
     for (const auto& unit : schedule.units) {
-      WorkItem item;
-      item.tasks = unit.tasks;
-      for (const auto id : item.tasks) item.flops += plan.tasks[id].flops;
-      item.seconds = opt.calibration ? unit.seconds : item.flops / opt.assumed_flop_rate;
+      WorkItem item = item_of(unit.tasks, unit.seconds);
       for (const auto id : item.tasks)
         task_estimate_s[id] = item.flops > 0.0 ? item.seconds * plan.tasks[id].flops / item.flops : 0.0;
       pending_flops += item.flops;
@@ -655,26 +822,48 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       work.push_back(std::move(item));
     }
     summary.units = schedule.units.size();
-    summary.skipped = in_shard - pending_tasks;
+    summary.skipped = in_shard - pending_tasks - possible_tasks;
+    // Released replicates, one unit per bundle they belong to (tasks of one replicate, T and d share
+    // their random tensors wherever they run).
+    std::vector<std::size_t> bundle_of(rule ? plan.tasks.size() : 0);
+    for (std::size_t i = 0; rule && i < plan.bundles.size(); ++i)
+      for (const auto id : plan.bundles[i].tasks) bundle_of[id] = i;
+    const auto make_units = [&](const TaskList& released) {
+      std::map<std::size_t, TaskList> by_bundle;
+      for (const auto id : released)
+        if (runnable(id)) by_bundle[bundle_of[id]].push_back(id);
+      std::vector<WorkItem> items;
+      for (auto& [b, tasks] : by_bundle) {
+        std::sort(tasks.begin(), tasks.end());
+        const double s = plan::bundle_work(plan, tasks, rates).seconds();
+        items.push_back(item_of(std::move(tasks), s));
+      }
+      return items;
+    };
     if (opt.progress) {
       const std::string threads = opt.threads > 1 ? " x " + std::to_string(opt.threads) + " threads" : std::string();
-      std::fprintf(stderr, "[rcsweep] %s %s: %llu tasks in %zu bundles to run on %d rank%s%s (%llu already finished)\n",
+      const std::string more = rule ? " (+ up to " + std::to_string(possible_tasks) +
+                                          " replicates as the targets need them)"
+                                    : std::string();
+      std::fprintf(stderr,
+                   "[rcsweep] %s %s: %llu tasks%s in %zu bundles to run on %d rank%s%s (%llu already finished)\n",
                    summary.resumed ? "resuming" : "writing", opt.output.c_str(),
-                   static_cast<unsigned long long>(pending_tasks), pending.size(), size, size == 1 ? "" : "s",
-                   threads.c_str(), static_cast<unsigned long long>(summary.skipped));
+                   static_cast<unsigned long long>(pending_tasks), more.c_str(), pending.size(), size,
+                   size == 1 ? "" : "s", threads.c_str(), static_cast<unsigned long long>(summary.skipped));
       if (size > 1) std::fprintf(stderr, "[rcsweep] ranks %d: %s\n", size, plan::describe(schedule).c_str());
       if (const auto warning = plan::idle_warning(schedule, pending); !warning.empty())
         std::fprintf(stderr, "[rcsweep] warning: %s\n", warning.c_str());
     }
 
     // Phase 3: compute here while the service thread feeds the workers and writes results.
-    WorkQueue queue(std::move(work), deadline, std::move(task_estimate_s));
+    WorkQueue queue(std::move(work), deadline, std::move(task_estimate_s), rule.has_value());
     ResultQueue local;
     StopState stop;
     std::atomic<bool> local_finished{false};
     std::exception_ptr service_error;
-    Service service(plan, *store, queue, local, stop, comm, opt, pending_flops, pending_tasks, summary,
-                    std::move(rank_platform));
+    Service service(plan, *store, queue, local, stop, comm, opt, pending_flops + possible_flops,
+                    pending_tasks + possible_tasks, summary, std::move(rank_platform), rule ? &*rule : nullptr,
+                    make_units, status);
     std::thread service_thread([&] {
       try {
         service.run(local_finished);

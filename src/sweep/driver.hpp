@@ -52,6 +52,7 @@ struct RunSummary {
   std::uint64_t total = 0;                           ///< tasks in the plan
   std::uint64_t skipped = 0;                         ///< already finished in the store before this run
   std::uint64_t done = 0, failed = 0, diverged = 0;  ///< finished by this run
+  std::uint64_t not_needed = 0;                      ///< replicates this run decided not to run (adaptive)
   double wall_s = 0.0;
   bool resumed = false;
   /// 0 when every task of the store is done, 3 when some failed or diverged, 4 when the run

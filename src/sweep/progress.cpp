@@ -42,6 +42,11 @@ void Progress::add(double flops) {
   ++done_tasks_;
 }
 
+void Progress::drop(double flops) {
+  total_flops_ -= flops;
+  if (total_tasks_ > 0) --total_tasks_;
+}
+
 void Progress::report(bool force) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();

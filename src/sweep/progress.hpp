@@ -10,6 +10,8 @@ class Progress {
  public:
   Progress(double total_flops, std::uint64_t total_tasks, bool enabled);
   void add(double flops);
+  /// A task of the total that will not run (adaptive replicates: not needed).
+  void drop(double flops);
   /// Work done so far in the bundle rank 0 is computing (flops; thread-safe): long bundles then
   /// show progress before their first task finishes.
   void set_partial(double flops) { partial_.store(flops, std::memory_order_relaxed); }

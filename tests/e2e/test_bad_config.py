@@ -117,6 +117,17 @@ CASES = [
      None),
     ("outliers_r not below T", model('gap_fix = "outliers"\noutliers_r = 8'),
      [("model.outliers_r", "must be < T = 8 (0 = argmax gap), got 8")], None),
+    ("adaptive replicates: min above max, unknown metric, layer beyond the depth",
+     lambda s: s.replace("replicates = 2\n", "") + (
+         "[sweep.replicates]\nmin = 9\nmax = 4\nstep = 2\n"
+         'targets = [{ metric = "sr_cv", rel_se = 0.1 }, { metric = "mu", layer = 7, abs_se = 0.1 }]\n'),
+     [("sweep.replicates.min", "must be <= max (4), got 9"),
+      ("sweep.replicates.targets[0].metric", "did you mean 'sr_cov'?")], None),
+    ("adaptive replicates: a target layer beyond the depth",
+     lambda s: s.replace("replicates = 2\n", "") + (
+         "[sweep.replicates]\nmin = 2\nmax = 4\nstep = 2\n"
+         'targets = [{ metric = "mu", layer = 7, abs_se = 0.1 }]\n'),
+     [("sweep.replicates.targets[0].layer", "is 7, beyond the sweep's depth 3")], None),
     ("too many tasks", lambda s: s.replace("replicates = 2", "replicates = 6000000"),
      [("sweep.replicates", "2 points x 6000000 replicates is more than 10000000 tasks")], None),
     ("matrix input of the wrong shape", small(2, 3, 'input = "matrix"\ninput_matrix = [[1.0, 0.0], [0.0, 1.0]]'),
