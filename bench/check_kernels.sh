@@ -26,14 +26,15 @@ need_Prescott="pni"  # SSE3 (/proc/cpuinfo calls it pni)
 # The bitwise tests: bundle composition and operand placement (unit), the MPI farm at 1, 2 and 3
 # ranks against a serial computation, the real binary at 1/2/3 ranks, at ranks x threads layouts
 # (1 x 1 to 3 x 2, stopped under one and resumed under another), SIGKILL and resume (single
-# process and mpiexec), and shards + merge.
+# process and mpiexec), shards + merge, and adaptive replicates (1 and 3 ranks, kills, shards).
 unit_filter='TaskRunner.Bundl*:LinalgPlacement.*'
 e2e=(tests/e2e/test_cli.py::test_results_are_bitwise_equal_at_1_2_3_ranks
      tests/e2e/test_kill_resume.py::test_sigkill_single_process_then_resume
      tests/e2e/test_kill_resume.py::test_sigkill_mpi_job_then_resume
      tests/e2e/test_kill_resume.py::test_resumed_run_computes_only_missing_tasks
      tests/e2e/test_merge.py::test_shards_in_any_order_merge_to_the_single_run_store
-     tests/e2e/test_threads.py)
+     tests/e2e/test_threads.py
+     tests/e2e/test_adaptive.py)
 export RCSWEEP_BIN=$build/rcsweep RCSWEEP_SOURCE_DIR=$PWD MPIEXEC=${MPIEXEC:-mpiexec}
 [[ $(id -u) -eq 0 ]] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 log=$(mktemp -d)

@@ -119,3 +119,22 @@ def test_info_plan_and_progress_count_replicates_not_needed(tmp_path, sweep, ref
     assert f"{counts['not_needed']} replicates not needed" in run, run
     last = re.findall(r"(\d+)/(\d+) tasks, +([0-9.]+)% of work", run)[-1]
     assert int(last[0]) == int(last[1]) == counts["done"] + int(np.sum(rows["status"] == DIVERGED)), run
+
+
+def test_replicates_equal_those_of_a_fixed_sweep(tmp_path, sweep, reference):
+    """Replicate r of a point is the same draw whatever the rule (or none) and max: the adaptive
+    store's values are those of a plain `replicates = 6` run of the same grid."""
+    fixed_sweep = tmp_path / "fixed.toml"
+    text = sweep.read_text()
+    text = re.sub(r"^\[sweep\.replicates\].*?(?=^\[model\])", "", text, flags=re.S | re.M)
+    fixed_sweep.write_text(text.replace("seed = 11", "seed = 11\nreplicates = 6"))
+    fixed = tmp_path / "fixed.h5"
+    rcsweep("run", fixed_sweep, "-o", fixed, "-q", check=0)
+    with h5py.File(reference, "r") as a, h5py.File(fixed, "r") as f:
+        ta, tf = a["tasks"][...], f["tasks"][...]
+        rows = tf["point"].astype(np.int64) * MAX + tf["replicate"]  # the same replicate in the adaptive store
+        done = ta["status"][rows] == DONE
+        assert np.sum(done) >= len(tf) // 2
+        for name in a["layers"]:
+            x, y = a["layers"][name][...][rows[done]], f["layers"][name][...][done]
+            assert np.array_equal(x.view(np.uint64), y.view(np.uint64)), name
