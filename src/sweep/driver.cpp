@@ -172,6 +172,7 @@ class WorkQueue {
       });
       if (it == items_.end()) {
         stop_ = time_limited_ = true;
+        changed_.notify_all();  // rank 0's compute thread may be waiting in pop()
         return std::nullopt;
       }
     }

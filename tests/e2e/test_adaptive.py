@@ -138,3 +138,15 @@ def test_replicates_equal_those_of_a_fixed_sweep(tmp_path, sweep, reference):
         for name in a["layers"]:
             x, y = a["layers"][name][...][rows[done]], f["layers"][name][...][done]
             assert np.array_equal(x.view(np.uint64), y.view(np.uint64)), name
+
+
+def test_time_limits_cut_the_run_into_parts_that_equal_one_run(tmp_path, sweep, reference):
+    """Runs under a time limit (a sixth of the computing time, on 2 ranks) stop with exit 4, also
+    while workers wait for replicates to be released, and the parts complete the store bitwise."""
+    limit = max(0.3, workload.compute_seconds(reference) / 6)
+    store, codes = tmp_path / "limited.h5", []
+    while not codes or codes[-1] == 4:
+        assert len(codes) < 25, codes
+        codes.append(rcsweep("run", sweep, "-o", store, "-q", "--time-limit", f"{limit:.2f}s", ranks=2).returncode)
+    assert codes[-1] == 0 and len(codes) >= 2, codes
+    assert_same_results(reference, store)
