@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
   auto* resume_flag = run_cmd->add_flag("--resume", run.options.require_existing,
                                         "require an existing store and continue it (the default when it exists)");
   run_cmd->add_flag("--overwrite", run.options.overwrite, "replace an existing store")->excludes(resume_flag);
-  run_cmd->add_option("--shard", run_shard, "run only tasks with id % n == i (array jobs), as i/n");
+  run_cmd->add_option(
+      "--shard", run_shard,
+      "run only tasks with id % n == i (array jobs; adaptive replicates: points with point % n == i), as i/n");
   run.options.threads = parallel::threads_from_environment();
   run_cmd
       ->add_option("--threads", run.options.threads,
