@@ -150,3 +150,17 @@ def test_time_limits_cut_the_run_into_parts_that_equal_one_run(tmp_path, sweep, 
         codes.append(rcsweep("run", sweep, "-o", store, "-q", "--time-limit", f"{limit:.2f}s", ranks=2).returncode)
     assert codes[-1] == 0 and len(codes) >= 2, codes
     assert_same_results(reference, store)
+
+
+def test_a_larger_max_grows_the_store_like_a_fresh_run(tmp_path):
+    """Raising max: the old store grows in place (its results kept, the decisions taken again) and
+    equals a fresh run of the new sweep."""
+    grown, fresh, larger = tmp_path / "grown.h5", tmp_path / "fresh.h5", tmp_path / "larger.toml"
+    larger.write_text(TEMPLATE.replace(f"max = {MAX}", f"max = {MAX + 6}"))
+    rcsweep("run", DATA / "adaptive.toml", "-o", grown, "-q", check=0)
+    proc = rcsweep("run", larger, "-o", grown, check=0)
+    assert "grown to this sweep" in proc.stderr, proc.stderr
+    rcsweep("run", larger, "-o", fresh, "-q", check=0)
+    assert_same_results(fresh, grown)
+    rows, _ = tasks(grown)
+    assert np.any(rows["replicate"][rows["status"] == DONE] >= MAX)  # replicates beyond the old max ran
