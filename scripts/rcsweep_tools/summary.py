@@ -60,7 +60,8 @@ def load(path):
         return data, status, swept_params, labels, text(f.attrs.get("sweep_name", path))
 
 
-def print_table(data, status, swept, labels, out=sys.stdout):
+def print_table(data, status, swept, labels, out=None):
+    out = sys.stdout if out is None else out  # looked up per call: stdout may be redirected
     last = next(iter(data.values())).shape[2] - 1
     head = [*swept] + [f"{m}@L{last}" for m in TABLE_METRICS] + ["n", "bad"]
     rows = []
