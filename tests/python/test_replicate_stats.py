@@ -144,3 +144,23 @@ def test_summary_prints_n_per_point(store, capsys):
     x = sr[:reps][status[:reps] == 1, -1]  # point 0's done replicates at the last layer
     assert cells[2][head.index("sr_cov@L2")] == f"{x.mean():.4g} ± {x.std():.2g}"
     assert cells[4][head.index("sr_cov@L2")] == f"{sr[2 * reps + 4, -1]:.4g}"  # one done replicate: no sd
+
+
+def test_report_and_plot_title_count_not_needed_tasks(store, tmp_path):
+    from conftest import plot_main
+    from rcsweep_tools.report import provenance
+
+    counts = {k: list(STATUSES.values()).count(k) for k in range(5)}
+    counts[1] = 15 - len(STATUSES)
+    names = ("pending", "done", "failed", "diverged", "not needed")
+    assert provenance(store)["tasks"] == ", ".join(f"{counts[k]} {names[k]}" for k in range(5))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rcsweep_tools.plot_cli import build, parser
+
+    a = parser().parse_args([str(store), "--y", "sr_cov"])
+    fig = build(load(store), a)
+    assert f"{counts[1]}/{15 - counts[4]} tasks done ({counts[4]} not needed)" in fig._suptitle.get_text()
+    code, out, err = plot_main(store, "--y", "sr_cov", "-o", tmp_path / "sr.png")
+    assert code == 0, err
