@@ -430,7 +430,7 @@ def limits(ds, fig):
                   gid=f"theory:{metric}", label=f"free-probability limit, γ = T/d = {gamma:g}")
         ax_l.set_yscale("log")
         ax_l.set_xticks(ls)
-        ax_l.set_xlabel(axis_label(ds, "layer"))
+        ax_l.set_xlabel(r"depth $L$ (the layer $\ell = L$ of the stack)")
         ax_l.set_ylabel(label)
         ax_l.set_title("T → ∞ limit per depth", fontsize=9)
         ax_l.legend(fontsize=7)
