@@ -4,7 +4,8 @@ figures.
 Run with Debian's interpreter /usr/bin/python3 (it has h5py, numpy, matplotlib, xarray, pandas),
 after `pip install` or `module load rcsweep` (docs/INSTALL.md), or from a checkout with
 `sys.path.insert(0, "scripts")`:
-    from rcsweep_tools import load, tidy, spectrum, Sweep, export
+    from rcsweep_tools import load, tidy, spectrum, Sweep, export, replicate_stats
+    from rcsweep_tools.extrapolate import extrapolate   # a metric's T -> infinity limit
     ds = load("out/quick.h5")          # xarray.Dataset: swept axes x replicate x layer
     rcsweep_tools.figures.FIGURES      # the papers' figures (imported on first use: matplotlib)
 """
@@ -12,7 +13,7 @@ __version__ = "0.3.0"  # = the project version (CMakeLists.txt, pyproject.toml; 
 
 from .api import Job, Plan, RcsweepError, Sweep, SweepConfigError  # noqa: F401
 from .export import export  # noqa: F401
-from .load import load, spectrum, tidy  # noqa: F401
+from .load import load, replicate_stats, spectrum, tidy  # noqa: F401
 
 
 def __getattr__(name):

@@ -28,10 +28,16 @@ Attributes: every root attribute of the store (config, plan_hash, git_commit, ..
 each variable has `long_name`, `symbol` (matplotlib mathtext), `units` ("1" = dimensionless) and
 the store's `description`.
 
-Missing values: rows of tasks that are pending or failed are NaN (a pending task may hold partial
-rows in a live store; they are masked), a diverged task keeps the layers it reached. So a store
-being written, a killed one, a `--shard` one or a merged one all load; open read-only with HDF5
-file locking off, so a running sweep can be read (what you see is its last flush).
+Missing values: rows of tasks that are pending, failed or not needed (status 4: a replicate that
+an adaptive replicate rule did not run) are NaN (a pending task may hold partial rows in a live
+store; they are masked), a diverged task keeps the layers it reached. So a store being written, a
+killed one, a `--shard` one or a merged one all load; open read-only with HDF5 file locking off, so
+a running sweep can be read (what you see is its last flush).
+
+Over replicates (points may have different numbers of done replicates):
+    replicate_stats(src)      -> xarray.Dataset   per point and layer: n, mean, standard error
+    tidy(path, by="point")    -> pandas.DataFrame one row per (point, layer) with the same
+Only done tasks (status 1) count there; every other status contributes nothing.
 """
 from __future__ import annotations
 
@@ -40,7 +46,11 @@ import os
 import h5py
 import numpy as np
 
-STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged"}
+STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed"}
+DONE, DIVERGED = 1, 3
+# The metrics of every task (dims grid..., replicate, layer); replicate_stats summarises these.
+LAYER_METRICS = ("fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1",
+                 "m_s2", "m_gap", "m_fro")
 
 # name -> (long name, mathtext symbol, units). "1": dimensionless; "X" : in units of the input X_0.
 METRICS = {
@@ -68,7 +78,7 @@ METRICS = {
     "grad_stderr": ("standard error of grad_log10_g", r"$\sigma(\log_{10} g)$", "1"),
     "grad_log10_g_all": ("log10 gradient norm for every output depth L", r"$\log_{10}\|\partial X_L/\partial W_{V,\ell}\|_F^2$", "1"),
     "grad_stderr_all": ("standard error of grad_log10_g_all", r"$\sigma(\log_{10} g)$", "1"),
-    "status": ("task status: 0 pending, 1 done, 2 failed, 3 diverged", "status", "1"),
+    "status": ("task status: 0 pending, 1 done, 2 failed, 3 diverged, 4 not needed", "status", "1"),
     "task": ("task id (row of /tasks)", "task", "1"),
     "wall_s": ("wall time of the task", r"$t$", "s"),
     "rank": ("MPI rank that ran the task (-1 before)", "rank", "1"),
@@ -171,7 +181,9 @@ def load(path):
         tdims = gdims + ["replicate"]
         tshape = gshape + [reps]
         status = tasks["status"].astype(np.int8)
-        masked = (status == 0) | (status == 2)  # pending (maybe partial rows) or failed: no rows
+        # pending (maybe partial rows), failed, not needed (never run) or a status this reader does
+        # not know: no rows. Done and diverged tasks keep theirs (a diverged one up to its last layer).
+        masked = (status != DONE) & (status != DIVERGED)
 
         def per_task(a):
             a = np.array(a, dtype=np.float64)
@@ -293,7 +305,7 @@ def spectrum(src, name, layer, **sel):
         status = f["tasks"]["status"][ids]
         out = np.full((len(ids), n), np.nan, dtype=complex if name == "m_eig" else float)
         for k, (o, st) in enumerate(zip(offs, status)):
-            if o < 0 or st in (0, 2):
+            if o < 0 or st not in (DONE, DIVERGED):
                 continue
             v = g[values[0]][o:o + n]
             if name == "m_eig":
@@ -302,10 +314,20 @@ def spectrum(src, name, layer, **sel):
     return out.reshape(shape + (n,))
 
 
-def tidy(path):
-    """One row per (task, layer): task, point, replicate, status, the grid coordinates (every swept
-    parameter, zip members included), layer, the 13 metrics, the per-task /theory quantities and,
-    when stored, grad_log10_g / grad_stderr (NaN at layer 0). Masked like load()."""
+def tidy(path, by="task"):
+    """by="task" (default): one row per (task, layer): task, point, replicate, status, the grid
+    coordinates (every swept parameter, zip members included), layer, the 13 metrics, the per-task
+    /theory quantities and, when stored, grad_log10_g / grad_stderr (NaN at layer 0). Masked like
+    load().
+
+    by="point": one row per (grid point, layer) from replicate_stats(): point, the grid coordinates,
+    layer, `n_done` and the other status counts, and for every metric `<m>` (mean over the done
+    replicates), `<m>_se` (its standard error, NaN when fewer than 2) and `<m>_n` (how many done
+    replicates have a value at that layer); per-task quantities (theory_*) repeat over layers."""
+    if by == "point":
+        return _tidy_points(path)
+    if by != "task":
+        raise ValueError(f"tidy: by must be 'task' or 'point', got {by!r}")
     import pandas as pd
 
     ds = load(path)
@@ -333,4 +355,95 @@ def tidy(path):
             cols[v] = ds[v].transpose(*tdims, "layer").values.reshape(n_t, nl)[order].ravel()
         elif dims == tuple(tdims) and v.startswith("theory_"):
             cols[v] = rep(ds[v].transpose(*tdims).values)
+    return pd.DataFrame(cols)
+
+
+def mean_se(da, dim="replicate"):
+    """(mean, se, n) of the DataArray `da` over `dim`, NaN left out: n the number of values, the mean
+    over them, se = sd / sqrt(n) with the sample sd (ddof = 1); mean NaN where n = 0, se NaN where
+    n < 2. Shared by replicate_stats() and the figures' bands (plot.mean_band)."""
+    import warnings
+
+    n = da.count(dim)
+    with warnings.catch_warnings():  # no value, or one: NaN by design
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = da.mean(dim, skipna=True)
+        se = (da.std(dim, ddof=1, skipna=True) / np.sqrt(n)).where(n >= 2)
+    return mean, se, n
+
+
+def _stat_vars(ds, dim):
+    """The float data variables that vary over `dim`: the metrics, theory_*, grad_*, wall_s."""
+    skip = {"status", "task", "rank", "message"}
+    return [v for v in ds.data_vars if v not in skip and dim in ds[v].dims and ds[v].dtype.kind == "f"]
+
+
+def replicate_stats(src, metrics=None):
+    """Per grid point (and layer) statistics over the **done** replicates of a store or of a loaded
+    Dataset `src`: every status other than done (pending, failed, diverged, not_needed) contributes
+    nothing, so points may rest on different numbers of replicates (adaptive replicates).
+
+    Returns an xarray.Dataset with the grid dimensions (and layer, L where the metric has them),
+    the store's coordinates and attributes, and for each metric m (default: every float variable
+    over replicates, i.e. the 13 metrics, theory_*, grad_*, wall_s; or the names in `metrics`):
+      m          mean over the done replicates that have a value (NaN when none)
+      m_se       its standard error, sd / sqrt(n) with the sample sd (ddof = 1); NaN when n < 2
+      m_n        n, the number of done replicates with a finite value (int)
+    and per grid point `n_done`, `n_pending`, `n_failed`, `n_diverged`, `n_not_needed` (counts of
+    the replicates in each status)."""
+    import xarray as xr
+
+    ds = src if isinstance(src, xr.Dataset) else load(src)
+    names = _stat_vars(ds, "replicate") if metrics is None else list(metrics)
+    for m in names:
+        if m not in ds.data_vars or "replicate" not in ds[m].dims:
+            raise KeyError(f"replicate_stats: no per-replicate variable {m!r}; choose from "
+                           f"{', '.join(_stat_vars(ds, 'replicate'))}")
+    done = ds["status"] == DONE
+    out = {}
+    for m in names:
+        mean, se, n = mean_se(ds[m].where(done), "replicate")
+        a = dict(ds[m].attrs)
+        out[m] = mean.assign_attrs({**a, "statistic": "mean over done replicates"})
+        out[f"{m}_se"] = se.assign_attrs({**a, "long_name": f"standard error of the mean of {m}",
+                                          "statistic": "sd (ddof=1) / sqrt(n) over done replicates"})
+        out[f"{m}_n"] = n.astype(np.int64).assign_attrs(long_name=f"done replicates with a value of {m}",
+                                                       units="1")
+    for code, name in STATUS.items():
+        out[f"n_{name}"] = (ds["status"] == code).sum("replicate").astype(np.int64).assign_attrs(
+            long_name=f"replicates {name}", units="1")
+    res = xr.Dataset(out, attrs=dict(ds.attrs))
+    return res.drop_vars([c for c in ("replicate",) if c in res.coords])
+
+
+def _tidy_points(path):
+    import pandas as pd
+
+    ds = load(path)
+    st = replicate_stats(ds, [m for m in _stat_vars(ds, "replicate") if "L" not in ds[m].dims])
+    gdims = [d for d in ds["status"].dims if d != "replicate"]
+    shape = [ds.sizes[d] for d in gdims]
+    n_p = int(np.prod(shape)) if gdims else 1
+    nl = ds.sizes["layer"]
+    rep = lambda a: np.repeat(np.asarray(a).reshape(n_p), nl)  # noqa: E731
+    template = ds["status"].isel(replicate=0, drop=True)
+    cols = {"point": rep(np.arange(n_p))}
+    for c in gdims:
+        cols[c] = rep(ds[c].broadcast_like(template).transpose(*gdims).values)
+    for c, v in ds.coords.items():
+        if c in cols or c in ("layer", "L", "replicate") or v.ndim == 0:
+            continue
+        if set(v.dims) <= set(gdims):
+            cols[c] = rep(v.broadcast_like(template).transpose(*gdims).values)
+    cols["layer"] = np.tile(ds["layer"].values, n_p)
+    for code, name in STATUS.items():
+        cols[f"n_{name}"] = rep(st[f"n_{name}"].transpose(*gdims).values)
+    for v in st.data_vars:
+        if v.startswith("n_") and v[2:] in STATUS.values():
+            continue
+        dims = st[v].dims
+        if "layer" in dims:
+            cols[v] = st[v].transpose(*gdims, "layer").values.reshape(n_p * nl)
+        else:
+            cols[v] = rep(st[v].transpose(*gdims).values)
     return pd.DataFrame(cols)

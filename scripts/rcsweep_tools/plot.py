@@ -4,8 +4,10 @@ generic plot (facet.py).
 - mean_band(da, dim="replicate", band="ci"): mean over replicates and a band around it: "ci" a
   **t-based** 95% confidence interval, mean ± t_{0.975, n-1} · sd / sqrt(n); "se" one standard
   error, mean ± sd / sqrt(n) (sd with ddof=1, n = number of non-NaN replicates; no band where
-  n < 2); "range" min..max over replicates. NaN (tasks not done) are left out. The band is clipped
-  to the range the quantity can take (load.RANGES: a stable rank is >= 1, mu_rel lies in [0, 1]).
+  n < 2); "range" min..max over replicates. NaN (tasks not done) are left out; n may differ from
+  point to point (adaptive replicates). The standard error is load.mean_se's, the one
+  load.replicate_stats reports. The band is clipped to the range the quantity can take
+  (load.RANGES: a stable rank is >= 1, mu_rel lies in [0, 1]).
 - line_band(ax, x, da, label=...): draws that mean as a line (label = `label`) and the band as
   a fill_between PolyCollection whose gid is "band:<label>" (tests read both back).
 - axis_label(ds_or_da, name): "long name, symbol [units]" from the loader's attributes.
@@ -56,19 +58,20 @@ def mean_band(da, dim="replicate", level=LEVEL, band="ci", valid=None):
     lo, hi."""
     import warnings
 
+    from .load import mean_se
+
     if band not in BANDS:
         raise ValueError(f"unknown band {band!r}; one of {', '.join(BANDS)}")
-    n = da.count(dim)
+    mean, se, n = mean_se(da, dim)  # the standard error shared with load.replicate_stats
     with warnings.catch_warnings():  # fewer than 2 replicates (or none) done: NaN, by design
         warnings.simplefilter("ignore", RuntimeWarning)
-        mean = da.mean(dim, skipna=True)
         if band == "range":
             lo, hi = da.min(dim, skipna=True), da.max(dim, skipna=True)
         elif band == "none":
             lo = hi = mean * np.nan
         else:
-            q = t_quantile(n.values, level) if band == "ci" else np.where(n.values >= 2, 1.0, np.nan)
-            half = da.std(dim, ddof=1, skipna=True) / np.sqrt(n) * q
+            q = t_quantile(n.values, level) if band == "ci" else 1.0
+            half = se * q
             lo, hi = mean - half, mean + half
     vmin, vmax = valid if valid is not None else valid_range(da.name)
     if vmin is not None or vmax is not None:

@@ -107,8 +107,10 @@ def build(ds, a):
         fig._supxlabel.set_in_layout(False)
     if not (a.no_title or a.style == "paper"):
         done = int((ds["status"] == 1).sum())
+        skipped = int((ds["status"] == 4).sum())  # not needed (adaptive replicates): never to be run
+        count = f"{done}/{ds['status'].size - skipped} tasks done" + (f" ({skipped} not needed)" if skipped else "")
         fig.suptitle(f"{heading}\n{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}, "
-                     f"{done}/{ds['status'].size} tasks done, rcsweep {ds.attrs.get('git_commit', '?')}", fontsize=8)
+                     f"{count}, rcsweep {ds.attrs.get('git_commit', '?')}", fontsize=8)
     return fig
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 PROVENANCE = ("sweep_name", "rcsweep_version", "git_commit", "created", "finished", "mpi_ranks", "threads",
               "host", "plan_hash", "seed", "replicates", "n_points", "n_tasks", "max_depth", "blas",
               "hdf5_version", "schema_version")
-STATUS_NAMES = ("pending", "done", "failed", "diverged")
+STATUS_NAMES = ("pending", "done", "failed", "diverged", "not needed")  # /tasks.status 0..4
 
 
 @dataclass

@@ -5,8 +5,11 @@ Run with Debian's interpreter (it has h5py, numpy, matplotlib):
     rcsweep-summary OUT.h5 [--metric sr_cov] [--png OUT.png]     (installed), or from a checkout
     /usr/bin/python3 scripts/rcsweep_summary.py OUT.h5 [--metric sr_cov] [--png OUT.png]
 
-Table: one row per grid point with the swept parameters, the mean +- standard deviation over
-replicates of each metric at the last layer, and how many replicates diverged or failed.
+Table: one row per grid point with the swept parameters, the mean +- standard deviation over the
+done replicates of each metric at the last layer, `n` (how many replicates are done: the ones the
+values rest on; with adaptive replicates it differs from point to point) and how many replicates
+diverged or failed (and, after them, how many are pending and how many an adaptive rule did not
+need).
 Plot: the metric against layer (mean over replicates, band = min..max), one panel per value of
 the first swept dimension (wrapped into rows of at most about sqrt(n) panels), one row per value of
 the last (with 3 or more), colour by the second, line style by the third, the first value of any
@@ -18,7 +21,7 @@ import sys
 import h5py
 import numpy as np
 
-STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged"}
+STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed"}
 TABLE_METRICS = ("sr_cov", "sr_x", "mu_rel", "m_gap")
 
 
@@ -57,20 +60,24 @@ def load(path):
         return data, status, swept_params, labels, text(f.attrs.get("sweep_name", path))
 
 
-def print_table(data, status, swept, labels, out=sys.stdout):
+def print_table(data, status, swept, labels, out=None):
+    out = sys.stdout if out is None else out  # looked up per call: stdout may be redirected
     last = next(iter(data.values())).shape[2] - 1
-    head = [*swept] + [f"{m}@L{last}" for m in TABLE_METRICS] + ["bad"]
+    head = [*swept] + [f"{m}@L{last}" for m in TABLE_METRICS] + ["n", "bad"]
     rows = []
     for i, lab in enumerate(labels):
         row = [lab[p] for p in swept]
+        done = status[i] == 1  # only done replicates carry values (pending rows may be partial)
         for m in TABLE_METRICS:
-            x = data[m][i, :, last]
+            x = data[m][i, done, last]
             x = x[np.isfinite(x)]
             with np.errstate(all="ignore"):
                 row.append(f"{x.mean():.4g} ± {x.std():.2g}" if len(x) > 1 else (f"{x[0]:.4g}" if len(x) else "—"))
+        row.append(str(int(np.sum(done))))
         bad = int(np.sum((status[i] == 2) | (status[i] == 3)))
         pend = int(np.sum(status[i] == 0))
-        row.append(f"{bad}" + (f" (+{pend} pending)" if pend else ""))
+        skipped = int(np.sum(status[i] == 4))
+        row.append(f"{bad}" + (f" (+{pend} pending)" if pend else "") + (f" ({skipped} not needed)" if skipped else ""))
         rows.append(row)
     widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(head)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)

@@ -144,8 +144,24 @@ d = [4, 8]
 gradients = "all"
 grad_probes = 2
 """
+LIMITS = """
+[sweep]
+name = "t-limits"
+seed = 3
+replicates = 3
+[model]
+mixer = "markov"
+input = "orthonormal"
+depth = 2
+sigma_A = 0.5
+gap_fix = "perp"
+[[zip]]
+T = [8, 12, 16, 24]
+d = [8, 12, 16, 24]
+"""
+# mtg-limits is drawn and checked against the closed form in test_figures_mtg_limits.py
 STORES = {"mtg-fig1": FIG1, "mtg-fig6": FIG6, "mtg-fig4a": WIDTH, "mtg-fig4b": DEPTH, "mtg-fig5": GRAD, "mtg-fig7": FIG7,
-          "mtg-lemma-a6": QC}
+          "mtg-lemma-a6": QC, "mtg-limits": LIMITS}
 
 
 class Raw:
@@ -389,7 +405,8 @@ def test_fig6_perp_against_no_outliers(stores):
 
 
 @pytest.mark.parametrize("name,wrong", [("mtg-fig1", "mtg-fig4a"), ("mtg-fig6", "mtg-fig5"), ("mtg-fig4a", "mtg-fig7"), ("mtg-fig4b", "mtg-fig1"),
-                                        ("mtg-fig5", "mtg-fig4b"), ("mtg-fig7", "mtg-fig1"), ("mtg-lemma-a6", "mtg-fig5")])
+                                        ("mtg-fig5", "mtg-fig4b"), ("mtg-fig7", "mtg-fig1"), ("mtg-lemma-a6", "mtg-fig5"),
+                                        ("mtg-limits", "mtg-fig4a"), ("mtg-fig4a", "mtg-limits")])
 def test_store_of_another_sweep_is_refused(stores, name, wrong, tmp_path):
     with pytest.raises(FigureDataError, match=FIGURES[name].sweep):
         draw(name, stores[wrong])

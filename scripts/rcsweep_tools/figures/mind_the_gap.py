@@ -336,3 +336,101 @@ def lemma_a6(ds, fig):
         ax.set_ylabel("density")
         ax.set_title(rf"$\sigma_A$ = {s}")
         ax.legend(fontsize=7)
+
+
+# --------------------------------------------------------------------------------------------
+# The perp Markov stack as T -> infinity (docs/ANALYTIC.md): per depth, the finite-T means of a
+# scale-free ratio, their extrapolation and the free-probability limit.
+# metric -> (label, power p of x = T^-p, polynomial degree). sr_cov and sr_x divide by the largest
+# eigenvalue of Sigma, whose finite-T offset from the spectrum's edge scales like T^(-2/3) (the
+# Tracy-Widom scale of a soft edge); pr = (tr Sigma)^2 / tr Sigma^2 is a ratio of moments, whose
+# corrections are a series in 1/T.
+LIMIT_FITS = {
+    "sr_cov": (r"$\mathrm{sr}(\Sigma_\ell)/T$, $\mathrm{sr} = \|\Sigma\|_F^2/\|\Sigma\|^2$", 2.0 / 3.0, 2),
+    "pr": (r"$(\mathrm{tr}\,\Sigma_\ell)^2/(T\,\mathrm{tr}\,\Sigma_\ell^2)$", 1.0, 2),
+}
+# what the closed form assumes (analytic.perp_markov_limits): parameter -> allowed values
+LIMIT_MODEL = {"mixer": ("markov",), "gap_fix": ("perp",), "lambda": (0.0,), "norm": ("none",),
+               "gate": ("none",), "mlp": ("none",), "heads": (1,), "input": ("orthonormal",),
+               "value_init": ("gaussian",), "input_scale": None, "skip_scale": None}
+
+
+def limit_gamma(ds):
+    """gamma = T/d of a store the closed form applies to, or FigureDataError naming what differs."""
+    problems = []
+    for p, allowed in LIMIT_MODEL.items():
+        if allowed is None:
+            continue
+        v = np.unique(np.asarray(ds[p].values).ravel()) if p in ds.coords else []
+        if len(v) != 1 or v[0] not in allowed:
+            problems.append(f"{p} = {list(v)} (the closed form needs {allowed[0]!r})")
+    if "T" in ds.coords and "d" in ds.coords:
+        T, d = np.broadcast_arrays(ds["T"].values.astype(float), ds["d"].broadcast_like(ds["T"]).values.astype(float))
+        g = np.unique(np.round(T / d, 12))
+        if len(g) != 1 or not 0 < g[0] <= 1:
+            problems.append(f"T/d takes {g.tolist()} (needs one ratio gamma <= 1: zip T and d)")
+    if problems:
+        raise FigureDataError(f"{ds.attrs.get('path')} (sweep {ds.attrs.get('sweep_name')!r}) cannot draw "
+                              "mtg-limits: " + "; ".join(problems)
+                              + f". Make the store with jobs/examples/{FIGURES['mtg-limits'].sweep}")
+    return float(g[0])
+
+
+@figure("mtg-limits", PAPER, "Prop. 2.3/3.7: sr/T of the perp Markov stack extrapolated to T -> inf "
+        "per depth, against the free-probability limit", "mtg_limits.toml")
+def limits(ds, fig):
+    from ..analytic import perp_markov_limits
+    from ..extrapolate import extrapolate, fit_limit
+
+    _need(ds, "mtg-limits", vars=["sr_cov", "sr_x"], coords=["T", "d"])
+    tdim = _tdim(ds, "mtg-limits")
+    others = [d for d in _grid_dims(ds) if d != tdim]
+    if others:
+        raise FigureDataError(f"{ds.attrs.get('path')}: mtg-limits draws one model along T; the store also "
+                              f"sweeps {others}. Make the store with jobs/examples/{FIGURES['mtg-limits'].sweep}")
+    gamma = limit_gamma(ds)
+    layers = [int(v) for v in ds["layer"].values if v >= 1]
+    axes = _panels(4, fig, 5.0, 3.9, ncols=2)
+    colors = {ell: f"C{k % 10}" for k, ell in enumerate(layers)}
+    T = ds["T"].values.astype(float)
+    for row, (metric, (label, power, degree)) in enumerate(LIMIT_FITS.items()):
+        ax_x, ax_l = axes[2 * row], axes[2 * row + 1]
+        ex = extrapolate(ds, metric, degree=degree, power=power)
+        theory = [perp_markov_limits(ell, gamma)[metric] for ell in layers]
+        xs = np.linspace(0.0, float(np.max(T ** -power)), 100)
+        xname = r"$1/T$" if power == 1 else (r"$T^{-2/3}$" if abs(power - 2 / 3) < 1e-12 else f"$T^{{-{power:g}}}$")
+        for ell, th in zip(layers, theory):
+            c = ex.sel(layer=ell)
+            col = colors[ell]
+            eb = ax_x.errorbar(T ** -power, c["mean"].values, yerr=c["se"].values, fmt="o", ms=3, color=col,
+                               capsize=2, label=f"L = {ell}")
+            eb.lines[0].set_gid(f"mean:{metric}:L={ell}")
+            fit = fit_limit(T, c["mean"].values, c["se"].values, degree=degree, power=power)
+            ax_x.plot(xs, np.polynomial.polynomial.polyval(xs, fit.coef), "-", color=col, lw=1,
+                      gid=f"fit:{metric}:L={ell}")
+            lim = ax_x.errorbar([0.0], [float(c["limit"])], yerr=[float(c["limit_se"])], fmt="s", ms=4,
+                                color=col, capsize=3)
+            lim.lines[0].set_gid(f"limit:{metric}:L={ell}")
+            ax_x.plot([0.0], [th], marker="*", ms=9, color=col, mec="k", mew=0.5, ls="none",
+                      gid=f"theory:{metric}:L={ell}")
+        ax_x.plot([], [], "s", color="0.4", label="extrapolated (± 1 s.e.)")
+        ax_x.plot([], [], "*", color="0.4", mec="k", label="free-probability limit")
+        ax_x.set_xlabel(xname)
+        ax_x.set_ylabel(label)
+        ax_x.set_title(f"means ± 1 s.e. and degree-{degree} fits in {xname}", fontsize=9)
+        ax_x.set_xlim(left=-0.02 * xs[-1])
+        ax_x.legend(fontsize=7, ncol=2)
+        lim = ex["limit"].sel(layer=layers).values
+        err = ex["limit_se"].sel(layer=layers).values
+        eb = ax_l.errorbar(layers, lim, yerr=err, fmt="s", ms=4, capsize=3, color="C0",
+                           label=f"extrapolated T → ∞ (T = {int(T.min())}…{int(T.max())})")
+        eb.lines[0].set_gid(f"limit:{metric}")
+        ls = np.arange(1, max(layers) + 1)
+        ax_l.plot(ls, [perp_markov_limits(ell, gamma)[metric] for ell in ls], "k--", lw=1, marker="*",
+                  gid=f"theory:{metric}", label=f"free-probability limit, γ = T/d = {gamma:g}")
+        ax_l.set_yscale("log")
+        ax_l.set_xticks(ls)
+        ax_l.set_xlabel(r"depth $L$ (the layer $\ell = L$ of the stack)")
+        ax_l.set_ylabel(label)
+        ax_l.set_title("T → ∞ limit per depth", fontsize=9)
+        ax_l.legend(fontsize=7)
