@@ -164,3 +164,35 @@ def test_report_and_plot_title_count_not_needed_tasks(store, tmp_path):
     assert f"{counts[1]}/{15 - counts[4]} tasks done ({counts[4]} not needed)" in fig._suptitle.get_text()
     code, out, err = plot_main(store, "--y", "sr_cov", "-o", tmp_path / "sr.png")
     assert code == 0, err
+
+
+ADAPTIVE = """[sweep]
+name = "adaptive-real"
+seed = 3
+[sweep.replicates]
+min = 3
+max = 15
+step = 3
+targets = [{ metric = "sr_cov", layer = "last", rel_se = 0.03 }]
+[model]
+mixer = "markov"
+depth = 2
+[axes]
+gap_fix = ["none", "perp"]
+[[zip]]
+T = [8, 16, 32]
+d = [8, 16, 32]
+"""
+
+
+def test_a_real_adaptive_store_meets_its_targets_where_it_stopped(run_sweep):
+    """The engine's adaptive rule and the toolkit's statistics agree: every point that stopped
+    before max has sr_cov's relative standard error at the last layer within the target, the rest
+    of its replicates are not needed, and n varies over the points."""
+    st = replicate_stats(run_sweep(ADAPTIVE), metrics=["sr_cov"]).isel(layer=-1)
+    n = st["n_done"].values.ravel()
+    rel = (st["sr_cov_se"] / abs(st["sr_cov"])).values.ravel()
+    assert len(set(n.tolist())) > 1, n  # points used different numbers of replicates
+    assert np.all((n - 3) % 3 == 0) and n.min() >= 3 and n.max() <= 15
+    assert np.all(rel[n < 15] <= 0.03 * (1 + 1e-9)), (n, rel)
+    assert np.all(st["n_not_needed"].values.ravel() == 15 - n)
