@@ -86,6 +86,15 @@ unsigned read_timeout_s() {
   return t > 0 ? static_cast<unsigned>(t) : 120u;
 }
 
+/// How long rank 0 waits for a word from a worker before it takes the worker's node for lost
+/// (RunOptions::silence_s; RCSWEEP_SILENCE_S overrides, e.g. for clusters that want a failed node
+/// found sooner, and tests).
+double silence_s() {
+  const char* v = std::getenv("RCSWEEP_SILENCE_S");
+  const double t = v ? std::strtod(v, nullptr) : 0.0;
+  return t > 0.0 ? t : sweep::RunOptions{}.silence_s;
+}
+
 /// Run `read` (returning an exit code) in a child process, so that a crash of the HDF5 library on
 /// a damaged file cannot take this process down: HDF5 1.10 reads some damaged files out of bounds
 /// instead of failing (a corrupted global heap, where variable-length string attributes live,
@@ -279,6 +288,7 @@ int run_command(const RunArgs& args) {
     }
     warn_if_threads_share_cores(args.options.threads, rank, on_node);
     sweep::RunOptions opt = args.options;
+    opt.silence_s = silence_s();
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
     // Bundle time estimates for the time limit at this machine's measured rates, when stored.
     if (rank == 0) opt.calibration = load_calibration(calibration_path());
@@ -335,7 +345,8 @@ int run_command(const RunArgs& args) {
                      static_cast<unsigned long long>(s.store_failed));
     }
     if (rank == 0 && s.exit_code() == 4) {  // even with --quiet: the user must know how to go on
-      const std::string why = s.launcher_gone ? "stopped because " + sweep::launcher_name() + " is gone"
+      const std::string why = s.lost_rank > 0   ? "stopped because rank " + std::to_string(s.lost_rank) + " was lost"
+                              : s.launcher_gone ? "stopped because " + sweep::launcher_name() + " is gone"
                               : s.stop_signal
                                   ? "stopped by " + sweep::signal_name(s.stop_signal) +
                                         (sweep::launcher_teardown() ? " from " + sweep::launcher_name() : std::string())

@@ -40,6 +40,12 @@ namespace {
 constexpr int tag_result = 11;  // worker -> 0: its stop signal (int32) + packed results of its last bundle: "more work"
 constexpr int tag_assign = 12;  // 0 -> worker: task ids of the next bundle; empty: stop
 constexpr int tag_cancel = 13;  // 0 -> busy worker: abandon the running bundle (grace period over)
+constexpr int tag_beat = 14;    // worker -> 0: a heartbeat (no data), at most every beat_s while it works or waits
+constexpr double beat_s = 1.0;
+/// A worker's heartbeats come between the layers of its bundle: rank 0 waits for one at least
+/// RunOptions::silence_s, and 10 times a layer of the bundle at 1 GFLOP/s (a slow rate for any
+/// layer), before it takes the worker for lost.
+constexpr double silent_layer_factor = 10.0 / 1e9;
 constexpr std::int32_t leaving = -1;  // in place of the stop signal: the worker's launcher is gone, it exits now
 
 using TaskList = std::vector<std::uint64_t>;
@@ -254,7 +260,9 @@ class Service {
         rank_platform_(std::move(rank_platform)),
         rule_(rule),
         make_units_(std::move(make_units)),
-        status_at_start_(status_at_start) {}
+        status_at_start_(status_at_start),
+        heard_(busy_.size(), steady::now()),
+        patience_s_(busy_.size(), opt.silence_s) {}
 
   /// Rank 0's progress inside its current bundle (see Progress::set_partial).
   void partial_progress(double flops) { progress_.set_partial(flops); }
@@ -264,6 +272,7 @@ class Service {
     std::vector<store::TaskResult> batch;
     for (;;) {
       if (!gone_ && launcher_gone()) launcher_died();
+      if (!gone_) listen_for_heartbeats();
       if (stop_.signal == 0 && stop_signal() != 0) begin_stop(stop_signal());
       if (stop_.signal != 0) update_grace();
       // Past the grace period rank 0 cancels the workers' bundles, unless the launcher tears the
@@ -329,6 +338,7 @@ class Service {
     buf.erase(buf.begin(), buf.begin() + sizeof worker_signal);
     for (auto& r : unpack(buf)) batch.push_back(std::move(r));
     const auto w = static_cast<std::size_t>(status.MPI_SOURCE);
+    heard_[w] = steady::now();
     if (gone_ || worker_signal == leaving) {  // the worker's last message: it does not wait for an answer
       busy_[w] = false;
       stop_worker(w);
@@ -346,6 +356,10 @@ class Service {
     const TaskList next = work_.try_pop(wait).value_or(TaskList{});
     if (wait) return false;
     busy_[w] = !next.empty();
+    double layer_flops = 0.0;
+    for (const auto id : next) layer_flops += plan_.tasks[id].flops / (plan_.max_depth + 1);
+    heard_[w] = steady::now();
+    patience_s_[w] = std::max(opt_.silence_s, silent_layer_factor * layer_flops);
     if (next.empty()) stop_worker(w);
     mpi::check(
         MPI_Send(next.data(), static_cast<int>(next.size()), MPI_UINT64_T, static_cast<int>(w), tag_assign, comm_),
@@ -395,8 +409,8 @@ class Service {
                    sig == SIGINT || sig == SIGTERM ? "the same signal again" : "a SIGINT or SIGTERM");
   }
 
-  /// The launcher died: nobody waits for this run. Stop at once, take what the workers send
-  /// within gone_collect_s, write it and end.
+  /// The launcher died (or the workers are lost): nobody waits for this run. Stop at once, take
+  /// what the workers send within gone_collect_s, write it and end.
   void launcher_died() {
     gone_ = true;
     gone_at_ = steady::now();
@@ -406,7 +420,34 @@ class Service {
       stop_at_ = gone_at_;
       stop_.signal = stop_signal() != 0 ? stop_signal() : SIGHUP;
     }
-    std::fprintf(stderr, "[rcsweep] %s is gone: stopping now; finished tasks are kept\n", launcher_name().c_str());
+    if (!workers_lost())
+      std::fprintf(stderr, "[rcsweep] %s is gone: stopping now; finished tasks are kept\n", launcher_name().c_str());
+  }
+
+  /// Heartbeats of the workers; a worker still expected to speak (not told to stop) that has been
+  /// silent for longer than its patience is lost: then this rank's node (or the network between
+  /// them) failed, and no launcher will end the run: end it as if the launcher were gone.
+  void listen_for_heartbeats() {
+    for (int flag = 1; n_workers_ > 0;) {
+      MPI_Status status;
+      mpi::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_beat, comm_, &flag, &status), "MPI_Iprobe");
+      if (!flag) break;
+      mpi::check(MPI_Recv(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, tag_beat, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+      heard_[static_cast<std::size_t>(status.MPI_SOURCE)] = steady::now();
+    }
+    for (int w = 1; w <= n_workers_; ++w) {
+      const auto i = static_cast<std::size_t>(w);
+      if (stopped_[i] || seconds_since(heard_[i]) <= patience_s_[i]) continue;
+      const double silent = seconds_since(heard_[i]);
+      note_workers_lost();
+      summary_.lost_rank = w;
+      launcher_died();
+      std::fprintf(stderr,
+                   "[rcsweep] rank %d (%s) has not been heard from for %.0f s: its node or the network failed; "
+                   "stopping now, finished tasks are kept\n",
+                   w, i < rank_platform_.size() ? rank_platform_[i].host.c_str() : "?", silent);
+      return;
+    }
   }
 
   /// Running bundles are abandoned `effective_grace` after the stop began. It shrinks when the
@@ -508,6 +549,8 @@ class Service {
   std::function<std::vector<WorkItem>(const TaskList&)> make_units_;  // released tasks -> units
   std::vector<std::size_t> parked_;                                   // workers waiting for released work
   const std::vector<store::TaskStatus>& status_at_start_;             // the store's statuses before the run
+  std::vector<steady::time_point> heard_;  // per rank: the last message (result or heartbeat) from it
+  std::vector<double> patience_s_;         // per rank: how long it may be silent (its bundle's layers)
 };
 
 // A cancel message from rank 0, received if there is one.
@@ -520,8 +563,19 @@ bool take_cancel(MPI_Comm comm) {
 
 void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, int rank,
                 RunSummary& summary) {
+  // Heartbeats tell rank 0 that this rank and its node live (Service::listen_for_heartbeats):
+  // between the layers of a bundle and while waiting for the next one. Never waited for.
+  auto beaten = steady::now();
+  const auto beat = [&] {
+    if (seconds_since(beaten) < beat_s) return;
+    beaten = steady::now();
+    MPI_Request request;
+    mpi::check(MPI_Isend(nullptr, 0, MPI_BYTE, 0, tag_beat, comm, &request), "MPI_Isend");
+    mpi::check(MPI_Request_free(&request), "MPI_Request_free");
+  };
   // A bundle is abandoned when this rank's own grace period is over, rank 0 says so or the launcher died.
   const auto cancelled = [&] {
+    beat();
     return launcher_gone() || (stop_signal() != 0 && seconds_since_stop_signal() > effective_grace(opt.grace_s)) ||
            take_cancel(comm);
   };
@@ -564,6 +618,7 @@ void run_worker(const BundleRunner& runner, const plan::Plan& plan, const RunOpt
       mpi::check(MPI_Iprobe(0, tag_assign, comm, &flag, &status), "MPI_Iprobe");
       if (flag) break;
       if (launcher_gone()) return leave();
+      beat();
     }
     int count = 0;
     mpi::check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
@@ -915,14 +970,14 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   // rank may be dead with its node; mpiexec exits 1 anyway). The workers wait for it: when one
   // rank exits, Open MPI kills the others at once, so a worker must not end before rank 0.
   const auto ended_alone = [&] {
-    summary.launcher_gone = launcher_gone();
+    summary.launcher_gone = launcher_gone() || workers_lost();
     if (rank != 0) {
       summary.stop_signal = stop_signal();
       summary.store_pending = 1;  // unknown here; the run did stop early
     }
     return summary;
   };
-  if (launcher_gone() || (rank == 0 && launcher_teardown())) return ended_alone();
+  if (launcher_gone() || workers_lost() || (rank == 0 && launcher_teardown())) return ended_alone();
   // Every rank returns the same exit code. Workers that finished early wait without spinning
   // (a blocking MPI_Bcast busy-polls and would steal the core of a rank still computing). If the
   // launcher dies meanwhile, the others may never join: the buffer is left to MPI (leaked).

@@ -33,6 +33,10 @@ struct RunOptions {
   /// --reuse: stores whose finished results are copied into the pending tasks they fit
   /// (store/reuse.hpp) before any work.
   std::vector<std::filesystem::path> reuse;
+  /// Rank 0 takes a worker for lost (its node or the network failed) when it has heard nothing
+  /// from it for this many seconds, or for ten times a layer of its bundle at 1 GFLOP/s if that is
+  /// longer; the run then stops as if its launcher were gone (stop.hpp).
+  double silence_s = 120.0;
   /// After a stop signal (stop.hpp): running bundles that finish within this many seconds are
   /// kept, the others abandoned (their tasks stay pending).
   double grace_s = 30.0;
@@ -65,6 +69,7 @@ struct RunSummary {
   /// its own: workers do not know the store (store_pending is 1) and must exit without MPI_Finalize.
   bool launcher_gone = false;
   bool time_limited = false;  ///< the time limit stopped the run early
+  int lost_rank = -1;         ///< rank 0: the worker whose silence stopped the run (-1: none)
   double time_limit_s = 0.0;  ///< the limit in effect (seconds from the start; 0: none)
   /// Scheduler counters of this rank (docs/SCALING.md; not shared between ranks). Rank 0's
   /// writer: time spent in Store::write, batches written, the largest batch, and the longest a

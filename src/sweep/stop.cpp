@@ -17,9 +17,10 @@ namespace rcsweep::sweep {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
-volatile std::sig_atomic_t g_teardown = 0;  // g_signal was the launcher's SIGTERM before its SIGKILL
-volatile std::sig_atomic_t g_gone = 0;      // the launcher has died
-std::atomic<long long> g_when_ns{0};        // CLOCK_MONOTONIC at the signal
+volatile std::sig_atomic_t g_workers_lost = 0;  // rank 0 heard no heartbeat of a worker for too long
+volatile std::sig_atomic_t g_teardown = 0;      // g_signal was the launcher's SIGTERM before its SIGKILL
+volatile std::sig_atomic_t g_gone = 0;          // the launcher has died
+std::atomic<long long> g_when_ns{0};            // CLOCK_MONOTONIC at the signal
 static_assert(std::atomic<long long>::is_always_lock_free, "the handler needs a lock-free atomic");
 
 // Set by watch_launcher() before any handler that reads them is installed.
@@ -134,7 +135,11 @@ double effective_grace(double grace) noexcept {
   return grace;
 }
 
-bool exit_without_finalize() noexcept { return launcher_gone() || g_teardown != 0; }
+void note_workers_lost() noexcept { g_workers_lost = 1; }
+
+bool workers_lost() noexcept { return g_workers_lost != 0; }
+
+bool exit_without_finalize() noexcept { return launcher_gone() || g_teardown != 0 || g_workers_lost != 0; }
 
 std::string launcher_name() {
   return (g_launcher_comm.empty() ? std::string("the launcher") : g_launcher_comm) + " (pid " +

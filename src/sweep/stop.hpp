@@ -50,8 +50,14 @@ bool launcher_teardown() noexcept;
 /// tears the job down.
 double effective_grace(double grace) noexcept;
 
+/// Rank 0 lost its workers: none of some busy worker's heartbeats came for too long (its node
+/// or the network between them failed, while this node lives on). The run ends like one whose
+/// launcher is gone: finished results are written, the store closed, no MPI_Finalize.
+void note_workers_lost() noexcept;
+bool workers_lost() noexcept;
+
 /// Whether this process must end without MPI_Finalize, which would block or fail: the launcher
-/// is gone or tearing the job down.
+/// is gone or tearing the job down, or rank 0 lost its workers.
 bool exit_without_finalize() noexcept;
 
 /// "mpiexec (pid 123)": the watched launcher, for messages.

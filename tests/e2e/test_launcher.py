@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import BIN, DATA, MPIEXEC, assert_same_results, rcsweep
-from test_kill_resume import alive, descendants
+from test_kill_resume import alive, descendants, mpi_rank_of
 
 ROOT = os.geteuid() == 0
 MPIEXEC_CMD = " ".join([MPIEXEC, "--oversubscribe"] + (["--allow-run-as-root"] if ROOT else []))
@@ -273,6 +273,30 @@ def test_sigkill_of_mpiexec_stops_the_ranks_and_the_same_command_resumes(tmp_pat
         if victims == "top":
             assert code == 4, f"rank {rank} did not stop cleanly (exit {code}): {out}"
     resume(sweep, store, reference)  # at once: the store is free
+
+
+def test_a_silent_worker_stops_the_run_and_the_same_command_resumes(tmp_path, workload):
+    """A worker that falls silent (SIGSTOP: as a node cut off the network looks from rank 0, whose
+    own launcher does not notice) is taken for lost after RCSWEEP_SILENCE_S: rank 0 writes what it
+    has, closes the store and ends with exit 4 and the resume line; Open MPI then ends the job.
+    The same command completes the store bitwise."""
+    sweep, reference, seconds = workload
+    store = tmp_path / "silent.h5"
+    cmd = mpiexec_args(2) + ["-x", "RCSWEEP_SILENCE_S", BIN, "run", sweep, "-o", store]
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "RCSWEEP_SILENCE_S": "2"})
+    STARTED.append(proc)
+    before = wait_for_start(proc)
+    time.sleep(0.3 * seconds)
+    (worker,) = [p for p in descendants(proc.pid) if mpi_rank_of(p) == 1]
+    os.kill(worker, signal.SIGSTOP)
+    stopped = time.monotonic()
+    err = finish(proc, before, timeout=30)
+    took = time.monotonic() - stopped
+    assert 2.0 <= took < 2.0 + 5.0, f"{took:.1f} s\n{err}"
+    assert re.search(r"rank 1 \(\S+\) has not been heard from for [2-9] s: its node or the network failed", err), err
+    assert re.search(r"stopped because rank 1 was lost: \d+ tasks left, .*resume with the same command", err), err
+    resume(sweep, store, reference)
 
 
 def test_ctrl_c_of_a_plain_mpiexec_stops_the_ranks_cleanly(tmp_path, workload):
