@@ -23,10 +23,10 @@ DONE, DIVERGED, NOT_NEEDED = 1, 3, 4
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    """data/adaptive.toml with its depth set for about 3 s of computing on one core here (the
+    """data/adaptive.toml with its depth set for about 2 s of computing on one core here (the
     targets look at layer 1, so the depth changes the cost, not the decisions)."""
     path = tmp_path_factory.mktemp("adaptive") / "adaptive.toml"
-    path.write_text(workload.sized("adaptive", TEMPLATE, "depth", 3.0, lo=8, probe=8))
+    path.write_text(workload.sized("adaptive", TEMPLATE, "depth", 2.0, lo=8, probe=8))
     return path
 
 
