@@ -262,7 +262,9 @@ class Service {
         make_units_(std::move(make_units)),
         status_at_start_(status_at_start),
         heard_(busy_.size(), steady::now()),
-        patience_s_(busy_.size(), opt.silence_s) {}
+        patience_s_(busy_.size(), opt.silence_s) {
+    if (rule_) progress_.total_is_bound();
+  }
 
   /// Rank 0's progress inside its current bundle (see Progress::set_partial).
   void partial_progress(double flops) { progress_.set_partial(flops); }

@@ -60,9 +60,10 @@ void Progress::report(bool force) {
   char el[32], et[32];
   format_duration(elapsed, el, sizeof el);
   format_duration(eta, et, sizeof et);
-  std::fprintf(stderr, "%s[rcsweep] %llu/%llu tasks, %5.1f%% of work, elapsed %s, ETA %s%s", tty_ ? "\r" : "",
+  std::fprintf(stderr, "%s[rcsweep] %llu/%llu tasks, %5.1f%% of work, elapsed %s, ETA %s%s%s", tty_ ? "\r" : "",
                static_cast<unsigned long long>(done_tasks_), static_cast<unsigned long long>(total_tasks_),
-               100.0 * frac, el, et, tty_ && !force ? "   " : "\n");
+               100.0 * frac, el, bound_ && done_tasks_ < total_tasks_ ? "at most " : "", et,
+               tty_ && !force ? "   " : "\n");
   std::fflush(stderr);
 }
 

@@ -10,6 +10,9 @@ class Progress {
  public:
   Progress(double total_flops, std::uint64_t total_tasks, bool enabled);
   void add(double flops);
+  /// The total counts tasks that may not run (adaptive replicates): the ETA is printed as an
+  /// upper bound ("at most").
+  void total_is_bound() { bound_ = true; }
   /// A task of the total that will not run (adaptive replicates: not needed).
   void drop(double flops);
   /// Work done so far in the bundle rank 0 is computing (flops; thread-safe): long bundles then
@@ -23,6 +26,7 @@ class Progress {
   std::atomic<double> partial_{0.0};
   std::uint64_t total_tasks_, done_tasks_ = 0;
   bool enabled_, tty_;
+  bool bound_ = false;      ///< the total may shrink (drop): the ETA is "at most"
   double interval_ = 10.0;  ///< seconds between lines
   std::chrono::steady_clock::time_point start_, last_;
 };
