@@ -53,6 +53,17 @@ def fakes(tmp_path):
             (tmp_path / "mpi_list.err").write_text(err)
             record.unlink(missing_ok=True)
 
+        def submitted(self):
+            """(words, script on stdin) of every sbatch/qsub call."""
+            path = tmp_path / "submitted"
+            if not path.exists():
+                return []
+            return [(line.split("\x1f")[:-1], (tmp_path / f"submitted-script-{i}").read_text())
+                    for i, line in enumerate(path.read_text().splitlines(), 1)]
+
+        def refuse(self, on=True):
+            (tmp_path / "refuse").touch() if on else (tmp_path / "refuse").unlink(missing_ok=True)
+
         def calls(self):
             if not record.exists():
                 return []
@@ -65,6 +76,14 @@ if [ "$1" = --version ]; then cat {tmp_path}/version; exit "$(cat {tmp_path}/ver
     (bin_dir / "srun").write_text(f"""#!/bin/sh
 if [ "$1" = --mpi=list ]; then cat {tmp_path}/mpi_list.out; cat {tmp_path}/mpi_list.err >&2; exit 0; fi
 {{ printf 'srun\\037'; for a in "$@"; do printf '%s\\037' "$a"; done; echo; }} >> {record}
+""")
+    # sbatch and qsub: record their words and the script on stdin; fail while the file "refuse" exists
+    for name, answer in (("sbatch", "4243;rcsweeptest"), ("qsub", "4243.pbs01")):
+        (bin_dir / name).write_text(f"""#!/bin/sh
+[ -e {tmp_path}/refuse ] && {{ echo "{name}: error: refused" >&2; exit 1; }}
+{{ printf '{name}\\037'; for a in "$@"; do printf '%s\\037' "$a"; done; echo; }} >> {tmp_path}/submitted
+cat > {tmp_path}/submitted-script-$(wc -l < {tmp_path}/submitted | tr -d ' ')
+echo "{answer}"
 """)
     for name in ("squeue", "scontrol", "qstat", "qrerun"):
         (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
@@ -219,3 +238,40 @@ def test_emitted_scripts_detect_the_same_way(fakes, tmp_path, scheduler):
     proc = run_script(script, fakes, tmp_path)
     hostfile = str(tmp_path / "nodefile") if scheduler == "pbs" else None
     assert launched(fakes, proc) == expected_mpiexec("mpich", 1, hostfile)
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
+def test_array_element_submits_the_merge_job_once(fakes, tmp_path, scheduler):
+    """MERGE_JOB=FILE: the first element to start submits FILE (on stdin) to run after the whole
+    array; later and requeued elements do not; a refused submission is said on stderr, the element
+    still runs its shard, and the next element tries again. MERGE_JOB unset (the shipped default):
+    nothing is submitted."""
+    merge_job = JOBS / scheduler / "merge_job.sh"
+    slurm = scheduler == "slurm"
+    ids = {"SLURM_ARRAY_JOB_ID": "4242"} if slurm else {"PBS_ARRAY_ID": "4242[].pbs01"}
+    array_id = "4242" if slurm else "4242[].pbs01"
+    script = JOBS / scheduler / "array_job.sh"
+    common = dict(RANKS="1", SHARDS="3", **ids)
+
+    plain = run_script(script, fakes, tmp_path, **common)
+    assert plain.returncode == 0 and fakes.submitted() == [], plain.stdout + plain.stderr
+
+    fakes.refuse()
+    refused = run_script(script, fakes, tmp_path, MERGE_JOB=str(merge_job), SLURM_ARRAY_TASK_ID="2",
+                         PBS_ARRAY_INDEX="2", **common)
+    assert refused.returncode == 0, refused.stdout + refused.stderr  # the shard ran all the same
+    assert "warning: the merge job was not submitted; submit it yourself" in refused.stderr, refused.stderr
+    fakes.refuse(False)
+    for i in ("0", "1"):
+        proc = run_script(script, fakes, tmp_path, MERGE_JOB=str(merge_job), SLURM_ARRAY_TASK_ID=i, PBS_ARRAY_INDEX=i,
+                          **common)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert ("submitted the merge job 4243" in proc.stdout) == (i == "0"), proc.stdout
+    ((words, text),) = fakes.submitted()
+    assert text == merge_job.read_text()
+    if slurm:
+        assert words[:4] == ["sbatch", "--parsable", f"--dependency=afterok:{array_id}", "--kill-on-invalid-dep=yes"]
+    else:
+        assert words[:3] == ["qsub", "-W", f"depend=afterok:{array_id}"]
+        assert words[3] == "-v" and words[4].startswith("SWEEP=sweep.toml,OUT=sweep.h5,SHARDS=3,SHARD_DIR=sweep.shards")
+    assert (tmp_path / "sweep.shards" / f"merge-of-{array_id}").is_dir()
