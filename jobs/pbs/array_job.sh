@@ -21,11 +21,17 @@
 #                 ncpus = mpiprocs x THREADS)
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
 #   RCSWEEP_SETUP a file sourced before anything runs, e.g. `module load openmpi hdf5`; must exist if set
-#   MPIEXEC       Open MPI's mpiexec, used when RANKS > 1          default: mpiexec (on PATH)
+#   MPIEXEC       the MPI's mpiexec, used when RANKS > 1           default: mpiexec (on PATH)
+#   MPI_FLAVOUR   openmpi, mpich or intel: mpiexec's binding, environment and host file flags
+#                 default: auto, the MPI `$MPIEXEC --version` names (another MPI: plain mpiexec -n RANKS)
 #   STOP_BEFORE   stop this many seconds before the walltime ends (rcsweep --time-limit)  default: 120
 #   GRACE         seconds running bundles may finish after SIGTERM  default: 8 (PBS kills 10 s later)
 #   MAX_REQUEUES  how often a subjob may rerun itself              default: 20
 #   RCSWEEP_ARGS  more options of `rcsweep run`, e.g. "--mem-per-rank 3G"        default: none
+#   MERGE_JOB     a merge job script the first subjob to start submits, to run after every subjob
+#                 succeeded (qsub -W depend=afterok:ARRAY_ID; `rcsweep plan --emit` writes its own into
+#                 the script: built-in)   default: none (submit_array.sh submits the merge)
+#   MERGE_QSUB    more qsub options of that merge job             default: none
 # Subjobs, cores and walltime are qsub options (-J, -l select=..., -l walltime=...) on the command
 # line. Relative paths are taken from $PBS_O_WORKDIR.
 #
@@ -63,10 +69,13 @@ SHARD_DIR=${SHARD_DIR:-${OUT%.h5}.shards}
 INDEX=${PBS_ARRAY_INDEX:-}
 RCSWEEP=${RCSWEEP:-rcsweep}
 MPIEXEC=${MPIEXEC:-mpiexec}
+MPI_FLAVOUR=${MPI_FLAVOUR:-auto}
 STOP_BEFORE=${STOP_BEFORE:-120}
 GRACE=${GRACE:-8}
 MAX_REQUEUES=${MAX_REQUEUES:-20}
 RCSWEEP_ARGS=${RCSWEEP_ARGS:-}
+MERGE_JOB=${MERGE_JOB:-none}
+MERGE_QSUB=${MERGE_QSUB:-}
 THREADS=${THREADS:-1}
 NODEFILE=${PBS_NODEFILE:-}
 [[ -n $NODEFILE && -r $NODEFILE ]] || { echo "error: PBS_NODEFILE=$NODEFILE: no node file (run under qsub)" >&2; exit 2; }
@@ -78,6 +87,7 @@ cd "${PBS_O_WORKDIR:-.}"
 (( INDEX < SHARDS )) || { echo "error: array index $INDEX is not below SHARDS=$SHARDS" >&2; exit 2; }
 [[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "error: THREADS=$THREADS: not a positive integer" >&2; exit 2; }
+[[ $MPI_FLAVOUR =~ ^(auto|openmpi|mpich|intel)$ ]] || { echo "error: MPI_FLAVOUR=$MPI_FLAVOUR: not auto, openmpi, mpich or intel" >&2; exit 2; }
 SHARD_OUT=$SHARD_DIR/shard-$INDEX-of-$SHARDS.h5
 mkdir -p "$SHARD_DIR"
 
@@ -89,6 +99,27 @@ RESTARTS=$(( ${RUNS:-1} > 0 ? ${RUNS:-1} - 1 : 0 ))
 echo "rcsweep job ${PBS_JOBID:-?} (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
 echo "  SWEEP=$SWEEP OUT=$OUT SHARD=$INDEX/$SHARDS -> $SHARD_OUT RANKS=$RANKS MPIEXEC=$MPIEXEC THREADS=$THREADS"
 echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
+echo "  MERGE_JOB=$MERGE_JOB MERGE_QSUB=$MERGE_QSUB"
+
+# The merge: with MERGE_JOB set, the first subjob to start submits it to run after every subjob of this
+# array succeeded. A directory in SHARD_DIR named after the array marks it submitted (mkdir is
+# atomic, also on NFS): requeued and later subjobs do not submit it again.
+merge_job_text() { cat -- "$MERGE_JOB"; }
+submit_merge() {
+  local job=${PBS_JOBID:-} array id
+  array=${PBS_ARRAY_ID:-${job/\[*\]/[]}}  # 12[3].server: 12[].server
+  [[ -n $array ]] || return 0
+  mkdir "$SHARD_DIR/merge-of-$array" 2>/dev/null || return 0
+  # shellcheck disable=SC2086  # more options: several words
+  if id=$(merge_job_text | qsub -W "depend=afterok:$array" \
+           -v "SWEEP=$SWEEP,OUT=$OUT,SHARDS=$SHARDS,SHARD_DIR=$SHARD_DIR,RCSWEEP=$RCSWEEP" $MERGE_QSUB); then
+    echo "  submitted the merge job ${id%%;*}: it runs after every subjob of array $array succeeded"
+  else
+    rmdir "$SHARD_DIR/merge-of-$array"  # a later one may try again
+    echo "warning: the merge job was not submitted; submit it yourself: qsub -W depend=afterok:$array -v SWEEP=$SWEEP,OUT=$OUT,SHARDS=$SHARDS jobs/pbs/merge_job.sh" >&2
+  fi
+}
+if [[ $MERGE_JOB != none ]]; then submit_merge; fi
 
 limit=()
 wall=$(field Resource_List.walltime)
@@ -105,21 +136,77 @@ fi
 
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 threads=()
-map=(--map-by core --bind-to core)
 if (( THREADS > 1 )); then
   threads=(--threads "$THREADS")
-  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)
   if (( RANKS > 1 )); then export OMP_PLACES=cores OMP_PROC_BIND=close; fi  # within the cores of its rank
 fi
 # shellcheck disable=SC2206
 run=("$RCSWEEP" run "$SWEEP" -o "$SHARD_OUT" --shard "$INDEX/$SHARDS" "${threads[@]}" --grace "$GRACE" "${limit[@]}"
      $RCSWEEP_ARGS)
+# The launcher (these lines are the same in jobs/slurm/*_job.sh and jobs/pbs/*_job.sh): sets `launch`,
+# the command line put before rcsweep's. mpiexec gets the binding and environment flags of the MPI
+# it belongs to: MPI_FLAVOUR, or with auto the one `$MPIEXEC --version` names (Open MPI:
+# --map-by/--bind-to/-x; MPICH or another Hydra: -bind-to/-map-by core:N, -genv; Intel MPI: -genv
+# with I_MPI_PIN_DOMAIN); an MPI it does not name gets a plain `mpiexec -n RANKS`, its own defaults
+# for binding and environment. srun (LAUNCHER=srun) gets --mpi=SRUN_MPI, with auto pmix, else pmi2,
+# of those `srun --mpi=list` offers, else no --mpi (Slurm's MpiDefault); SRUN_MPI=default: no --mpi.
+# `hostfile` (PBS: $PBS_NODEFILE) is passed when set.
+set_launch() {
+  local flavour=$MPI_FLAVOUR mpi=${SRUN_MPI:-auto} v domain
+  local vars=(OMP_NUM_THREADS OPENBLAS_NUM_THREADS MKL_NUM_THREADS)
+  if (( THREADS > 1 )); then vars+=(OMP_PLACES OMP_PROC_BIND); fi
+  if [[ ${LAUNCHER:-mpiexec} == srun ]]; then
+    if [[ $mpi == auto ]]; then
+      v=$(timeout 60 srun --mpi=list 2>&1 | sed -e 's/^srun: *//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' || true)
+      if grep -qxE 'pmix(_v[0-9]+)?' <<<"$v"; then mpi=pmix
+      elif grep -qx pmi2 <<<"$v"; then mpi=pmi2
+      else mpi=default; fi
+    fi
+    launch=(srun)
+    if [[ $mpi != default ]]; then launch+=(--mpi="$mpi"); fi
+    launch+=(--ntasks="$RANKS" --cpus-per-task="$THREADS" --cpu-bind=cores --kill-on-bad-exit=1)
+    echo "  launcher: srun, MPI plugin $mpi (SRUN_MPI=$SRUN_MPI): ${launch[*]}"
+    return 0
+  fi
+  if [[ $flavour == auto ]]; then
+    v=$(timeout 60 "$MPIEXEC" --version 2>&1 || true)
+    case $v in
+      *"Open MPI"* | *OpenRTE*) flavour=openmpi ;;
+      *"Intel(R) MPI"*) flavour=intel ;;
+      *HYDRA* | *MPICH*) flavour=mpich ;;
+      *) flavour=unknown ;;
+    esac
+  fi
+  launch=("$MPIEXEC" -n "$RANKS")
+  case $flavour in
+    openmpi)
+      if [[ -n ${hostfile:-} ]]; then launch+=(--hostfile "$hostfile"); fi
+      if (( THREADS > 1 )); then launch+=(--map-by "slot:PE=$THREADS" --bind-to core)
+      else launch+=(--map-by core --bind-to core); fi
+      for v in "${vars[@]}"; do launch+=(-x "$v"); done
+      if [[ $(id -u) == 0 ]]; then launch+=(--allow-run-as-root); fi
+      ;;
+    mpich | intel)
+      if [[ -n ${hostfile:-} ]]; then launch+=(-f "$hostfile"); fi
+      if [[ $flavour == intel ]]; then
+        domain=core
+        if (( THREADS > 1 )); then domain=omp:compact; fi  # OMP_NUM_THREADS cores next to each other
+        launch+=(-genv I_MPI_PIN 1 -genv I_MPI_PIN_DOMAIN "$domain")
+      elif (( THREADS > 1 )); then launch+=(-bind-to "core:$THREADS" -map-by "core:$THREADS")
+      else launch+=(-bind-to core -map-by core); fi
+      for v in "${vars[@]}"; do launch+=(-genv "$v" "${!v}"); done
+      ;;
+    *)
+      echo "warning: \`$MPIEXEC --version\` names no MPI this script knows (Open MPI, MPICH, Intel MPI):" \
+           "running a plain \`$MPIEXEC -n $RANKS\` (binding, environment and hosts left to that MPI);" \
+           "set MPI_FLAVOUR=openmpi, mpich or intel to choose its flags" >&2
+      ;;
+  esac
+  echo "  launcher: $MPIEXEC, MPI $flavour (MPI_FLAVOUR=$MPI_FLAVOUR): ${launch[*]}"
+}
+hostfile=$NODEFILE
 launch=()
-if (( RANKS > 1 )); then
-  launch=("$MPIEXEC" -n "$RANKS" --hostfile "$NODEFILE" "${map[@]}" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS
-          -x MKL_NUM_THREADS)
-  [[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
-fi
+if (( RANKS > 1 )); then set_launch; fi
 
 # Run in the background so that this shell can forward PBS's SIGTERM as SIGUSR1 (bash runs traps
 # only between commands, and `wait` returns when one arrives).

@@ -17,7 +17,9 @@
 #                 ncpus = mpiprocs x THREADS)
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
 #   RCSWEEP_SETUP a file sourced before anything runs, e.g. `module load openmpi hdf5`; must exist if set
-#   MPIEXEC       Open MPI's mpiexec                               default: mpiexec (on PATH)
+#   MPIEXEC       the MPI's mpiexec                                default: mpiexec (on PATH)
+#   MPI_FLAVOUR   openmpi, mpich or intel: mpiexec's binding, environment and host file flags
+#                 default: auto, the MPI `$MPIEXEC --version` names (another MPI: plain mpiexec -n RANKS)
 #   STOP_BEFORE   stop this many seconds before the walltime ends (rcsweep --time-limit)  default: 120
 #   GRACE         seconds running bundles may finish after SIGTERM  default: 8 (PBS kills 10 s later)
 #   MAX_REQUEUES  how often the job may rerun itself               default: 20
@@ -26,7 +28,7 @@
 # which override the #PBS lines below. Relative paths are taken from $PBS_O_WORKDIR.
 #
 # Layout (docs/CLUSTER.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
-# cores; with THREADS > 1 every rank is bound to THREADS cores (mpiexec --map-by slot:PE=THREADS)
+# cores; with THREADS > 1 every rank is bound to THREADS cores (e.g. Open MPI's mpiexec --map-by slot:PE=THREADS)
 # and runs `rcsweep run --threads THREADS`, its OpenMP threads one per core (OMP_PLACES=cores,
 # OMP_PROC_BIND=close), each with one BLAS thread. mpiexec reads the hosts from $PBS_NODEFILE (Open MPI built without PBS's tm starts the
 # remote ranks with ssh). Walltime: PBS gives no warning before the limit (SIGTERM, then SIGKILL
@@ -62,6 +64,7 @@ SWEEP=${1:-${SWEEP:-sweep.toml}}
 OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}
 RCSWEEP=${RCSWEEP:-rcsweep}
 MPIEXEC=${MPIEXEC:-mpiexec}
+MPI_FLAVOUR=${MPI_FLAVOUR:-auto}
 STOP_BEFORE=${STOP_BEFORE:-120}
 GRACE=${GRACE:-8}
 MAX_REQUEUES=${MAX_REQUEUES:-20}
@@ -81,6 +84,7 @@ RUNS=$(field run_count)
 RESTARTS=$(( ${RUNS:-1} > 0 ? ${RUNS:-1} - 1 : 0 ))
 [[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "error: THREADS=$THREADS: not a positive integer" >&2; exit 2; }
+[[ $MPI_FLAVOUR =~ ^(auto|openmpi|mpich|intel)$ ]] || { echo "error: MPI_FLAVOUR=$MPI_FLAVOUR: not auto, openmpi, mpich or intel" >&2; exit 2; }
 echo "rcsweep job ${PBS_JOBID:-?} (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
 echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES MPIEXEC=$MPIEXEC THREADS=$THREADS"
 echo "  RCSWEEP=$RCSWEEP STOP_BEFORE=$STOP_BEFORE GRACE=$GRACE MAX_REQUEUES=$MAX_REQUEUES RCSWEEP_ARGS=$RCSWEEP_ARGS"
@@ -100,17 +104,75 @@ fi
 
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 threads=()
-map=(--map-by core --bind-to core)
 if (( THREADS > 1 )); then  # THREADS cores per rank, one OpenMP thread on each
   export OMP_PLACES=cores OMP_PROC_BIND=close
   threads=(--threads "$THREADS")
-  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)
 fi
 # shellcheck disable=SC2206
 run=("$RCSWEEP" run "$SWEEP" -o "$OUT" "${threads[@]}" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
-launch=("$MPIEXEC" -n "$RANKS" --hostfile "$NODEFILE" "${map[@]}" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS
-        -x MKL_NUM_THREADS)
-[[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
+# The launcher (these lines are the same in jobs/slurm/*_job.sh and jobs/pbs/*_job.sh): sets `launch`,
+# the command line put before rcsweep's. mpiexec gets the binding and environment flags of the MPI
+# it belongs to: MPI_FLAVOUR, or with auto the one `$MPIEXEC --version` names (Open MPI:
+# --map-by/--bind-to/-x; MPICH or another Hydra: -bind-to/-map-by core:N, -genv; Intel MPI: -genv
+# with I_MPI_PIN_DOMAIN); an MPI it does not name gets a plain `mpiexec -n RANKS`, its own defaults
+# for binding and environment. srun (LAUNCHER=srun) gets --mpi=SRUN_MPI, with auto pmix, else pmi2,
+# of those `srun --mpi=list` offers, else no --mpi (Slurm's MpiDefault); SRUN_MPI=default: no --mpi.
+# `hostfile` (PBS: $PBS_NODEFILE) is passed when set.
+set_launch() {
+  local flavour=$MPI_FLAVOUR mpi=${SRUN_MPI:-auto} v domain
+  local vars=(OMP_NUM_THREADS OPENBLAS_NUM_THREADS MKL_NUM_THREADS)
+  if (( THREADS > 1 )); then vars+=(OMP_PLACES OMP_PROC_BIND); fi
+  if [[ ${LAUNCHER:-mpiexec} == srun ]]; then
+    if [[ $mpi == auto ]]; then
+      v=$(timeout 60 srun --mpi=list 2>&1 | sed -e 's/^srun: *//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' || true)
+      if grep -qxE 'pmix(_v[0-9]+)?' <<<"$v"; then mpi=pmix
+      elif grep -qx pmi2 <<<"$v"; then mpi=pmi2
+      else mpi=default; fi
+    fi
+    launch=(srun)
+    if [[ $mpi != default ]]; then launch+=(--mpi="$mpi"); fi
+    launch+=(--ntasks="$RANKS" --cpus-per-task="$THREADS" --cpu-bind=cores --kill-on-bad-exit=1)
+    echo "  launcher: srun, MPI plugin $mpi (SRUN_MPI=$SRUN_MPI): ${launch[*]}"
+    return 0
+  fi
+  if [[ $flavour == auto ]]; then
+    v=$(timeout 60 "$MPIEXEC" --version 2>&1 || true)
+    case $v in
+      *"Open MPI"* | *OpenRTE*) flavour=openmpi ;;
+      *"Intel(R) MPI"*) flavour=intel ;;
+      *HYDRA* | *MPICH*) flavour=mpich ;;
+      *) flavour=unknown ;;
+    esac
+  fi
+  launch=("$MPIEXEC" -n "$RANKS")
+  case $flavour in
+    openmpi)
+      if [[ -n ${hostfile:-} ]]; then launch+=(--hostfile "$hostfile"); fi
+      if (( THREADS > 1 )); then launch+=(--map-by "slot:PE=$THREADS" --bind-to core)
+      else launch+=(--map-by core --bind-to core); fi
+      for v in "${vars[@]}"; do launch+=(-x "$v"); done
+      if [[ $(id -u) == 0 ]]; then launch+=(--allow-run-as-root); fi
+      ;;
+    mpich | intel)
+      if [[ -n ${hostfile:-} ]]; then launch+=(-f "$hostfile"); fi
+      if [[ $flavour == intel ]]; then
+        domain=core
+        if (( THREADS > 1 )); then domain=omp:compact; fi  # OMP_NUM_THREADS cores next to each other
+        launch+=(-genv I_MPI_PIN 1 -genv I_MPI_PIN_DOMAIN "$domain")
+      elif (( THREADS > 1 )); then launch+=(-bind-to "core:$THREADS" -map-by "core:$THREADS")
+      else launch+=(-bind-to core -map-by core); fi
+      for v in "${vars[@]}"; do launch+=(-genv "$v" "${!v}"); done
+      ;;
+    *)
+      echo "warning: \`$MPIEXEC --version\` names no MPI this script knows (Open MPI, MPICH, Intel MPI):" \
+           "running a plain \`$MPIEXEC -n $RANKS\` (binding, environment and hosts left to that MPI);" \
+           "set MPI_FLAVOUR=openmpi, mpich or intel to choose its flags" >&2
+      ;;
+  esac
+  echo "  launcher: $MPIEXEC, MPI $flavour (MPI_FLAVOUR=$MPI_FLAVOUR): ${launch[*]}"
+}
+hostfile=$NODEFILE
+set_launch
 
 # Run in the background so that this shell can forward PBS's SIGTERM as SIGUSR1 (bash runs traps
 # only between commands, and `wait` returns when one arrives).

@@ -12,7 +12,12 @@
 #                 -n/--ntasks-per-node, else one per THREADS physical cores of every allocated node
 #   THREADS       OpenMP threads per rank (rcsweep run --threads)  default: $SLURM_CPUS_PER_TASK if you
 #                 gave -c/--cpus-per-task, else 1
-#   LAUNCHER      mpiexec (Open MPI) or srun (srun --mpi=pmix)     default: mpiexec
+#   LAUNCHER      mpiexec or srun                                  default: mpiexec
+#   MPIEXEC       the MPI's mpiexec (LAUNCHER=mpiexec)             default: mpiexec (on PATH)
+#   MPI_FLAVOUR   openmpi, mpich or intel: mpiexec's binding and environment flags   default: auto,
+#                 the MPI `$MPIEXEC --version` names (another MPI: plain mpiexec -n RANKS)
+#   SRUN_MPI      srun's --mpi plugin (LAUNCHER=srun); default (no --mpi: Slurm's MpiDefault) or a
+#                 plugin name   default: auto, pmix, else pmi2, of `srun --mpi=list`, else default
 #   RCSWEEP       the rcsweep program                              default: rcsweep (on PATH)
 #   RCSWEEP_SETUP a file sourced before anything runs, e.g. `module load openmpi hdf5`; must exist if set
 #   STOP_BEFORE   stop this many seconds before the job's end time (rcsweep --time-limit)  default: 120
@@ -24,7 +29,7 @@
 #
 # Layout (docs/CLUSTER.md): one rank per core, one BLAS/OpenMP thread per rank, ranks bound to
 # cores. With THREADS > 1 (a hybrid job: --ntasks-per-node=R --cpus-per-task=THREADS) every rank is
-# bound to THREADS cores (mpiexec --map-by slot:PE=THREADS, srun --cpus-per-task) and runs
+# bound to THREADS cores (e.g. Open MPI's mpiexec --map-by slot:PE=THREADS, srun --cpus-per-task) and runs
 # `rcsweep run --threads THREADS`, its OpenMP threads one per core (OMP_PLACES=cores,
 # OMP_PROC_BIND=close), each with one BLAS thread. Walltime: rcsweep gets --time-limit = the time left until STOP_BEFORE s before the job's
 # end, and starts no bundle that would overrun it. Besides, Slurm sends SIGUSR1 to this shell 120 s
@@ -61,6 +66,9 @@ fi
 SWEEP=${1:-${SWEEP:-sweep.toml}}
 OUT=${2:-${OUT:-$(basename "${SWEEP%.toml}").h5}}
 LAUNCHER=${LAUNCHER:-mpiexec}
+MPIEXEC=${MPIEXEC:-mpiexec}
+MPI_FLAVOUR=${MPI_FLAVOUR:-auto}
+SRUN_MPI=${SRUN_MPI:-auto}
 RCSWEEP=${RCSWEEP:-rcsweep}
 STOP_BEFORE=${STOP_BEFORE:-120}
 GRACE=${GRACE:-60}
@@ -76,6 +84,8 @@ RESTARTS=${SLURM_RESTART_COUNT:-0}
 cd "${SLURM_SUBMIT_DIR:-.}"
 
 [[ $LAUNCHER == mpiexec || $LAUNCHER == srun ]] || { echo "error: LAUNCHER=$LAUNCHER: not mpiexec or srun" >&2; exit 2; }
+[[ $MPI_FLAVOUR =~ ^(auto|openmpi|mpich|intel)$ ]] || { echo "error: MPI_FLAVOUR=$MPI_FLAVOUR: not auto, openmpi, mpich or intel" >&2; exit 2; }
+[[ $SRUN_MPI =~ ^[A-Za-z0-9_]+$ ]] || { echo "error: SRUN_MPI=$SRUN_MPI: not auto, default or an MPI plugin of srun --mpi=list" >&2; exit 2; }
 [[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "error: RANKS=$RANKS: not a positive integer" >&2; exit 2; }
 echo "rcsweep job ${SLURM_JOB_ID:-?} (run $((RESTARTS + 1))) on $(hostname) at $(date -u +%FT%TZ)"
 echo "  SWEEP=$SWEEP OUT=$OUT RANKS=$RANKS NODES=$NODES LAUNCHER=$LAUNCHER THREADS=$THREADS"
@@ -98,20 +108,74 @@ fi
 
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 threads=()
-map=(--map-by core --bind-to core)
 if (( THREADS > 1 )); then  # THREADS cores per rank, one OpenMP thread on each
   export OMP_PLACES=cores OMP_PROC_BIND=close
   threads=(--threads "$THREADS")
-  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)
 fi
 # shellcheck disable=SC2206
 run=("$RCSWEEP" run "$SWEEP" -o "$OUT" "${threads[@]}" --grace "$GRACE" "${limit[@]}" $RCSWEEP_ARGS)
-if [[ $LAUNCHER == srun ]]; then
-  launch=(srun --mpi=pmix --ntasks="$RANKS" --cpus-per-task="$THREADS" --cpu-bind=cores --kill-on-bad-exit=1)
-else
-  launch=(mpiexec -n "$RANKS" "${map[@]}" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
-  [[ $(id -u) == 0 ]] && launch+=(--allow-run-as-root)
-fi
+# The launcher (these lines are the same in jobs/slurm/*_job.sh and jobs/pbs/*_job.sh): sets `launch`,
+# the command line put before rcsweep's. mpiexec gets the binding and environment flags of the MPI
+# it belongs to: MPI_FLAVOUR, or with auto the one `$MPIEXEC --version` names (Open MPI:
+# --map-by/--bind-to/-x; MPICH or another Hydra: -bind-to/-map-by core:N, -genv; Intel MPI: -genv
+# with I_MPI_PIN_DOMAIN); an MPI it does not name gets a plain `mpiexec -n RANKS`, its own defaults
+# for binding and environment. srun (LAUNCHER=srun) gets --mpi=SRUN_MPI, with auto pmix, else pmi2,
+# of those `srun --mpi=list` offers, else no --mpi (Slurm's MpiDefault); SRUN_MPI=default: no --mpi.
+# `hostfile` (PBS: $PBS_NODEFILE) is passed when set.
+set_launch() {
+  local flavour=$MPI_FLAVOUR mpi=${SRUN_MPI:-auto} v domain
+  local vars=(OMP_NUM_THREADS OPENBLAS_NUM_THREADS MKL_NUM_THREADS)
+  if (( THREADS > 1 )); then vars+=(OMP_PLACES OMP_PROC_BIND); fi
+  if [[ ${LAUNCHER:-mpiexec} == srun ]]; then
+    if [[ $mpi == auto ]]; then
+      v=$(timeout 60 srun --mpi=list 2>&1 | sed -e 's/^srun: *//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' || true)
+      if grep -qxE 'pmix(_v[0-9]+)?' <<<"$v"; then mpi=pmix
+      elif grep -qx pmi2 <<<"$v"; then mpi=pmi2
+      else mpi=default; fi
+    fi
+    launch=(srun)
+    if [[ $mpi != default ]]; then launch+=(--mpi="$mpi"); fi
+    launch+=(--ntasks="$RANKS" --cpus-per-task="$THREADS" --cpu-bind=cores --kill-on-bad-exit=1)
+    echo "  launcher: srun, MPI plugin $mpi (SRUN_MPI=$SRUN_MPI): ${launch[*]}"
+    return 0
+  fi
+  if [[ $flavour == auto ]]; then
+    v=$(timeout 60 "$MPIEXEC" --version 2>&1 || true)
+    case $v in
+      *"Open MPI"* | *OpenRTE*) flavour=openmpi ;;
+      *"Intel(R) MPI"*) flavour=intel ;;
+      *HYDRA* | *MPICH*) flavour=mpich ;;
+      *) flavour=unknown ;;
+    esac
+  fi
+  launch=("$MPIEXEC" -n "$RANKS")
+  case $flavour in
+    openmpi)
+      if [[ -n ${hostfile:-} ]]; then launch+=(--hostfile "$hostfile"); fi
+      if (( THREADS > 1 )); then launch+=(--map-by "slot:PE=$THREADS" --bind-to core)
+      else launch+=(--map-by core --bind-to core); fi
+      for v in "${vars[@]}"; do launch+=(-x "$v"); done
+      if [[ $(id -u) == 0 ]]; then launch+=(--allow-run-as-root); fi
+      ;;
+    mpich | intel)
+      if [[ -n ${hostfile:-} ]]; then launch+=(-f "$hostfile"); fi
+      if [[ $flavour == intel ]]; then
+        domain=core
+        if (( THREADS > 1 )); then domain=omp:compact; fi  # OMP_NUM_THREADS cores next to each other
+        launch+=(-genv I_MPI_PIN 1 -genv I_MPI_PIN_DOMAIN "$domain")
+      elif (( THREADS > 1 )); then launch+=(-bind-to "core:$THREADS" -map-by "core:$THREADS")
+      else launch+=(-bind-to core -map-by core); fi
+      for v in "${vars[@]}"; do launch+=(-genv "$v" "${!v}"); done
+      ;;
+    *)
+      echo "warning: \`$MPIEXEC --version\` names no MPI this script knows (Open MPI, MPICH, Intel MPI):" \
+           "running a plain \`$MPIEXEC -n $RANKS\` (binding, environment and hosts left to that MPI);" \
+           "set MPI_FLAVOUR=openmpi, mpich or intel to choose its flags" >&2
+      ;;
+  esac
+  echo "  launcher: $MPIEXEC, MPI $flavour (MPI_FLAVOUR=$MPI_FLAVOUR): ${launch[*]}"
+}
+set_launch
 
 # Run the launcher in the background so that this shell can forward Slurm's warning signal (bash
 # runs traps only between commands, and `wait` returns when one arrives).

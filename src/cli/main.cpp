@@ -183,6 +183,20 @@ int main(int argc, char** argv) {
                      "with --emit: whole nodes for the job (#SBATCH --exclusive, #PBS -l place=excl); without\n"
                      "it the job asks only for its ranks' cores and memory");
   plan_cmd
+      ->add_option("--launcher", plan.site.launcher,
+                   "with --emit slurm: the script's default LAUNCHER, mpiexec (the default) or srun")
+      ->option_text("L");
+  plan_cmd
+      ->add_option("--mpi", plan.site.mpi,
+                   "with --emit: the script's default MPI_FLAVOUR, openmpi, mpich or intel: mpiexec's binding\n"
+                   "and environment flags (default auto: the MPI `mpiexec --version` names, when the job runs)")
+      ->option_text("FLAVOUR");
+  plan_cmd
+      ->add_option("--srun-mpi", plan.site.srun_mpi,
+                   "with --emit slurm: the script's default SRUN_MPI, srun's --mpi plugin (pmix, pmi2, ...) or\n"
+                   "default for none (default auto: pmix, else pmi2, of `srun --mpi=list`, when the job runs)")
+      ->option_text("PLUGIN");
+  plan_cmd
       ->add_option("--setup", plan.setup,
                    "with --emit: a file the script sources before anything runs (module load, environment),\n"
                    "its default RCSWEEP_SETUP (absolute path); must exist (exit 2 otherwise)")

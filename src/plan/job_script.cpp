@@ -15,6 +15,8 @@ extern const char* const job_template_slurm_mpi_job_sh;
 extern const char* const job_template_slurm_array_job_sh;
 extern const char* const job_template_pbs_mpi_job_sh;
 extern const char* const job_template_pbs_array_job_sh;
+extern const char* const job_template_slurm_merge_job_sh;
+extern const char* const job_template_pbs_merge_job_sh;
 
 namespace {
 
@@ -95,6 +97,22 @@ void check_site(Scheduler scheduler, const SiteOptions& site) {
       check_value(issues, "--qos", site.qos, true);
   }
   for (const auto& d : site.directives) check_value(issues, "--directive", d, false);
+  const bool pbs = scheduler == Scheduler::pbs;
+  if (!site.launcher.empty() && site.launcher != "mpiexec" && (pbs || site.launcher != "srun"))
+    issues.push_back({"--launcher", "\"" + site.launcher +
+                                        "\": " + (pbs ? "PBS jobs start ranks with mpiexec only" : "mpiexec or srun")});
+  if (!site.mpi.empty() && site.mpi != "auto" && site.mpi != "openmpi" && site.mpi != "mpich" && site.mpi != "intel")
+    issues.push_back({"--mpi", "\"" + site.mpi + "\": auto, openmpi, mpich or intel"});
+  if (!site.srun_mpi.empty()) {
+    const bool word = std::all_of(site.srun_mpi.begin(), site.srun_mpi.end(),
+                                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (pbs)
+      issues.push_back({"--srun-mpi", "PBS jobs have no srun: leave --srun-mpi out for --emit pbs"});
+    else if (!word)
+      issues.push_back(
+          {"--srun-mpi",
+           "\"" + site.srun_mpi + "\": auto, default (no --mpi) or a plugin of srun --mpi=list (pmix, pmi2, ...)"});
+  }
   if (!issues.empty()) throw ConfigError(std::move(issues));
 }
 
@@ -199,6 +217,33 @@ std::string_view job_template(Scheduler scheduler, bool array) {
   return array ? job_template_pbs_array_job_sh : job_template_pbs_mpi_job_sh;
 }
 
+std::string_view merge_template(Scheduler scheduler) {
+  return scheduler == Scheduler::slurm ? job_template_slurm_merge_job_sh : job_template_pbs_merge_job_sh;
+}
+
+std::string merge_script(Scheduler scheduler, const ScriptNames& names) {
+  std::string text(merge_template(scheduler));
+  if (scheduler == Scheduler::slurm)
+    replace_line(text, "#SBATCH --job-name=", "#SBATCH --job-name=" + names.job_name + "-merge");
+  else
+    replace_line(text, "#PBS -N ", "#PBS -N " + pbs_name(names.job_name).substr(0, 9) + "-merge");
+  replace_line(text, "SWEEP=${1:-${SWEEP:-", "SWEEP=${1:-${SWEEP:-" + shell_quote(names.sweep_file) + "}}");
+  replace_line(text, "OUT=${2:-${OUT:-", "OUT=${2:-${OUT:-" + shell_quote(names.output) + "}}");
+  replace_line(text, "RCSWEEP=${RCSWEEP:-", "RCSWEEP=${RCSWEEP:-" + shell_quote(names.rcsweep) + "}");
+  if (!names.setup.empty())
+    replace_line(text, "RCSWEEP_SETUP=${RCSWEEP_SETUP:-",
+                 "RCSWEEP_SETUP=${RCSWEEP_SETUP:-" + shell_quote(names.setup) + "}");
+  auto site = names.site;
+  site.exclusive = false;  // one process
+  const std::string lines = site_directives(scheduler, site);
+  if (!lines.empty()) insert_after_last(text, scheduler == Scheduler::slurm ? "#SBATCH " : "#PBS ", lines);
+  const std::size_t shebang = text.find('\n');
+  text.insert(shebang == std::string::npos ? text.size() : shebang + 1,
+              "# Written by `rcsweep plan --emit " + std::string(scheduler == Scheduler::slurm ? "slurm" : "pbs") +
+                  "` into the array job that submits it.\n");
+  return text;
+}
+
 std::string fill_job_template(std::string_view script, Scheduler scheduler, bool array, const JobSizing& sizing,
                               const ScriptNames& names) {
   check_site(scheduler, names.site);
@@ -248,6 +293,12 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
   if (!names.setup.empty())
     replace_line(text, "RCSWEEP_SETUP=${RCSWEEP_SETUP:-",
                  "RCSWEEP_SETUP=${RCSWEEP_SETUP:-" + shell_quote(names.setup) + "}");
+  if (!names.site.launcher.empty() && scheduler == Scheduler::slurm)
+    replace_line(text, "LAUNCHER=${LAUNCHER:-", "LAUNCHER=${LAUNCHER:-" + names.site.launcher + "}");
+  if (!names.site.mpi.empty())
+    replace_line(text, "MPI_FLAVOUR=${MPI_FLAVOUR:-", "MPI_FLAVOUR=${MPI_FLAVOUR:-" + names.site.mpi + "}");
+  if (!names.site.srun_mpi.empty())
+    replace_line(text, "SRUN_MPI=${SRUN_MPI:-", "SRUN_MPI=${SRUN_MPI:-" + names.site.srun_mpi + "}");
   if (!names.overrides.empty()) {
     const std::string run = "run \"$SWEEP\"";
     std::string with = run;
@@ -261,6 +312,18 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
   drop_line(text, "#SBATCH --exclusive");  // mpi_job.sh by hand takes whole nodes; emitted, only when asked
   const std::string site = site_directives(scheduler, names.site);
   if (!site.empty()) insert_after_last(text, directive, site);
+  if (array) {  // the array carries its merge job, which its first element submits
+    const std::string merge = merge_script(scheduler, names);
+    const std::string end = "RCSWEEP_MERGE_JOB";
+    if (("\n" + merge).find("\n" + end + "\n") != std::string::npos)
+      throw std::logic_error("merge job template holds the line " + end);
+    replace_line(text, "MERGE_JOB=${MERGE_JOB:-", "MERGE_JOB=${MERGE_JOB:-built-in}");
+    replace_line(text, "merge_job_text() {",
+                 "merge_job_text() {  # built-in: the merge job `rcsweep plan --emit` wrote with this array\n"
+                 "  if [[ $MERGE_JOB != built-in ]]; then cat -- \"$MERGE_JOB\"; return; fi\n"
+                 "  cat <<'" +
+                     end + "'\n" + merge + (merge.ends_with('\n') ? "" : "\n") + end + "\n}");
+  }
 
   std::string summary = "# Written by `rcsweep plan --emit " +
                         std::string(scheduler == Scheduler::slurm ? "slurm" : "pbs") + "` from the shipped script:\n";

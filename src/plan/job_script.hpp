@@ -65,10 +65,16 @@ struct SiteOptions {
   std::string qos;                      ///< Slurm --qos= (PBS has none: refused)
   std::vector<std::string> directives;  ///< raw lines "#SBATCH TEXT" / "#PBS TEXT", in order
   bool exclusive = false;               ///< whole nodes: Slurm --exclusive, PBS -l place=excl
+  // The launcher the script defaults to (`plan --launcher/--mpi/--srun-mpi`; "": the shipped default).
+  std::string launcher;  ///< LAUNCHER: mpiexec or srun (Slurm only; shipped: mpiexec)
+  std::string mpi;       ///< MPI_FLAVOUR: auto, openmpi, mpich or intel (shipped: auto, from mpiexec --version)
+  std::string srun_mpi;  ///< SRUN_MPI: auto, default or a plugin name (Slurm only; shipped: auto, from srun --mpi=list)
 };
 
-/// ConfigError naming the option (--account, --partition, --qos, --directive) of every bad value:
-/// empty, a line break, a leading '#' (account, partition and qos: any blank too); --qos with PBS.
+/// ConfigError naming the option (--account, --partition, --qos, --directive, --launcher, --mpi,
+/// --srun-mpi) of every bad value: empty, a line break, a leading '#' (account, partition and qos:
+/// any blank too); --qos, --launcher srun or --srun-mpi with PBS; a launcher, MPI flavour or srun
+/// plugin the scripts do not know.
 void check_site(Scheduler scheduler, const SiteOptions& site);
 
 /// The scheduler lines `site` asks for ("#SBATCH --account=A", "#PBS -A A", ...), one per line,
@@ -96,9 +102,11 @@ std::vector<std::string> unshared_paths(const ScriptNames& names, int nodes, con
 /// The shipped script (jobs/slurm/mpi_job.sh or array_job.sh, jobs/pbs/...) for `sizing`: its
 /// scheduler directives sized (nodes, ranks, walltime, memory, array range; with threads per rank,
 /// Slurm's --cpus-per-task and PBS's ncpus = mpiprocs x ompthreads) and its defaults set (SWEEP,
-/// OUT, RCSWEEP, SHARDS, THREADS, RCSWEEP_SETUP when names.setup is given); the overrides, quoted, follow "$SWEEP" in its `rcsweep run`
+/// OUT, RCSWEEP, SHARDS, THREADS, RCSWEEP_SETUP when names.setup is given, LAUNCHER, MPI_FLAVOUR,
+/// SRUN_MPI when names.site gives them); the overrides, quoted, follow "$SWEEP" in its `rcsweep run`
 /// command; the site's lines (site_directives) follow the template's last directive, whose own
-/// `#SBATCH --exclusive` is dropped unless site.exclusive; the rest unchanged.
+/// `#SBATCH --exclusive` is dropped unless site.exclusive; the rest unchanged. An array script
+/// carries its merge job (merge_script) and submits it from its first element (MERGE_JOB=built-in).
 std::string job_script(Scheduler scheduler, const JobSizing& sizing, const ScriptNames& names);
 
 /// As job_script, with the template given (tests).
@@ -107,6 +115,14 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
 
 /// The compiled-in copies of jobs/{slurm,pbs}/{mpi_job,array_job}.sh (generated at build time).
 std::string_view job_template(Scheduler scheduler, bool array);
+
+/// The compiled-in copy of jobs/{slurm,pbs}/merge_job.sh.
+std::string_view merge_template(Scheduler scheduler);
+
+/// The merge job of an array (merge_template) with its defaults set (SWEEP, OUT, RCSWEEP,
+/// RCSWEEP_SETUP), its job name the sweep's with "-merge", and the site's lines but --exclusive. The
+/// emitted array script carries it (MERGE_JOB=built-in): its first element to start submits it.
+std::string merge_script(Scheduler scheduler, const ScriptNames& names);
 
 /// "HH:MM:SS" (hours may exceed 24), as Slurm and PBS read walltimes.
 std::string format_walltime(double seconds);

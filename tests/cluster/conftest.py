@@ -165,11 +165,25 @@ OverTimeLimit=0
 MinJobAge=600
 InactiveLimit=0
 {node_lines}PartitionName=test Nodes={",".join(h for h, _, _ in daemons)} Default=YES MaxTime=INFINITE State=UP
+# a second partition of the same nodes, for jobs that name theirs (plan --emit --partition)
+PartitionName=compute Nodes={",".join(h for h, _, _ in daemons)} Default=NO MaxTime=INFINITE State=UP
 """)
+        # Slurm's pmix plugin makes a directory per job step in PMIxCliTmpDirBase (default /tmp), the
+        # same name on every node: node-local on a real cluster, shared by the test's nodes. So each
+        # node's slurmd runs in a mount namespace of its own where that base is its node's directory.
+        pmix_base = r / "pmix-tmp"
+        pmix_base.mkdir()
+        (r / "mpi.conf").write_text(f"PMIxCliTmpDirBase={pmix_base}\n")
         self.spawn(["slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
         for h, _, prefix in daemons:  # through an agent: one command line, run by sh
             cmd = ["slurmd", "-D", "-f", str(self.conf), "-N", h]
-            self.spawn(prefix + [" ".join(cmd)] if prefix else cmd, f"slurmd-{h}")
+            if prefix:
+                (r / f"pmix-tmp-{h}").mkdir()
+                line = (f"unshare --mount --propagation private sh -c 'mount --bind {r}/pmix-tmp-{h} {pmix_base} "
+                        f"&& exec {' '.join(cmd)}'")
+                self.spawn(prefix + [line], f"slurmd-{h}")
+            else:
+                self.spawn(cmd, f"slurmd-{h}")
         self.wait_for(lambda: self.idle_nodes() == len(daemons), "nodes idle in sinfo", 60)
 
     def spawn(self, cmd, name):
@@ -187,7 +201,7 @@ InactiveLimit=0
         raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
 
     def idle_nodes(self):
-        p = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=self.env)
+        p = subprocess.run(["sinfo", "-h", "-N", "-p", "test", "-o", "%t"], capture_output=True, text=True, env=self.env)
         return p.stdout.split().count("idle") if p.returncode == 0 else 0
 
     def logs(self, lines=25):

@@ -244,8 +244,11 @@ exec nsenter --net=/run/netns/$ns --uts=$uts -- env -i PATH=/usr/sbin:/usr/bin:/
     def mpiexec(self, mpiexec, ranks, *cmd, slots=1, export=()):
         """The command line of `mpiexec -n ranks` over the nodes' hostfile; `export`: names of
         environment variables to pass to the ranks (-x; the agent starts the daemons with a clean
-        environment)."""
-        exported = [a for name in export for a in ("-x", name)]
+        environment), besides every OPENBLAS_* variable set here."""
+        # OpenBLAS's settings too (e.g. OPENBLAS_CORETYPE): another kernel gives other bits than the
+        # one-node reference, which runs in this environment
+        blas = sorted(k for k in os.environ if k.startswith("OPENBLAS_") and k not in export)
+        exported = [a for name in [*export, *blas] for a in ("-x", name)]
         return [str(mpiexec), "--hostfile", str(self.hostfile(slots)), "-n", str(ranks), *self.mpi_options(),
                 *exported, *map(str, cmd)]
 

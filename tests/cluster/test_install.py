@@ -34,12 +34,15 @@ def quick_reference(tmp_path_factory):
 
 
 def clean_shell(script, cwd, prefix):
-    """Run `script` in bash with a bare environment (no PATH of this build, no PYTHONPATH) after
-    loading the module file of `prefix`."""
+    """Run `script` in bash with a bare environment (no PATH of this build, no PYTHONPATH; OPENBLAS_*
+    kept) after loading the module file of `prefix`."""
     if not LMOD_INIT.exists():
         pytest.skip("Lmod not installed (scripts/install_deps.sh installs lmod)")
     env = {"HOME": os.environ.get("HOME", "/root"), "PATH": f"{Path(MPIEXEC).parent}:/usr/bin:/bin", "TERM": "dumb",
            "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    # OpenBLAS's settings (e.g. OPENBLAS_CORETYPE) kept: another kernel gives other bits than the
+    # build tree's reference run, which runs in this environment
+    env.update({k: v for k, v in os.environ.items() if k.startswith("OPENBLAS_")})
     full = f"set -e\nsource {LMOD_INIT}\nmodule use {prefix}/share/modulefiles\nmodule load rcsweep\n{script}"
     return subprocess.run(["bash", "--noprofile", "--norc", "-c", full], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)

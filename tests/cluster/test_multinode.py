@@ -3,8 +3,10 @@ host name (conftest.nodes, netns.py), and a plain `mpiexec --hostfile` whose dae
 nodes through an rsh agent. Ranks talk over TCP on the bridge only. A sweep run across the nodes
 equals a one-node run bitwise; a node that fails mid-run (every process on it killed, or its link
 cut) ends the job within a bounded time with every finished task kept, and the same command
-completes the store, again bitwise equal to an uninterrupted run; the shipped Slurm MPI job runs
-unchanged on two nodes of a Slurm with a slurmd in each."""
+completes the store, again bitwise equal to an uninterrupted run. On a Slurm with a slurmd in each
+node: the shipped MPI job unchanged on two and three nodes (mpiexec and srun), array shards spread
+over the nodes and their dependent merge, a three-node job stopped at its walltime and requeued, and
+a script `rcsweep plan --emit` wrote with site options, across the nodes."""
 import re
 import subprocess
 import time
@@ -199,20 +201,123 @@ def test_leftovers_of_a_dead_run_are_removed_and_a_live_runs_kept(tmp_path):
     assert netns.owned_by(gone.pid, live.pid) == ([], [], [])
 
 
-def test_slurm_mpi_job_on_two_nodes(slurm_nodes, nodes, reference):
-    """The shipped mpi_job.sh, unchanged, on two nodes of a Slurm whose slurmd run in the nodes:
-    its mpiexec starts the second node's orted through Slurm (srun); Open MPI's TCP settings
-    come from the submitter's environment (OMPI_MCA_*), which sbatch exports."""
-    work = slurm_nodes.root / "work"
+def tcp_env(nodes):
+    """Open MPI's TCP settings of the test cluster, as environment variables (sbatch exports them)."""
     net = str(nodes.subnet)
-    env = {**slurm_nodes.env, "OMPI_MCA_btl": "tcp,self", "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl_tcp_if_include": net,
-           "OMPI_MCA_oob_tcp_if_include": net}
-    jid = slurm_nodes.sbatch("-N", "2", "--ntasks-per-node=1", "-t", "5", "--output=mpi-nodes-%j.out",
-                             JOBS / "slurm" / "mpi_job.sh", DATA / "small.toml", work / "nodes.h5", env=env)
+    return {"OMPI_MCA_btl": "tcp,self", "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl_tcp_if_include": net,
+            "OMPI_MCA_oob_tcp_if_include": net}
+
+
+def node_list(n):
+    return f"{netns.PREFIX}-node[1-{n}]"
+
+
+def assert_job_completed(slurm, record, log):
+    assert record["JobState"] == "COMPLETED" and record["ExitCode"] == "0:0", f"{record}\n{log}\n{slurm.logs()}"
+
+
+def test_slurm_mpi_job_on_two_and_three_nodes(slurm_nodes, nodes, reference):
+    """The shipped mpi_job.sh, unchanged, on two nodes (mpiexec) and three nodes (mpiexec, srun) of a
+    Slurm whose slurmd run in the nodes: mpiexec starts the other nodes' orted through Slurm, srun
+    starts every rank itself (with the PMI plugin the script found: pmix); Open MPI's TCP settings
+    come from the submitter's environment (OMPI_MCA_*), which sbatch exports. The three jobs are
+    submitted together."""
+    work = slurm_nodes.root / "work"
+    jobs = {}
+    for n, launcher in [(2, "mpiexec"), (3, "mpiexec"), (3, "srun")]:
+        name = f"nodes{n}-{launcher}"
+        jobs[n, launcher] = slurm_nodes.sbatch("-N", n, "--ntasks-per-node=1", "-t", "5", f"--output={name}-%j.out",
+                                               JOBS / "slurm" / "mpi_job.sh", DATA / "small.toml", work / f"{name}.h5",
+                                               env={**slurm_nodes.env, **tcp_env(nodes), "LAUNCHER": launcher})
+    for (n, launcher), jid in jobs.items():
+        name = f"nodes{n}-{launcher}"
+        (record,) = slurm_nodes.wait(jid)
+        log = (work / f"{name}-{jid}.out").read_text()
+        assert_job_completed(slurm_nodes, record, log)
+        assert record["NodeList"] == node_list(n), record
+        assert f"RANKS={n} NODES={n} LAUNCHER={launcher}" in log and "rcsweep exit code 0" in log, log
+        assert ("MPI openmpi (MPI_FLAVOUR=auto)" if launcher == "mpiexec" else "MPI plugin pmix (SRUN_MPI=auto)") in log
+        assert sorted(set(hosts_of_tasks(work / f"{name}.h5"))) == nodes.hosts[:n]
+        assert_same_results(work / f"{name}.h5", reference("small"))
+
+
+def test_slurm_array_shards_spread_over_the_nodes_and_the_merge(slurm_nodes, nodes, reference):
+    """submit_array.sh's three shards, one whole node each (--exclusive), then the dependent merge:
+    each shard is computed on another node, and the merged store equals the direct run bitwise."""
+    work = slurm_nodes.root / "work"
+    out = work / "spread.h5"
+    proc = slurm_nodes.run("bash", JOBS / "slurm" / "submit_array.sh", DATA / "small.toml", out, "3",
+                           env={**slurm_nodes.env, "ARRAY_SBATCH": "-t 5 --exclusive", "MERGE_SBATCH": "-t 5"})
+    array, merge = re.search(r"array job (\d+) \(3 shards\), merge job (\d+)", proc.stdout).groups()
+    records = slurm_nodes.wait(array, merge)
+    log = "\n".join(f.read_text() for f in sorted(work.glob(f"rcsweep-*{array}_*.out")))
+    elements = [r for r in records if r.get("ArrayJobId") == array]
+    (merged,) = [r for r in records if r["JobId"] == merge]
+    for r in records:
+        assert_job_completed(slurm_nodes, r, log)
+    assert sorted(r["BatchHost"] for r in elements) == nodes.hosts, elements  # one shard per node
+    assert all(merged["StartTime"] >= r["EndTime"] for r in elements), "merge ran before a shard finished"
+    for i in range(3):  # each shard's tasks computed on its element's node
+        shard = work / "spread.shards" / f"shard-{i}-of-3.h5"
+        (host,) = [r["BatchHost"] for r in elements if r["ArrayTaskId"] == str(i)]
+        assert set(hosts_of_tasks(shard)) - {""} == {host}, (i, host)
+    assert_same_results(out, reference("small"))
+
+
+def test_slurm_multinode_job_stops_at_its_walltime_and_requeues(slurm_nodes, nodes, sweep, reference):
+    """mpi_job.sh on three nodes with a one-minute limit and STOP_BEFORE=55: every run gets
+    --time-limit of at most 5 s, stops cleanly (exit 4, or Slurm's warning signal forwarded) and the
+    job requeues itself onto the three nodes until the medium sweep (about 10 s of one core) is done;
+    the store equals the direct run bitwise."""
+    work = slurm_nodes.root / "work"
+    out = work / "requeued.h5"
+    jid = slurm_nodes.sbatch("-N", 3, "--ntasks-per-node=1", "-t", "1", "--signal=B:USR1@20", "--output=requeue-%j.out",
+                             JOBS / "slurm" / "mpi_job.sh", sweep("medium"), out,
+                             env={**slurm_nodes.env, **tcp_env(nodes), "GRACE": "5", "STOP_BEFORE": "55"})
+    (record,) = slurm_nodes.wait(jid, timeout=300)
+    log = (work / f"requeue-{jid}.out").read_text()
+    assert_job_completed(slurm_nodes, record, log)
+    assert record["NodeList"] == node_list(3) and int(record["Restarts"]) >= 1, (record, log)
+    runs = re.findall(r"rcsweep exit code (\d+)", log)
+    assert set(runs[:-1]) <= {"4", "138"} and runs[-1] == "0" and len(runs) == int(record["Restarts"]) + 1, log
+    assert log.count("RANKS=3 NODES=3 LAUNCHER=mpiexec") == len(runs), log
+    limits = [int(x) for x in re.findall(r"job ends \S+: rcsweep --time-limit (\d+)s", log)]
+    assert len(limits) == len(runs) and all(1 <= x <= 5 for x in limits), log
+    assert len(re.findall(r"requeueing job", log)) == len(runs) - 1, log
+    assert set(hosts_of_tasks(out)) == set(nodes.hosts), "every node computed tasks over the runs"
+    assert_same_results(out, reference("medium"))
+
+
+def test_emitted_script_with_site_options_runs_across_the_nodes(slurm_nodes, nodes, reference, tmp_path):
+    """`rcsweep plan --emit slurm --nodes 3 --cores 2` with --account, --partition, --qos and --setup
+    (the setup file sets Open MPI's TCP settings, as a site's module would), submitted with plain
+    sbatch: 6 ranks, 2 on each node, in the partition and account asked; the store equals the direct
+    run bitwise. The test Slurm has no accounting database (slurmdbd): it accepts the qos line and
+    keeps no qos, so QOS limits are not tested."""
+    work = slurm_nodes.root / "work" / "emitted-nodes"
+    work.mkdir()
+    setup = work / "site-env.sh"
+    setup.write_text("".join(f"export {k}={v}\n" for k, v in tcp_env(nodes).items()) + 'echo "site setup sourced"\n')
+    site = ["--account", "proj42", "--partition", "compute", "--qos", "normal", "--setup", setup]
+    plan = subprocess.run([BIN, "plan", DATA / "small.toml", "--emit", "slurm", "--nodes", "3", "--cores", "2", *site],
+                          capture_output=True, text=True, timeout=120)
+    assert plan.returncode == 0, plan.stderr
+    assert "6 ranks on 3 node(s) per job" in plan.stderr, plan.stderr
+    script = work / "job.sh"
+    script.write_text(plan.stdout)
+    env = {k: v for k, v in slurm_nodes.env.items() if not k.startswith("OMPI_MCA_")}
+    env["RCSWEEP"] = ""  # the script's default: this program
+    jid = slurm_nodes.sbatch(script, cwd=work, env=env)
     (record,) = slurm_nodes.wait(jid)
-    log = (work / f"mpi-nodes-{jid}.out").read_text()
-    assert record["JobState"] == "COMPLETED" and record["ExitCode"] == "0:0", f"{record}\n{log}\n{slurm_nodes.logs()}"
-    assert record["NodeList"] == f"{netns.PREFIX}-node[1-2]", record
-    assert "RANKS=2 NODES=2 LAUNCHER=mpiexec" in log and "rcsweep exit code 0" in log, log
-    assert sorted(set(hosts_of_tasks(work / "nodes.h5"))) == nodes.hosts[:2]
-    assert_same_results(work / "nodes.h5", reference("small"))
+    log = (work / f"rcsweep-{jid}.out").read_text()
+    assert_job_completed(slurm_nodes, record, log)
+    assert "\n#SBATCH --qos=normal\n" in plan.stdout
+    assert (record["Partition"], record["Account"], record["NodeList"]) == ("compute", "proj42", node_list(3)), record
+    # A Slurm without an accounting database (slurmdbd) takes --qos and keeps none (docs/CLUSTER.md)
+    assert record["QOS"] == "(null)", record
+    assert record["NumTasks"] == "6", record
+    assert "site setup sourced" in log and "RANKS=6 NODES=3 LAUNCHER=mpiexec" in log, log
+    hosts = hosts_of_tasks(work / "cluster-small.h5")
+    assert set(hosts) == set(nodes.hosts), set(hosts)
+    assert_same_results(work / "cluster-small.h5", reference("small"))
+

@@ -8,9 +8,11 @@ import signal
 import socket
 import subprocess
 
+from pathlib import Path
+
 import pytest
 
-from conftest import DATA, JOBS, assert_same_results, e2e, job_env
+from conftest import BIN, DATA, JOBS, assert_same_results, e2e, job_env
 
 PBS_JOBS = JOBS / "pbs"
 
@@ -24,8 +26,9 @@ echo "    Resource_List.walltime = ${STUB_WALLTIME:-01:00:00}"
 echo "    run_count = ${STUB_RUN_COUNT:-1}"
 """,
     "qrerun": 'echo "qrerun $*" >> "$STUB_LOG"\nexit "${STUB_QRERUN_RC:-0}"\n',
-    # qsub: an array id for -J, a plain one otherwise
+    # qsub: an array id for -J, a plain one otherwise; a script on stdin (no file named) is kept
     "qsub": """echo "qsub $*" >> "$STUB_LOG"
+case "${!#}" in *.sh) ;; *) cat > "$STUB_LOG.stdin.sh" ;; esac
 case " $* " in *" -J "*) echo "4242[].pbs01" ;; *) echo "4243.pbs01" ;; esac
 """,
 }
@@ -65,6 +68,7 @@ def pbs(tmp_path):
 
     run.work = work
     run.calls = lambda: log.read_text().splitlines()
+    run.stdin_script = lambda: Path(f"{log}.stdin.sh")
     return run
 
 
@@ -103,6 +107,35 @@ def test_pbs_array_job_and_dependent_merge(pbs, reference):
     assert merge.returncode == 0, merge.stdout + merge.stderr
     assert "SHARDS=3 SHARD_DIR=array.shards" in merge.stdout and "merged 3 shards" in merge.stderr
     assert_same_results(pbs.work / "array.h5", reference("small"))
+
+
+def test_emitted_pbs_array_submits_its_merge_from_the_first_subjob(pbs, reference, tmp_path):
+    """The array script `rcsweep plan --emit pbs` writes for a sweep longer than --hours: the first
+    subjob to start submits the merge job written into the script (qsub -W depend=afterok:ARRAY,
+    the script on stdin), the others do not; that merge gives the direct run's store. (big.toml sizes
+    the array; the subjobs run small.toml, named on their command line as a user may.)"""
+    plan = subprocess.run([BIN, "plan", str(DATA / "big.toml"), "--emit", "pbs", "--cores", "1", "--hours", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert plan.returncode == 0, plan.stderr
+    shards = int(re.search(r"^#PBS -J 0-(\d+)$", plan.stdout, re.M).group(1)) + 1
+    assert shards >= 2
+    script = tmp_path / "job.sh"
+    script.write_text(plan.stdout)
+    for i in reversed(range(shards)):  # in any order; each sees the mark of the first
+        sub = pbs(script, DATA / "small.toml", "emitted.h5", ranks=1, PBS_ARRAY_INDEX=i, PBS_JOBID=f"4242[{i}].pbs01",
+                  PBS_ARRAY_ID="4242[].pbs01")
+        assert sub.returncode == 0, sub.stdout + sub.stderr
+        assert ("submitted the merge job 4243.pbs01" in sub.stdout) == (i == shards - 1), sub.stdout
+    qsub = [c for c in pbs.calls() if c.startswith("qsub")]
+    assert qsub == [f"qsub -W depend=afterok:4242[].pbs01 -v SWEEP={DATA / 'small.toml'},OUT=emitted.h5,"
+                    f"SHARDS={shards},SHARD_DIR=emitted.shards,RCSWEEP={BIN}"], qsub
+    merge_script = pbs.stdin_script().read_text()
+    assert merge_script.startswith("#!/bin/bash\n# Written by `rcsweep plan --emit pbs` into the array job")
+    merge = pbs(pbs.stdin_script(), SWEEP=DATA / "small.toml", OUT="emitted.h5", SHARDS=shards,
+                SHARD_DIR="emitted.shards")  # what qsub -v passes
+    assert merge.returncode == 0, merge.stdout + merge.stderr
+    assert f"merged {shards} shards" in merge.stderr
+    assert_same_results(pbs.work / "emitted.h5", reference("small"))
 
 
 def test_pbs_merge_refuses_a_missing_shard(pbs):

@@ -48,7 +48,8 @@ def test_emitted_scripts_are_bash_and_sized(scheduler, tmp_path):
     assert shards >= 2
     assert f"SHARDS=${{SHARDS:-{shards}}}" in many.stdout
     assert ("#SBATCH --array=0-" if scheduler == "slurm" else "#PBS -J 0-") + str(shards - 1) in many.stdout
-    assert "then merge the shards after the array" in many.stderr
+    assert "its first element to start submits it" in many.stderr
+    assert "\nMERGE_JOB=${MERGE_JOB:-built-in}\n" in many.stdout and "cat <<'RCSWEEP_MERGE_JOB'\n" in many.stdout
     walltime = re.search(r"(?:--time=|walltime=)(\d\d):(\d\d):(\d\d)$", many.stdout, re.M).groups()
     assert int(walltime[0]) * 3600 + int(walltime[1]) * 60 + int(walltime[2]) <= 3600
 
@@ -84,7 +85,7 @@ def test_emitted_hybrid_scripts_give_each_rank_threads(scheduler, tmp_path):
         d = directives(one.stdout, "#PBS")
         assert (d["chunks"], d["ncpus"], d["mpiprocs"], d["ompthreads"]) == ("1", "2", "1", "2"), d
         assert "\nTHREADS=${THREADS:-2}\n" in one.stdout
-    assert '\n  map=(--map-by "slot:PE=$THREADS" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)\n' in one.stdout
+    assert '\n      if (( THREADS > 1 )); then launch+=(--map-by "slot:PE=$THREADS" --bind-to core)\n' in one.stdout
 
     # forced: --threads 4 on two nodes of 8 cores, 2 ranks of 4 threads each
     forced = emit(DATA / "small.toml", "--emit", scheduler, "--cores", 8, "--nodes", 2, "--threads", 4)
@@ -139,11 +140,12 @@ def test_site_options_become_directives(scheduler, big, tmp_path):
     site = emit(sweep, "--emit", scheduler, *sizing, *SITE[:4], *directive, "--exclusive")
     assert site.returncode == 0, site.stderr
     bash_n(site.stdout, tmp_path, "site.sh")
+    header = site.stdout[:site.stdout.index("\nset -euo pipefail\n")]  # an array's merge job comes later
     if pbs:
-        lines = re.findall(r"^#PBS (.*)$", site.stdout, re.M)
+        lines = re.findall(r"^#PBS (.*)$", header, re.M)
         assert lines[-4:] == ["-A proj42", "-q compute", "-l place=excl", "-m ae"], lines
     else:
-        lines = re.findall(r"^#SBATCH (.*)$", site.stdout, re.M)
+        lines = re.findall(r"^#SBATCH (.*)$", header, re.M)
         assert lines[-6:] == ["--account=proj42", "--partition=compute", "--qos=normal", "--exclusive",
                               "--constraint=zen4", "--mail-type=END"], lines
         d = directives(site.stdout, "#SBATCH")
@@ -238,3 +240,32 @@ def test_emitted_slurm_script_runs_on_slurm(slurm, reference):
     assert record["JobName"] == "cluster-small" and record["TimeLimit"] == "00:06:00", record
     assert re.search(r"RCSWEEP=/\S*rcsweep ", log) and "rcsweep exit code 0" in log, log
     assert_same_results(work / "cluster-small.h5", reference("small"))
+
+
+def test_emitted_slurm_array_submits_its_merge(slurm, reference):
+    """The array script `rcsweep plan --emit slurm` writes for a sweep longer than --hours, submitted
+    with sbatch alone: its first element to start submits the merge job written into the script
+    (--dependency=afterok on the array), which runs after every element and gives the direct run's
+    store. (big.toml sizes the array; its elements run small.toml, named on the sbatch command line as
+    a user may.)"""
+    work = slurm.root / "work" / "emit-array"
+    work.mkdir()
+    proc = emit(BIG, "--emit", "slurm", "--cores", 1, "--hours", 1)
+    assert proc.returncode == 0, proc.stderr
+    shards = int(re.search(r"^#SBATCH --array=0-(\d+)$", proc.stdout, re.M).group(1)) + 1
+    assert shards >= 2
+    script = bash_n(proc.stdout, work, "job.sh")
+    out = work / "emitted.h5"
+    array = slurm.sbatch(script, DATA / "small.toml", out, cwd=work, env={**slurm.env, "RCSWEEP": ""})
+    elements = slurm.wait(array)
+    logs = "\n".join(f.read_text() for f in sorted(work.glob(f"rcsweep-{array}_*.out")))
+    submitted = re.findall(r"submitted the merge job (\d+): it runs after every element of array (\d+)", logs)
+    assert len(submitted) == 1 and submitted[0][1] == array, logs  # by one element only
+    merge = submitted[0][0]
+    (record,) = slurm.wait(merge)
+    log = (work / f"rcsweep-merge-{merge}.out").read_text()
+    assert record["JobState"] == "COMPLETED" and record["JobName"] == "cluster-big-merge", f"{record}\n{log}"
+    assert len(elements) == shards and all(r["JobState"] == "COMPLETED" for r in elements), elements
+    assert all(record["StartTime"] >= r["EndTime"] for r in elements), "merge ran before a shard finished"
+    assert f"merged {shards} shards" in log, log
+    assert_same_results(out, reference("small"))

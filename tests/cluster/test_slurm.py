@@ -44,6 +44,10 @@ def test_mpi_job_one_rank_per_core_with_mpiexec_and_srun(slurm, reference):
         log = job_log(slurm, f"mpi-{launcher}-{jid}.out")
         assert_completed(slurm, record, log)
         assert f"RANKS={physical_cores()} NODES=1 LAUNCHER={launcher}" in log  # the printed settings
+        # what the job found: Debian's Open MPI, and Slurm's pmix plugin (srun --mpi=list)
+        assert re.search(r"launcher: \S*mpiexec, MPI openmpi \(MPI_FLAVOUR=auto\): \S*mpiexec -n \d+ --map-by core "
+                         if launcher == "mpiexec" else
+                         r"launcher: srun, MPI plugin pmix \(SRUN_MPI=auto\): srun --mpi=pmix ", log), log
         assert "rcsweep exit code 0" in log
         assert store_ranks(work / f"mpi-{launcher}.h5") == physical_cores()
         assert_same_results(work / f"mpi-{launcher}.h5", reference("small"))

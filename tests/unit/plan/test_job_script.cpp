@@ -40,6 +40,9 @@ bool has_line(const std::string& text, const std::string& line) {
   return ("\n" + text + "\n").find("\n" + line + "\n") != std::string::npos;
 }
 
+/// A script's lines up to its first command (where the scheduler stops reading directives).
+std::string header(const std::string& text) { return text.substr(0, text.find("\nset -euo pipefail\n")); }
+
 TEST(JobScript, SchedulerNamesAndErrorsNameTheOption) {
   EXPECT_EQ(plan::parse_scheduler("slurm"), Scheduler::slurm);
   EXPECT_EQ(plan::parse_scheduler("pbs"), Scheduler::pbs);
@@ -127,6 +130,8 @@ TEST(JobScript, CompiledInTemplatesAreTheShippedScripts) {
   EXPECT_EQ(plan::job_template(Scheduler::slurm, true), read("jobs/slurm/array_job.sh"));
   EXPECT_EQ(plan::job_template(Scheduler::pbs, false), read("jobs/pbs/mpi_job.sh"));
   EXPECT_EQ(plan::job_template(Scheduler::pbs, true), read("jobs/pbs/array_job.sh"));
+  EXPECT_EQ(plan::merge_template(Scheduler::slurm), read("jobs/slurm/merge_job.sh"));
+  EXPECT_EQ(plan::merge_template(Scheduler::pbs), read("jobs/pbs/merge_job.sh"));
 }
 
 plan::ScriptNames names() {
@@ -173,10 +178,10 @@ TEST(JobScript, ShardedSweepsGetTheArrayScripts) {
   EXPECT_TRUE(has_line(slurm, "SHARDS=${SHARDS:-3}"));
   EXPECT_TRUE(has_line(slurm, "#SBATCH --nodes=4"));
   EXPECT_TRUE(has_line(slurm, "#SBATCH --ntasks-per-node=32"));
-  EXPECT_FALSE(has_line(slurm, "#SBATCH --ntasks=1"));
+  EXPECT_FALSE(has_line(header(slurm), "#SBATCH --ntasks=1"));  // the merge job it carries has one
   expect_rest_unchanged(read("jobs/slurm/array_job.sh"), slurm,
                         {"#SBATCH --job-name=", "#SBATCH --array=", "#SBATCH --ntasks=", "#SBATCH --time=", "SHARDS=",
-                         "SWEEP=", "OUT=", "RCSWEEP="});
+                         "SWEEP=", "OUT=", "RCSWEEP=", "MERGE_JOB=", "merge_job_text() {"});
   const auto pbs = plan::job_script(Scheduler::pbs, s, names());
   EXPECT_TRUE(pbs.starts_with("#!/bin/bash\n# Written by `rcsweep plan --emit pbs`"));
   EXPECT_TRUE(has_line(pbs, "#PBS -J 0-2"));
@@ -185,7 +190,8 @@ TEST(JobScript, ShardedSweepsGetTheArrayScripts) {
   EXPECT_TRUE(has_line(pbs, "#PBS -l walltime=" + plan::format_walltime(s.walltime_s)));
   EXPECT_TRUE(has_line(pbs, "SHARDS=${SHARDS:-3}"));
   expect_rest_unchanged(read("jobs/pbs/array_job.sh"), pbs,
-                        {"#PBS -N ", "#PBS -J ", "#PBS -l ", "SHARDS=", "SWEEP=", "OUT=", "RCSWEEP="});
+                        {"#PBS -N ", "#PBS -J ", "#PBS -l ",
+                         "SHARDS=", "SWEEP=", "OUT=", "RCSWEEP=", "MERGE_JOB=", "merge_job_text() {"});
   const auto single = plan::job_script(Scheduler::pbs, plan::size_job({100, 1, 10, 1e6}, {1, 8, 24}), names());
   EXPECT_FALSE(single.find("#PBS -J") != std::string::npos);
   EXPECT_TRUE(has_line(single, "#PBS -l select=1:ncpus=8:mpiprocs=8:mem=2048mb"));
@@ -264,9 +270,12 @@ TEST(JobScript, HybridScriptsAskForThreadsPerRank) {
   EXPECT_TRUE(has_line(slurm, "export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1"));
   EXPECT_TRUE(has_line(slurm, "  export OMP_PLACES=cores OMP_PROC_BIND=close"));
   EXPECT_TRUE(has_line(slurm, "  threads=(--threads \"$THREADS\")"));
-  EXPECT_TRUE(has_line(slurm, "  map=(--map-by \"slot:PE=$THREADS\" --bind-to core -x OMP_PLACES -x OMP_PROC_BIND)"));
-  EXPECT_NE(slurm.find("srun --mpi=pmix --ntasks=\"$RANKS\" --cpus-per-task=\"$THREADS\" --cpu-bind=cores"),
-            std::string::npos);
+  // THREADS cores per rank, whichever the launcher (tests/cluster/test_launchers.py runs them)
+  EXPECT_TRUE(
+      has_line(slurm, "      if (( THREADS > 1 )); then launch+=(--map-by \"slot:PE=$THREADS\" --bind-to core)"));
+  EXPECT_TRUE(has_line(slurm, "  if (( THREADS > 1 )); then vars+=(OMP_PLACES OMP_PROC_BIND); fi"));
+  EXPECT_TRUE(has_line(
+      slurm, "    launch+=(--ntasks=\"$RANKS\" --cpus-per-task=\"$THREADS\" --cpu-bind=cores --kill-on-bad-exit=1)"));
   // the rest: as the one-thread script of the same job
   auto one = s;
   one.threads_per_rank = 1;
@@ -287,7 +296,7 @@ TEST(JobScript, HybridScriptsAskForThreadsPerRank) {
   const auto array = plan::job_script(Scheduler::slurm, sharded, names());
   EXPECT_TRUE(has_line(array, "#SBATCH --ntasks-per-node=4"));
   EXPECT_TRUE(has_line(array, "#SBATCH --cpus-per-task=8"));
-  EXPECT_FALSE(has_line(array, "#SBATCH --cpus-per-task=1"));
+  EXPECT_FALSE(has_line(header(array), "#SBATCH --cpus-per-task=1"));
   EXPECT_TRUE(has_line(array, "#SBATCH --mem-per-cpu=32M"));  // 256 MiB per rank over 8 CPUs
   EXPECT_TRUE(has_line(array, "THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-8}}"));
   const auto pbs_array = plan::job_script(Scheduler::pbs, sharded, names());
@@ -325,7 +334,7 @@ TEST(JobScript, SiteDirectivesOnlyWhenAsked) {
   }
 
   auto with = names();
-  with.site = {"proj42", "compute", "normal", {"--constraint=zen4", "--mail-type=END"}, true};
+  with.site = {"proj42", "compute", "normal", {"--constraint=zen4", "--mail-type=END"}, true, "", "", ""};
   for (const auto& sizing : {s, sharded}) {
     const auto slurm = plan::job_script(Scheduler::slurm, sizing, with);
     // after the template's last directive, in this order; the rest as without them
@@ -335,7 +344,9 @@ TEST(JobScript, SiteDirectivesOnlyWhenAsked) {
                    "#SBATCH --exclusive\n#SBATCH --constraint=zen4\n#SBATCH --mail-type=END\nset -euo pipefail\n"),
         std::string::npos)
         << slurm;
-    EXPECT_EQ(added_lines(plan::job_script(Scheduler::slurm, sizing, names()), slurm).size(), 6u);
+    // an array's merge job gets the same lines but --exclusive
+    EXPECT_EQ(added_lines(plan::job_script(Scheduler::slurm, sizing, names()), slurm).size(),
+              sizing.shards > 1 ? 11u : 6u);
   }
   with.site.qos.clear();
   with.site.directives = {"-l place=scatter", "-m ae"};
@@ -353,23 +364,119 @@ TEST(JobScript, BadSiteValuesNameTheOption) {
     with.site = std::move(site);
     return error_key([&] { plan::job_script(scheduler, s, with); });
   };
-  EXPECT_EQ(key(Scheduler::slurm, {"a\nb", "", "", {}, false}), "--account");
-  EXPECT_EQ(key(Scheduler::slurm, {"#proj", "", "", {}, false}), "--account");
-  EXPECT_EQ(key(Scheduler::pbs, {"", "two words", "", {}, false}), "--partition");
-  EXPECT_EQ(key(Scheduler::slurm, {"", "", "hi\r", {}, false}), "--qos");
-  EXPECT_EQ(key(Scheduler::pbs, {"", "", "normal", {}, false}), "--qos");  // PBS has no qos
-  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {"--mem=1G", "#SBATCH --x"}, false}), "--directive");
-  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {" # x"}, false}), "--directive");
-  EXPECT_EQ(key(Scheduler::pbs, {"", "", "", {"-l a\n#PBS -l b"}, false}), "--directive");
-  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {"  "}, false}), "--directive");
-  EXPECT_EQ(key(Scheduler::slurm, {"p", "q", "r", {"--x y"}, true}), "");
-  EXPECT_EQ(key(Scheduler::pbs, {"p", "q", "", {"-l x=y"}, true}), "");
+  EXPECT_EQ(key(Scheduler::slurm, {"a\nb", "", "", {}, false, "", "", ""}), "--account");
+  EXPECT_EQ(key(Scheduler::slurm, {"#proj", "", "", {}, false, "", "", ""}), "--account");
+  EXPECT_EQ(key(Scheduler::pbs, {"", "two words", "", {}, false, "", "", ""}), "--partition");
+  EXPECT_EQ(key(Scheduler::slurm, {"", "", "hi\r", {}, false, "", "", ""}), "--qos");
+  EXPECT_EQ(key(Scheduler::pbs, {"", "", "normal", {}, false, "", "", ""}), "--qos");  // PBS has no qos
+  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {"--mem=1G", "#SBATCH --x"}, false, "", "", ""}), "--directive");
+  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {" # x"}, false, "", "", ""}), "--directive");
+  EXPECT_EQ(key(Scheduler::pbs, {"", "", "", {"-l a\n#PBS -l b"}, false, "", "", ""}), "--directive");
+  EXPECT_EQ(key(Scheduler::slurm, {"", "", "", {"  "}, false, "", "", ""}), "--directive");
+  EXPECT_EQ(key(Scheduler::slurm, {"p", "q", "r", {"--x y"}, true, "", "", ""}), "");
+  EXPECT_EQ(key(Scheduler::pbs, {"p", "q", "", {"-l x=y"}, true, "", "", ""}), "");
   // every bad value is named
   try {
-    plan::check_site(Scheduler::pbs, {"#a", "b\n", "q", {}, false});
+    plan::check_site(Scheduler::pbs, {"#a", "b\n", "q", {}, false, "", "", ""});
     ADD_FAILURE() << "not refused";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.issues().size(), 3u) << e.what();
+  }
+}
+
+TEST(JobScript, LauncherSettingsAreTheScriptsDefaults) {
+  const auto s = plan::size_job({100, 1, 10, 1e6}, {1, 8, 24});
+  const auto sharded = plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 4});
+  ASSERT_GT(sharded.shards, 1);
+  for (const auto& sizing : {s, sharded}) {
+    // none asked: the shipped defaults, detected when the job runs
+    const auto slurm = plan::job_script(Scheduler::slurm, sizing, names());
+    EXPECT_TRUE(has_line(slurm, "LAUNCHER=${LAUNCHER:-mpiexec}"));
+    EXPECT_TRUE(has_line(slurm, "MPI_FLAVOUR=${MPI_FLAVOUR:-auto}"));
+    EXPECT_TRUE(has_line(slurm, "SRUN_MPI=${SRUN_MPI:-auto}"));
+    EXPECT_TRUE(has_line(plan::job_script(Scheduler::pbs, sizing, names()), "MPI_FLAVOUR=${MPI_FLAVOUR:-auto}"));
+    for (const char* flavour : {"openmpi", "mpich", "intel", "auto"}) {
+      auto with = names();
+      with.site.mpi = flavour;
+      for (const auto scheduler : {Scheduler::slurm, Scheduler::pbs}) {
+        const auto text = plan::job_script(scheduler, sizing, with);
+        EXPECT_TRUE(has_line(text, std::string("MPI_FLAVOUR=${MPI_FLAVOUR:-") + flavour + "}")) << flavour;
+        // only that line differs from the script with none asked
+        const auto added = added_lines(plan::job_script(scheduler, sizing, names()), text);
+        EXPECT_EQ(added.size(), std::string(flavour) == "auto" ? 0u : 1u) << flavour;
+      }
+    }
+    for (const char* plugin : {"pmix", "pmi2", "pmix_v4", "default", "none"}) {
+      auto with = names();
+      with.site.launcher = "srun";
+      with.site.srun_mpi = plugin;
+      const auto text = plan::job_script(Scheduler::slurm, sizing, with);
+      EXPECT_EQ(added_lines(plan::job_script(Scheduler::slurm, sizing, names()), text),
+                (std::vector<std::string>{"LAUNCHER=${LAUNCHER:-srun}",
+                                          std::string("SRUN_MPI=${SRUN_MPI:-") + plugin + "}"}));
+    }
+  }
+  // what the scripts do not know, and what PBS has not, is refused naming the option
+  const auto key = [&](Scheduler scheduler, std::string launcher, std::string mpi, std::string srun_mpi) {
+    auto with = names();
+    with.site.launcher = std::move(launcher);
+    with.site.mpi = std::move(mpi);
+    with.site.srun_mpi = std::move(srun_mpi);
+    return error_key([&] { plan::job_script(scheduler, s, with); });
+  };
+  EXPECT_EQ(key(Scheduler::slurm, "mpirun", "", ""), "--launcher");
+  EXPECT_EQ(key(Scheduler::pbs, "srun", "", ""), "--launcher");
+  EXPECT_EQ(key(Scheduler::pbs, "mpiexec", "", ""), "");
+  EXPECT_EQ(key(Scheduler::slurm, "", "OpenMPI", ""), "--mpi");
+  EXPECT_EQ(key(Scheduler::pbs, "", "mvapich", ""), "--mpi");
+  EXPECT_EQ(key(Scheduler::slurm, "", "", "pmix;rm"), "--srun-mpi");
+  EXPECT_EQ(key(Scheduler::slurm, "", "", "pmi 2"), "--srun-mpi");
+  EXPECT_EQ(key(Scheduler::pbs, "", "", "pmix"), "--srun-mpi");
+  EXPECT_EQ(key(Scheduler::slurm, "srun", "intel", "pmi2"), "");
+}
+
+/// The text between "cat <<'RCSWEEP_MERGE_JOB'" and its end line ("" if none).
+std::string embedded_merge(const std::string& text) {
+  const std::string begin = "  cat <<'RCSWEEP_MERGE_JOB'\n", end = "\nRCSWEEP_MERGE_JOB\n";
+  const std::size_t at = text.find(begin);
+  if (at == std::string::npos) return "";
+  const std::size_t stop = text.find(end, at);
+  return stop == std::string::npos ? "" : text.substr(at + begin.size(), stop + 1 - at - begin.size());
+}
+
+TEST(JobScript, ArrayScriptsCarryTheMergeTheirFirstElementSubmits) {
+  const auto sharded = plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 4});
+  ASSERT_GT(sharded.shards, 1);
+  auto with = names();
+  with.site = {"proj42", "compute", "", {"--constraint=zen4"}, true, "", "", ""};
+  with.setup = "/site/env.sh";
+  for (const auto scheduler : {Scheduler::slurm, Scheduler::pbs}) {
+    const bool slurm = scheduler == Scheduler::slurm;
+    const auto text = plan::job_script(scheduler, sharded, with);
+    EXPECT_TRUE(has_line(text, "MERGE_JOB=${MERGE_JOB:-built-in}"));
+    EXPECT_FALSE(has_line(text, "MERGE_JOB=${MERGE_JOB:-none}"));
+    EXPECT_TRUE(has_line(text, "if [[ $MERGE_JOB != none ]]; then submit_merge; fi"));
+    // the merge job, embedded whole: the shipped merge_job.sh with the array's defaults and site lines
+    const auto merge = embedded_merge(text);
+    EXPECT_EQ(merge, plan::merge_script(scheduler, with));
+    EXPECT_TRUE(merge.starts_with("#!/bin/bash\n# Written by `rcsweep plan --emit")) << merge;
+    EXPECT_TRUE(has_line(merge, slurm ? "#SBATCH --job-name=mtg grid-merge" : "#PBS -N mtggrid-merge"));
+    EXPECT_TRUE(has_line(merge, "SWEEP=${1:-${SWEEP:-'/data/my sweep.toml'}}"));
+    EXPECT_TRUE(has_line(merge, "OUT=${2:-${OUT:-out.h5}}"));
+    EXPECT_TRUE(has_line(merge, "RCSWEEP=${RCSWEEP:-/opt/rcsweep/bin/rcsweep}"));
+    EXPECT_TRUE(has_line(merge, "RCSWEEP_SETUP=${RCSWEEP_SETUP:-/site/env.sh}"));
+    EXPECT_TRUE(has_line(merge, slurm ? "#SBATCH --account=proj42" : "#PBS -A proj42"));
+    EXPECT_TRUE(has_line(merge, slurm ? "#SBATCH --constraint=zen4" : "#PBS --constraint=zen4"));
+    EXPECT_FALSE(has_line(merge, slurm ? "#SBATCH --exclusive" : "#PBS -l place=excl"));  // one process
+    EXPECT_TRUE(has_line(text, slurm ? "#SBATCH --exclusive" : "#PBS -l place=excl"));    // the array's own
+    expect_rest_unchanged(read(slurm ? "jobs/slurm/merge_job.sh" : "jobs/pbs/merge_job.sh"), merge,
+                          {slurm ? "#SBATCH --job-name=" : "#PBS -N ", "SWEEP=", "OUT=", "RCSWEEP=", "RCSWEEP_SETUP="});
+    // the array's scheduler lines come before the embedded merge's
+    EXPECT_LT(text.find(slurm ? "#SBATCH --account=proj42" : "#PBS -A proj42"), text.find("set -euo pipefail"));
+    // one MPI job: no merge
+    const auto one = plan::job_script(scheduler, plan::size_job({100, 1, 10, 1e6}, {1, 8, 24}), with);
+    EXPECT_EQ(one.find("MERGE_JOB"), std::string::npos);
+    EXPECT_EQ(embedded_merge(one), "");
   }
 }
 
