@@ -86,7 +86,7 @@ def test_tasks(f, sizes):
     assert t.shape == (n_tasks,)
     assert set(t.dtype.names) == {"id", "point", "replicate", "status", "wall_s", "rank", "message"}
     assert h5py.check_enum_dtype(f["tasks"].dtype["status"]) == {
-        "pending": 0, "done": 1, "failed": 2, "diverged": 3}
+        "pending": 0, "done": 1, "failed": 2, "diverged": 3, "not_needed": 4}
     assert f["tasks"].attrs["status_values"] == "0=pending,1=done,2=failed,3=diverged,4=not_needed"
     np.testing.assert_array_equal(t["id"], np.arange(n_tasks))
     assert set(np.unique(t["status"])) <= {PENDING, DONE, FAILED, DIVERGED}
