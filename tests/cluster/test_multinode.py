@@ -229,14 +229,14 @@ def assert_job_completed(slurm, record, log):
 
 
 def test_slurm_mpi_job_on_two_and_three_nodes(slurm_nodes, nodes, reference):
-    """The shipped mpi_job.sh, unchanged, on two nodes (mpiexec) and three nodes (mpiexec, srun) of a
+    """The shipped mpi_job.sh, unchanged, on two and on three nodes, with mpiexec and with srun, of a
     Slurm whose slurmd run in the nodes: mpiexec starts the other nodes' orted through Slurm, srun
     starts every rank itself (with the PMI plugin the script found: pmix); Open MPI's TCP settings
-    come from the submitter's environment (OMPI_MCA_*), which sbatch exports. The three jobs are
+    come from the submitter's environment (OMPI_MCA_*), which sbatch exports. The four jobs are
     submitted together."""
     work = slurm_nodes.root / "work"
     jobs = {}
-    for n, launcher in [(2, "mpiexec"), (3, "mpiexec"), (3, "srun")]:
+    for n, launcher in [(2, "mpiexec"), (2, "srun"), (3, "mpiexec"), (3, "srun")]:
         name = f"nodes{n}-{launcher}"
         jobs[n, launcher] = slurm_nodes.sbatch("-N", n, "--ntasks-per-node=1", "-t", "5", f"--output={name}-%j.out",
                                                JOBS / "slurm" / "mpi_job.sh", DATA / "small.toml", work / f"{name}.h5",
