@@ -900,9 +900,9 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     };
     if (opt.progress) {
       const std::string threads = opt.threads > 1 ? " x " + std::to_string(opt.threads) + " threads" : std::string();
-      const std::string more = rule ? " (+ up to " + std::to_string(possible_tasks) +
-                                          " replicates as the targets need them)"
-                                    : std::string();
+      const std::string more = possible_tasks > 0 ? " (+ up to " + std::to_string(possible_tasks) +
+                                                        " replicates as the targets need them)"
+                                                  : std::string();
       std::fprintf(stderr,
                    "[rcsweep] %s %s: %llu tasks%s in %zu bundles to run on %d rank%s%s (%llu already finished)\n",
                    summary.resumed ? "resuming" : "writing", opt.output.c_str(),
