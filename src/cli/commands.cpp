@@ -435,8 +435,10 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
   const bool slurm = scheduler == plan::Scheduler::slurm;
   const std::string out = plan.spec.name + ".h5";
   if (s.shards > 1)
-    summary += std::string("\nthe merge of the shards is in the script: its first element to start submits it to run\n"
-                           "after the array (") +
+    summary += std::string("\nsubmit this script alone (") + (slurm ? "sbatch" : "qsub") +
+               " FILE; the shipped script's own notes below name submit_array.sh):\n"
+               "the merge of the shards is in the script: its first element to start submits it to run\n"
+               "after the array (" +
                (slurm ? "sbatch --dependency=afterok" : "qsub -W depend=afterok") +
                "); with MERGE_JOB=none, merge after the array yourself: " +
                (slurm ? "sbatch --dependency=afterok:ARRAY_JOB_ID jobs/slurm/merge_job.sh "
