@@ -101,13 +101,15 @@ struct WorkItem {
 /// not yet written, an empty queue means "wait", not "done".
 class WorkQueue {
  public:
-  /// `task_estimate_s[id]`: task id's share of its bundle's estimate (for the scaling).
-  WorkQueue(std::deque<WorkItem> items, std::optional<steady::time_point> deadline, std::vector<double> task_estimate_s,
+  WorkQueue(const plan::Plan& plan, std::deque<WorkItem> items, std::optional<steady::time_point> deadline,
             bool growing)
-      : items_(std::move(items)),
+      : plan_(plan),
+        items_(std::move(items)),
         deadline_(deadline),
-        task_estimate_s_(std::move(task_estimate_s)),
-        growing_(growing) {}
+        task_estimate_s_(plan.tasks.size(), 0.0),
+        growing_(growing) {
+    for (const auto& w : items_) note_estimates(w);
+  }
   /// The next unit; waits while more work may still come. Nothing: no more work for this run.
   std::optional<TaskList> pop() {
     std::unique_lock lock(mutex_);
@@ -121,12 +123,11 @@ class WorkQueue {
     return wait ? std::nullopt : take();
   }
   /// Units that results made necessary, inserted largest first.
-  void push(std::vector<WorkItem> items, const plan::Plan& plan) {
+  void push(std::vector<WorkItem> items) {
     {
       std::lock_guard lock(mutex_);
       for (auto& w : items) {
-        for (const auto id : w.tasks)
-          task_estimate_s_.at(id) = w.flops > 0.0 ? w.seconds * plan.tasks[id].flops / w.flops : 0.0;
+        note_estimates(w);
         const auto at = std::find_if(items_.begin(), items_.end(),
                                      [&](const WorkItem& x) { return x.seconds < w.seconds; });
         items_.insert(at, std::move(w));
@@ -167,6 +168,11 @@ class WorkQueue {
 
  private:
   bool waiting() const { return growing_ && !stop_ && items_.empty() && out_ > 0; }
+  /// Each task's share of its unit's estimate, by flops (for the scaling in calibrate).
+  void note_estimates(const WorkItem& w) {
+    for (const auto id : w.tasks)
+      task_estimate_s_[id] = w.flops > 0.0 ? w.seconds * plan_.tasks[id].flops / w.flops : 0.0;
+  }
   std::optional<TaskList> take() {
     if (items_.empty() || stop_) return std::nullopt;
     auto it = items_.begin();
@@ -188,6 +194,7 @@ class WorkQueue {
     return t;
   }
 
+  const plan::Plan& plan_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<WorkItem> items_;
@@ -217,6 +224,13 @@ store::TaskResult not_needed_result(std::uint64_t id) {
   r.wall_s = std::numeric_limits<double>::quiet_NaN();
   r.rank = -1;
   return r;
+}
+
+/// A finished result told to the adaptive rule: its targets' values, or nothing when it failed.
+plan::ReplicateRule::Decisions record_result(plan::ReplicateRule& rule, const plan::Plan& plan,
+                                             const store::TaskResult& r) {
+  if (r.status == store::TaskStatus::failed) return rule.record(r.task, std::nullopt);
+  return rule.record(r.task, plan::target_values(plan.spec.adaptive, plan.max_depth, r.layers));
 }
 
 class ResultQueue {
@@ -511,10 +525,7 @@ class Service {
     TaskList released;
     std::vector<store::TaskResult> dropped;
     for (const auto& r : batch) {
-      auto d = rule_->record(r.task,
-                             r.status == store::TaskStatus::failed
-                                 ? std::nullopt
-                                 : std::optional(plan::target_values(plan_.spec.adaptive, plan_.max_depth, r.layers)));
+      const auto d = record_result(*rule_, plan_, r);
       released.insert(released.end(), d.released.begin(), d.released.end());
       for (const auto id : d.not_needed)  // (a result copied from another store stays)
         if (status_at_start_[id] == store::TaskStatus::pending) dropped.push_back(not_needed_result(id));
@@ -524,7 +535,7 @@ class Service {
       for (const auto& r : dropped) progress_.drop(plan_.tasks[r.task].flops);
       summary_.not_needed += dropped.size();
     }
-    if (!released.empty()) work_.push(make_units_(released), plan_);
+    if (!released.empty()) work_.push(make_units_(released));
   }
 
   const plan::Plan& plan_;
@@ -658,10 +669,7 @@ plan::ReplicateRule replay_decisions(const plan::Plan& plan, store::Store& store
   for (std::size_t i = 0; i < known.size(); i += batch) {
     const auto part = std::span(known).subspan(i, std::min(batch, known.size() - i));
     for (const auto& r : store.read_results(part)) {
-      const auto d = rule.record(
-          r.task, r.status == store::TaskStatus::failed
-                      ? std::nullopt
-                      : std::optional(plan::target_values(plan.spec.adaptive, plan.max_depth, r.layers)));
+      const auto d = record_result(rule, plan, r);
       for (const auto id : d.not_needed)
         if (status[id] == store::TaskStatus::pending) dropped.push_back(not_needed_result(id));
     }
@@ -868,13 +876,10 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     }
     const plan::Schedule schedule = plan::make_schedule(pending, size);
     std::deque<WorkItem> work;
-    std::vector<double> task_estimate_s(plan.tasks.size(), 0.0);
     double pending_flops = 0.0;
     std::uint64_t pending_tasks = 0;
     for (const auto& unit : schedule.units) {
       WorkItem item = item_of(unit.tasks, unit.seconds);
-      for (const auto id : item.tasks)
-        task_estimate_s[id] = item.flops > 0.0 ? item.seconds * plan.tasks[id].flops / item.flops : 0.0;
       pending_flops += item.flops;
       pending_tasks += item.tasks.size();
       work.push_back(std::move(item));
@@ -914,7 +919,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     }
 
     // Phase 3: compute here while the service thread feeds the workers and writes results.
-    WorkQueue queue(std::move(work), deadline, std::move(task_estimate_s), rule.has_value());
+    WorkQueue queue(plan, std::move(work), deadline, rule.has_value());
     ResultQueue local;
     StopState stop;
     std::atomic<bool> local_finished{false};
