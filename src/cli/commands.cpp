@@ -769,9 +769,16 @@ int print_info_or_refuse(const std::filesystem::path& path, bool json) {
 
 namespace {
 int merge_stores(const MergeArgs& args) {
+  // The output's one writer from here on; it is built beside the output and put in place only
+  // when complete, so a failure or a kill leaves whatever was there as it was.
+  const store::WriterLock lock = store::WriterLock::acquire(args.output);
   std::error_code ec;
-  if (!args.overwrite && std::filesystem::exists(args.output, ec))
+  if (!args.overwrite && std::filesystem::exists(std::filesystem::symlink_status(lock.path(), ec)))
     throw StoreError(args.output.string() + " exists; pass --overwrite to replace it");
+  store::check_output(lock, args.overwrite);
+  for (const auto& path : args.shards)
+    if (store::same_file(path, lock.path()) || store::resolve_store_path(path) == lock.path())
+      throw StoreError(path.string() + " is both a shard and the output; merge into a new file");
   // The plan, from the first shard's canonical sweep text; every shard must carry the same hash.
   std::vector<store::StoreInfo> infos;
   for (const auto& path : args.shards) {
@@ -815,11 +822,12 @@ int merge_stores(const MergeArgs& args) {
 
   const store::Provenance prov{version, git_commit,         sweep::utc_now(), sweep::hostname(),    infos[0].blas,
                                "",      infos[0].mpi_ranks, infos[0].threads, infos[0].blas_threads};
-  store::Store out = store::Store::create(args.output, plan, prov, args.overwrite);
+  store::Store out = store::Store::build(lock, plan, prov);
   for (std::size_t i = 0; i < args.shards.size(); ++i)
     out.write(store::Store::open_read(args.shards[i], plan).read_results(mine[i]));
   out.mark_finished(sweep::utc_now());
   out.sync();
+  out.publish(args.overwrite);
   std::fprintf(stderr, "[rcsweep] merged %zu shards into %s: %zu tasks\n", args.shards.size(), args.output.c_str(),
                plan.tasks.size());
   return 0;

@@ -8,6 +8,7 @@
 #include "models/task_runner.hpp"
 #include "store/hdf5.hpp"
 #include "store/task_status.hpp"
+#include "store/writer_lock.hpp"
 
 namespace rcsweep::store {
 namespace {
@@ -106,7 +107,8 @@ std::uint64_t dump_bytes(const plan::Plan& plan, const std::vector<std::uint64_t
 DumpSummary write_dump(const std::filesystem::path& path, const plan::Plan& plan,
                        const std::vector<std::uint64_t>& tasks) {
   h5::init();
-  const h5::Handle file = h5::open_file(path, true);
+  const WriterLock lock = WriterLock::acquire(path);  // the store's one writer while the dump is written
+  const h5::Handle file = h5::open_file(lock.path(), true);
   const auto status = read_status_column(h5::open_dataset(file.id(), "/tasks").id(), plan.tasks.size());
   if (h5::link_exists(file.id(), "/dump"))
     h5::check(H5Ldelete(file.id(), "/dump", H5P_DEFAULT), "cannot replace the existing /dump");

@@ -29,7 +29,13 @@ std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
 }
 
 Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov) {
+  return open_resume(WriterLock::acquire(path), plan, prov);
+}
+
+Store Store::open_resume(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov) {
+  const std::filesystem::path& path = lock.given();
   Store store = open_checked(path, plan, /*read_write=*/true);
+  store.impl_->lock = lock;
   const hid_t f = store.impl_->file.id();
   guard_damage(path.string(), [&] {
     // Provenance of the run now writing; `created` stays the first run's.

@@ -106,7 +106,8 @@ ReuseReport reuse_results(const std::filesystem::path& from, Store& into, const 
   return copy(from, read_source(from, plan), into);
 }
 
-ReuseReport grow_in_place(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov) {
+ReuseReport grow_in_place(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov) {
+  const std::filesystem::path& path = lock.given();
   Source s = read_source(path, plan);
   const std::string p = path.string();
   if (!s.report.blockers.empty() || s.report.not_in_sweep > 0 || s.report.other_shards > 0) {
@@ -133,19 +134,9 @@ ReuseReport grow_in_place(const std::filesystem::path& path, const plan::Plan& p
                      (s.report.blockers.empty() ? "; add --reuse " + p + " to copy what fits" : std::string()) +
                      ") or pass --overwrite");
   }
-  const std::filesystem::path grown = p + ".grown";
-  std::error_code ec;
-  std::filesystem::remove(grown, ec);  // a leftover of a killed growth
-  try {
-    Store into = Store::create(grown, plan, prov, /*overwrite=*/false);
-    s.report = copy(path, std::move(s), into);
-    into.sync();
-  } catch (...) {
-    std::filesystem::remove(grown, ec);
-    throw;
-  }
-  if (std::rename(grown.c_str(), path.c_str()) != 0)
-    throw StoreError("cannot replace " + p + " by the grown store " + grown.string() + ": " + std::strerror(errno));
+  Store into = Store::build(lock, plan, prov);
+  s.report = copy(path, std::move(s), into);
+  into.publish(/*replace=*/true);
   return s.report;
 }
 

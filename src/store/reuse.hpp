@@ -35,12 +35,13 @@ ReuseReport reuse_results(const std::filesystem::path& from, Store& into, const 
 /// What `path` (a store of another sweep) and `plan` have in common, without writing anything.
 ReuseReport compare_with_store(const std::filesystem::path& path, const plan::Plan& plan);
 
-/// Replace the store at `path` (made from another sweep: plan hash differs) by a store of `plan`
-/// holding every finished result of the old one: built next to it as PATH.grown and renamed over
-/// it when complete (a kill meanwhile leaves the old store as it was). Refused (StoreError that
-/// lists the differences) when a finished result of the old store would be lost: something that
-/// changes every task differs, or some finished tasks are not tasks of `plan`.
-ReuseReport grow_in_place(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov);
+/// Replace the store at lock.path() (made from another sweep: plan hash differs) by a store of
+/// `plan` holding every finished result of the old one: built beside it under a temporary name
+/// and renamed over it when complete and on disk (a kill meanwhile leaves the old store as it
+/// was; a symlink to the store keeps pointing to it). Refused (StoreError that lists the
+/// differences) when a finished result of the old store would be lost: something that changes
+/// every task differs, or some finished tasks are not tasks of `plan`.
+ReuseReport grow_in_place(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov);
 
 /// The report as lines for the user: the differences (at most `max_lines`), then what is reused.
 std::string describe(const ReuseReport& report, std::size_t max_lines = 12);

@@ -392,72 +392,95 @@ bool is_disk_full(const std::string& message) {
          message.find("errno = 28") != std::string::npos;
 }
 
-Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov, bool overwrite) {
-  h5::init();
-  const std::string p = path.string();
+void check_output(const WriterLock& lock, bool overwrite) {
+  const std::string p = lock.given().string();
+  const std::filesystem::path& path = lock.path();
   std::error_code ec;
-  if (!overwrite && std::filesystem::exists(path, ec))
-    throw StoreError(p + " exists; pass --resume to continue it or --overwrite to replace it");
-  if (std::filesystem::is_directory(path, ec))
-    throw StoreError(p + " is a directory, not a store; --overwrite replaces only a file");
+  const auto status = std::filesystem::symlink_status(path, ec);
+  if (std::filesystem::exists(status)) {
+    if (!overwrite) throw StoreError(p + " exists; pass --resume to continue it or --overwrite to replace it");
+    if (std::filesystem::is_directory(status))
+      throw StoreError(p + " is a directory, not a store; --overwrite replaces only a file");
+    if (!std::filesystem::is_regular_file(status))
+      throw StoreError(p + " is not a regular file; --overwrite replaces only a store");
+  }
   const auto dir = path.parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
     throw StoreError("cannot create " + p + ": directory " + dir.string() + " does not exist");
-  if (plan.tasks.empty()) throw StoreError("cannot create " + p + ": the plan has no tasks");
+}
 
+Store Store::build(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov) {
+  h5::init();
+  const std::string p = lock.given().string();
+  if (plan.tasks.empty()) throw StoreError("cannot create " + p + ": the plan has no tasks");
   auto impl = std::make_unique<Impl>();
-  impl->path = path;
+  impl->lock = lock;
+  impl->path = lock.given();
   impl->load_plan(plan);
-  // A new store is built under a temporary name next to it and linked into place only when
-  // complete, so that a kill while the datasets are being allocated never leaves a half-made file
-  // under the store's name: the same command then simply creates it again (replacing the leftover
-  // .partial). --overwrite truncates the old store in place, which HDF5's lock refuses while a
-  // writer has it open, and after a kill the same command replaces it again.
-  const std::filesystem::path partial = overwrite ? path : std::filesystem::path(p + ".partial");
+  // A temporary name that no other process has (O_EXCL), so that a kill while the datasets are
+  // being allocated never leaves a half-made file under the store's name; the next writer of the
+  // store removes such leftovers (WriterLock::acquire).
+  impl->unpublished.path = lock.make_temporary();
   // Every dataset's storage is allocated here, so a full disk shows now, before any work.
   const auto disk_full = [&](const StoreError& e) {
     return StoreError("cannot create " + p + ": the disk is full (" + e.what() +
                       "); the store is allocated in full when it is created: free space or write it elsewhere");
   };
   try {
-    impl->file = h5::create_file(partial, /*truncate=*/true);
-  } catch (const StoreError& e) {
-    if (is_disk_full(e.what())) {
-      std::filesystem::remove(partial, ec);  // what H5Fcreate began
-      throw disk_full(e);
-    }
-    // Name the store the user asked for, not its temporary name.
-    std::string what = e.what();
-    const std::string temporary = "cannot create " + partial.string();
-    if (what.starts_with(temporary)) what = "cannot create " + p + what.substr(temporary.size());
-    throw StoreError(what);
-  }
-  try {
+    impl->file = h5::create_file(impl->unpublished.path, /*truncate=*/true);
     impl->create_all(plan, prov);
     h5::flush(impl->file.id());
-    if (!overwrite) {  // into place, unless somebody created the store meanwhile (link refuses)
-      const std::string exists = p + " exists; pass --resume to continue it or --overwrite to replace it";
-      if (::link(partial.c_str(), path.c_str()) == 0) {
-        std::filesystem::remove(partial);
-      } else if (errno == EEXIST) {
-        throw StoreError(exists);
-      } else {  // a file system without hard links: rename, which is atomic but replaces
-        if (std::filesystem::exists(path, ec)) throw StoreError(exists);
-        if (std::rename(partial.c_str(), path.c_str()) != 0)
-          throw StoreError("cannot create " + p + ": " + std::strerror(errno));
-      }
-    }
   } catch (const StoreError& e) {
-    impl.reset();  // close every handle, then do not leave a half-made store behind
-    std::filesystem::remove(partial, ec);
     if (is_disk_full(e.what())) throw disk_full(e);
-    throw;
-  } catch (...) {
-    impl.reset();
-    std::filesystem::remove(partial, ec);
-    throw;
-  }
+    // Name the store the user asked for, not its temporary name.
+    std::string what = e.what();
+    const std::string temporary = impl->unpublished.path.string();
+    for (std::size_t at; (at = what.find(temporary)) != std::string::npos;) what.replace(at, temporary.size(), p);
+    throw StoreError(what);
+  }  // on any exception the Impl closes the file, then removes it
   return Store(std::move(impl));
+}
+
+void Store::publish(bool replace) {
+  Impl& s = *impl_;
+  if (s.unpublished.path.empty()) return;
+  const std::filesystem::path& temporary = s.unpublished.path;
+  const std::filesystem::path& target = s.lock->path();
+  const std::string p = s.path.string();
+  const std::string exists = p + " exists; pass --resume to continue it or --overwrite to replace it";
+  if (replace) {
+    // Durable before it replaces anything: the old store is lost only once the new one is on disk.
+    h5::fsync_file(s.file.id());
+    std::error_code ec;
+    const auto status = std::filesystem::symlink_status(target, ec);
+    if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+      throw StoreError(p + " is not a regular file; --overwrite replaces only a store");
+    if (std::rename(temporary.c_str(), target.c_str()) != 0)
+      throw StoreError("cannot replace " + p + ": " + std::strerror(errno));
+    fsync_directory(target);
+  } else if (::link(temporary.c_str(), target.c_str()) == 0) {
+    ::unlink(temporary.c_str());
+  } else if (errno == EEXIST) {
+    throw StoreError(exists);
+  } else {  // a file system without hard links: rename, which is atomic but would replace
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::symlink_status(target, ec))) throw StoreError(exists);
+    if (std::rename(temporary.c_str(), target.c_str()) != 0)
+      throw StoreError("cannot create " + p + ": " + std::strerror(errno));
+  }
+  s.unpublished.path.clear();
+}
+
+Store Store::create(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov, bool overwrite) {
+  check_output(lock, overwrite);
+  Store store = build(lock, plan, prov);
+  store.publish(overwrite);
+  return store;
+}
+
+Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov,
+                    bool overwrite) {
+  return create(WriterLock::acquire(path), plan, prov, overwrite);
 }
 
 }  // namespace rcsweep::store

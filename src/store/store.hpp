@@ -14,6 +14,7 @@
 
 #include "models/theory.hpp"
 #include "plan/plan.hpp"
+#include "store/writer_lock.hpp"
 
 namespace rcsweep::store {
 
@@ -92,11 +93,23 @@ struct StoreInfo {
 
 class Store {
  public:
-  /// Create a new store for `plan` (fails with StoreError if `path` exists and !overwrite).
+  /// Create a new store for `plan` at lock.path(): built under a temporary name beside it and put
+  /// in place only when complete (publish). Without `overwrite` an existing file is never replaced
+  /// (StoreError "exists"); with it a regular file at the path is replaced, and stays intact on any
+  /// failure or kill before then. The store keeps a copy of the lock while it is open.
+  static Store create(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov, bool overwrite);
+  /// The same, taking the lock of `path` itself (StoreBusy when another process holds it).
   static Store create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov,
                       bool overwrite);
+  /// A new store for `plan` left under its temporary name (WriterLock::make_temporary) until
+  /// publish(): merge and growth fill it first. Closed unpublished, its file is removed.
+  static Store build(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov);
+  /// Put a store made by build() at its path: a hard link that refuses an existing file, or with
+  /// `replace` (after an fsync) a rename over the regular file there. Nothing to do once published.
+  void publish(bool replace);
   /// Open an existing store to resume `plan`. Throws StoreError naming both hashes when the
   /// store was made from another plan, or when it is not an rcsweep store of schema 1.
+  static Store open_resume(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov);
   static Store open_resume(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov);
   /// Open an existing store of `plan` read-only, with the same checks as open_resume (merge).
   static Store open_read(const std::filesystem::path& path, const plan::Plan& plan);
@@ -128,6 +141,11 @@ class Store {
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/// Refuse (StoreError), before any work, an output path that create(lock, ..., overwrite) would
+/// refuse: an existing file without `overwrite`; with it, anything but a regular file; a missing
+/// directory.
+void check_output(const WriterLock& lock, bool overwrite);
 
 /// Read the summary of a store. Throws StoreError (never crashes) on a missing, foreign or
 /// damaged file.

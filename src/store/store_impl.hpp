@@ -192,9 +192,22 @@ inline auto guard_damage(const std::string& path, F&& fn) {
 /// Every task status marked finished (done, failed or diverged).
 std::vector<bool> finished(const std::vector<TaskStatus>& status);
 
-struct Store::Impl {
+/// The file of a store that build() made and publish() has not yet put in place: removed when
+/// the store is closed unpublished (declared before the HDF5 file: removed after it is closed).
+struct Unpublished {
   std::filesystem::path path;
-  h5::Handle file;  // declared first: closed last
+  Unpublished() = default;
+  Unpublished(Unpublished&&) = delete;
+  ~Unpublished() {
+    if (!path.empty()) remove_temporary(path);
+  }
+};
+
+struct Store::Impl {
+  std::optional<WriterLock> lock;  // a store open for writing holds its claim; declared first: released last
+  Unpublished unpublished;
+  std::filesystem::path path;
+  h5::Handle file;  // closed before the temporary is removed and the lock released
   TaskTypes types;
   h5::Handle tasks, x_sv, m_sv, m_eig_re, m_eig_im;
   std::array<h5::Handle, metrics::n_layer_metrics> layers;

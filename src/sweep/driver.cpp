@@ -793,24 +793,35 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     try {
       store::Provenance prov{version, git_commit, utc_now(),   hostname(),      linalg::blas_info(),
                              "",      size,       opt.threads, opt.blas_threads};
-      const bool exists = std::filesystem::exists(opt.output);
+      // The store's one writer from here to the end of the run (docs/GUARANTEES.md).
+      const store::WriterLock lock = store::WriterLock::acquire(opt.output);
+      std::error_code ec;
+      const bool exists = std::filesystem::exists(std::filesystem::symlink_status(lock.path(), ec));
       if (opt.require_existing && !exists)
         throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");
-      for (const auto& from : opt.reuse) refuse_unusable(from, plan);  // before anything is written
+      if (!exists || opt.overwrite) store::check_output(lock, opt.overwrite);
+      for (const auto& from : opt.reuse) {  // before anything is written
+        if (store::same_file(from, lock.path()))
+          throw StoreError("--reuse " + from.string() + " is the output store itself; --reuse copies from another store");
+        refuse_unusable(from, plan);
+      }
       if (exists && !opt.overwrite) {
         if (store::read_info(opt.output).plan_hash != plan.hash) {
-          const auto grown = store::grow_in_place(opt.output, plan, prov);
+          const auto grown = store::grow_in_place(lock, plan, prov);
           if (opt.progress)
             std::fprintf(
                 stderr,
                 "[rcsweep] %s was made from another version of the sweep file:\n%s[rcsweep] grown to this sweep: %llu finished tasks copied\n",
                 opt.output.c_str(), store::describe(grown).c_str(), static_cast<unsigned long long>(grown.copied));
         }
-        store.emplace(store::Store::open_resume(opt.output, plan, prov));
+        store.emplace(store::Store::open_resume(lock, plan, prov));
         summary.resumed = true;
       } else {
-        store.emplace(store::Store::create(opt.output, plan, prov, opt.overwrite));
+        store.emplace(store::Store::create(lock, plan, prov, opt.overwrite));
       }
+      if (!lock.enforced() && opt.progress)
+        std::fprintf(stderr, "[rcsweep] note: the file system of %s has no flock: one writer per store is not enforced\n",
+                     opt.output.c_str());
       for (const auto& from : opt.reuse) {
         const auto r = store::reuse_results(from, *store, plan);
         if (opt.progress)

@@ -331,7 +331,7 @@ def test_unwritable_locations(tmp_path, made, flags):
     assert not (tmp_path / "no").exists()
     proc = cli("run", made["sweep"], "-o", "/proc/rcsweep_test.h5", "-q", *flags)
     assert proc.returncode == 2
-    assert "error: cannot create /proc/rcsweep_test.h5: unable to open file" in proc.stderr
+    assert "error: cannot make the writer lock /proc/rcsweep_test.h5.lock of /proc/rcsweep_test.h5" in proc.stderr
     assert "No such file or directory" in proc.stderr
 
 

@@ -317,7 +317,7 @@ spectra = "all"
 def test_sigkill_while_the_store_is_created_then_the_same_command_resumes(tmp_path):
     """SIGKILL at any moment, also right after the store file appears (while its datasets are
     being allocated): the same command must still complete the sweep (the store is built as
-    OUT.partial and linked into place when complete)."""
+    OUT.partial-XXXXXX and linked into place when complete)."""
     sweep = tmp_path / "creation.toml"
     sweep.write_text(CREATION)
     store = tmp_path / "creation.h5"

@@ -240,7 +240,7 @@ def test_bad_thread_options_exit_2_before_any_store(tmp_path, args, name, launch
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(f"error: {name}: "), proc.stderr
-    assert list(tmp_path.iterdir()) == []  # no store, no OUT.partial
+    assert list(tmp_path.iterdir()) == []  # no store, no temporary, no lock file
 
 
 def test_run_help_lists_threads_with_its_default():

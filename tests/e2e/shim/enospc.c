@@ -2,8 +2,9 @@
  * RCSWEEP_ENOSPC_AFTER bytes have been written to files whose path ends with RCSWEEP_ENOSPC_SUFFIX,
  * every further write to such a file fails with ENOSPC, as on a full file system. No root and no
  * mount needed, and the budget makes the failure land mid-run deterministically. A store is
- * created as OUT.partial and linked to OUT when complete, and its descriptor keeps the name it was
- * opened by ("OUT.partial (deleted)" once the temporary name is gone): that counts as OUT too. */
+ * created as OUT.partial-XXXXXX and linked or renamed to OUT when complete, and its descriptor may
+ * keep the name it was opened by ("OUT.partial-XXXXXX (deleted)" once the temporary name is gone):
+ * that counts as OUT too. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,14 +25,13 @@ static int watched(int fd) {
   const ssize_t n = readlink(link, path, sizeof path - 1);
   if (n <= 0) return 0;
   path[n] = '\0';
-  static const char* const tails[] = {"", ".partial", ".partial (deleted)"};
   const size_t ls = strlen(suffix), lp = (size_t)n;
-  for (size_t i = 0; i < sizeof tails / sizeof *tails; ++i) {
-    const size_t lt = strlen(tails[i]);
-    if (lp >= ls + lt && strncmp(path + lp - ls - lt, suffix, ls) == 0 && strcmp(path + lp - lt, tails[i]) == 0)
-      return 1;
-  }
-  return 0;
+  static const char partial[] = ".partial-XXXXXX", deleted[] = " (deleted)";
+  const size_t lpart = sizeof partial - 1, ldel = sizeof deleted - 1;
+  size_t end = lp; /* the name without " (deleted)" and a temporary's ".partial-XXXXXX" */
+  if (end >= ldel && strcmp(path + end - ldel, deleted) == 0) end -= ldel;
+  if (end >= ls + lpart && strncmp(path + end - lpart, partial, 9) == 0) end -= lpart;
+  return end >= ls && strncmp(path + end - ls, suffix, ls) == 0;
 }
 
 /* 1 when this write must fail; counts the bytes of the writes let through */

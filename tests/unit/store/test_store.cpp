@@ -465,6 +465,44 @@ TEST_F(StoreTest, CreateOnExistingNeedsOverwrite) {
   EXPECT_EQ(store::read_info(path("o.h5")).n_pending, plan.tasks.size());
 }
 
+TEST_F(StoreTest, ABuiltStoreIsInvisibleUntilPublishedAndRemovedIfNeverPublished) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::none));
+  const auto temporaries = [&] {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(path("")))
+      if (e.path().filename().string().find(".partial-") != std::string::npos) out.push_back(e.path());
+    return out;
+  };
+  {
+    Store old = Store::create(path("p.h5"), plan, prov(), false);
+    std::vector<TaskResult> batch = {fake_result(plan, 0)};
+    old.write(batch);
+  }
+  const auto lock = store::WriterLock::acquire(path("p.h5"));
+  {
+    Store built = Store::build(lock, plan, prov());
+    ASSERT_EQ(temporaries().size(), 1u);
+    EXPECT_EQ(store::read_info(path("p.h5")).n_done, 1u);  // the old store, untouched
+  }  // closed unpublished: removed
+  EXPECT_TRUE(temporaries().empty());
+  EXPECT_EQ(store::read_info(path("p.h5")).n_done, 1u);
+  {
+    Store built = Store::build(lock, plan, prov());
+    EXPECT_THROW(built.publish(/*replace=*/false), StoreError);  // a link never replaces a file
+    EXPECT_EQ(store::read_info(path("p.h5")).n_done, 1u);
+    built.publish(/*replace=*/true);
+    EXPECT_TRUE(temporaries().empty());
+    EXPECT_EQ(store::read_info(path("p.h5")).n_pending, plan.tasks.size());
+    std::vector<TaskResult> batch = {fake_result(plan, 1)};
+    built.write(batch);  // the published store is the one written
+  }
+  EXPECT_EQ(store::read_info(path("p.h5")).n_done, 1u);
+  EXPECT_EQ(Store::open_resume(lock, plan, prov()).task_status()[1], TaskStatus::done);
+  // Another writer is refused while the lock is held, here by `lock`.
+  EXPECT_THROW(Store::open_resume(path("p.h5"), plan, prov()), store::StoreBusy);
+  EXPECT_THROW(Store::create(path("p.h5"), plan, prov(), true), store::StoreBusy);
+}
+
 TEST_F(StoreTest, LargeShuffledBatchIsOneCheapWrite) {
   const auto plan = plan::make_plan(make_spec(config::Spectra::all, 0.5, /*replicates=*/250, /*depth=*/20));
   const std::size_t n = plan.tasks.size();
