@@ -66,7 +66,8 @@ if(HELP2MAN)
       COMMAND ${CMAKE_COMMAND} -E env MPLBACKEND=Agg ${HELP2MAN} --no-info --no-discard-stderr
               "--help-option=${help_option}" "--version-string=${PROJECT_VERSION}" "--name=${description}"
               "--output=${man_dir}/${name}.1" ${command}
-      DEPENDS rcsweep ${PROJECT_SOURCE_DIR}/scripts/rcsweep_tools/plot_cli.py
+      COMMAND ${CMAKE_COMMAND} -DPAGE=${man_dir}/${name}.1 -DNAME=${name} -P ${CMAKE_CURRENT_LIST_DIR}/ManPageName.cmake
+      DEPENDS rcsweep ${PROJECT_SOURCE_DIR}/scripts/rcsweep_tools/plot_cli.py ${CMAKE_CURRENT_LIST_DIR}/ManPageName.cmake
       COMMENT "man page ${name}.1"
       VERBATIM)
     list(APPEND man_pages ${man_dir}/${name}.1)

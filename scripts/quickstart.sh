@@ -8,7 +8,7 @@ sweep=${1:-jobs/examples/quick.toml}
 ranks=${2:-2}
 
 bash scripts/install_deps.sh
-bash scripts/build.sh
+bash scripts/build.sh rcsweep   # only the program: the test command builds the rest
 
 mkdir -p out
 name=$(basename "$sweep" .toml)

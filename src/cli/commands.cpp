@@ -402,6 +402,39 @@ int run_command(const RunArgs& args) {
 }
 
 namespace {
+/// The cores per node of the scheduler's compute nodes (the partition's, when given): the most
+/// that `sinfo -h -o %c` (Slurm) or `pbsnodes -a` (PBS: resources_available.ncpus) reports; 0 when
+/// the scheduler's commands are missing or say nothing.
+int scheduler_cores_per_node(plan::Scheduler scheduler, const std::string& partition) {
+  const bool slurm = scheduler == plan::Scheduler::slurm;
+  const std::string cmd = slurm ? "timeout 20 sinfo -h -o %c" + (partition.empty() ? std::string()
+                                                                                   : " -p " + plan::shell_quote(partition))
+                                : std::string("timeout 20 pbsnodes -a");
+  FILE* pipe = ::popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return 0;
+  int most = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe)) {
+    const char* at = line;
+    if (!slurm) {
+      at = std::strstr(line, "resources_available.ncpus = ");
+      if (!at) continue;
+      at += std::strlen("resources_available.ncpus = ");
+    }
+    most = std::max(most, std::atoi(at));  // sinfo: "64", or "32+" where nodes differ
+  }
+  ::pclose(pipe);
+  return most;
+}
+
+/// --cores, or with --emit the scheduler's nodes' (a job runs on them, not on this login node):
+/// 0 when the scheduler does not tell (size_job then refuses, naming --cores).
+int planned_cores(const PlanArgs& args) {
+  if (args.cores > 0) return args.cores;
+  if (args.emit.empty()) return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return scheduler_cores_per_node(plan::parse_scheduler(args.emit), args.site.partition);
+}
+
 /// `plan --emit`: the job script on stdout, what it was sized for on stderr.
 int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::WorkEstimate& work,
                     const plan::Layout& layout) {
@@ -415,7 +448,7 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
           {{"--setup", args.setup.string() + ": no such file (the script sources it, e.g. with module load lines)"}});
     setup = std::filesystem::absolute(args.setup).lexically_normal().string();
   }
-  const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = planned_cores(args);
   const int threads = layout.chosen.threads;
   const auto s = plan::size_job(work, {args.nodes, cores, args.hours, threads});
   std::error_code ec;
@@ -454,6 +487,17 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
                                 setup};
   std::fputs(plan::job_script(scheduler, s, names).c_str(), stdout);
   std::fprintf(stderr, "%s\n", summary.c_str());
+  if (const int asked = s.nodes * s.ranks_per_node * threads; s.enough_cores * plan::oversize_factor <= asked) {
+    const int nodes = (s.enough_cores + cores - 1) / cores;
+    const std::string fewer = nodes > 1 ? "--nodes " + std::to_string(nodes)
+                                        : "--nodes 1 --cores " + std::to_string(s.enough_cores);
+    std::fprintf(stderr,
+                 "note: the sweep is about %s of one core: %d core%s would finish it in about %s, the job asks for %d "
+                 "(a job this short is mostly queueing and start-up): %s is enough\n",
+                 human_seconds(work.core_seconds).c_str(), s.enough_cores, s.enough_cores == 1 ? "" : "s",
+                 human_seconds(std::max(work.core_seconds / s.shards / s.enough_cores, work.largest_task_s)).c_str(),
+                 asked, fewer.c_str());
+  }
   const char* home = std::getenv("HOME");
   for (const auto& path : plan::unshared_paths(names, args.nodes, home ? home : ""))
     std::fprintf(stderr,
@@ -554,9 +598,9 @@ int plan_command(const PlanArgs& args) {
   for (const auto& b : plan.bundles) core_s += work.emplace_back(plan::bundle_work(plan, b.tasks, rates)).seconds();
   // Ranks per node x threads per rank (plan/layout.hpp): one rank per core when that fits and pays,
   // no more ranks than tasks (a bundle may be cut into slices, a task not).
-  const int cores = args.cores > 0 ? args.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = planned_cores(args);
   plan::LayoutRequest request;
-  request.cores_per_node = cores;
+  request.cores_per_node = std::max(cores, 1);  // 0: not known, refused by size_job
   request.nodes = args.emit.empty() ? 1 : args.nodes;
   request.threads = args.threads;
   request.mem_per_node = args.mem_per_node.empty() ? physical_memory_bytes()

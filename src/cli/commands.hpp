@@ -35,7 +35,7 @@ struct PlanArgs {
   std::filesystem::path sweep_file;
   std::vector<std::string> overrides;  ///< KEY=VALUE after the sweep file (config/overrides.hpp)
   plan::Shard shard;
-  int cores = 0;                 ///< 0: this machine's
+  int cores = 0;                 ///< 0: this machine's, or with --emit the scheduler's nodes' (planned_cores)
   std::string mem_per_rank;      ///< --mem-per-rank (default: the node's memory / its ranks)
   std::string mem_per_node;      ///< --mem-per-node (default: physical memory)
   int threads = 0;               ///< --threads per rank: plan this layout (0: choose, plan/layout.hpp)

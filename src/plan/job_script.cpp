@@ -155,7 +155,10 @@ Scheduler parse_scheduler(const std::string& text) {
 JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
   std::vector<ConfigIssue> issues;
   if (request.nodes < 1) issues.push_back({"--nodes", std::to_string(request.nodes) + ": at least 1 node"});
-  if (request.cores_per_node < 1)
+  if (request.cores_per_node == 0)
+    issues.push_back({"--cores", "not given, and the scheduler (sinfo, pbsnodes -a) did not tell its nodes' cores: "
+                                 "give the cores of one compute node (this machine's count is not theirs)"});
+  else if (request.cores_per_node < 1)
     issues.push_back({"--cores", std::to_string(request.cores_per_node) + ": at least 1 core per node"});
   else if (request.threads_per_rank < 1 || request.threads_per_rank > request.cores_per_node)
     issues.push_back({"--threads", std::to_string(request.threads_per_rank) + ": from 1 to the cores of a node (" +
@@ -192,6 +195,11 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
   s.ranks = s.nodes * s.ranks_per_node;
   s.threads_per_rank = threads;
   s.mem_per_rank_mib = std::max(256.0, std::ceil(work.bytes_per_rank * memory_margin / (1 << 20)));
+  // The fewest cores (whole ranks) that finish the work within enough_time_s or its longest task.
+  const double target_s = std::max(enough_time_s, work.largest_task_s);
+  const double ranks_needed = std::ceil(work.core_seconds / s.shards / threads / target_s);
+  const auto enough_ranks = static_cast<int>(std::clamp(ranks_needed, 1.0, static_cast<double>(s.ranks)));
+  s.enough_cores = enough_ranks * threads;
   return s;
 }
 

@@ -28,7 +28,7 @@ struct WorkEstimate {
 /// What the user asks for; size_job checks it (ConfigError naming --nodes, --cores, --hours, --threads).
 struct JobRequest {
   int nodes = 1;             ///< --nodes: nodes of one job (of one array element)
-  int cores_per_node = 1;    ///< --cores: cores of a node (one rank per threads_per_rank cores)
+  int cores_per_node = 1;    ///< --cores: cores of a node (one rank per threads_per_rank cores); 0: not known
   double max_hours = 24.0;   ///< --hours: the longest walltime a job may ask for
   int threads_per_rank = 1;  ///< OpenMP threads of a rank (plan/layout.hpp), at most cores_per_node
 };
@@ -42,7 +42,16 @@ struct JobSizing {
   double estimate_s = 0.0;        ///< estimated wall time of one job (array element)
   double walltime_s = 0.0;        ///< the time asked for: estimate x time_margin + overhead_s, whole minutes
   double mem_per_rank_mib = 0.0;  ///< bytes_per_rank x memory_margin, whole MiB, at least 256
+  /// The fewest cores (ranks x threads) whose job (array element) finishes within enough_time_s, or
+  /// within its longest task when that is longer: far fewer than ranks x threads says the request
+  /// is larger than the sweep (`plan --emit` warns).
+  int enough_cores = 1;
 };
+
+/// A job shorter than this is dominated by its queueing and start-up: more cores do not pay.
+inline constexpr double enough_time_s = 600.0;
+/// `plan --emit` warns when enough_cores x this is at most the cores a job asks for.
+inline constexpr int oversize_factor = 4;
 
 /// The estimate is multiplied by this and overhead_s added (start-up, the scripts' STOP_BEFORE of
 /// 120 s before the end, a stop's grace): the cost model is rough (docs/BENCHMARKS.md).

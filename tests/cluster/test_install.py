@@ -55,6 +55,10 @@ def test_installed_tree_runs_from_a_clean_shell_with_the_module(prefix, quick_re
                  "share/rcsweep/python/pyproject.toml", "share/doc/rcsweep/README.md",
                  "share/doc/rcsweep/docs/CONFIG.md", "share/man/man1/rcsweep-run.1"):
         assert (prefix / path).exists(), path
+    for page in ("rcsweep", "rcsweep-run", "rcsweep-plan", "rcsweep-merge", "rcsweep-summary", "rcsweep-plot"):
+        text = (prefix / "share/man/man1" / f"{page}.1").read_text()
+        assert f'\n.TH {page.upper()} "1"' in text, page  # each page named for itself, not for the program
+        assert f"\n.SH NAME\n{page} \\- " in text, page
     work = tmp_path / "elsewhere"
     work.mkdir()
     proc = clean_shell(

@@ -124,6 +124,32 @@ def test_bad_emit_options_exit_2_naming_the_option(args, key):
     assert proc.stdout == ""  # no script
 
 
+def test_emit_takes_the_cores_from_the_user_or_the_scheduler_never_this_machine(slurm):
+    """Without --cores, `plan --emit slurm` sizes for the cores sinfo reports of the partition's
+    nodes; a scheduler whose commands say nothing (no pbsnodes here) is refused naming --cores."""
+    env = {**os.environ, **slurm.env}
+    proc = subprocess.run([BIN, "plan", str(DATA / "small.toml"), "--emit", "slurm"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"--cores {slurm.cpus} " in proc.stderr, proc.stderr
+    if shutil.which("pbsnodes") is None:
+        proc = emit(DATA / "small.toml", "--emit", "pbs", "--hours", "0")
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert "--cores: not given, and the scheduler (sinfo, pbsnodes -a) did not tell" in proc.stderr
+        assert "--hours" in proc.stderr  # every problem at once
+
+
+def test_emit_says_when_far_fewer_cores_are_enough():
+    proc = emit(DATA / "small.toml", "--emit", "slurm", "--nodes", 2, "--cores", 64)
+    assert proc.returncode == 0, proc.stderr
+    note = re.search(r"note: the sweep is about .* of one core: (\d+) cores? would finish it in about .*, the job asks "
+                     r"for (\d+) .*: --nodes 1 --cores (\d+) is enough", proc.stderr)
+    assert note, proc.stderr
+    assert int(note.group(1)) == int(note.group(3)) and 4 * int(note.group(1)) <= int(note.group(2))
+    big = emit(BIG, "--emit", "slurm", "--nodes", 1, "--cores", 4)  # hours of work: every core pays
+    assert big.returncode == 0 and "is enough" not in big.stderr, big.stderr
+
+
 SITE = ["--account", "proj42", "--partition", "compute", "--directive=--constraint=zen4", "--directive=--mail-type=END"]
 
 

@@ -86,7 +86,7 @@ def test_plan_with_overrides_shows_the_changed_task_count(files):
 
 
 def test_plan_emit_passes_the_overrides_to_the_jobs_run_command(files):
-    script = rcsweep("plan", files / "sweep.toml", "model.depth=4", "axes.lambda=[0, 1]", "--emit", "slurm",
+    script = rcsweep("plan", files / "sweep.toml", "model.depth=4", "axes.lambda=[0, 1]", "--emit", "slurm", "--cores", 4,
                      check=0).stdout
     assert """run "$SWEEP" 'model.depth=4' 'axes.lambda=[0, 1]' -o "$OUT\"""" in script
 

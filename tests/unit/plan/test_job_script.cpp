@@ -72,6 +72,19 @@ TEST(JobScript, SmallSweepGetsNoMoreRanksThanTasksAndTheMinimumTime) {
   EXPECT_DOUBLE_EQ(s.mem_per_rank_mib, 256.0);  // the floor
 }
 
+TEST(JobScript, EnoughCoresIsTheFewestThatFinishWithinTenMinutesOrTheLongestTask) {
+  // 3 minutes of one core in 1000 tasks on 2 nodes x 64 cores: one core finishes it in 10 minutes.
+  EXPECT_EQ(plan::size_job({180, 0.5, 1000, 1e6}, {2, 64, 24}).enough_cores, 1);
+  // 10 h of work: ceil(36000 / 600) = 60 ranks; with 2 threads a rank, 30 ranks = 60 cores.
+  EXPECT_EQ(plan::size_job({36000, 1, 10000, 1e6}, {2, 64, 24}).enough_cores, 60);
+  EXPECT_EQ(plan::size_job({36000, 1, 10000, 1e6}, {2, 64, 24, 2}).enough_cores, 60);
+  // A longest task of 1 h: ceil(36000 / 3600) = 10 ranks finish the rest alongside it.
+  EXPECT_EQ(plan::size_job({36000, 3600, 100, 1e6}, {2, 64, 24}).enough_cores, 10);
+  // Never more than the job has: a sweep that needs all of them.
+  const auto big = plan::size_job({3.6e7, 10, 1000000, 1e6}, {2, 64, 24});
+  EXPECT_EQ(big.enough_cores, big.ranks * big.threads_per_rank);
+}
+
 TEST(JobScript, MultiNodeJobOneRankPerCoreWithMargin) {
   const WorkEstimate w{3.6e6, 60, 10000, 400.0 * (1 << 20)};
   const auto s = plan::size_job(w, {4, 32, 24});
