@@ -80,6 +80,12 @@ void install(int sig) {
 
 void install_stop_handlers() {
   for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) install(sig);
+  // A single process, as under nohup (a second call, after a singleton MPI_Init set PMIX_RANK,
+  // leaves this as it is).
+  if (g_launcher == 0 && !started_by_launcher()) {
+    std::signal(SIGHUP, SIG_IGN);
+    std::signal(SIGPIPE, SIG_IGN);  // writes to a pipe whose reader died fail instead of killing the run
+  }
 }
 
 bool started_by_launcher() {

@@ -11,7 +11,9 @@ namespace rcsweep::sweep {
 
 /// Install the handlers of SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 (idempotent). The first of them
 /// asks the run to stop; a second SIGINT or SIGTERM kills the process at once (default action).
-/// After watch_launcher(), also the handler of SIGHUP, the launcher's death (below).
+/// After watch_launcher(), also the handler of SIGHUP, the launcher's death (below). A process not
+/// started by a launcher ignores SIGHUP and SIGPIPE: a single process keeps running when its
+/// terminal hangs up or its shell dies (and with it the reader of its output), as with nohup.
 void install_stop_handlers();
 
 // The launcher (docs/GUARANTEES.md "The launcher"). Under mpiexec every rank is a child of mpiexec

@@ -1,5 +1,6 @@
-"""Stops and faults (docs/GUARANTEES.md): stop signals with a grace period, the time limit, a full
-disk, --retry-failed. Every interrupted store must resume to bitwise the uninterrupted one.
+"""Stops and faults (docs/GUARANTEES.md): stop signals with a grace period, a terminal hang-up (not
+a stop for a single process), the time limit, a full disk, --retry-failed. Every interrupted store
+must resume to bitwise the uninterrupted one.
 
 Nothing here is sized for one machine's speed: the sweeps that must still be running when they are
 stopped take a set time of computing on this machine (workload.sized), signals are sent once rank 0's
@@ -134,6 +135,34 @@ def test_signal_to_rank_0_only_stops_the_whole_job(tmp_path, long_sweep):
     _, err = proc.wait(timeout=60)
     check_stopped(proc, err, "SIGTERM")
     resume_and_compare(sweep, store, reference)
+
+
+def test_terminal_hang_up_does_not_stop_a_single_process(tmp_path, kill_sweep, reference_kill_store):
+    """A single `rcsweep run` (no launcher) keeps running when its terminal hangs up or its shell
+    dies, as with nohup: SIGHUP is ignored, and so is the loss of the reader of its output (a pipe
+    to a `tee` that died with the terminal). It completes the store, exit 0, bitwise equal to the
+    uninterrupted run."""
+    store = tmp_path / "hup.h5"
+    proc = subprocess.Popen([BIN, "run", str(kill_sweep), "-o", str(store)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "RCSWEEP_PROGRESS_INTERVAL": "0.05"})
+    try:
+        read = ""
+        for line in proc.stderr:  # until a task is written: the run computes
+            read += line
+            m = workload.PROGRESS.search(line)
+            if m and int(m.group(1)) > 0:
+                break
+        assert proc.poll() is None, f"finished before the hang-up\n{read}"
+        proc.send_signal(signal.SIGHUP)
+        proc.stderr.close()  # the reader of its output is gone too
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 0, f"exit {code}\n{read}"
+    assert_same_results(store, reference_kill_store)
 
 
 # One task of T = d = 256, its depth set for about 4 s of computing here (big_bundle).
