@@ -46,6 +46,10 @@ constexpr double beat_s = 1.0;
 /// RunOptions::silence_s, and 10 times a layer of the bundle at 1 GFLOP/s (a slow rate for any
 /// layer), before it takes the worker for lost.
 constexpr double silent_layer_factor = 10.0 / 1e9;
+/// Rank 0 was itself not running between two polls of its loop for this share of
+/// RunOptions::silence_s (the job stopped, its machine or VM paused): the workers' silence over
+/// that time proves nothing, they were most likely paused with it.
+constexpr double paused_share = 0.25;
 constexpr std::int32_t leaving = -1;  // in place of the stop signal: the worker's launcher is gone, it exits now
 
 using TaskList = std::vector<std::uint64_t>;
@@ -276,7 +280,9 @@ class Service {
         make_units_(std::move(make_units)),
         status_at_start_(status_at_start),
         heard_(busy_.size(), steady::now()),
-        patience_s_(busy_.size(), opt.silence_s) {
+        patience_s_(busy_.size(), opt.silence_s),
+        polled_(steady::now()),
+        continued_(times_continued()) {
     if (rule_) progress_.total_is_bound();
   }
 
@@ -443,8 +449,24 @@ class Service {
   /// Heartbeats of the workers; a worker still expected to speak (not told to stop) that has been
   /// silent for longer than its patience is lost: then this rank's node (or the network between
   /// them) failed, and no launcher will end the run: end it as if the launcher were gone.
+  /// A pause of the job is not a failure: when this rank was stopped and continued (SIGCONT), or
+  /// its loop was not run for a while (a paused VM: no SIGCONT, the monotonic clock jumps; one
+  /// that stands still during a pause counts no silence), every worker gets a fresh window.
   void listen_for_heartbeats() {
-    for (int flag = 1; n_workers_ > 0;) {
+    if (n_workers_ == 0) return;
+    const auto now = steady::now();
+    const double gap = std::chrono::duration<double>(now - polled_).count();
+    polled_ = now;
+    if (const unsigned continued = times_continued(); continued != continued_ || gap > paused_share * opt_.silence_s) {
+      continued_ = continued;
+      std::fill(heard_.begin(), heard_.end(), now);
+      if (gap >= 1.0 && opt_.progress)
+        std::fprintf(stderr,
+                     "[rcsweep] rank 0 was held up for %.0f s (the job stopped, its machine paused, or a slow "
+                     "write): the workers' silence meanwhile is not counted\n",
+                     gap);
+    }
+    for (int flag = 1;;) {
       MPI_Status status;
       mpi::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_beat, comm_, &flag, &status), "MPI_Iprobe");
       if (!flag) break;
@@ -564,6 +586,8 @@ class Service {
   const std::vector<store::TaskStatus>& status_at_start_;             // the store's statuses before the run
   std::vector<steady::time_point> heard_;  // per rank: the last message (result or heartbeat) from it
   std::vector<double> patience_s_;         // per rank: how long it may be silent (its bundle's layers)
+  steady::time_point polled_;              // the last listen_for_heartbeats
+  unsigned continued_;                     // times_continued() then
 };
 
 // A cancel message from rank 0, received if there is one.

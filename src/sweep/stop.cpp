@@ -21,7 +21,9 @@ volatile std::sig_atomic_t g_workers_lost = 0;  // rank 0 heard no heartbeat of 
 volatile std::sig_atomic_t g_teardown = 0;      // g_signal was the launcher's SIGTERM before its SIGKILL
 volatile std::sig_atomic_t g_gone = 0;          // the launcher has died
 std::atomic<long long> g_when_ns{0};            // CLOCK_MONOTONIC at the signal
+std::atomic<unsigned> g_continued{0};           // SIGCONTs received
 static_assert(std::atomic<long long>::is_always_lock_free, "the handler needs a lock-free atomic");
+static_assert(std::atomic<unsigned>::is_always_lock_free, "the handler needs a lock-free atomic");
 
 // Set by watch_launcher() before any handler that reads them is installed.
 pid_t g_launcher = 0;                // the parent process that started this rank (0: not watched)
@@ -68,6 +70,8 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
   }
 }
 
+extern "C" void on_continue(int) { g_continued.fetch_add(1, std::memory_order_relaxed); }
+
 void install(int sig) {
   struct sigaction sa {};
   sa.sa_sigaction = on_stop_signal;
@@ -80,7 +84,20 @@ void install(int sig) {
 
 void install_stop_handlers() {
   for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) install(sig);
+  struct sigaction sa {};
+  sa.sa_handler = on_continue;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGCONT, &sa, nullptr);
+  // A single process, as under nohup (a second call, after a singleton MPI_Init set PMIX_RANK,
+  // leaves this as it is).
+  if (g_launcher == 0 && !started_by_launcher()) {
+    std::signal(SIGHUP, SIG_IGN);
+    std::signal(SIGPIPE, SIG_IGN);  // writes to a pipe whose reader died fail instead of killing the run
+  }
 }
+
+unsigned times_continued() noexcept { return g_continued.load(std::memory_order_relaxed); }
 
 bool started_by_launcher() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})

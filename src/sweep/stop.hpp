@@ -11,8 +11,16 @@ namespace rcsweep::sweep {
 
 /// Install the handlers of SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 (idempotent). The first of them
 /// asks the run to stop; a second SIGINT or SIGTERM kills the process at once (default action).
-/// After watch_launcher(), also the handler of SIGHUP, the launcher's death (below).
+/// After watch_launcher(), also the handler of SIGHUP, the launcher's death (below). A process not
+/// started by a launcher ignores SIGHUP and SIGPIPE: a single process keeps running when its
+/// terminal hangs up or its shell dies (and with it the reader of its output), as with nohup.
+/// Also the handler of SIGCONT (times_continued).
 void install_stop_handlers();
+
+/// How many times this process was continued after being stopped (SIGCONT after SIGSTOP or
+/// SIGTSTP: Ctrl-Z then `fg`, `kill -STOP` then `-CONT`, mpiexec forwarding them). While a whole job
+/// is stopped its ranks are silent; that is no failure (driver.cpp, the heartbeats).
+unsigned times_continued() noexcept;
 
 // The launcher (docs/GUARANTEES.md "The launcher"). Under mpiexec every rank is a child of mpiexec
 // (or of Open MPI's orted on other nodes). When it dies (kill -9, a lost node daemon) nobody waits

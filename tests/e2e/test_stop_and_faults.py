@@ -1,5 +1,6 @@
-"""Stops and faults (docs/GUARANTEES.md): stop signals with a grace period, the time limit, a full
-disk, --retry-failed. Every interrupted store must resume to bitwise the uninterrupted one.
+"""Stops and faults (docs/GUARANTEES.md): stop signals with a grace period, a paused job and a
+terminal hang-up (neither stops a run), the time limit, a full disk, --retry-failed. Every
+interrupted store must resume to bitwise the uninterrupted one.
 
 Nothing here is sized for one machine's speed: the sweeps that must still be running when they are
 stopped take a set time of computing on this machine (workload.sized), signals are sent once rank 0's
@@ -18,9 +19,13 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import BIN, DATA, assert_same_results, mpi_prefix, rcsweep
-from test_kill_resume import descendants, mpi_rank_of
+from conftest import BIN, DATA, MPIEXEC, assert_same_results, mpi_prefix, rcsweep
+from test_kill_resume import alive, descendants, mpi_rank_of
 import workload
+
+# `rcsweep run -n`'s mpiexec; -x passes RCSWEEP_SILENCE_S to ranks on other nodes (here: all local)
+MPIEXEC_CMD = " ".join([MPIEXEC, "--oversubscribe", *(["--allow-run-as-root"] if os.geteuid() == 0 else []), "-x",
+                        "RCSWEEP_SILENCE_S"])
 
 Long = namedtuple("Long", "sweep reference seconds")
 
@@ -134,6 +139,86 @@ def test_signal_to_rank_0_only_stops_the_whole_job(tmp_path, long_sweep):
     _, err = proc.wait(timeout=60)
     check_stopped(proc, err, "SIGTERM")
     resume_and_compare(sweep, store, reference)
+
+
+def stopped(pid):
+    """The process is stopped (SIGSTOP, SIGTSTP), or gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except OSError:
+        return True
+
+
+PAUSE_S = 4.0  # twice RCSWEEP_SILENCE_S = 2
+
+
+def test_a_paused_job_is_not_a_failed_node(tmp_path, long_sweep):
+    """The whole job stopped for longer than RCSWEEP_SILENCE_S, then continued, twice: Ctrl-Z of
+    `rcsweep run -n 2` (SIGTSTP: mpiexec stops the ranks, rcsweep stops itself) and SIGCONT as the
+    shell's `fg` sends it, once a tenth of the tasks is done; then SIGSTOP of every process (rcsweep,
+    mpiexec, the ranks: a job suspended, a VM paused) and SIGCONT, once half the work is done. Rank 0
+    knows it was stopped itself: the workers' silence over a pause is no failure. The run goes on,
+    finishes with exit 0, nobody is taken for lost, and the store equals the uninterrupted run's
+    bitwise."""
+    sweep, reference, _ = long_sweep
+    store = tmp_path / "paused.h5"
+    proc = workload.Watched([BIN, "run", "-n", "2", "--mpiexec", MPIEXEC_CMD, sweep, "-o", store],
+                            env={"RCSWEEP_SILENCE_S": "2"})
+    ranks = rank_pids(proc)
+    assert proc.wait_until(tenth_done), proc.err
+    assert proc.poll() is None, "finished before the pause"
+    proc.send_signal(signal.SIGTSTP)
+    deadline = time.monotonic() + 5
+    while not all(stopped(p) for p in [proc.pid, *ranks.values()]):
+        assert time.monotonic() < deadline, "Ctrl-Z did not stop the ranks and rcsweep"
+        time.sleep(0.02)
+    time.sleep(PAUSE_S)
+    proc.send_signal(signal.SIGCONT)
+
+    assert proc.wait_until(lambda w: w.work >= 0.5), proc.err
+    assert proc.poll() is None, "finished before the second pause"
+    everything = [proc.pid, *descendants(proc.pid)]
+    for pid in everything:
+        os.kill(pid, signal.SIGSTOP)
+    time.sleep(PAUSE_S)
+    for pid in everything:
+        if alive(pid):
+            os.kill(pid, signal.SIGCONT)
+
+    code, err = proc.wait(timeout=120)
+    assert code == 0, f"exit {code}\n{err}"
+    assert "has not been heard from" not in err and "lost" not in err, err
+    assert len(re.findall(r"rank 0 was held up for [4-9] s", err)) == 2, err
+    assert_same_results(store, reference)
+
+
+def test_terminal_hang_up_does_not_stop_a_single_process(tmp_path, kill_sweep, reference_kill_store):
+    """A single `rcsweep run` (no launcher) keeps running when its terminal hangs up or its shell
+    dies, as with nohup: SIGHUP is ignored, and so is the loss of the reader of its output (a pipe
+    to a `tee` that died with the terminal). It completes the store, exit 0, bitwise equal to the
+    uninterrupted run."""
+    store = tmp_path / "hup.h5"
+    proc = subprocess.Popen([BIN, "run", str(kill_sweep), "-o", str(store)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "RCSWEEP_PROGRESS_INTERVAL": "0.05"})
+    try:
+        read = ""
+        for line in proc.stderr:  # until a task is written: the run computes
+            read += line
+            m = workload.PROGRESS.search(line)
+            if m and int(m.group(1)) > 0:
+                break
+        assert proc.poll() is None, f"finished before the hang-up\n{read}"
+        proc.send_signal(signal.SIGHUP)
+        proc.stderr.close()  # the reader of its output is gone too
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 0, f"exit {code}\n{read}"
+    assert_same_results(store, reference_kill_store)
 
 
 # One task of T = d = 256, its depth set for about 4 s of computing here (big_bundle).
