@@ -21,7 +21,7 @@ echo
 rc=0
 # -n: rcsweep runs mpiexec itself, so that Ctrl-C stops the run cleanly (exit code 4, resumable)
 ./build/rcsweep run -n "$ranks" --mpiexec "$mpiexec_cmd" "$sweep" -o "$store" || rc=$?
-if [[ $rc -ne 0 && $rc -ne 3 ]]; then exit "$rc"; fi   # 3: finished, some tasks diverged (recorded)
+if [[ $rc -ne 0 && $rc -ne 3 ]]; then exit "$rc"; fi   # 3: finished, some tasks failed (recorded)
 echo
 /usr/bin/python3 scripts/rcsweep_summary.py "$store" --metric sr_cov --png "out/$name.png"
 echo

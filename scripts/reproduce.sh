@@ -138,7 +138,7 @@ EOF
     "${MPI[@]}" "$BIN" run "$file" -o "$store" "${args[@]}" || rc=$?
     case "$rc" in
         0) ;;
-        3) echo "   (some tasks diverged or failed: recorded in the store, drawn as far as they got)" ;;
+        3) echo "   (some tasks failed: recorded in the store; the figure draws the others)" ;;
         *) echo "reproduce.sh: rcsweep run $file exited with $rc" >&2; return 1 ;;
     esac
 }

@@ -36,8 +36,8 @@
 # PBS_WALLTIME) less STOP_BEFORE, and starts no bundle that would overrun it; a SIGTERM is still
 # forwarded as SIGUSR1 (clean stop within GRACE s). On exit code 4 (stopped early) the job asks PBS
 # to run it again (qrerun; the store is resumed); where users may not qrerun, it prints the qsub
-# command that resumes it. Exit code otherwise rcsweep's: 0 all done, 3 done with failed or
-# diverged tasks, 2 sweep/usage error, 1 runtime error (docs/ERRORS.md).
+# command that resumes it. Exit code otherwise rcsweep's: 0 all done (diverged and vanished tasks
+# are outcomes), 3 done with failed tasks, 2 sweep/usage error, 1 runtime error (docs/ERRORS.md).
 #PBS -N rcsweep
 #PBS -l select=1:ncpus=8:mpiprocs=8
 #PBS -l walltime=01:00:00

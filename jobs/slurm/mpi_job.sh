@@ -37,8 +37,8 @@
 # minute early); the shell forwards it to mpiexec/srun, which forward it to every rank; rcsweep stops
 # handing out work, keeps the bundles that finish within GRACE s, flushes the store and exits 4.
 # On exit code 4 the job requeues itself (scontrol requeue) and its next run resumes the same
-# store. Otherwise the job's exit code is rcsweep's: 0 all done, 3 done with failed or diverged
-# tasks, 2 sweep/usage error, 1 runtime error (docs/ERRORS.md).
+# store. Otherwise the job's exit code is rcsweep's: 0 all done (diverged and vanished tasks are
+# outcomes), 3 done with failed tasks, 2 sweep/usage error, 1 runtime error (docs/ERRORS.md).
 #SBATCH --job-name=rcsweep
 #SBATCH --nodes=1
 #SBATCH --exclusive

@@ -329,19 +329,27 @@ int run_command(const RunArgs& args) {
     }
     const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
     if (rank == 0 && !args.quiet) {
-      std::fprintf(stderr, "[rcsweep] %s after %s: %llu done, %llu diverged, %llu failed this run",
+      std::fprintf(stderr, "[rcsweep] %s after %s: %llu done, %llu diverged, %llu vanished, %llu failed this run",
                    s.exit_code() == 4 ? "stopped" : "finished", human_seconds(s.wall_s).c_str(),
                    static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(s.diverged),
-                   static_cast<unsigned long long>(s.failed));
+                   static_cast<unsigned long long>(s.vanished), static_cast<unsigned long long>(s.failed));
       if (s.not_needed)
         std::fprintf(stderr, ", %llu replicates not needed", static_cast<unsigned long long>(s.not_needed));
       if (s.skipped) std::fprintf(stderr, " (%llu were already finished)", static_cast<unsigned long long>(s.skipped));
       std::fprintf(stderr, "; store %s\n", opt.output.c_str());
-      if (s.exit_code() == 3)
+      if (s.ended_first_layer >= 0)
+        std::fprintf(stderr, "[rcsweep] this run's diverged and vanished tasks ended at layers %d to %d\n",
+                     s.ended_first_layer, s.ended_last_layer);
+      if (s.store_diverged + s.store_vanished > 0)
         std::fprintf(stderr,
-                     "[rcsweep] the store holds %llu diverged and %llu failed tasks (see /tasks/message; "
-                     "--retry-failed runs them again)\n",
-                     static_cast<unsigned long long>(s.store_diverged),
+                     "[rcsweep] the store holds %llu diverged (X non-finite) and %llu vanished (X exactly zero) tasks: "
+                     "outcomes of the stack, recorded with the layers before (/tasks/message)%s\n",
+                     static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_vanished),
+                     s.fail_on_diverged ? "; --fail-on-diverged: exit code 3" : "");
+      if (s.store_failed > 0)
+        std::fprintf(stderr,
+                     "[rcsweep] the store holds %llu failed tasks (errors, see /tasks/message; --retry-failed runs "
+                     "them again)\n",
                      static_cast<unsigned long long>(s.store_failed));
     }
     if (rank == 0 && s.exit_code() == 4) {  // even with --quiet: the user must know how to go on
@@ -727,15 +735,16 @@ int print_info(const std::filesystem::path& path) {
               static_cast<unsigned long long>(info.n_points), info.max_depth);
   const double pct = info.n_tasks
                          ? 100.0 *
-                               static_cast<double>(info.n_done + info.n_failed + info.n_diverged + info.n_not_needed) /
+                               static_cast<double>(info.n_done + info.n_failed + info.n_diverged + info.n_vanished + info.n_not_needed) /
                                static_cast<double>(info.n_tasks)
                          : 100.0;
   const std::string not_needed = info.n_not_needed
                                      ? ", " + std::to_string(info.n_not_needed) + " not needed (adaptive replicates)"
                                      : "";
-  std::printf("progress      %.1f%% finished: %llu done, %llu diverged, %llu failed%s, %llu pending\n", pct,
-              static_cast<unsigned long long>(info.n_done), static_cast<unsigned long long>(info.n_diverged),
-              static_cast<unsigned long long>(info.n_failed), not_needed.c_str(),
+  std::printf("progress      %.1f%% finished: %llu done, %llu diverged, %llu vanished, %llu failed%s, %llu pending\n",
+              pct, static_cast<unsigned long long>(info.n_done), static_cast<unsigned long long>(info.n_diverged),
+              static_cast<unsigned long long>(info.n_vanished), static_cast<unsigned long long>(info.n_failed),
+              not_needed.c_str(),
               static_cast<unsigned long long>(info.n_pending));
   // Which BLAS kernel (CPU, host) computed the finished tasks: bitwise reproducible on one kernel only.
   std::vector<std::string> kernels;
@@ -787,7 +796,7 @@ int print_info_json(const std::filesystem::path& path) {
       "{\"store\": %s, \"format\": %s, \"schema_version\": %d, \"plan_hash\": %s, \"rcsweep_version\": %s, "
       "\"git_commit\": %s, \"created\": %s, \"finished\": %s, \"host\": %s, \"mpi_ranks\": %d, \"threads\": %d, \"blas_threads\": %d, "
       "\"blas\": %s, \"hdf5_version\": %s, \"n_tasks\": %s, \"n_points\": %s, \"max_depth\": %d, "
-      "\"tasks\": {\"pending\": %s, \"done\": %s, \"failed\": %s, \"diverged\": %s, \"not_needed\": %s}, \"platforms\": %s, "
+      "\"tasks\": {\"pending\": %s, \"done\": %s, \"failed\": %s, \"diverged\": %s, \"vanished\": %s, \"not_needed\": %s}, \"platforms\": %s, "
       "\"overrides\": %s, \"reused\": %s, \"axes\": %s, \"datasets\": %s, \"config\": %s}\n",
       json_string(path.string()).c_str(), json_string(info.format).c_str(), info.schema_version,
       json_string(info.plan_hash).c_str(), json_string(info.rcsweep_version).c_str(),
@@ -795,7 +804,7 @@ int print_info_json(const std::filesystem::path& path) {
       json_string(info.host).c_str(), info.mpi_ranks, info.threads, info.blas_threads, json_string(info.blas).c_str(),
       json_string(info.hdf5_version).c_str(), u(info.n_tasks).c_str(), u(info.n_points).c_str(), info.max_depth,
       u(info.n_pending).c_str(), u(info.n_done).c_str(), u(info.n_failed).c_str(), u(info.n_diverged).c_str(),
-      u(info.n_not_needed).c_str(), platforms.c_str(), json_strings(info.overrides).c_str(),
+      u(info.n_vanished).c_str(), u(info.n_not_needed).c_str(), platforms.c_str(), json_strings(info.overrides).c_str(),
       json_strings(info.reused).c_str(), json_strings(info.axes).c_str(), json_strings(info.datasets).c_str(),
       json_string(info.config).c_str());
   return 0;
@@ -841,7 +850,7 @@ int merge_stores(const MergeArgs& args) {
     throw StoreError(args.shards[0].string() +
                      ": its config does not reproduce its plan hash (made by another rcsweep?)");
 
-  // Every task finished (done, failed or diverged) in exactly one shard.
+  // Every task finished (done, failed, diverged or vanished) in exactly one shard.
   std::vector<int> owner(plan.tasks.size(), -1);
   std::vector<std::vector<std::uint64_t>> mine(args.shards.size());
   for (std::size_t i = 0; i < args.shards.size(); ++i) {

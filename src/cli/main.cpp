@@ -68,9 +68,11 @@ int main(int argc, char** argv) {
       "at once). Under a plain mpiexec send SIGUSR1, which it forwards to every rank: Open MPI's mpiexec\n"
       "answers SIGINT and SIGTERM with SIGTERM to the ranks and SIGKILL odls_base_sigkill_timeout (1 s)\n"
       "later, so they stop at once, and exits 1. Ranks whose mpiexec dies (kill -9) stop at once.\n"
-      "Exit codes: 0 all tasks done, 1 runtime error, 2 usage/config error or store refused, 3 finished with\n"
-      "failed or diverged tasks (recorded in /tasks with a message; --retry-failed reruns them), 4 stopped\n"
-      "early by a signal or the time limit (resumable: run the same command again).\n" +
+      "Exit codes: 0 every task ran to an outcome: done, diverged (X non-finite) or vanished (X exactly\n"
+      "zero, a complete collapse), each recorded in /tasks; 1 runtime error; 2 usage/config error or store\n"
+      "refused; 3 finished, but some tasks failed (an error, recorded with its message; --retry-failed\n"
+      "reruns them), or with --fail-on-diverged some diverged or vanished; 4 stopped early by a signal or\n"
+      "the time limit (resumable: run the same command again).\n" +
       footer_for("run"));
   run_cmd->add_option("sweep", run.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
   run_cmd->add_option("overrides", run.overrides, overrides_help);
@@ -109,7 +111,10 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--mem-per-rank", run.mem_per_rank,
                       "memory budget of one rank (e.g. 4G, 512M); a sweep whose largest bundle would not fit is\n"
                       "refused before any work (exit 2). Default: physical memory / ranks on the node");
-  run_cmd->add_flag("--retry-failed", run.options.retry_failed, "run failed and diverged tasks of the store again");
+  run_cmd->add_flag("--retry-failed", run.options.retry_failed,
+                    "run failed, diverged and vanished tasks of the store again");
+  run_cmd->add_flag("--fail-on-diverged", run.options.fail_on_diverged,
+                    "exit 3 when some task diverged or vanished (by default they are outcomes: exit 0)");
   run_cmd
       ->add_option("--reuse", run.options.reuse,
                    "copy the finished results of this older store (repeatable) into the tasks they fit instead\n"

@@ -1,6 +1,7 @@
 #include "models/layer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -343,21 +344,24 @@ double squares4(std::span<const double> v, double shift) {
 }
 }  // namespace
 
-void apply_norm(config::Norm norm, Matrix& Y) {
+std::size_t apply_norm(config::Norm norm, Matrix& Y) {
   const std::size_t d = Y.cols();
   switch (norm) {
-    case config::Norm::none: return;
-    case config::Norm::rms:  // lambda-skip eq. (4): Y = D Y~, D = diag(1 / ||Y~_i||)
+    case config::Norm::none: return 0;
+    case config::Norm::rms: {  // lambda-skip eq. (4): Y = D Y~, D = diag(1 / ||Y~_i||)
+      std::atomic<std::size_t> zero_rows{0};
       parallel::for_rows(Y.rows(), d, [&](std::size_t first, std::size_t end) {
         for (std::size_t i = first; i < end; ++i) {
           auto row = Y.row(i);
           double ss = 0.0;
           for (double y : row) ss += y * y;
+          if (ss == 0.0) zero_rows.fetch_add(1, std::memory_order_relaxed);
           const double inv = 1.0 / std::sqrt(ss);
           for (double& y : row) y *= inv;
         }
       });
-      return;
+      return zero_rows.load();
+    }
     case config::Norm::layernorm:  // PyTorch LayerNorm without affine, eps 1e-5, biased variance
       parallel::for_rows(Y.rows(), d, [&](std::size_t first, std::size_t end) {
         for (std::size_t i = first; i < end; ++i) {
@@ -368,8 +372,9 @@ void apply_norm(config::Norm norm, Matrix& Y) {
           for (double& y : row) y = (y - mean) * inv;
         }
       });
-      return;
+      return 0;
   }
+  return 0;
 }
 
 namespace {
@@ -437,7 +442,8 @@ void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O, Lay
 
 // MLP sub-block X <- norm(lambda_mlp X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d) (d x m), W_2 ~ N(0, 1/m)
 // (m x d), m = mlp_ratio d (Dong et al. §3.2).
-void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerTape* tape) {
+void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerTape* tape,
+               LayerStats* stats) {
   const auto d = static_cast<std::size_t>(model.d), m = static_cast<std::size_t>(model.mlp_ratio) * d;
   Matrix H(X.rows(), m, Matrix::uninitialized);
   const Matrix& W_1 = random.normal(layer, Tensor::mlp_in, 0, d, m);
@@ -451,7 +457,8 @@ void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix
   map_entries(H, [](double h) { return h > 0.0 ? h : 0.0; });
   linalg::gemm(1.0 / std::sqrt(static_cast<double>(m)), H, Op::none, W_2, Op::none, model.lambda_mlp, X);
   if (tape && model.norm != config::Norm::none) tape->U_mlp = X;
-  apply_norm(model.norm, X);
+  const std::size_t zero_rows = apply_norm(model.norm, X);
+  if (stats) stats->zero_rows_normed += zero_rows;
 }
 }  // namespace
 
@@ -585,8 +592,9 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     for (std::size_t i = 0; i < Y.size(); ++i) Y.data()[i] = model.lambda * Y.data()[i] + O.data()[i];
   }
   if (tape && model.norm != config::Norm::none) tape->U = Y;
-  apply_norm(model.norm, Y);
-  if (model.mlp == config::Mlp::relu) apply_mlp(model, layer, random, Y, tape);
+  const std::size_t zero_rows = apply_norm(model.norm, Y);
+  if (stats) stats->zero_rows_normed += zero_rows;
+  if (model.mlp == config::Mlp::relu) apply_mlp(model, layer, random, Y, tape, stats);
   X = std::move(Y);
 }
 

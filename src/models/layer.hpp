@@ -73,7 +73,8 @@ const Matrix& value_weight(const config::ModelParams& model, int layer, int head
 
 /// Row normalisation in place: rms divides each row by its Euclidean norm (lambda-skip eq. (4));
 /// layernorm subtracts the row mean and divides by sqrt(var + 1e-5) (biased variance, no affine).
-void apply_norm(config::Norm norm, Matrix& Y);
+/// Returns the rows the rms norm found exactly zero (they become NaN, 0/0).
+std::size_t apply_norm(config::Norm norm, Matrix& Y);
 
 /// What a layer reports besides its output.
 struct LayerStats {
@@ -81,6 +82,9 @@ struct LayerStats {
   double max_m_fro = 0.0;       ///< max over heads of ||M_h||_F (lambda-skip C_M)
   double max_cv_fro = 0.0;      ///< max over heads of ||skip_scale C_V,h||_F (lambda-skip S)
   bool keep_head0 = false;      ///< set before the call: copy head 0's M (after gap_fix) into head0_M
+  /// Rows of X that were exactly zero when the rms norm scaled them (0/0: NaN): the signal of those
+  /// tokens vanished, as opposed to an overflow.
+  std::size_t zero_rows_normed = 0;
   Matrix head0_M;               ///< T x T, only when keep_head0
 };
 

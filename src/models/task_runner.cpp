@@ -81,10 +81,12 @@ void record_mixer(Running& r, int layer, const Matrix& M) {
   }
 }
 
-void mark_diverged(Running& r, int layer, const std::string& why) {
+/// The task ends at `layer` (diverged or vanished): its metrics there are NaN, like every later layer's.
+void mark_ended(Running& r, int layer, Outcome outcome, const std::string& why) {
   r.alive = false;
-  r.out.outcome = Outcome::diverged;
-  r.out.message = "diverged at layer " + std::to_string(layer) + ": " + why;
+  r.out.outcome = outcome;
+  r.out.message = std::string(outcome == Outcome::vanished ? "vanished" : "diverged") + " at layer " +
+                  std::to_string(layer) + ": " + why;
   r.out.layers[layer].fill(metrics::nan);
 }
 
@@ -187,14 +189,20 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       r.C_M = std::max(r.C_M, stats.max_m_fro);
       r.S = std::max(r.S, stats.max_cv_fro);
       if (!all_finite(r.X)) {
-        mark_diverged(r, layer, "non-finite values in X (the layer is not scale-invariant; add a norm)");
+        if (stats.zero_rows_normed > 0)
+          mark_ended(r, layer, Outcome::vanished,
+                     std::to_string(stats.zero_rows_normed) +
+                         (stats.zero_rows_normed == 1 ? " row of X was" : " rows of X were") +
+                         " exactly zero before the rms norm (the signal collapsed completely)");
+        else
+          mark_ended(r, layer, Outcome::diverged, "non-finite values in X (the layer is not scale-invariant; add a norm)");
         return;
       }
       if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
       record(plan, r, layer, stats.head0);
       constexpr auto log_fro = metrics::metric_index("log_fro");
       if (!std::isfinite(r.out.layers[layer][log_fro])) {
-        mark_diverged(r, layer, "X vanished (all entries zero)");
+        mark_ended(r, layer, Outcome::vanished, "every entry of X is zero (the signal collapsed completely)");
         return;
       }
       if (stats.keep_head0) record_mixer(r, layer, stats.head0_M);

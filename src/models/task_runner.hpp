@@ -14,13 +14,16 @@
 
 namespace rcsweep::models {
 
-enum class Outcome { done, diverged };
+/// How a task ended: every layer computed (done); a non-finite value in X (diverged: the stack
+/// overflows); or X exactly zero (vanished: the signal collapsed completely). Diverged and vanished
+/// are outcomes of the stack, not errors: the layers before are recorded.
+enum class Outcome { done, diverged, vanished };
 
 /// What one task computed.
 struct TaskOutput {
   std::uint64_t task = 0;
   Outcome outcome = Outcome::done;
-  std::string message;   ///< why it diverged ("" when done)
+  std::string message;   ///< why it ended early ("" when done)
   double seconds = 0.0;  ///< compute time spent on this task (its share of shared draws included)
   /// layers[l]: metrics of layer l = 0..L_max, in metrics::layer_metric_names order
   /// (mixer metrics are NaN at layer 0; every value is NaN past a divergence).

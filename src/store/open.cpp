@@ -21,7 +21,7 @@ std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
   if (n_tasks > 0) h5::read_all(tasks, mem.id(), raw.data());
   std::vector<TaskStatus> out(n_tasks);
   for (std::size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] < 0 || raw[i] > 4)  // HDF5 turns a value outside the enum into -1
+    if (raw[i] < 0 || raw[i] > 5)  // HDF5 turns a value outside the enum into -1
       throw StoreError("task " + std::to_string(i) + " has an invalid status (not one of " + status_values + ")");
     out[i] = static_cast<TaskStatus>(raw[i]);
   }
@@ -148,6 +148,7 @@ StoreInfo read_info(const std::filesystem::path& path) {
         case TaskStatus::failed: ++info.n_failed; break;
         case TaskStatus::diverged: ++info.n_diverged; break;
         case TaskStatus::not_needed: ++info.n_not_needed; break;
+        case TaskStatus::vanished: ++info.n_vanished; break;
       }
     }
     const auto n = static_cast<hsize_t>(info.n_tasks), L1 = static_cast<hsize_t>(info.max_depth) + 1;

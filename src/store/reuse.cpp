@@ -14,7 +14,9 @@
 namespace rcsweep::store {
 namespace {
 
-bool finished_result(TaskStatus s) { return s == TaskStatus::done || s == TaskStatus::diverged; }
+bool finished_result(TaskStatus s) {
+  return s == TaskStatus::done || s == TaskStatus::diverged || s == TaskStatus::vanished;
+}
 
 /// The plan a store was made from, rebuilt from its canonical config.
 plan::Plan stored_plan(const std::filesystem::path& path, const StoreInfo& info) {

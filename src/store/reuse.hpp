@@ -18,14 +18,14 @@ struct ReuseReport {
   std::string from_name, from_hash;      ///< the old store's sweep name and plan hash
   std::vector<std::string> differences;  ///< old sweep -> new sweep, "key: old -> new" (plan/reuse.hpp)
   std::vector<std::string> blockers;     ///< differences that leave nothing reusable
-  std::uint64_t finished = 0;            ///< done or diverged tasks of the old store
+  std::uint64_t finished = 0;            ///< done, diverged or vanished tasks of the old store
   std::uint64_t not_in_sweep = 0;        ///< ... that are no task of the new sweep
   std::uint64_t recomputed = 0;          ///< ... tasks of it, computed again (plan::TaskMatch::rerouted)
   std::uint64_t other_shards = 0;        ///< ... tasks of it outside this run's --shard (not copied)
   std::uint64_t copied = 0;              ///< ... copied into pending tasks of the new store
 };
 
-/// Copy into `into` (a store of `plan`) every finished (done or diverged) result of the store at
+/// Copy into `into` (a store of `plan`) every finished (done, diverged or vanished) result of the store at
 /// `from` whose task is a task of `plan` and still pending in `into`. Copies nothing when the
 /// sweeps differ in something that changes every task (report.blockers). The copied rows are
 /// bitwise those of `from` (wall time, rank and platform included), and the store's `reused`

@@ -11,6 +11,7 @@ const char* to_string(TaskStatus s) {
     case TaskStatus::failed: return "failed";
     case TaskStatus::diverged: return "diverged";
     case TaskStatus::not_needed: return "not needed";
+    case TaskStatus::vanished: return "vanished";
   }
   return "unknown";
 }

@@ -20,9 +20,18 @@ namespace rcsweep::store {
 
 inline constexpr int schema_version = 1;
 
-/// not_needed: a replicate an adaptive rule decided not to run (config::AdaptiveReplicates); it
-/// has no values, like pending, but counts as finished.
-enum class TaskStatus : std::int8_t { pending = 0, done = 1, failed = 2, diverged = 3, not_needed = 4 };
+/// diverged: X became non-finite at some layer; vanished: X became exactly zero (complete
+/// collapse); both are outcomes of the stack with the layers before recorded (models::Outcome).
+/// failed: an error, not a property of the stack. not_needed: a replicate an adaptive rule decided
+/// not to run (config::AdaptiveReplicates); it has no values, like pending, but counts as finished.
+enum class TaskStatus : std::int8_t {
+  pending = 0,
+  done = 1,
+  failed = 2,
+  diverged = 3,
+  not_needed = 4,
+  vanished = 5
+};
 const char* to_string(TaskStatus s);
 
 /// Where a task was computed. Results are bitwise reproducible on one BLAS kernel; other kernels
@@ -82,11 +91,11 @@ struct StoreInfo {
   int mpi_ranks = 0, threads = 0, blas_threads = 1;
   std::uint64_t n_tasks = 0, n_points = 0;
   int max_depth = 0;
-  std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0, n_not_needed = 0;
+  std::uint64_t n_pending = 0, n_done = 0, n_failed = 0, n_diverged = 0, n_not_needed = 0, n_vanished = 0;
   std::vector<std::string> axes;      ///< swept parameter names
   std::vector<std::string> datasets;  ///< every dataset path
   std::vector<std::string> reused;    ///< results copied from other stores, one line per copy
-  /// Finished (done, failed, diverged) tasks per platform, in the order platforms first appeared;
+  /// Finished (done, failed, diverged, vanished) tasks per platform, in the order platforms first appeared;
   /// an empty Platform counts those not recorded (stores made before /provenance).
   std::vector<std::pair<Platform, std::uint64_t>> platforms;
 };

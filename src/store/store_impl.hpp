@@ -32,7 +32,7 @@ static_assert(std::tuple_size_v<decltype(TaskResult::theory)> == models::n_theor
 
 inline constexpr std::size_t choice_bytes = 16;    // /points: fixed-length string fields
 inline constexpr std::size_t message_bytes = 256;  // /tasks: message field (255 bytes + NUL)
-inline constexpr const char* status_values = "0=pending,1=done,2=failed,3=diverged,4=not_needed";
+inline constexpr const char* status_values = "0=pending,1=done,2=failed,3=diverged,4=not_needed,5=vanished";
 inline constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
 /// The root attribute `overrides`: one command-line override per line.
@@ -72,7 +72,7 @@ struct TaskRow {
 
 inline const std::vector<std::pair<std::string, std::int8_t>>& status_members() {
   static const std::vector<std::pair<std::string, std::int8_t>> m = {
-      {"pending", 0}, {"done", 1}, {"failed", 2}, {"diverged", 3}, {"not_needed", 4}};
+      {"pending", 0}, {"done", 1}, {"failed", 2}, {"diverged", 3}, {"not_needed", 4}, {"vanished", 5}};
   return m;
 }
 
@@ -189,7 +189,7 @@ inline auto guard_damage(const std::string& path, F&& fn) {
   }
 }
 
-/// Every task status marked finished (done, failed or diverged).
+/// Every task status marked finished (done, failed, diverged or vanished).
 std::vector<bool> finished(const std::vector<TaskStatus>& status);
 
 /// The file of a store that build() made and publish() has not yet put in place: removed when

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "base/parallel.hpp"
 #include "base/platform.hpp"
 #include "linalg/linalg.hpp"
+#include "metrics/metrics.hpp"
 #include "models/task_runner.hpp"
 #include "plan/adaptive.hpp"
 #include "rcsweep/version.hpp"
@@ -231,6 +233,11 @@ store::TaskResult not_needed_result(std::uint64_t id) {
 }
 
 /// A finished result told to the adaptive rule: its targets' values, or nothing when it failed.
+/// A finished task that ended before the last layer: failed, diverged or vanished (--retry-failed runs them again).
+bool ended_early(store::TaskStatus s) {
+  return s == store::TaskStatus::failed || s == store::TaskStatus::diverged || s == store::TaskStatus::vanished;
+}
+
 plan::ReplicateRule::Decisions record_result(plan::ReplicateRule& rule, const plan::Plan& plan,
                                              const store::TaskResult& r) {
   if (r.status == store::TaskStatus::failed) return rule.record(r.task, std::nullopt);
@@ -446,6 +453,16 @@ class Service {
       std::fprintf(stderr, "[rcsweep] %s is gone: stopping now; finished tasks are kept\n", launcher_name().c_str());
   }
 
+  /// The layer where a diverged or vanished task ended: the first without a finite log ||X||_F.
+  void note_ended(const store::TaskResult& r) {
+    constexpr auto log_fro = metrics::metric_index("log_fro");
+    int at = 0;
+    while (at < static_cast<int>(r.layers.size()) && std::isfinite(r.layers[static_cast<std::size_t>(at)][log_fro])) ++at;
+    auto& s = summary_;
+    s.ended_first_layer = s.ended_first_layer < 0 ? at : std::min(s.ended_first_layer, at);
+    s.ended_last_layer = std::max(s.ended_last_layer, at);
+  }
+
   /// Heartbeats of the workers; a worker still expected to speak (not told to stop) that has been
   /// silent for longer than its patience is lost: then this rank's node (or the network between
   /// them) failed, and no launcher will end the run: end it as if the launcher were gone.
@@ -529,7 +546,8 @@ class Service {
       switch (r.status) {
         case store::TaskStatus::done: ++summary_.done; break;
         case store::TaskStatus::failed: ++summary_.failed; break;
-        case store::TaskStatus::diverged: ++summary_.diverged; break;
+        case store::TaskStatus::diverged: ++summary_.diverged; note_ended(r); break;
+        case store::TaskStatus::vanished: ++summary_.vanished; note_ended(r); break;
         case store::TaskStatus::pending:
         case store::TaskStatus::not_needed: break;
       }
@@ -683,9 +701,7 @@ plan::ReplicateRule replay_decisions(const plan::Plan& plan, store::Store& store
   for (const auto& b : plan.bundles)
     for (const auto id : b.tasks) {
       const auto s = status[id];
-      if (s == store::TaskStatus::done ||
-          (!retry_failed && (s == store::TaskStatus::failed || s == store::TaskStatus::diverged)))
-        known.push_back(id);
+      if (s == store::TaskStatus::done || (!retry_failed && ended_early(s))) known.push_back(id);
     }
   std::sort(known.begin(), known.end());
   std::vector<store::TaskResult> dropped;
@@ -746,7 +762,9 @@ void refuse_unusable(const std::filesystem::path& from, const plan::Plan& plan) 
 store::TaskResult to_result(models::TaskOutput&& out, int rank) {
   store::TaskResult r;
   r.task = out.task;
-  r.status = out.outcome == models::Outcome::done ? store::TaskStatus::done : store::TaskStatus::diverged;
+  r.status = out.outcome == models::Outcome::done       ? store::TaskStatus::done
+             : out.outcome == models::Outcome::vanished ? store::TaskStatus::vanished
+                                                        : store::TaskStatus::diverged;
   r.wall_s = out.seconds;
   r.rank = rank;
   r.message = std::move(out.message);
@@ -778,7 +796,7 @@ std::string hostname() {
 
 int RunSummary::exit_code() const {
   if ((stop_signal != 0 || time_limited || launcher_gone) && store_pending > 0) return 4;
-  return (store_failed + store_diverged) > 0 ? 3 : 0;
+  return store_failed > 0 || (fail_on_diverged && store_diverged + store_vanished > 0) ? 3 : 0;
 }
 
 RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, const BundleRunner& runner_) {
@@ -789,6 +807,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   install_stop_handlers();
   RunSummary summary;
   summary.total = plan.tasks.size();
+  summary.fail_on_diverged = opt.fail_on_diverged;
   const auto t0 = std::chrono::steady_clock::now();
   // The time limit: --time-limit from now, or the scheduler's end of the job less a minute for
   // the final flush and the MPI teardown, whichever comes first.
@@ -871,13 +890,11 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   if (rank != 0) {
     run_worker(runner, plan, opt, comm, rank, summary);
   } else {
-    // Phase 2 (rank 0): the pending work (with --retry-failed also failed and diverged tasks),
+    // Phase 2 (rank 0): the pending work (with --retry-failed also failed, diverged and vanished tasks),
     // largest bundle first.
     const auto status = store->task_status();
     const auto runnable = [&](std::uint64_t id) {
-      return status[id] == store::TaskStatus::pending ||
-             (opt.retry_failed &&
-              (status[id] == store::TaskStatus::failed || status[id] == store::TaskStatus::diverged));
+      return status[id] == store::TaskStatus::pending || (opt.retry_failed && ended_early(status[id]));
     };
     // Adaptive replicates: the decisions the store's finished tasks allow already (replayed on a
     // resume); only the replicates needed so far run now, the others when results release them.
@@ -997,6 +1014,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
     for (const auto s : final_status) {
       summary.store_failed += s == store::TaskStatus::failed;
       summary.store_diverged += s == store::TaskStatus::diverged;
+      summary.store_vanished += s == store::TaskStatus::vanished;
     }
     for (const auto& b : plan.bundles)
       for (const auto id : b.tasks) summary.store_pending += final_status[id] == store::TaskStatus::pending;
@@ -1023,14 +1041,16 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   // Every rank returns the same exit code. Workers that finished early wait without spinning
   // (a blocking MPI_Bcast busy-polls and would steal the core of a rank still computing). If the
   // launcher dies meanwhile, the others may never join: the buffer is left to MPI (leaked).
-  auto counts = std::make_unique<std::uint64_t[]>(5);
+  constexpr int n_counts = 6;
+  auto counts = std::make_unique<std::uint64_t[]>(n_counts);
   counts[0] = summary.store_failed;
   counts[1] = summary.store_diverged;
   counts[2] = summary.store_pending;
   counts[3] = static_cast<std::uint64_t>(summary.stop_signal);
   counts[4] = summary.time_limited ? 1u : 0u;
+  counts[5] = summary.store_vanished;
   MPI_Request request;
-  mpi::check(MPI_Ibcast(counts.get(), 5, MPI_UINT64_T, 0, comm, &request), "MPI_Ibcast");
+  mpi::check(MPI_Ibcast(counts.get(), n_counts, MPI_UINT64_T, 0, comm, &request), "MPI_Ibcast");
   for (int done = 0;;) {
     mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) break;
@@ -1046,6 +1066,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   summary.store_pending = counts[2];
   summary.stop_signal = static_cast<int>(counts[3]);
   summary.time_limited = counts[4] != 0;
+  summary.store_vanished = counts[5];
   return summary;
 }
 

@@ -29,7 +29,8 @@ struct RunOptions {
   bool progress = true;            ///< progress and ETA on rank 0's stderr
   double write_interval_s = 0.2;   ///< finished results are written (and flushed) at least this often
   double sync_interval_s = 300.0;  ///< the store is fsync'ed this often (and at the end)
-  bool retry_failed = false;       ///< --retry-failed: failed and diverged tasks are run again
+  bool retry_failed = false;       ///< --retry-failed: failed, diverged and vanished tasks are run again
+  bool fail_on_diverged = false;   ///< --fail-on-diverged: diverged and vanished tasks make the exit code 3
   /// --reuse: stores whose finished results are copied into the pending tasks they fit
   /// (store/reuse.hpp) before any work.
   std::vector<std::filesystem::path> reuse;
@@ -55,14 +56,18 @@ struct RunOptions {
 struct RunSummary {
   std::uint64_t total = 0;                           ///< tasks in the plan
   std::uint64_t skipped = 0;                         ///< already finished in the store before this run
-  std::uint64_t done = 0, failed = 0, diverged = 0;  ///< finished by this run
+  std::uint64_t done = 0, failed = 0, diverged = 0, vanished = 0;  ///< finished by this run
   std::uint64_t not_needed = 0;                      ///< replicates this run decided not to run (adaptive)
   double wall_s = 0.0;
   bool resumed = false;
-  /// 0 when every task of the store is done, 3 when some failed or diverged, 4 when the run
-  /// stopped early (signal or time limit) with tasks left (resumable).
+  /// 0 when every task of the store ran to an outcome (done, diverged or vanished), 3 when some
+  /// failed (or, with fail_on_diverged, some diverged or vanished), 4 when the run stopped early
+  /// (signal or time limit) with tasks left (resumable).
   int exit_code() const;
-  std::uint64_t store_failed = 0, store_diverged = 0;  ///< over the whole store after the run
+  bool fail_on_diverged = false;  ///< RunOptions::fail_on_diverged
+  /// The layers at which this run's diverged and vanished tasks ended, lowest and highest (-1: none).
+  int ended_first_layer = -1, ended_last_layer = -1;
+  std::uint64_t store_failed = 0, store_diverged = 0, store_vanished = 0;  ///< over the whole store after the run
   std::uint64_t store_pending = 0;                     ///< tasks of this run's shard still pending after the run
   int stop_signal = 0;                                 ///< the signal that stopped the run early (0: none)
   /// The launcher (mpiexec) died and the run stopped at once (stop.hpp). Each rank then ends on

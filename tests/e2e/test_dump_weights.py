@@ -242,7 +242,7 @@ input_scale = [3.0, 0.1]
         status = f["tasks"]["status"][...]
         dumped_tasks = sorted(int(g[5:]) for g in f["dump"])
     assert 3 in status and 1 in status, status  # one diverged, one done
-    assert proc.returncode == 3
+    assert proc.returncode == 0, proc.stderr  # a diverged task is an outcome, not a failure
     assert dumped_tasks == [t for t in range(len(status)) if status[t] == 1]
     assert recompute(store).returncode == 0
 

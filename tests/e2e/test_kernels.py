@@ -59,7 +59,7 @@ def other_env(tmp_path):
 def test_every_task_records_its_kernel_and_cpu(tmp_path):
     sweep = tmp_path / "k.toml"
     sweep.write_text(SWEEP)
-    rcsweep("run", sweep, "-o", tmp_path / "k.h5", "-q", ranks=2, check=3)  # lambda = 100 diverges
+    rcsweep("run", sweep, "-o", tmp_path / "k.h5", "-q", ranks=2, check=0)  # lambda = 100 diverges: an outcome
     kernels, cpus = platforms(tmp_path / "k.h5")
     assert len(set(kernels)) == 1 and kernels[0].startswith("OpenBLAS 0.") and kernels[0] == own_kernel(tmp_path)
     with open("/proc/cpuinfo") as f:
@@ -82,7 +82,7 @@ def test_ranks_on_different_kernels_are_told_apart(tmp_path, other_env):
     run = [BIN, "run", sweep, "-o", tmp_path / "k.h5"]
     cmd += ["-n", "1", *run, ":", "-n", "1", "-x", f"OPENBLAS_CORETYPE={OTHER}", *run]
     proc = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 3, proc.stderr
+    assert proc.returncode == 0, proc.stderr
     assert "the ranks of this run use different BLAS kernels" in proc.stderr
     kernels, _ = platforms(tmp_path / "k.h5")
     with h5py.File(tmp_path / "k.h5", "r") as f:
@@ -103,12 +103,12 @@ def test_resume_on_another_kernel_is_allowed_and_said(tmp_path, other_env):
     sweep = tmp_path / "k.toml"
     sweep.write_text(SWEEP)
     out = tmp_path / "k.h5"
-    first = rcsweep("run", sweep, "-o", out, "-q", check=3)
+    first = rcsweep("run", sweep, "-o", out, "-q", check=0)
     assert "note:" not in first.stderr
     with h5py.File(out, "r") as f:
         diverged = int(np.sum(f["tasks"]["status"] == 3))
     assert diverged == 3  # lambda = 100: X overflows
-    again = rcsweep("run", sweep, "-o", out, "-q", "--retry-failed", check=3, env=other_env)
+    again = rcsweep("run", sweep, "-o", out, "-q", "--retry-failed", check=0, env=other_env)
     own = own_kernel(tmp_path)
     assert f"this run computes with OpenBLAS {own.split()[1]} {OTHER}; the store's finished tasks were computed " \
            f"with {own} (9 tasks)" in again.stderr

@@ -233,12 +233,15 @@ TEST(Analytic, Sys2ClosedFormOfA12IsTheSquaredSineNotMu) {
   EXPECT_NEAR(paper5 / (ref.mu[5] * ref.mu[5]), 2.0, 1e-3);
 }
 
-// lambda = -1 zeroes the first row: the rms norm divides by 0 and the task is reported diverged.
-TEST(Analytic, LambdaMinusOneDiverges) {
+// lambda = -1 zeroes the first row: the rms norm divides 0 by 0; the task is reported vanished
+// (a row exactly zero, not an overflow).
+TEST(Analytic, LambdaMinusOneVanishes) {
   for (const Sys sys : {Sys::one, Sys::two}) {
     const auto plan = test::plan_from(model_text(sys, Nrm::rms), "lambda = [-1.0]");
     const auto out = run_task(plan, 0);
-    EXPECT_EQ(out.outcome, Outcome::diverged);
+    EXPECT_EQ(out.outcome, Outcome::vanished);
+    EXPECT_TRUE(out.message.starts_with("vanished at layer 1: 1 row of X was exactly zero before the rms norm"))
+        << out.message;
     EXPECT_TRUE(std::isnan(out.layers[1][mu_i]));
   }
 }

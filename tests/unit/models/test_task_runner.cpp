@@ -70,6 +70,17 @@ TEST(TaskRunner, NonHomogeneousOverflowIsRecordedAsDiverged) {
   for (int l = at; l <= 200; ++l) EXPECT_TRUE(std::isnan(out.layers[l][metrics::metric_index("sr_cov")]));
 }
 
+// uniform + perp is M = 11^T/T - 11^T/T = 0: X is exactly zero after layer 1, the complete
+// collapse; recorded as "vanished at layer 1" (told apart from an overflow), NaN from there on.
+TEST(TaskRunner, ExactlyZeroSignalIsRecordedAsVanished) {
+  const auto plan = test::plan_from("mixer = \"uniform\"\ngap_fix = \"perp\"\nT = 8\nd = 8\ndepth = 4");
+  const auto out = models::run_task(plan, 0);
+  ASSERT_EQ(out.outcome, models::Outcome::vanished) << out.message;
+  EXPECT_TRUE(out.message.starts_with("vanished at layer 1: every entry of X is zero")) << out.message;
+  EXPECT_TRUE(std::isfinite(out.layers[0][metrics::metric_index("sr_cov")]));
+  for (int l = 1; l <= 4; ++l) EXPECT_TRUE(std::isnan(out.layers[l][metrics::metric_index("log_fro")]));
+}
+
 // With a norm, softmax is safe at any depth.
 TEST(TaskRunner, NormalisedSoftmaxStackRunsDeep) {
   const auto plan = test::plan_from("mixer = \"softmax\"\nT = 8\nd = 8\ndepth = 200\nnorm = \"rms\"\nlambda = 1.0");

@@ -128,9 +128,11 @@ mixer_spectra = "all"
   const plan::Plan plan = plan::make_plan(config::parse_sweep(text, "test"));
   const auto [path, summary] = test::run_into_temp_store(plan, "rcsweep_mixer");
   if (rank != 0) return;
-  // uniform + perp is M = 0: X vanishes at layer 1 (diverged), its mixer spectra stay NaN
+  // uniform + perp is M = 0: X vanishes at layer 1 (an outcome: exit 0), its mixer spectra stay NaN
   EXPECT_EQ(summary.done, plan.tasks.size() - 2);
-  EXPECT_EQ(summary.diverged, 2u);
+  EXPECT_EQ(summary.vanished, 2u);
+  EXPECT_EQ(summary.diverged, 0u);
+  EXPECT_EQ(summary.exit_code(), 0);
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(file, 0);
   const auto sv = read_doubles(file, "/spectra/m_sv");
@@ -143,7 +145,7 @@ mixer_spectra = "all"
     for (int l = 1; l <= plan.max_depth; ++l) {
       const auto off = static_cast<std::size_t>(plan.mixer_spectrum_offset(t.id, l));
       const auto L = static_cast<std::size_t>(l);
-      if (ref.outcome == models::Outcome::diverged) {
+      if (ref.outcome == models::Outcome::vanished) {
         EXPECT_TRUE(ref.mixer_sv[L].empty());
         for (std::size_t i = 0; i < 12; ++i)
           mismatches += !(std::isnan(sv[off + i]) && std::isnan(re[off + i]) && std::isnan(im[off + i]));
