@@ -620,7 +620,8 @@ class Job:
 
 def _run_engine(cmd, echo=False):
     """Run rcsweep; capture stdout and stderr, also copied to sys.stdout/sys.stderr as they come
-    when `echo`. Ctrl-C (KeyboardInterrupt) is passed on to rcsweep, which stops cleanly."""
+    when `echo`. An interrupt (KeyboardInterrupt: Ctrl-C, a notebook's stop button) stops rcsweep
+    cleanly (it keeps every finished task; exit 4) before it is raised; a second one at once."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     chunks = {"out": [], "err": []}
 
@@ -640,9 +641,17 @@ def _run_engine(cmd, echo=False):
     try:
         proc.wait()
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        proc.wait()
-        raise
+        # A clean stop, as rcsweep's own first Ctrl-C (SIGUSR1 does not count as a second stop
+        # signal when a terminal's Ctrl-C reached rcsweep too); interrupted again: stop at once.
+        proc.send_signal(signal.SIGUSR1)
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            proc.wait()
+            raise
+        raise KeyboardInterrupt(f"rcsweep stopped (exit {proc.returncode}): every finished task is kept; "
+                                "the same call resumes the store") from None
     finally:
         for r in readers:
             r.join()

@@ -6,9 +6,11 @@ whose command line the engine accepts (and an unknown one a TypeError); threads=
 threads=1; exit codes 3 (data and a warning with the counts), 4 and 1 from `run` and `Job.wait`;
 the spellings of the `lambda` dimension that FIGURES.md documents."""
 import json
+import signal
 import os
 import subprocess
 import sys
+import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
@@ -381,3 +383,36 @@ def test_the_lambda_spellings_documented_in_figures_md_work(tmp_path):
             compile(wrong, "<user>", "eval")
     with pytest.raises(SyntaxError):
         df.query("lambda == 1")
+
+
+INTERRUPTED = r"""
+import signal, sys
+sys.path.insert(0, sys.argv[2])
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background process ignores SIGINT otherwise
+from rcsweep_tools import Sweep
+sw = Sweep("long", seed=1, replicates=40, model={"mixer": "softmax", "depth": 40, "T": 128, "d": 128},
+           axes={"lambda": [0.0, 0.5, 1.0]})
+print("running", flush=True)
+try:
+    sw.run(sys.argv[1])
+except KeyboardInterrupt as e:
+    print("KeyboardInterrupt:", e, flush=True)
+"""
+
+
+def test_an_interrupt_stops_the_run_cleanly(tmp_path):
+    """A notebook's stop button (SIGINT to Python only): rcsweep stops cleanly, the store keeps the
+    finished tasks (the same call resumes them) and KeyboardInterrupt is raised."""
+    store = tmp_path / "long.h5"
+    child = subprocess.Popen([PYTHON, "-c", INTERRUPTED, str(store), str(SCRIPTS)], stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": str(SCRIPTS)})
+    assert child.stdout.readline().strip() == "running"
+    deadline = time.monotonic() + 30
+    while not store.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0 and "KeyboardInterrupt: rcsweep stopped (exit 4)" in out, out
+    counts = info(store)["tasks"]
+    assert counts["done"] > 0 and counts["pending"] > 0 and counts["done"] + counts["pending"] == 120
