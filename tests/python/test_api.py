@@ -6,8 +6,8 @@ whose command line the engine accepts (and an unknown one a TypeError); threads=
 threads=1; exit codes 3 (data and a warning with the counts), 4 and 1 from `run` and `Job.wait`;
 the spellings of the `lambda` dimension that FIGURES.md documents."""
 import json
-import signal
 import os
+import signal
 import subprocess
 import sys
 import time
