@@ -305,10 +305,10 @@ class Sweep:
         _reject_unknown("plan", unknown, _PLAN_OPTIONS)
         if ranks is not None:
             _positive("ranks", ranks)
-            per_rank = int(threads) if threads else 1
-            if cores is not None and int(cores) != int(ranks) * per_rank:
-                raise ValueError(f"cores={cores} but ranks={ranks} x threads={per_rank}: give ranks or cores")
-            cores = int(ranks) * per_rank
+            threads = threads or 1
+            if cores is not None and int(cores) != int(ranks) * int(threads):
+                raise ValueError(f"cores={cores} but ranks={ranks} x threads={threads}: give ranks or cores")
+            cores = int(ranks) * int(threads)
         cmd = [rcsweep_bin(), "plan", str(sweep_file), *_overrides(overrides)]
         cmd += _positive("cores", cores) + _positive("threads", threads) + _shard(shard)
         cmd += _size("--mem-per-rank", mem_per_rank) + _size("--mem-per-node", mem_per_node)
@@ -323,7 +323,8 @@ class Sweep:
         cores         cores to plan for (`--cores`; default: this machine's)
         store         a store: what `run(store)` would do with it (`-o`: start, resume, grow or
                       refuse it); the sweep file is written next to it, as `run` does
-        ranks         plan this many ranks: `--cores ranks x threads` (instead of `cores`)
+        ranks         plan this layout: `ranks` ranks of `threads` threads (default 1), i.e.
+                      `--cores ranks*threads --threads threads` (instead of `cores`)
         threads       OpenMP threads per rank (`--threads`): plan this layout instead of choosing one
         shard         (i, n) or "i/n": plan only that shard (`--shard`)
         mem_per_rank  memory of one rank, "4G" or bytes (`--mem-per-rank`; refused, exit 2, if the
