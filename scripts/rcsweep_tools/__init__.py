@@ -11,7 +11,7 @@ after `pip install` or `module load rcsweep` (docs/INSTALL.md), or from a checko
 """
 __version__ = "0.4.0"  # = the project version (CMakeLists.txt, pyproject.toml; tests/python/test_docs.py)
 
-from .api import Job, Plan, RcsweepError, Sweep, SweepConfigError  # noqa: F401
+from .api import Job, Plan, RcsweepError, RunStopped, Sweep, SweepConfigError, TaskOutcomeWarning  # noqa: F401
 from .export import export  # noqa: F401
 from .load import load, replicate_stats, spectrum, tidy  # noqa: F401
 

@@ -6,25 +6,50 @@
                axes={"d": [32, 64, 128], "lambda": [0.0, 1.0]},
                output={"spectra": "last"})
     print(sw.toml())                    # the sweep file (docs/CONFIG.md)
-    p = sw.plan(cores=2)                # `rcsweep plan`: p.tasks, p.bundles, print(p)
+    p = sw.plan(ranks=2)                # `rcsweep plan`: p.tasks, p.bundles, p.layout, print(p)
     ds = sw.run("width.h5", ranks=2)    # `rcsweep run -n 2`; the store loaded (xarray.Dataset)
+    ds = sw.run("width.h5", threads=2, overrides={"model.T": 128}, time_limit="2h")   # any run option
     job = sw.submit("width.h5", nodes=1, cores=64)   # a job script from `plan --emit slurm`, sbatch
     ds = job.wait()                     # when the job has left the queue: the store loaded
+
+Adaptive replicates (docs/CONFIG.md "Adaptive replicates") are a dict, written as the
+`[sweep.replicates]` table:
+
+    Sweep("ad", replicates={"min": 4, "max": 20, "step": 2,
+                            "targets": [{"metric": "sr_cov", "layer": "last", "rel_se": 0.05}]}, ...)
+
+Every option of `rcsweep run` and `rcsweep plan` a script needs is a keyword argument (see
+`Sweep.run`, `Sweep.plan`); `Sweep.run_command` and `Sweep.plan_command` return the command line
+they build. An unknown keyword raises TypeError naming it.
 
 The sweep file is written next to the store (`width.toml` for `width.h5`), so the store, its sweep
 file and the job script stay together. Running again resumes, or grows the store when the sweep
 grew (docs/CONFIG.md "Growing a sweep"). The program is $RCSWEEP_BIN, else `rcsweep` on PATH, else
-the checkout's build/rcsweep; mpiexec is $RCSWEEP_MPIEXEC, else `mpiexec` (with
---allow-run-as-root as root, and --oversubscribe for more ranks than cores).
+the checkout's build/rcsweep; mpiexec is the `mpiexec` argument, else $RCSWEEP_MPIEXEC, else
+`mpiexec` (with --allow-run-as-root as root, and --oversubscribe for more ranks x threads than
+cores).
+
+Exit codes (docs/ERRORS.md): 0 and 3 (finished, some tasks diverged or failed) return the store
+loaded, with a TaskOutcomeWarning giving the counts of diverged, failed and pending tasks when
+there are any; 2 raises SweepConfigError (the engine's messages with their keys), 4 RunStopped
+(stopped early by a signal or the time limit: run again to resume), 1 and others RcsweepError.
 """
+import difflib
+import json
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import tempfile
+import threading
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from .load import load
@@ -43,6 +68,24 @@ class SweepConfigError(RcsweepError, ValueError):
     """The sweep was refused (exit code 2): the message lists every problem with its key."""
 
 
+class RunStopped(RcsweepError):
+    """The run stopped early (exit code 4: a signal or the time limit). The store keeps every
+    finished task (`store`); the same call again resumes it."""
+
+    def __init__(self, what, returncode, stderr, store=None):
+        super().__init__(what, returncode, stderr)
+        self.store = store
+
+
+class TaskOutcomeWarning(UserWarning):
+    """The run finished, but some tasks diverged (kept up to the layer they reached), failed or are
+    still pending (`rcsweep info`); `counts` holds the store's task counts."""
+
+    def __init__(self, message, counts=None):
+        super().__init__(message)
+        self.counts = counts or {}
+
+
 def rcsweep_bin():
     """The rcsweep program to run."""
     if os.environ.get("RCSWEEP_BIN"):
@@ -57,14 +100,24 @@ def rcsweep_bin():
                             "or build the checkout (scripts/build.sh)")
 
 
-def mpiexec_command(ranks):
-    """The mpiexec command (split) for `ranks` ranks on this machine."""
+def mpiexec_command(ranks, threads=1):
+    """The mpiexec command (split) for `ranks` ranks of `threads` threads on this machine:
+    $RCSWEEP_MPIEXEC, else mpiexec, with --allow-run-as-root as root and --oversubscribe when
+    ranks x threads exceed the cores."""
     cmd = os.environ.get("RCSWEEP_MPIEXEC", "mpiexec").split()
     if os.geteuid() == 0 and "--allow-run-as-root" not in cmd:
         cmd.append("--allow-run-as-root")
-    if ranks > (os.cpu_count() or 1) and "--oversubscribe" not in cmd:
+    if ranks * max(1, threads or 1) > (os.cpu_count() or 1) and "--oversubscribe" not in cmd:
         cmd.append("--oversubscribe")
     return cmd
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(k):
+    k = str(k)
+    return k if _BARE_KEY.match(k) else _toml_value(k)
 
 
 def _toml_value(v):
@@ -84,23 +137,129 @@ def _toml_value(v):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):  # an inline table
+        if not v:
+            return "{}"
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
     raise TypeError(f"cannot write {v!r} ({type(v).__name__}) into a sweep file")
 
 
 def _table(name, values, array=False):
     head = f"[[{name}]]" if array else f"[{name}]"
-    return "\n".join([head] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]) + "\n"
+    return "\n".join([head] + [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items()]) + "\n"
+
+
+def _replicates_table(rule):
+    """`[sweep.replicates]` of an adaptive rule, its `targets` one inline table a line."""
+    lines = ["[sweep.replicates]"]
+    for k, v in rule.items():
+        if k == "targets" and isinstance(v, (list, tuple)) and v:
+            lines.append("targets = [")
+            lines += [f"  {_toml_value(t)}," for t in v]
+            lines.append("]")
+        else:
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def _reject_unknown(function, unknown, known):
+    """TypeError naming the first unknown keyword argument (and the nearest known one)."""
+    if not unknown:
+        return
+    name = next(iter(unknown))
+    near = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise TypeError(f"{function}() got an unexpected keyword argument {name!r}{hint}; "
+                    f"its options: {', '.join(sorted(known))}")
+
+
+def _overrides(overrides):
+    """KEY=VALUE arguments: a dict {KEY: Python value} (the value written as TOML), or strings
+    'KEY=VALUE' passed as given (the command line's syntax: a bare word is a string)."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    if isinstance(overrides, Mapping):
+        return [f"{k}={_toml_value(v)}" for k, v in overrides.items()]
+    out = []
+    for o in overrides:
+        if not isinstance(o, str) or "=" not in o:
+            raise ValueError(f"override {o!r} is not KEY=VALUE (give a dict {{KEY: value}} or 'KEY=VALUE' strings)")
+        out.append(o)
+    return out
+
+
+def _shard(shard):
+    if shard is None:
+        return []
+    if isinstance(shard, (tuple, list)):
+        if len(shard) != 2:
+            raise ValueError(f"shard={shard!r}: give (i, n) or 'i/n'")
+        shard = f"{shard[0]}/{shard[1]}"
+    return ["--shard", str(shard)]
+
+
+def _time_limit(limit):
+    """A number or timedelta is seconds (rounded down); a string is passed as given (Slurm's
+    formats: a bare "90" is 90 minutes)."""
+    if limit is None:
+        return []
+    if isinstance(limit, timedelta):
+        limit = limit.total_seconds()
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+        if not limit >= 1:
+            raise ValueError(f"time_limit={limit!r}: at least 1 second")
+        limit = f"{int(limit)}s"
+    return ["--time-limit", str(limit)]
+
+
+def _size(flag, value):
+    """A memory size: a string as the command line takes it ("4G", "512M") or a number of bytes."""
+    if value is None:
+        return []
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(int(value))
+    return [flag, str(value)]
+
+
+def _positive(name, value):
+    if value is None:
+        return []
+    if isinstance(value, bool) or int(value) != value or value < 1:
+        raise ValueError(f"{name}={value!r}: a positive integer")
+    return [f"--{name.replace('_', '-')}", str(int(value))]
+
+
+def _paths(value):
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [str(value)]
+    return [str(v) for v in value]
+
+
+_RUN_OPTIONS = ("ranks", "threads", "blas_threads", "mpiexec", "overrides", "resume", "overwrite", "shard",
+                "reuse", "retry_failed", "time_limit", "grace", "mem_per_rank", "dump_weights", "progress",
+                "quiet", "args")
+_PLAN_OPTIONS = ("cores", "store", "ranks", "threads", "shard", "mem_per_rank", "mem_per_node", "overrides",
+                 "args")
+_SUBMIT_OPTIONS = ("nodes", "cores", "hours", "threads", "mem_per_rank", "mem_per_node", "overrides", "account",
+                   "partition", "qos", "directives", "exclusive", "launcher", "mpi", "srun_mpi", "setup",
+                   "run_args", "sbatch_args")
 
 
 @dataclass
 class Sweep:
     """A sweep file as Python values: `model` ({parameter: value}), `axes` ({parameter: [values]}),
     `zips` ([{parameter: [values]}, ...] moving together), `output` ({key: value}); see
-    docs/CONFIG.md for every parameter. Validation is rcsweep's own (plan/run raise
-    SweepConfigError with its messages)."""
+    docs/CONFIG.md for every parameter. `replicates` is a count, or an adaptive rule as a dict
+    {"min", "max", "step", "targets": [{"metric", "layer", "rel_se"/"abs_se"}, ...]}
+    (docs/CONFIG.md "Adaptive replicates"), written as the `[sweep.replicates]` table.
+    Validation is rcsweep's own (plan/run raise SweepConfigError with its messages)."""
     name: str
     seed: int = 0
-    replicates: int = 1
+    replicates: object = 1
     model: dict = field(default_factory=dict)
     axes: dict = field(default_factory=dict)
     zips: list = field(default_factory=list)
@@ -108,7 +267,17 @@ class Sweep:
 
     def toml(self):
         """The sweep file's text."""
-        parts = [_table("sweep", {"name": self.name, "seed": self.seed, "replicates": self.replicates})]
+        adaptive = isinstance(self.replicates, Mapping)
+        if not adaptive and (isinstance(self.replicates, bool) or not isinstance(
+                getattr(self.replicates, "tolist", lambda: self.replicates)(), int)):
+            raise TypeError(f"replicates={self.replicates!r}: an integer, or a dict of an adaptive rule "
+                            "(min, max, step, targets: docs/CONFIG.md \"Adaptive replicates\")")
+        head = {"name": self.name, "seed": self.seed}
+        if not adaptive:
+            head["replicates"] = self.replicates
+        parts = [_table("sweep", head)]
+        if adaptive:
+            parts.append(_replicates_table(self.replicates))
         if self.model:
             parts.append(_table("model", self.model))
         if self.axes:
@@ -127,58 +296,211 @@ class Sweep:
     def _file_for(self, store):
         return self.write(Path(store).with_suffix(".toml"))
 
-    def plan(self, cores=None, store=None):
-        """`rcsweep plan`: points, tasks, bundles, time and memory on `cores` (default: this
-        machine's); with `store`, what a run would do with it. Returns a Plan."""
-        sweep = self._file_for(store) if store else self.write(Path(os.environ.get("TMPDIR", "/tmp")) /
-                                                                  f"rcsweep-{os.getpid()}-{self.name}.toml")
-        cmd = [rcsweep_bin(), "plan", str(sweep)]
-        if cores:
-            cmd += ["--cores", str(cores)]
-        if store:
+    # -- plan --------------------------------------------------------------------------------------
+
+    def plan_command(self, sweep_file, cores=None, store=None, *, ranks=None, threads=None, shard=None,
+                     mem_per_rank=None, mem_per_node=None, overrides=None, args=(), **unknown):
+        """The `rcsweep plan` command line (a list) for the sweep file `sweep_file`; the options
+        are those of `plan`."""
+        _reject_unknown("plan", unknown, _PLAN_OPTIONS)
+        if ranks is not None:
+            _positive("ranks", ranks)
+            threads = threads or 1
+            if cores is not None and int(cores) != int(ranks) * int(threads):
+                raise ValueError(f"cores={cores} but ranks={ranks} x threads={threads}: give ranks or cores")
+            cores = int(ranks) * int(threads)
+        cmd = [rcsweep_bin(), "plan", str(sweep_file), *_overrides(overrides)]
+        cmd += _positive("cores", cores) + _positive("threads", threads) + _shard(shard)
+        cmd += _size("--mem-per-rank", mem_per_rank) + _size("--mem-per-node", mem_per_node)
+        if store is not None:
             cmd += ["-o", str(store)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if not store:
-            sweep.unlink(missing_ok=True)
+        return cmd + [str(a) for a in args]
+
+    def plan(self, cores=None, store=None, *, ranks=None, threads=None, shard=None, mem_per_rank=None,
+             mem_per_node=None, overrides=None, args=(), **unknown):
+        """`rcsweep plan`: points, tasks, bundles, time and memory, and the layout. Returns a Plan.
+
+        cores         cores to plan for (`--cores`; default: this machine's)
+        store         a store: what `run(store)` would do with it (`-o`: start, resume, grow or
+                      refuse it); the sweep file is written next to it, as `run` does
+        ranks         plan this layout: `ranks` ranks of `threads` threads (default 1), i.e.
+                      `--cores ranks*threads --threads threads` (instead of `cores`)
+        threads       OpenMP threads per rank (`--threads`): plan this layout instead of choosing one
+        shard         (i, n) or "i/n": plan only that shard (`--shard`)
+        mem_per_rank  memory of one rank, "4G" or bytes (`--mem-per-rank`; refused, exit 2, if the
+                      largest bundle does not fit)
+        mem_per_node  memory of one node, "256G" or bytes (`--mem-per-node`)
+        overrides     {KEY: value} or ["KEY=VALUE", ...] applied to the sweep file
+                      (docs/CONFIG.md "Overrides on the command line")
+        args          more command-line arguments, passed as given
+        """
+        _reject_unknown("plan", unknown, _PLAN_OPTIONS)
+        if store is not None:
+            sweep, temporary = self._file_for(store), False
+        else:
+            fd, name = tempfile.mkstemp(prefix="rcsweep-", suffix=".toml")
+            os.close(fd)
+            sweep, temporary = self.write(name), True
+        try:
+            cmd = self.plan_command(sweep, cores, store, ranks=ranks, threads=threads, shard=shard,
+                                    mem_per_rank=mem_per_rank, mem_per_node=mem_per_node, overrides=overrides,
+                                    args=args)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+        finally:
+            if temporary:
+                sweep.unlink(missing_ok=True)
         _check(proc, "rcsweep plan")
         return Plan(proc.stdout)
 
-    def run(self, store, ranks=1, args=(), quiet=True):
-        """Run the sweep into `store` on `ranks` MPI ranks (`rcsweep run -n ranks`, which starts
-        mpiexec); returns the store loaded. A store of this sweep is resumed, one of an earlier
-        version grown. Raises SweepConfigError (exit 2), RcsweepError (1: an error; 4: stopped
-        early, run again to resume); warns when tasks failed or diverged (3)."""
-        store = Path(store)
-        sweep = self._file_for(store)
-        cmd = [rcsweep_bin(), "run", str(sweep), "-o", str(store), *map(str, args)]
-        if quiet:
-            cmd.append("-q")
-        if ranks > 1:
-            cmd += ["-n", str(ranks), "--mpiexec", " ".join(mpiexec_command(ranks))]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode == 3:
-            warnings.warn(f"{store}: some tasks failed or diverged (see ds.status and ds.message)")
-        else:
-            _check(proc, "rcsweep run")
-        return load(store)
+    # -- run ---------------------------------------------------------------------------------------
 
-    def submit(self, store, nodes=1, cores=None, hours=None, sbatch_args=()):
+    def run_command(self, store, ranks=1, *, threads=None, blas_threads=None, mpiexec=None, overrides=None,
+                    resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False, time_limit=None,
+                    grace=None, mem_per_rank=None, dump_weights=False, progress=False, quiet=None, args=(),
+                    **unknown):
+        """The `rcsweep run` command line (a list) that `run` starts, with the same options; the
+        sweep file it names is `store` with the suffix .toml (written by `run`)."""
+        _reject_unknown("run", unknown, _RUN_OPTIONS)
+        if resume and overwrite:
+            raise ValueError("resume=True and overwrite=True exclude each other")
+        if quiet is not None:
+            if progress and quiet:
+                raise ValueError("progress=True and quiet=True exclude each other")
+            progress = not quiet
+        store = Path(store)
+        cmd = [rcsweep_bin(), "run", str(store.with_suffix(".toml")), *_overrides(overrides), "-o", str(store)]
+        _positive("ranks", ranks)
+        if ranks > 1 or mpiexec is not None:
+            launcher = mpiexec if mpiexec is not None else mpiexec_command(ranks, threads or 1)
+            if isinstance(launcher, (list, tuple)):
+                if any(" " in str(a) for a in launcher):
+                    raise ValueError(f"mpiexec={launcher!r}: rcsweep splits the command at spaces, "
+                                     "so no argument may hold one")
+                launcher = " ".join(map(str, launcher))
+            cmd += ["-n", str(int(ranks)), "--mpiexec", str(launcher)]
+        cmd += _positive("threads", threads) + _positive("blas_threads", blas_threads)
+        if resume:
+            cmd.append("--resume")
+        if overwrite:
+            cmd.append("--overwrite")
+        cmd += _shard(shard)
+        for old in _paths(reuse):
+            cmd += ["--reuse", old]
+        if retry_failed:
+            cmd.append("--retry-failed")
+        cmd += _time_limit(time_limit)
+        if grace is not None:
+            cmd += ["--grace", repr(float(grace))]
+        cmd += _size("--mem-per-rank", mem_per_rank)
+        if dump_weights:
+            cmd.append("--dump-weights")
+        if not progress:
+            cmd.append("-q")
+        return cmd + [str(a) for a in args]
+
+    def run(self, store, ranks=1, *, threads=None, blas_threads=None, mpiexec=None, overrides=None,
+            resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False, time_limit=None,
+            grace=None, mem_per_rank=None, dump_weights=False, progress=False, quiet=None, args=(), load=True,
+            **unknown):
+        """Run the sweep into `store` (`rcsweep run`, the sweep file written next to it); returns
+        the store loaded (an xarray.Dataset; `load=False`: its Path). A store of this sweep is
+        resumed, one of an earlier version grown.
+
+        ranks         MPI ranks: `-n ranks`, rcsweep starts mpiexec itself (Ctrl-C stops it cleanly)
+        threads       OpenMP threads per rank (`--threads`; default OMP_NUM_THREADS, else 1); the
+                      store is bitwise the same in every ranks x threads layout
+        blas_threads  BLAS threads per OpenMP thread (`--blas-threads`, default 1; above 1 needs
+                      threads=1 and results depend on the layout)
+        mpiexec       the launcher for ranks (`--mpiexec`), a string split at spaces or a list, used
+                      as given; default $RCSWEEP_MPIEXEC, else mpiexec, with --allow-run-as-root as
+                      root and --oversubscribe for more ranks x threads than cores
+        overrides     {KEY: value} (the value written as TOML) or ["KEY=VALUE", ...] (the command
+                      line's syntax) applied to the sweep file, e.g. {"model.T": 256,
+                      "axes.lambda": [0, 0.5]}; the store records them (docs/CONFIG.md "Overrides")
+        resume        require an existing store and continue it (`--resume`)
+        overwrite     replace an existing store (`--overwrite`)
+        shard         (i, n) or "i/n": only the tasks with id % n == i (`--shard`; adaptive
+                      replicates: the points), into their own store for `rcsweep merge`
+        reuse         an older store or a list of them (`--reuse`, repeated): finished results
+                      that fit are copied instead of computed
+        retry_failed  run the failed and diverged tasks of the store again (`--retry-failed`)
+        time_limit    stop cleanly before this wall time (`--time-limit`): a number or timedelta of
+                      seconds, or a string as the command line takes it ("90m", "2h", "1:30:00")
+        grace         seconds running tasks get to finish after a stop signal (`--grace`, default 30)
+        mem_per_rank  memory budget of one rank, "4G" or bytes (`--mem-per-rank`): a sweep that
+                      cannot fit is refused before any work
+        dump_weights  write every done task's X_l and weights into /dump (`--dump-weights`)
+        progress      show rcsweep's progress and ETA (on this process's stderr, as they come);
+                      default: quiet (`-q`). `quiet=False` is the same as progress=True
+        args          more command-line arguments, passed as given
+        load          return the loaded Dataset (default) or, False, the store's Path
+
+        Exit codes: 0, and 3 (finished, but some tasks diverged or failed), return the store, with a
+        TaskOutcomeWarning counting diverged, failed and pending tasks (`rcsweep info --json`) when
+        there are any; 2 raises SweepConfigError (the engine's messages with their keys); 4
+        RunStopped (stopped early by a signal or the time limit: the same call resumes); 1 or
+        another code RcsweepError. An unknown keyword raises TypeError.
+        """
+        _reject_unknown("run", unknown, _RUN_OPTIONS + ("load",))
+        store = Path(store)
+        cmd = self.run_command(store, ranks, threads=threads, blas_threads=blas_threads, mpiexec=mpiexec,
+                               overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
+                               retry_failed=retry_failed, time_limit=time_limit, grace=grace,
+                               mem_per_rank=mem_per_rank, dump_weights=dump_weights, progress=progress,
+                               quiet=quiet, args=args)
+        self._file_for(store)
+        proc = _run_engine(cmd, echo="-q" not in cmd)
+        return _finished(proc, "rcsweep run", store, want_load=load, pending=shard is None)
+
+    # -- submit ------------------------------------------------------------------------------------
+
+    def submit(self, store, nodes=1, cores=None, hours=None, sbatch_args=(), *, threads=None, mem_per_rank=None,
+               mem_per_node=None, overrides=None, account=None, partition=None, qos=None, directives=(),
+               exclusive=False, launcher=None, mpi=None, srun_mpi=None, setup=None, run_args=(), **unknown):
         """Submit the sweep to Slurm: the job script of `rcsweep plan --emit slurm` (sized for
-        `nodes` nodes of `cores` cores), written next to the store and passed to sbatch with the
-        sweep file and the store. Returns a Job."""
+        `nodes` nodes of `cores` cores, jobs of at most `hours`), written next to the store and
+        passed to sbatch with the sweep file and the store. Returns a Job.
+
+        threads, mem_per_rank, mem_per_node, overrides   as for `plan` (the overrides are written
+                      into the script's `rcsweep run` command)
+        account, partition, qos, directives (a list of "#SBATCH" lines' text), exclusive,
+        launcher ("mpiexec" or "srun"), mpi ("openmpi", "mpich", "intel"), srun_mpi, setup (a file
+        of `module load` lines)   `plan --emit`'s options of the same names (docs/CLUSTER.md)
+        run_args      more `rcsweep run` options for the job (its RCSWEEP_ARGS), e.g.
+                      ["--retry-failed"], ["--mem-per-rank", "3G"]
+        sbatch_args   more sbatch options, passed as given
+        """
+        _reject_unknown("submit", unknown, _SUBMIT_OPTIONS)
         store = Path(store).resolve()
         sweep = self._file_for(store)
-        cmd = [rcsweep_bin(), "plan", str(sweep), "--emit", "slurm", "--nodes", str(nodes)]
-        if cores:
-            cmd += ["--cores", str(cores)]
+        cmd = [rcsweep_bin(), "plan", str(sweep), *_overrides(overrides), "--emit", "slurm", "--nodes", str(nodes)]
+        cmd += _positive("cores", cores) + _positive("threads", threads)
         if hours:
             cmd += ["--hours", str(hours)]
+        cmd += _size("--mem-per-rank", mem_per_rank) + _size("--mem-per-node", mem_per_node)
+        for flag, value in (("--account", account), ("--partition", partition), ("--qos", qos),
+                            ("--launcher", launcher), ("--mpi", mpi), ("--srun-mpi", srun_mpi)):
+            if value is not None:
+                cmd += [flag, str(value)]
+        if isinstance(directives, str):
+            directives = [directives]
+        cmd += [f"--directive={d}" for d in directives]
+        if exclusive:
+            cmd.append("--exclusive")
+        if setup is not None:
+            cmd += ["--setup", str(Path(setup).resolve())]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         _check(proc, "rcsweep plan --emit slurm")
         script = store.with_suffix(".slurm.sh")
         script.write_text(proc.stdout)
+        env = None
+        if run_args:
+            extra = [str(a) for a in run_args]
+            if any(" " in a for a in extra):
+                raise ValueError(f"run_args={run_args!r}: the job script splits them at spaces")
+            env = {**os.environ, "RCSWEEP_ARGS": " ".join(extra)}
         sub = subprocess.run(["sbatch", "--parsable", *map(str, sbatch_args), str(script), str(sweep), str(store)],
-                             capture_output=True, text=True, cwd=store.parent)
+                             capture_output=True, text=True, cwd=store.parent, env=env)
         _check(sub, "sbatch")
         return Job(sub.stdout.strip().split(";")[0], store, script)
 
@@ -188,13 +510,31 @@ class Plan:
     """What `rcsweep plan` printed, with its main numbers."""
     text: str
 
-    def _number(self, pattern):
+    def _number(self, pattern, group=1):
         m = re.search(pattern, self.text, re.M)
-        return int(m.group(1)) if m else None
+        return int(m.group(group)) if m else None
 
     @property
     def tasks(self):
-        return self._number(r"^points\s+.*= (\d+) tasks")
+        """The sweep's tasks (with adaptive replicates: every point at max, as the store counts)."""
+        fixed = self._number(r"^points\s+.*= (\d+) tasks")
+        return fixed if fixed is not None else self.tasks_max
+
+    @property
+    def tasks_min(self):
+        """Tasks at least (adaptive replicates: every point at min; else `tasks`)."""
+        n = self._number(r"^points\s+.*= (\d+) to \d+ tasks")
+        return n if n is not None else self._number(r"^points\s+.*= (\d+) tasks")
+
+    @property
+    def tasks_max(self):
+        """Tasks at most (adaptive replicates: every point at max; else `tasks`)."""
+        n = self._number(r"^points\s+.*= \d+ to (\d+) tasks")
+        return n if n is not None else self._number(r"^points\s+.*= (\d+) tasks")
+
+    @property
+    def adaptive(self):
+        return bool(re.search(r"^points\s+.*\(adaptive", self.text, re.M))
 
     @property
     def points(self):
@@ -203,6 +543,27 @@ class Plan:
     @property
     def bundles(self):
         return self._number(r"^bundles\s+(\d+)")
+
+    @property
+    def ranks(self):
+        """Ranks per node of the layout."""
+        return self._number(r"^layout\s+(\d+) ranks?")
+
+    @property
+    def threads(self):
+        """OpenMP threads per rank of the layout."""
+        return self._number(r"^layout\s+\d+ ranks? x (\d+) threads?")
+
+    @property
+    def layout(self):
+        m = re.search(r"^layout\s+(.*)$", self.text, re.M)
+        return m.group(1) if m else None
+
+    @property
+    def store(self):
+        """With a store: what a run would do with it (start, resume, grow or refuse it)."""
+        m = re.search(r"^store(?! size)\s+(.*(?:\n  .*)*)", self.text, re.M)
+        return m.group(1) if m else None
 
     def __str__(self):
         return self.text
@@ -215,15 +576,30 @@ class Job:
     store: Path
     script: Path
 
+    def _slurm(self):
+        """(JobState, exit code of the batch script or None) from scontrol, else sacct."""
+        p = subprocess.run(["scontrol", "-o", "show", "job", self.job_id], capture_output=True, text=True)
+        state = re.search(r"JobState=(\S+)", p.stdout)
+        code = re.search(r"\bExitCode=(\d+):(\d+)", p.stdout)
+        if state:
+            return state.group(1), int(code.group(1)) if code else None
+        try:
+            p = subprocess.run(["sacct", "-n", "-X", "-P", "-j", self.job_id, "-o", "State,ExitCode"],
+                               capture_output=True, text=True)
+        except FileNotFoundError:
+            return "UNKNOWN", None
+        m = re.search(r"^(\w+)[^|]*\|(\d+):(\d+)", p.stdout, re.M)
+        return (m.group(1), int(m.group(2))) if m else ("UNKNOWN", None)
+
     def state(self):
         """Slurm's JobState (PENDING, RUNNING, COMPLETED, FAILED, ...)."""
-        p = subprocess.run(["scontrol", "-o", "show", "job", self.job_id], capture_output=True, text=True)
-        m = re.search(r"JobState=(\S+)", p.stdout)
-        return m.group(1) if m else "UNKNOWN"
+        return self._slurm()[0]
 
-    def wait(self, timeout=None, poll=2.0):
-        """Wait until the job (and its requeues) has left the queue; return the store loaded.
-        Raises RcsweepError when it did not complete."""
+    def wait(self, timeout=None, poll=2.0, load=True):
+        """Wait until the job (and its requeues) has left the queue; return the store loaded
+        (`load=False`: its Path). A job that completed, or whose rcsweep exited 3 (finished with
+        some tasks diverged or failed), returns it, warning with the counts (as `Sweep.run`); exit
+        code 4 (stopped early, e.g. out of requeues) raises RunStopped; any other end RcsweepError."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             q = subprocess.run(["squeue", "-h", "-j", self.job_id], capture_output=True, text=True)
@@ -232,10 +608,94 @@ class Job:
             if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"job {self.job_id} still queued after {timeout} s")
             time.sleep(poll)
-        state = self.state()
-        if state not in ("COMPLETED", "UNKNOWN"):
-            raise RcsweepError(f"job {self.job_id}", state, f"see its output next to {self.store}")
-        return load(self.store)
+        state, code = self._slurm()
+        what = f"job {self.job_id}"
+        if state in ("COMPLETED", "UNKNOWN") or (state == "FAILED" and code == 3):
+            return _finished(subprocess.CompletedProcess([], 0, "", ""), what, self.store, want_load=load)
+        message = f"Slurm state {state}; see its output next to {self.store}"
+        if code == 4:
+            raise RunStopped(what, 4, f"stopped early (signal or time limit); submit again to resume. {message}",
+                             self.store)
+        raise RcsweepError(what, code if code else state, message)
+
+
+def _run_engine(cmd, echo=False):
+    """Run rcsweep; capture stdout and stderr, also copied to sys.stdout/sys.stderr as they come
+    when `echo`. An interrupt (KeyboardInterrupt: Ctrl-C, a notebook's stop button) stops rcsweep
+    cleanly (it keeps every finished task; exit 4) before it is raised; a second one at once."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    chunks = {"out": [], "err": []}
+
+    def pump(stream, key, sink):
+        for line in iter(lambda: stream.read(1) if echo else stream.read(65536), ""):
+            chunks[key].append(line)
+            if echo:
+                sink.write(line)
+                if line in ("\n", "\r"):
+                    sink.flush()
+        stream.close()
+
+    readers = [threading.Thread(target=pump, args=(proc.stdout, "out", sys.stdout), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, "err", sys.stderr), daemon=True)]
+    for r in readers:
+        r.start()
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        # A clean stop, as rcsweep's own first Ctrl-C (SIGUSR1 does not count as a second stop
+        # signal when a terminal's Ctrl-C reached rcsweep too); interrupted again: stop at once.
+        proc.send_signal(signal.SIGUSR1)
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            proc.wait()
+            raise
+        raise KeyboardInterrupt(f"rcsweep stopped (exit {proc.returncode}): every finished task is kept; "
+                                "the same call resumes the store") from None
+    finally:
+        for r in readers:
+            r.join()
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(chunks["out"]), "".join(chunks["err"]))
+
+
+def task_counts(store):
+    """The store's task counts from `rcsweep info --json`: {"pending", "done", "failed",
+    "diverged", "not_needed"}; None when rcsweep cannot read it."""
+    proc = subprocess.run([rcsweep_bin(), "info", "--json", str(store)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    try:
+        return dict(json.loads(proc.stdout)["tasks"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _finished(proc, what, store, want_load=True, pending=True):
+    """The end of a run: exit 0 or 3 return the store (loaded), warning with its counts of
+    diverged, failed and (unless `pending` is False: a shard's store, whose other shards' tasks
+    are pending) pending tasks; other codes raise."""
+    if proc.returncode == 4:
+        raise RunStopped(what, 4, proc.stderr + "\nstopped early (a signal or the time limit): the store keeps "
+                         "every finished task; run the same again to resume", store)
+    if proc.returncode not in (0, 3):
+        _check(proc, what)
+    counts = task_counts(store)
+    if counts is None:
+        if proc.returncode == 3:
+            warnings.warn(TaskOutcomeWarning(f"{store}: some tasks diverged or failed (see ds.status and "
+                                             "ds.message)"), stacklevel=3)
+    else:
+        parts = [f"{counts.get(k, 0)} {k}" for k in ("diverged", "failed", "pending")
+                 if counts.get(k, 0) and (pending or k != "pending")]
+        if parts:
+            total = sum(counts.values()) - counts.get("not_needed", 0)
+            hint = ("; run again with retry_failed=True to rerun failed and diverged tasks"
+                    if counts.get("failed") else "")
+            warnings.warn(TaskOutcomeWarning(
+                f"{store}: finished with {', '.join(parts)} of {total} tasks (ds.status, ds.message){hint}",
+                counts), stacklevel=3)
+    return load(store) if want_load else Path(store)
 
 
 def _check(proc, what):

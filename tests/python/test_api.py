@@ -1,19 +1,29 @@
 """The Python way in (rcsweep_tools.api, rcsweep_tools.export): a sweep built from Python values is
 the same sweep as the file a user would write, runs on 2 ranks through the command line, grows,
 reports the engine's own configuration errors, and exports to csv and netCDF with the same numbers
-as the store."""
+as the store. Adaptive replicates from a dict; every run and plan option as a keyword argument
+whose command line the engine accepts (and an unknown one a TypeError); threads=2 bitwise equal to
+threads=1; exit codes 3 (data and a warning with the counts), 4 and 1 from `run` and `Job.wait`;
+the spellings of the `lambda` dimension that FIGURES.md documents."""
+import json
 import os
+import signal
 import subprocess
-import sys
+import time
+import warnings
+from datetime import timedelta
 
+import h5py
 import numpy as np
 import pytest
 import xarray as xr
 
-from conftest import BIN, PYTHON, SCRIPTS
-from rcsweep_tools import Sweep, SweepConfigError, export, load, tidy
+from conftest import BIN, MPIEXEC, PYTHON, SCRIPTS, SOURCE
+from rcsweep_tools import (Job, RcsweepError, RunStopped, Sweep, SweepConfigError, TaskOutcomeWarning, export,
+                           load, replicate_stats, tidy)
 
 os.environ["RCSWEEP_BIN"] = BIN
+os.environ.setdefault("RCSWEEP_MPIEXEC", MPIEXEC)
 
 
 def width_sweep(replicates=2):
@@ -101,3 +111,316 @@ def test_export_csv_and_netcdf_hold_the_stores_numbers(tmp_path):
     missing = subprocess.run([PYTHON, str(SCRIPTS / "rcsweep_export.py"), str(tmp_path / "none.h5")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.startswith("error: ")
+
+
+ADAPTIVE = {"min": 4, "max": 20, "step": 2, "targets": [{"metric": "sr_cov", "layer": "last", "rel_se": 0.02}]}
+# the same rule as docs/CONFIG.md writes it by hand
+ADAPTIVE_BY_HAND = """[sweep]
+name = "adaptive"
+seed = 3
+
+[model]
+mixer = "softmax"
+depth = 3
+T = 8
+d = 8
+
+[axes]
+lambda = [0.0, 0.5, 1.0]
+
+[sweep.replicates]
+min = 4          # every point runs replicates 0..3 first
+max = 20
+step = 2
+targets = [
+  { metric = "sr_cov", layer = "last", rel_se = 0.02 },
+]
+"""
+
+
+def adaptive_sweep(**rule):
+    return Sweep("adaptive", seed=3, replicates={**ADAPTIVE, **rule},
+                 model={"mixer": "softmax", "depth": 3, "T": 8, "d": 8}, axes={"lambda": [0.0, 0.5, 1.0]})
+
+
+def tiny(name="tiny", replicates=2, **model):
+    return Sweep(name, seed=5, replicates=replicates, model={"mixer": "softmax", "depth": 2, "T": 4, "d": 4, **model},
+                 axes={"lambda": [0.0, 1.0]})
+
+
+def plan_hash(path, *overrides):
+    out = subprocess.run([BIN, "plan", str(path), *overrides], capture_output=True, text=True, check=True).stdout
+    return out.split("(plan ")[1].split(",")[0]
+
+
+def test_adaptive_replicates_from_a_dict_run_end_to_end(tmp_path):
+    sw = adaptive_sweep()
+    text = sw.toml()
+    assert "[sweep.replicates]" in text and "replicates = " not in text.split("[sweep.replicates]")[0]
+    assert '  { metric = "sr_cov", layer = "last", rel_se = 0.02 },' in text
+    # the written file is the sweep of the hand-written one (same plan hash) and plan reads it as adaptive
+    written = sw.write(tmp_path / "written.toml")
+    (tmp_path / "by_hand.toml").write_text(ADAPTIVE_BY_HAND)
+    assert plan_hash(written) == plan_hash(tmp_path / "by_hand.toml")
+    plan = subprocess.run([BIN, "plan", str(written)], capture_output=True, text=True, check=True).stdout
+    assert "3 x 4 to 20 replicates (adaptive, step 2) = 12 to 60 tasks" in plan
+    p = sw.plan(ranks=2)
+    assert p.adaptive and (p.tasks_min, p.tasks_max, p.tasks, p.points) == (12, 60, 60, 3)
+
+    ds = sw.run(tmp_path / "adaptive.h5")
+    st = replicate_stats(ds)
+    n = st["n_done"].values
+    assert np.all((n >= 4) & (n <= 20)) and len(set(n.tolist())) > 1 and n.min() < 20, n
+    assert np.array_equal(st["n_done"] + st["n_not_needed"], np.full(3, 20))
+    assert np.all((n - 4) % 2 == 0)  # min, then steps of 2
+    with h5py.File(tmp_path / "adaptive.h5", "r") as f:
+        assert int((f["tasks"]["status"] == 4).sum()) == 60 - n.sum()
+        assert "[sweep.replicates]" in f.attrs["config"]
+    # growing the rule (a larger max) from Python grows the store, keeping every finished task
+    ds2 = adaptive_sweep(max=30).run(tmp_path / "adaptive.h5")
+    assert dict(ds2.sizes)["replicate"] == 30
+    assert np.array_equal(ds2.sr_cov.isel(replicate=slice(0, 4)).values, ds.sr_cov.isel(replicate=slice(0, 4)).values)
+    # overrides reach the rule's keys
+    assert plan_hash(written, "sweep.replicates.max=30") == adaptive_sweep(max=30).plan().text.split("(plan ")[1][:16]
+    with pytest.raises(TypeError, match="replicates"):
+        Sweep("x", replicates="many").toml()
+
+
+def same_bits(x, y):
+    """Numbers bitwise equal (NaN included); strings and compound rows field by field."""
+    if x.dtype.names:
+        return x.dtype.names == y.dtype.names and all(same_bits(x[n], y[n]) for n in x.dtype.names)
+    if x.dtype.kind == "O" or y.dtype.kind == "O":
+        return x.shape == y.shape and x.ravel().tolist() == y.ravel().tolist()
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def test_threads_two_give_bitwise_the_store_of_one_thread(tmp_path):
+    sw = Sweep("threads", seed=4, replicates=3, model={"mixer": "softmax", "depth": 4, "T": 16, "d": 16},
+               axes={"lambda": [0.0, 0.5], "gap_fix": ["none", "perp"]}, output={"spectra": "last"})
+    one = sw.run(tmp_path / "one.h5", threads=1)
+    two = sw.run(tmp_path / "two.h5", threads=2)
+    assert int(one.attrs["threads"]) == 1 and int(two.attrs["threads"]) == 2
+    with h5py.File(tmp_path / "one.h5", "r") as a, h5py.File(tmp_path / "two.h5", "r") as b:
+        names = []
+        a.visititems(lambda k, o: names.append(k) if isinstance(o, h5py.Dataset) else None)
+        assert any(k.startswith("layers/") for k in names) and any(k.startswith("spectra/") for k in names)
+        for k in names:
+            if k in ("tasks", "provenance/platform"):
+                continue
+            assert same_bits(a[k][...], b[k][...]), k
+        assert np.array_equal(a["tasks"]["status"], b["tasks"]["status"])
+
+
+def test_unknown_keywords_raise_type_error_naming_them(tmp_path):
+    sw = tiny()
+    with pytest.raises(TypeError, match=r"'thread'.*did you mean 'threads'"):
+        sw.run(tmp_path / "x.h5", thread=2)
+    with pytest.raises(TypeError, match="'timelimit'"):
+        sw.run_command(tmp_path / "x.h5", timelimit="1h")
+    with pytest.raises(TypeError, match=r"'rank'.*did you mean 'ranks'"):
+        sw.plan(rank=2)
+    with pytest.raises(TypeError, match="'acount'"):
+        sw.submit(tmp_path / "x.h5", acount="lab")
+    assert not (tmp_path / "x.h5").exists() and not (tmp_path / "x.toml").exists()  # nothing started
+    with pytest.raises(ValueError, match="exclude"):
+        sw.run(tmp_path / "x.h5", resume=True, overwrite=True)
+
+
+def info(store):
+    return json.loads(subprocess.run([BIN, "info", "--json", str(store)], capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+def test_every_run_option_builds_a_command_line_the_engine_accepts(tmp_path, capsys):
+    sw = tiny()
+    a = tmp_path / "a.h5"
+    cmd = sw.run_command(a, 2, threads=2, blas_threads=1, overrides={"model.T": 2, "axes.lambda": [0, 0.5]},
+                         resume=True, shard=(0, 2), reuse=[tmp_path / "old.h5"], retry_failed=True,
+                         time_limit=timedelta(hours=2), grace=5, mem_per_rank="1G", dump_weights=True)
+    assert cmd[:3] == [BIN, "run", str(tmp_path / "a.toml")]
+    for part in (["model.T=2", "axes.lambda=[0, 0.5]", "-o", str(a)], ["-n", "2", "--mpiexec"], ["--threads", "2"],
+                 ["--blas-threads", "1"], ["--resume"], ["--shard", "0/2"], ["--reuse", str(tmp_path / "old.h5")],
+                 ["--retry-failed"], ["--time-limit", "7200s"], ["--grace", "5.0"], ["--mem-per-rank", "1G"],
+                 ["--dump-weights"], ["-q"]):
+        assert any(cmd[i:i + len(part)] == part for i in range(len(cmd))), part
+    assert "-q" not in sw.run_command(a, progress=True) and "-q" not in sw.run_command(a, quiet=False)
+
+    # each option run by the engine (a 4 x 4 stack of 2 layers: a fraction of a second each)
+    ds = sw.run(a, overrides={"model.T": 2, "axes.lambda": [0.0, 0.25, 1.0]}, time_limit=3600, grace=5,
+                mem_per_rank=2 ** 30, blas_threads=1)
+    assert list(ds["lambda"].values) == [0.0, 0.25, 1.0] and int(ds.T) == 2
+    assert info(a)["overrides"] == ["model.T=2", "axes.lambda=[0.0, 0.25, 1.0]"]
+    ds = sw.run(a, overrides=["model.T=2", "axes.lambda=[0.0,0.25,1.0]"], resume=True, time_limit="2h")
+    assert int((ds.status == 1).sum()) == 6
+    with pytest.raises(SweepConfigError):  # resume needs the same sweep after overrides
+        sw.run(a, resume=True)
+    ds = sw.run(a, overwrite=True, mem_per_rank="512M", retry_failed=True, progress=True)
+    assert "[rcsweep]" in capsys.readouterr().err  # progress streamed
+    assert list(ds["lambda"].values) == [0.0, 1.0] and int((ds.status == 1).sum()) == 4
+    s0 = sw.run(tmp_path / "s0.h5", shard=(0, 2), load=False)
+    s1 = sw.run(tmp_path / "s1.h5", shard="1/2", load=False)
+    assert info(s0)["tasks"]["done"] == 2 and info(s1)["tasks"]["done"] == 2
+    grown = tiny(replicates=3).run(tmp_path / "grown.h5", reuse=[a], load=False)
+    assert info(grown)["reused"] and info(grown)["tasks"]["done"] == 6
+    sw.run(tmp_path / "dump.h5", dump_weights=True, args=["--grace", "1"])
+    with h5py.File(tmp_path / "dump.h5", "r") as f:
+        assert "dump" in f
+    two = sw.run(tmp_path / "two.h5", ranks=2, threads=1)
+    assert int(two.attrs["mpi_ranks"]) == 2
+    two = sw.run(tmp_path / "two_explicit.h5", ranks=2, overwrite=True,
+                 mpiexec=[MPIEXEC, "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []))
+    assert int(two.attrs["mpi_ranks"]) == 2
+    with pytest.raises(SweepConfigError, match="mem-per-rank"):
+        sw.run(tmp_path / "bad.h5", mem_per_rank="lots")
+
+    # plan: the layout of ranks x threads, a shard, memory, overrides, a store
+    p = sw.plan(ranks=2, threads=1)
+    assert (p.ranks, p.threads) == (2, 1)
+    p = sw.plan(ranks=1, threads=2, mem_per_rank="1G", mem_per_node="4G")
+    assert (p.ranks, p.threads) == (1, 2) and "1.0 GiB" in p.text
+    assert sw.plan(shard=(0, 2)).text and sw.plan(cores=2).ranks == 2
+    assert sw.plan(overrides={"axes.lambda": [0, 0.5, 1]}).points == 3
+    assert "resumes it, 0 of 4 tasks left" in sw.plan(store=a).store
+    assert "grows it" in tiny(replicates=3).plan(store=a).store
+    with pytest.raises(ValueError, match="cores"):
+        sw.plan(cores=4, ranks=2)
+
+
+# softmax with perp and no norm vanishes in float64 at layer 3 for T = 128 (MODELS.md): exit 3
+VANISH = Sweep("vanish", seed=2025, replicates=2, model={"mixer": "softmax", "input": "orthonormal", "T": 128, "d": 128,
+                                                          "depth": 3, "sigma_qk": "inv_sqrt_d", "gap_fix": "perp"})
+
+
+def test_exit_3_returns_the_data_and_warns_with_the_counts(tmp_path):
+    with pytest.warns(TaskOutcomeWarning, match=r"2 diverged of 2 tasks") as w:
+        ds = VANISH.run(tmp_path / "vanish.h5")
+    assert w[0].message.counts["diverged"] == 2
+    assert np.all(ds.status.values == 3) and np.all(np.isfinite(ds.sr_cov.isel(layer=slice(0, 3)).values))
+
+
+def test_an_engine_that_exits_0_with_diverged_tasks_gives_the_same(tmp_path, monkeypatch):
+    # diverged tasks as a normal outcome (exit 0): the same data and the same warning
+    future = fake_bin(tmp_path, "rcsweep0", f'{BIN} "$@"; rc=$?; [[ $rc == 3 ]] && exit 0; exit $rc')
+    monkeypatch.setenv("RCSWEEP_BIN", str(future))
+    with pytest.warns(TaskOutcomeWarning, match=r"2 diverged of 2 tasks"):
+        ds = VANISH.run(tmp_path / "vanish.h5")
+    assert np.all(ds.status.values == 3)
+
+
+def fake_bin(tmp_path, name, body):
+    d = tmp_path / "bin"
+    d.mkdir(exist_ok=True)
+    f = d / name
+    f.write_text("#!/bin/bash\n" + body + "\n")
+    f.chmod(0o755)
+    return f
+
+
+def test_exit_codes_4_and_1_raise_and_no_warning_when_all_done(tmp_path, monkeypatch):
+    sw = tiny()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # all done: no warning
+        sw.run(tmp_path / "done.h5")
+    for code, error, says in ((4, RunStopped, "resume"), (1, RcsweepError, "exited with 1")):
+        fake = fake_bin(tmp_path, f"rcsweep{code}",
+                        f'[[ $1 == run ]] && {{ echo "error: a message" >&2; exit {code}; }}; exec {BIN} "$@"')
+        monkeypatch.setenv("RCSWEEP_BIN", str(fake))
+        with pytest.raises(error, match=says) as e:
+            sw.run(tmp_path / "done.h5")
+        assert e.value.returncode == code and "a message" in str(e.value)
+        if code == 4:
+            assert e.value.store == tmp_path / "done.h5"
+
+
+def test_job_wait_takes_exit_3_as_finished(tmp_path, monkeypatch):
+    vanish = Sweep("vanish", seed=2025, replicates=1, model={"mixer": "softmax", "input": "orthonormal", "T": 128,
+                                                              "d": 128, "depth": 3, "sigma_qk": "inv_sqrt_d",
+                                                              "gap_fix": "perp"})
+    store = tmp_path / "vanish.h5"
+    with pytest.warns(TaskOutcomeWarning):
+        vanish.run(store)
+    fake_bin(tmp_path, "squeue", "exit 0")  # the job has left the queue
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    job = Job("42", store, tmp_path / "vanish.slurm.sh")
+    for state, code, outcome in (("FAILED", 3, "warn"), ("COMPLETED", 0, "warn"), ("FAILED", 4, RunStopped),
+                                 ("FAILED", 1, RcsweepError), ("TIMEOUT", 0, RcsweepError)):
+        fake_bin(tmp_path, "scontrol", f'echo "JobId=42 JobName=vanish JobState={state} ExitCode={code}:0"')
+        if outcome == "warn":
+            with pytest.warns(TaskOutcomeWarning, match="1 diverged"):
+                assert int((job.wait(poll=0).status == 3).sum()) == 1
+        else:
+            with pytest.raises(outcome, match=state):
+                job.wait(poll=0)
+
+
+def test_submit_writes_the_options_into_the_job_script(tmp_path, monkeypatch):
+    log = tmp_path / "sbatch.log"
+    fake_bin(tmp_path, "sbatch", f'echo "$@" > {log}; echo "RCSWEEP_ARGS=$RCSWEEP_ARGS" >> {log}; echo "77;cluster"')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    job = tiny().submit(tmp_path / "job.h5", nodes=1, cores=4, hours=2, overrides={"model.T": 2}, account="lab",
+                        partition="short", qos="normal", directives=["--constraint=zen4"], exclusive=True,
+                        run_args=["--retry-failed"], sbatch_args=["--hold"])
+    assert job.job_id == "77"
+    script = (tmp_path / "job.slurm.sh").read_text()
+    for line in ("#SBATCH --account=lab", "#SBATCH --partition=short", "#SBATCH --qos=normal",
+                 "#SBATCH --constraint=zen4", "#SBATCH --exclusive", "'model.T=2'"):
+        assert line in script, line
+    called = log.read_text()
+    assert called.startswith("--parsable --hold ") and str(tmp_path / "job.toml") in called
+    assert "RCSWEEP_ARGS=--retry-failed" in called
+
+
+def test_the_lambda_spellings_documented_in_figures_md_work(tmp_path):
+    text = (SOURCE / "docs" / "FIGURES.md").read_text()
+    section = text[text.index("**A dimension named `lambda`.**"):]
+    block = section[section.index("```python\n") + 10:]
+    block = block[:block.index("```")]
+    store = tiny("lam", replicates=2).run(tmp_path / "lam.h5", load=False)
+    names = {"load": load, "tidy": tidy}
+    exec(compile(block.replace('"quick.h5"', repr(str(store))), "FIGURES.md", "exec"), names)
+    ds, df = names["ds"], names["df"]
+    assert list(names["ds"]["lambda"].values) == [0.0, 1.0]
+    assert "lambda" not in names["one"].dims and float(names["one"]["lambda"]) == 1.0
+    assert names["one"].identical(ds.sel(**{"lambda": 1.0}))
+    assert list(names["big"]["lambda"].values) == [1.0]
+    assert len(names["rows"]) == len(df) // 2 and names["rows"].equals(names["same"])
+    assert set(names["means"].index.get_level_values("lambda")) == {0.0, 1.0}
+    for wrong in ("ds.lambda", "ds.sel(lambda=1.0)"):
+        with pytest.raises(SyntaxError):
+            compile(wrong, "<user>", "eval")
+    with pytest.raises(SyntaxError):
+        df.query("lambda == 1")
+
+
+INTERRUPTED = r"""
+import signal, sys
+sys.path.insert(0, sys.argv[2])
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background process ignores SIGINT otherwise
+from rcsweep_tools import Sweep
+sw = Sweep("long", seed=1, replicates=40, model={"mixer": "softmax", "depth": 40, "T": 128, "d": 128},
+           axes={"lambda": [0.0, 0.5, 1.0]})
+print("running", flush=True)
+try:
+    sw.run(sys.argv[1])
+except KeyboardInterrupt as e:
+    print("KeyboardInterrupt:", e, flush=True)
+"""
+
+
+def test_an_interrupt_stops_the_run_cleanly(tmp_path):
+    """A notebook's stop button (SIGINT to Python only): rcsweep stops cleanly, the store keeps the
+    finished tasks (the same call resumes them) and KeyboardInterrupt is raised."""
+    store = tmp_path / "long.h5"
+    child = subprocess.Popen([PYTHON, "-c", INTERRUPTED, str(store), str(SCRIPTS)], stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": str(SCRIPTS)})
+    assert child.stdout.readline().strip() == "running"
+    deadline = time.monotonic() + 30
+    while not store.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0 and "KeyboardInterrupt: rcsweep stopped (exit 4)" in out, out
+    counts = info(store)["tasks"]
+    assert counts["done"] > 0 and counts["pending"] > 0 and counts["done"] + counts["pending"] == 120
