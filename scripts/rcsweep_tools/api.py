@@ -29,9 +29,9 @@ the checkout's build/rcsweep; mpiexec is the `mpiexec` argument, else $RCSWEEP_M
 `mpiexec` (with --allow-run-as-root as root, and --oversubscribe for more ranks x threads than
 cores).
 
-Exit codes (docs/ERRORS.md): 0 and 3 (finished, some tasks diverged or failed) return the store
-loaded, with a TaskOutcomeWarning giving the counts of diverged, failed and pending tasks when
-there are any; 2 raises SweepConfigError (the engine's messages with their keys), 4 RunStopped
+Exit codes (docs/ERRORS.md): 0 (every task ran to an outcome: done, diverged or vanished, the
+last two outcomes of the stack, in ds.status) and 3 (finished, some tasks failed) return the store
+loaded, with a TaskOutcomeWarning giving the counts of failed and pending tasks when there are any; 2 raises SweepConfigError (the engine's messages with their keys), 4 RunStopped
 (stopped early by a signal or the time limit: run again to resume), 1 and others RcsweepError.
 """
 import difflib
@@ -78,8 +78,9 @@ class RunStopped(RcsweepError):
 
 
 class TaskOutcomeWarning(UserWarning):
-    """The run finished, but some tasks diverged (kept up to the layer they reached), failed or are
-    still pending (`rcsweep info`); `counts` holds the store's task counts."""
+    """The run finished, but some tasks failed (an error, `ds.message` says which) or are still
+    pending (`rcsweep info`); `counts` holds the store's task counts. Diverged and vanished tasks
+    are outcomes of the stack, kept up to the layer they reached: no warning."""
 
     def __init__(self, message, counts=None):
         super().__init__(message)
@@ -240,8 +241,8 @@ def _paths(value):
 
 
 _RUN_OPTIONS = ("ranks", "threads", "blas_threads", "mpiexec", "overrides", "resume", "overwrite", "shard",
-                "reuse", "retry_failed", "time_limit", "grace", "mem_per_rank", "dump_weights", "progress",
-                "quiet", "args")
+                "reuse", "retry_failed", "fail_on_diverged", "time_limit", "grace", "mem_per_rank", "dump_weights",
+                "progress", "quiet", "args")
 _PLAN_OPTIONS = ("cores", "store", "ranks", "threads", "shard", "mem_per_rank", "mem_per_node", "overrides",
                  "args")
 _SUBMIT_OPTIONS = ("nodes", "cores", "hours", "threads", "mem_per_rank", "mem_per_node", "overrides", "account",
@@ -355,9 +356,9 @@ class Sweep:
     # -- run ---------------------------------------------------------------------------------------
 
     def run_command(self, store, ranks=1, *, threads=None, blas_threads=None, mpiexec=None, overrides=None,
-                    resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False, time_limit=None,
-                    grace=None, mem_per_rank=None, dump_weights=False, progress=False, quiet=None, args=(),
-                    **unknown):
+                    resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False,
+                    fail_on_diverged=False, time_limit=None, grace=None, mem_per_rank=None, dump_weights=False,
+                    progress=False, quiet=None, args=(), **unknown):
         """The `rcsweep run` command line (a list) that `run` starts, with the same options; the
         sweep file it names is `store` with the suffix .toml (written by `run`)."""
         _reject_unknown("run", unknown, _RUN_OPTIONS)
@@ -388,6 +389,8 @@ class Sweep:
             cmd += ["--reuse", old]
         if retry_failed:
             cmd.append("--retry-failed")
+        if fail_on_diverged:
+            cmd.append("--fail-on-diverged")
         cmd += _time_limit(time_limit)
         if grace is not None:
             cmd += ["--grace", repr(float(grace))]
@@ -399,9 +402,9 @@ class Sweep:
         return cmd + [str(a) for a in args]
 
     def run(self, store, ranks=1, *, threads=None, blas_threads=None, mpiexec=None, overrides=None,
-            resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False, time_limit=None,
-            grace=None, mem_per_rank=None, dump_weights=False, progress=False, quiet=None, args=(), load=True,
-            **unknown):
+            resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False,
+            fail_on_diverged=False, time_limit=None, grace=None, mem_per_rank=None, dump_weights=False,
+            progress=False, quiet=None, args=(), load=True, **unknown):
         """Run the sweep into `store` (`rcsweep run`, the sweep file written next to it); returns
         the store loaded (an xarray.Dataset; `load=False`: its Path). A store of this sweep is
         resumed, one of an earlier version grown.
@@ -423,7 +426,8 @@ class Sweep:
                       replicates: the points), into their own store for `rcsweep merge`
         reuse         an older store or a list of them (`--reuse`, repeated): finished results
                       that fit are copied instead of computed
-        retry_failed  run the failed and diverged tasks of the store again (`--retry-failed`)
+        retry_failed  run the failed, diverged and vanished tasks of the store again (`--retry-failed`)
+        fail_on_diverged  exit 3 (and warn) when some task diverged or vanished (`--fail-on-diverged`)
         time_limit    stop cleanly before this wall time (`--time-limit`): a number or timedelta of
                       seconds, or a string as the command line takes it ("90m", "2h", "1:30:00")
         grace         seconds running tasks get to finish after a stop signal (`--grace`, default 30)
@@ -435,9 +439,9 @@ class Sweep:
         args          more command-line arguments, passed as given
         load          return the loaded Dataset (default) or, False, the store's Path
 
-        Exit codes: 0, and 3 (finished, but some tasks diverged or failed), return the store, with a
-        TaskOutcomeWarning counting diverged, failed and pending tasks (`rcsweep info --json`) when
-        there are any; 2 raises SweepConfigError (the engine's messages with their keys); 4
+        Exit codes: 0 (every task ran to an outcome: done, diverged or vanished) and 3 (finished,
+        but some tasks failed) return the store, with a TaskOutcomeWarning counting failed and
+        pending tasks (`rcsweep info --json`) when there are any; 2 raises SweepConfigError (the engine's messages with their keys); 4
         RunStopped (stopped early by a signal or the time limit: the same call resumes); 1 or
         another code RcsweepError. An unknown keyword raises TypeError.
         """
@@ -445,12 +449,14 @@ class Sweep:
         store = Path(store)
         cmd = self.run_command(store, ranks, threads=threads, blas_threads=blas_threads, mpiexec=mpiexec,
                                overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
-                               retry_failed=retry_failed, time_limit=time_limit, grace=grace,
+                               retry_failed=retry_failed, fail_on_diverged=fail_on_diverged,
+                               time_limit=time_limit, grace=grace,
                                mem_per_rank=mem_per_rank, dump_weights=dump_weights, progress=progress,
                                quiet=quiet, args=args)
         self._file_for(store)
         proc = _run_engine(cmd, echo="-q" not in cmd)
-        return _finished(proc, "rcsweep run", store, want_load=load, pending=shard is None)
+        return _finished(proc, "rcsweep run", store, want_load=load, pending=shard is None,
+                         outcomes=fail_on_diverged)
 
     # -- submit ------------------------------------------------------------------------------------
 
@@ -598,7 +604,7 @@ class Job:
     def wait(self, timeout=None, poll=2.0, load=True):
         """Wait until the job (and its requeues) has left the queue; return the store loaded
         (`load=False`: its Path). A job that completed, or whose rcsweep exited 3 (finished with
-        some tasks diverged or failed), returns it, warning with the counts (as `Sweep.run`); exit
+        some tasks failed), returns it, warning with the counts (as `Sweep.run`); exit
         code 4 (stopped early, e.g. out of requeues) raises RunStopped; any other end RcsweepError."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -661,7 +667,7 @@ def _run_engine(cmd, echo=False):
 
 def task_counts(store):
     """The store's task counts from `rcsweep info --json`: {"pending", "done", "failed",
-    "diverged", "not_needed"}; None when rcsweep cannot read it."""
+    "diverged", "vanished", "not_needed"}; None when rcsweep cannot read it."""
     proc = subprocess.run([rcsweep_bin(), "info", "--json", str(store)], capture_output=True, text=True)
     if proc.returncode != 0:
         return None
@@ -671,10 +677,11 @@ def task_counts(store):
         return None
 
 
-def _finished(proc, what, store, want_load=True, pending=True):
-    """The end of a run: exit 0 or 3 return the store (loaded), warning with its counts of
-    diverged, failed and (unless `pending` is False: a shard's store, whose other shards' tasks
-    are pending) pending tasks; other codes raise."""
+def _finished(proc, what, store, want_load=True, pending=True, outcomes=False):
+    """The end of a run: exit 0 or 3 return the store (loaded), warning with its counts of failed
+    and (unless `pending` is False: a shard's store, whose other shards' tasks are pending)
+    pending tasks, and with `outcomes` (fail_on_diverged) diverged and vanished ones; other codes
+    raise."""
     if proc.returncode == 4:
         raise RunStopped(what, 4, proc.stderr + "\nstopped early (a signal or the time limit): the store keeps "
                          "every finished task; run the same again to resume", store)
@@ -683,15 +690,14 @@ def _finished(proc, what, store, want_load=True, pending=True):
     counts = task_counts(store)
     if counts is None:
         if proc.returncode == 3:
-            warnings.warn(TaskOutcomeWarning(f"{store}: some tasks diverged or failed (see ds.status and "
-                                             "ds.message)"), stacklevel=3)
+            warnings.warn(TaskOutcomeWarning(f"{store}: some tasks failed (see ds.status and ds.message)"),
+                          stacklevel=3)
     else:
-        parts = [f"{counts.get(k, 0)} {k}" for k in ("diverged", "failed", "pending")
-                 if counts.get(k, 0) and (pending or k != "pending")]
+        kinds = ("diverged", "vanished", "failed", "pending") if outcomes else ("failed", "pending")
+        parts = [f"{counts.get(k, 0)} {k}" for k in kinds if counts.get(k, 0) and (pending or k != "pending")]
         if parts:
             total = sum(counts.values()) - counts.get("not_needed", 0)
-            hint = ("; run again with retry_failed=True to rerun failed and diverged tasks"
-                    if counts.get("failed") else "")
+            hint = "; run again with retry_failed=True to rerun the failed tasks" if counts.get("failed") else ""
             warnings.warn(TaskOutcomeWarning(
                 f"{store}: finished with {', '.join(parts)} of {total} tasks (ds.status, ds.message){hint}",
                 counts), stacklevel=3)

@@ -18,7 +18,7 @@ Data variables:
     NaN (the gradient of layer l = 1..L_max sits at layer l), and with gradients = "all"
     `grad_log10_g_all`, `grad_stderr_all` on (grid..., replicate, L, layer): L = 1..L_max is the
     output depth;
-  - `status` (int8, 0 pending 1 done 2 failed 3 diverged), `task` (the task id, = row of /tasks),
+  - `status` (int8, 0 pending 1 done 2 failed 3 diverged 4 not_needed 5 vanished), `task` (the task id, = row of /tasks),
     `wall_s`, `rank`, `message` (str), dims (grid..., replicate).
 Coordinates besides the dimensions: every `/points` parameter that is not a dimension coordinate,
 as a scalar when it is the same at every point, else over the grid dimensions (a swept scale axis
@@ -30,7 +30,7 @@ the store's `description`.
 
 Missing values: rows of tasks that are pending, failed or not needed (status 4: a replicate that
 an adaptive replicate rule did not run) are NaN (a pending task may hold partial rows in a live
-store; they are masked), a diverged task keeps the layers it reached. So a store being written, a
+store; they are masked), a diverged or vanished task keeps the layers it reached. So a store being written, a
 killed one, a `--shard` one or a merged one all load; open read-only with HDF5 file locking off, so
 a running sweep can be read (what you see is its last flush).
 
@@ -46,8 +46,8 @@ import os
 import h5py
 import numpy as np
 
-STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed"}
-DONE, DIVERGED = 1, 3
+STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed", 5: "vanished"}
+DONE, DIVERGED, VANISHED = 1, 3, 5
 # The metrics of every task (dims grid..., replicate, layer); replicate_stats summarises these.
 LAYER_METRICS = ("fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1",
                  "m_s2", "m_gap", "m_fro")
@@ -78,7 +78,7 @@ METRICS = {
     "grad_stderr": ("standard error of grad_log10_g", r"$\sigma(\log_{10} g)$", "1"),
     "grad_log10_g_all": ("log10 gradient norm for every output depth L", r"$\log_{10}\|\partial X_L/\partial W_{V,\ell}\|_F^2$", "1"),
     "grad_stderr_all": ("standard error of grad_log10_g_all", r"$\sigma(\log_{10} g)$", "1"),
-    "status": ("task status: 0 pending, 1 done, 2 failed, 3 diverged, 4 not needed", "status", "1"),
+    "status": ("task status: 0 pending, 1 done, 2 failed, 3 diverged, 4 not needed, 5 vanished", "status", "1"),
     "task": ("task id (row of /tasks)", "task", "1"),
     "wall_s": ("wall time of the task", r"$t$", "s"),
     "rank": ("MPI rank that ran the task (-1 before)", "rank", "1"),
@@ -182,8 +182,9 @@ def load(path):
         tshape = gshape + [reps]
         status = tasks["status"].astype(np.int8)
         # pending (maybe partial rows), failed, not needed (never run) or a status this reader does
-        # not know: no rows. Done and diverged tasks keep theirs (a diverged one up to its last layer).
-        masked = (status != DONE) & (status != DIVERGED)
+        # not know: no rows. Done, diverged and vanished tasks keep theirs (the last two up to the
+        # last layer they reached).
+        masked = (status != DONE) & (status != DIVERGED) & (status != VANISHED)
 
         def per_task(a):
             a = np.array(a, dtype=np.float64)

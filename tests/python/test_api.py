@@ -287,25 +287,33 @@ def test_every_run_option_builds_a_command_line_the_engine_accepts(tmp_path, cap
         sw.plan(cores=4, ranks=2)
 
 
-# softmax with perp and no norm vanishes in float64 at layer 3 for T = 128 (MODELS.md): exit 3
+# softmax with perp and no norm vanishes in float64 at layer 3 for T = 128 (MODELS.md): an outcome
 VANISH = Sweep("vanish", seed=2025, replicates=2, model={"mixer": "softmax", "input": "orthonormal", "T": 128, "d": 128,
                                                           "depth": 3, "sigma_qk": "inv_sqrt_d", "gap_fix": "perp"})
 
 
-def test_exit_3_returns_the_data_and_warns_with_the_counts(tmp_path):
-    with pytest.warns(TaskOutcomeWarning, match=r"2 diverged of 2 tasks") as w:
+def test_vanished_tasks_are_outcomes_returned_without_a_warning(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # vanished: an outcome of the stack, no warning
         ds = VANISH.run(tmp_path / "vanish.h5")
-    assert w[0].message.counts["diverged"] == 2
-    assert np.all(ds.status.values == 3) and np.all(np.isfinite(ds.sr_cov.isel(layer=slice(0, 3)).values))
+    assert np.all(ds.status.values == 5) and np.all(np.isfinite(ds.sr_cov.isel(layer=slice(0, 3)).values))
+    with pytest.warns(TaskOutcomeWarning, match=r"2 vanished of 2 tasks") as w:  # unless asked to fail
+        VANISH.run(tmp_path / "vanish.h5", fail_on_diverged=True)
+    assert w[0].message.counts["vanished"] == 2
 
 
-def test_an_engine_that_exits_0_with_diverged_tasks_gives_the_same(tmp_path, monkeypatch):
-    # diverged tasks as a normal outcome (exit 0): the same data and the same warning
-    future = fake_bin(tmp_path, "rcsweep0", f'{BIN} "$@"; rc=$?; [[ $rc == 3 ]] && exit 0; exit $rc')
-    monkeypatch.setenv("RCSWEEP_BIN", str(future))
-    with pytest.warns(TaskOutcomeWarning, match=r"2 diverged of 2 tasks"):
-        ds = VANISH.run(tmp_path / "vanish.h5")
-    assert np.all(ds.status.values == 3)
+def test_exit_3_returns_the_data_and_warns_with_the_failed_count(tmp_path, monkeypatch):
+    store = tmp_path / "failed.h5"
+    tiny().run(store)
+    with h5py.File(store, "r+") as f:  # a task that failed (an error in the engine)
+        tasks = f["tasks"][...]
+        tasks["status"][1] = 2
+        f["tasks"][...] = tasks
+    engine = fake_bin(tmp_path, "rcsweep3", f'[[ $1 == run ]] && exit 3; exec {BIN} "$@"')
+    monkeypatch.setenv("RCSWEEP_BIN", str(engine))
+    with pytest.warns(TaskOutcomeWarning, match=r"1 failed of 4 tasks.*retry_failed=True") as w:
+        ds = tiny().run(store)
+    assert w[0].message.counts["failed"] == 1 and int((ds.status == 2).sum()) == 1
 
 
 def fake_bin(tmp_path, name, body):
@@ -338,17 +346,15 @@ def test_job_wait_takes_exit_3_as_finished(tmp_path, monkeypatch):
                                                               "d": 128, "depth": 3, "sigma_qk": "inv_sqrt_d",
                                                               "gap_fix": "perp"})
     store = tmp_path / "vanish.h5"
-    with pytest.warns(TaskOutcomeWarning):
-        vanish.run(store)
+    vanish.run(store)
     fake_bin(tmp_path, "squeue", "exit 0")  # the job has left the queue
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     job = Job("42", store, tmp_path / "vanish.slurm.sh")
-    for state, code, outcome in (("FAILED", 3, "warn"), ("COMPLETED", 0, "warn"), ("FAILED", 4, RunStopped),
+    for state, code, outcome in (("FAILED", 3, "data"), ("COMPLETED", 0, "data"), ("FAILED", 4, RunStopped),
                                  ("FAILED", 1, RcsweepError), ("TIMEOUT", 0, RcsweepError)):
         fake_bin(tmp_path, "scontrol", f'echo "JobId=42 JobName=vanish JobState={state} ExitCode={code}:0"')
-        if outcome == "warn":
-            with pytest.warns(TaskOutcomeWarning, match="1 diverged"):
-                assert int((job.wait(poll=0).status == 3).sum()) == 1
+        if outcome == "data":
+            assert int((job.wait(poll=0).status == 5).sum()) == 1
         else:
             with pytest.raises(outcome, match=state):
                 job.wait(poll=0)
