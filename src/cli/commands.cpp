@@ -258,6 +258,8 @@ void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
                  ranks_on_node, threads, online);
 }
 
+void check_run(const RunArgs& args) { plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard); }
+
 int run_command(const RunArgs& args) {
   // Before MPI_Init: a singleton MPI_Init looks like a launched rank, and a stop signal that comes
   // while MPI starts (mpiexec forwards SIGUSR1 at once) must not kill the rank.
@@ -699,16 +701,18 @@ int plan_command(const PlanArgs& args) {
   std::string command = plan::shell_quote(args.sweep_file.string());
   for (const auto& o : args.overrides) command += " " + plan::shell_quote(o);
   std::printf("layout        %s per node: %s\n", plan::describe(chosen).c_str(), layout.reason.c_str());
+  // The store of -o when given (the one the user asked about), else the sweep's default name.
+  const std::string store = plan::shell_quote(args.output.empty() ? spec.name + ".h5" : args.output.string());
   if (threads == 1)
-    std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s.h5   (one rank per core, 1 BLAS thread each;"
+    std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s   (one rank per core, 1 BLAS thread each;"
                 " about %s wall)\n",
-                ranks, command.c_str(), spec.name.c_str(), human_seconds(chosen.makespan_s).c_str());
+                ranks, command.c_str(), store.c_str(), human_seconds(chosen.makespan_s).c_str());
   else
     std::printf(
         "suggested     mpiexec -n %d --map-by slot:PE=%d -x OMP_PLACES=cores -x OMP_PROC_BIND=close rcsweep run "
-        "--threads %d %s -o %s.h5   (%d cores per rank, one thread on each, 1 BLAS thread per thread; about %s "
+        "--threads %d %s -o %s   (%d cores per rank, one thread on each, 1 BLAS thread per thread; about %s "
         "wall)\n",
-        ranks, threads, threads, command.c_str(), spec.name.c_str(), threads, human_seconds(chosen.makespan_s).c_str());
+        ranks, threads, threads, command.c_str(), store.c_str(), threads, human_seconds(chosen.makespan_s).c_str());
   std::printf("ranks %d%s: %s\n", ranks, threads > 1 ? (" x " + std::to_string(threads) + " threads").c_str() : "",
               plan::describe(layout.schedule).c_str());
   // rank balance: the units at one thread's prices (the layout's own with one thread per rank)

@@ -31,6 +31,10 @@ struct RunArgs {
 /// MPI_Finalize.
 int run_command(const RunArgs& args);
 
+/// What `run -n` checks before it starts mpiexec: the sweep file with its overrides plans (every
+/// problem at once: ConfigError, exit 2), so that no rank starts for a sweep that cannot run.
+void check_run(const RunArgs& args);
+
 struct PlanArgs {
   std::filesystem::path sweep_file;
   std::vector<std::string> overrides;  ///< KEY=VALUE after the sweep file (config/overrides.hpp)

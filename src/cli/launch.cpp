@@ -60,9 +60,46 @@ struct ExitFile {
 
 }  // namespace
 
+namespace {
+/// Whether `program` is Open MPI's mpiexec (its --version names Open MPI or OpenRTE).
+bool is_open_mpi(const std::string& program) {
+  FILE* pipe = ::popen((program + " --version 2>&1").c_str(), "r");
+  if (!pipe) return false;
+  std::string text;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, pipe)) text += buf;
+  ::pclose(pipe);
+  return text.find("Open MPI") != std::string::npos || text.find("OpenRTE") != std::string::npos;
+}
+
+/// Open MPI's mpiexec refuses to start as root, and more ranks than cores, unless told: add
+/// --allow-run-as-root and --oversubscribe where needed and not given (as scripts/quickstart.sh
+/// does), saying so.
+void add_open_mpi_permissions(std::vector<std::string>& cmd, int ranks) {
+  const auto has = [&](const char* flag) { return std::find(cmd.begin(), cmd.end(), flag) != cmd.end(); };
+  const char* allowed = std::getenv("OMPI_ALLOW_RUN_AS_ROOT");
+  const bool root = geteuid() == 0 && !has("--allow-run-as-root") && !(allowed && *allowed);
+  const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool over = ranks > cores && !has("--oversubscribe") && !has("-oversubscribe");
+  if ((!root && !over) || !is_open_mpi(cmd[0])) return;
+  std::string added;
+  if (root) {
+    cmd.insert(cmd.begin() + 1, "--allow-run-as-root");
+    added += " --allow-run-as-root (running as root)";
+  }
+  if (over) {
+    cmd.insert(cmd.begin() + 1, "--oversubscribe");
+    added += std::string(added.empty() ? "" : ",") + " --oversubscribe (" + std::to_string(ranks) + " ranks on " +
+             std::to_string(cores) + " cores)";
+  }
+  std::fprintf(stderr, "[rcsweep] passing Open MPI's mpiexec%s\n", added.c_str());
+}
+}  // namespace
+
 int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv) {
   std::vector<std::string> cmd = split_words(mpiexec);
   if (cmd.empty()) throw ConfigError({ConfigIssue{"--mpiexec", "empty command"}});
+  add_open_mpi_permissions(cmd, ranks);
   const bool placed = std::any_of(cmd.begin(), cmd.end(), [](const std::string& w) {
     return w.rfind("--map-by", 0) == 0 || w.rfind("--bind-to", 0) == 0 || w.rfind("--cpus-per-proc", 0) == 0;
   });

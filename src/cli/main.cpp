@@ -268,6 +268,7 @@ int main(int argc, char** argv) {
       if (!run.time_limit.empty()) run.options.time_limit_s = sweep::parse_duration(run.time_limit, "--time-limit");
       run.options.progress = !run.quiet;
       if (run.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
+        cli::check_run(run);  // a sweep that cannot run is refused here, before any rank starts
         const char* env = std::getenv("RCSWEEP_MPIEXEC");
         return cli::launch_run(run.ranks, run.options.threads,
                                !run_mpiexec.empty() ? run_mpiexec

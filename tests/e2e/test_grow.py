@@ -64,6 +64,7 @@ def test_more_replicates_axis_values_and_zip_entries_grow_the_store_in_place(tmp
     outlook = rcsweep("plan", big, "-o", store, check=0).stdout  # what the run will do
     assert f"a run grows it, copying {len(before)} finished tasks and computing {27 - len(before)}" in outlook
     assert "sweep.replicates: 2 -> 3" in outlook
+    assert f"rcsweep run {big} -o {store}   (" in outlook  # the suggested command names this store
     proc = rcsweep("run", big, "-o", store, ranks=2, check=0)
     assert "sweep.replicates: 2 -> 3" in proc.stderr
     assert "axes.lambda: [0.0, 0.5] -> [0.0, 0.25, 0.5]" in proc.stderr

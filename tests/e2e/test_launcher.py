@@ -399,3 +399,35 @@ def test_ranks_option_errors(tmp_path):
     proc = rcsweep("run", "-n", "3", DATA / "kill.toml", "-o", store, ranks=2, check=2)
     assert "-n 3 but the MPI job has 2 ranks" in proc.stderr
     assert not store.exists()
+
+
+def test_run_n_passes_open_mpi_what_it_needs_as_root_and_for_more_ranks_than_cores(tmp_path):
+    """`rcsweep run -n` with the plain `mpiexec` works as scripts/quickstart.sh does: as root it adds
+    --allow-run-as-root, for more ranks than cores --oversubscribe, and says so in one line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_ALLOW_RUN_AS_ROOT", "RCSWEEP_MPIEXEC"))}
+    ranks = (os.cpu_count() or 1) + 1
+    store = tmp_path / "plain.h5"
+    proc = rcsweep("run", "-n", ranks, "--mpiexec", MPIEXEC, DATA / "kill.toml", "sweep.replicates=1", "-o", store,
+                   "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    note = [line for line in proc.stderr.splitlines() if line.startswith("[rcsweep] passing Open MPI's mpiexec")]
+    assert len(note) == 1, proc.stderr
+    assert f"--oversubscribe ({ranks} ranks on " in note[0]
+    assert ("--allow-run-as-root (running as root)" in note[0]) == ROOT
+    rcsweep("info", store, check=0)
+
+
+def test_run_n_refuses_a_bad_sweep_before_any_rank_starts(tmp_path):
+    """Sweep-file and override errors under -n come from the launcher itself: exit 2, the errors
+    alone (no mpiexec 'job aborted' report), nothing written, and quickly."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text((DATA / "kill.toml").read_text().replace("depth = 32", "depth = -1"))
+    store = tmp_path / "x.h5"
+    started = time.monotonic()
+    proc = rcsweep("run", "-n", "2", "--mpiexec", MPIEXEC_CMD, bad, "axes.lambda=[0, nan]", "-o", store)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and "model.depth" in proc.stderr and "axes.lambda[1]" in proc.stderr
+    assert "abort" not in proc.stderr.lower() and "mpiexec" not in proc.stderr and "passing" not in proc.stderr
+    assert not store.exists() and list(tmp_path.iterdir()) == [bad]
+    assert time.monotonic() - started < 10
