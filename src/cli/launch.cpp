@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "store/writer_lock.hpp"
 #include "sweep/mpi.hpp"
 #include "sweep/stop.hpp"
 
@@ -143,6 +144,7 @@ int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, cha
     const int null = open("/dev/null", O_RDONLY);
     if (null >= 0) dup2(null, STDIN_FILENO);
     setenv(exit_file_env, exit_file.path.c_str(), 1);
+    setenv(store::launcher_pid_env, std::to_string(launcher).c_str(), 1);
     execvp(cargv[0], cargv.data());
     const int e = errno;
     (void)!write(exec_error[1], &e, sizeof e);

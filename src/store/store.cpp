@@ -271,6 +271,10 @@ void Store::mark_finished(const std::string& when) {
   h5::flush(impl_->file.id());
 }
 
+void Store::note_stopping() const noexcept {
+  if (impl_->lock) impl_->lock->note_stopping();
+}
+
 void Store::sync() {
   h5::init();
   h5::fsync_file(impl_->file.id());

@@ -143,6 +143,8 @@ class Store {
   void mark_finished(const std::string& when);
   /// fsync the file (protects against node crashes; H5Fflush alone does not).
   void sync();
+  /// The writer is stopping: a writer that meets the store's lock waits for it (WriterLock::note_stopping).
+  void note_stopping() const noexcept;
 
  private:
   static Store open_checked(const std::filesystem::path& path, const plan::Plan& plan, bool read_write);

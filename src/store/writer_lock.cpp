@@ -1,14 +1,19 @@
 #include "store/writer_lock.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <string_view>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <system_error>
 
 namespace rcsweep::store {
@@ -16,6 +21,8 @@ namespace {
 
 constexpr int max_symlinks = 40;       // as the kernel's path walk (MAXSYMLINKS)
 constexpr int max_claim_attempts = 100;  // the lock file replaced between open and flock, each time
+constexpr std::string_view stopping_mark = ", stopping";  // the holder's line once it stops
+constexpr std::string_view launcher_mark = ", launcher ";  // then the pid of `rcsweep run -n`
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -27,7 +34,33 @@ std::string this_holder() {
   std::tm tm{};
   gmtime_r(&t, &tm);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return std::string("host ") + host + ", pid " + std::to_string(getpid()) + ", since " + when;
+  std::string text = std::string("host ") + host + ", pid " + std::to_string(getpid()) + ", since " + when;
+  // Under `rcsweep run -n` (cli/launch.hpp): the launcher's pid, so that a writer that meets the
+  // lock after the launcher was killed knows these ranks are about to let go.
+  if (const char* launcher = std::getenv(launcher_pid_env); launcher && *launcher)
+    text += std::string(launcher_mark) + launcher;
+  return text;
+}
+
+/// Whether process `pid` exists and is not a zombie (killed, not yet reaped by its parent).
+bool running(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: kill(2) said it exists
+  const auto paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
+/// Whether `holder` (a lock file's line) is a run on this host whose launcher is dead: its ranks
+/// stop at once and let go of the store within about a second (docs/GUARANTEES.md "The launcher").
+bool orphaned(const std::string& holder) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const auto at = holder.find(launcher_mark);
+  if (at == std::string::npos || !holder.starts_with(std::string("host ") + host + ", ")) return false;
+  const long pid = std::strtol(holder.c_str() + at + launcher_mark.size(), nullptr, 10);
+  return pid > 0 && !running(static_cast<pid_t>(pid));
 }
 
 /// What the holder wrote into the lock file (empty while it is still writing it).
@@ -57,6 +90,7 @@ void remove_leftover_temporaries(const std::filesystem::path& path) {
 
 struct WriterLock::Held {
   std::filesystem::path given, path, lock_path;
+  std::string holder;  // this process's line in the lock file
   int fd = -1;
   bool enforced = true;
   dev_t dev = 0;
@@ -93,7 +127,8 @@ std::filesystem::path resolve_store_path(const std::filesystem::path& given) {
   }
 }
 
-WriterLock WriterLock::acquire(const std::filesystem::path& given) {
+WriterLock WriterLock::acquire(const std::filesystem::path& given, double stopping_wait_s,
+                               const std::function<void(const std::string&)>& waiting) {
   auto held = std::make_shared<Held>();
   held->given = given;
   held->path = resolve_store_path(given);
@@ -103,6 +138,8 @@ WriterLock WriterLock::acquire(const std::filesystem::path& given) {
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
     throw StoreError("cannot create " + g + ": directory " + dir.string() + " does not exist");
+  const auto wait_until = std::chrono::steady_clock::now() + std::chrono::duration<double>(stopping_wait_s);
+  bool told = false;
   for (int attempt = 0;; ++attempt) {
     // O_NONBLOCK: a FIFO under the lock's name must not block the open.
     const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
@@ -119,6 +156,15 @@ WriterLock WriterLock::acquire(const std::filesystem::path& given) {
       if (err == EWOULDBLOCK) {
         std::string holder = read_holder(fd);
         ::close(fd);
+        if ((holder.ends_with(stopping_mark) || orphaned(holder)) && std::chrono::steady_clock::now() < wait_until) {
+          if (!told && waiting) waiting(holder.ends_with(stopping_mark)
+                                            ? holder.substr(0, holder.size() - stopping_mark.size())
+                                            : holder + "; its launcher is gone");
+          told = true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          attempt = -1;  // a stopping holder is not a lock file that keeps changing
+          continue;
+        }
         if (holder.empty()) holder = "a process that is starting";
         throw StoreBusy(g + " is being written by another rcsweep (" + holder +
                         "); wait for it to finish or stop it, or write another store");
@@ -143,7 +189,8 @@ WriterLock WriterLock::acquire(const std::filesystem::path& given) {
     held->ino = st.st_ino;
     break;
   }
-  const std::string text = this_holder() + "\n";
+  held->holder = this_holder();
+  const std::string text = held->holder + "\n";
   if (::ftruncate(held->fd, 0) != 0 || ::pwrite(held->fd, text.data(), text.size(), 0) < 0) {
     // A holder's name is a courtesy for the refused; the lock itself is held.
   }
@@ -151,6 +198,13 @@ WriterLock WriterLock::acquire(const std::filesystem::path& given) {
   WriterLock out;
   out.held_ = std::move(held);
   return out;
+}
+
+void WriterLock::note_stopping() const noexcept {
+  const std::string text = held_->holder + std::string(stopping_mark) + "\n";
+  if (::pwrite(held_->fd, text.data(), text.size(), 0) < 0) {
+    // Then a writer that meets the lock is refused at once, as from a holder that goes on.
+  }
 }
 
 const std::filesystem::path& WriterLock::given() const { return held_->given; }

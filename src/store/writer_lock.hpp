@@ -5,12 +5,16 @@
 // the kernel drops it when its holder dies, whatever the signal. No HDF5 here.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "base/error.hpp"
 
 namespace rcsweep::store {
+
+/// The environment variable in which `rcsweep run -n` passes its pid to its ranks (cli/launch.cpp).
+inline constexpr const char* launcher_pid_env = "RCSWEEP_LAUNCHER_PID";
 
 /// Another process holds the store's writer lock.
 class StoreBusy : public StoreError {
@@ -29,9 +33,15 @@ class WriterLock {
  public:
   /// Claim the store at `given` (which need not exist yet). Throws StoreBusy naming the holder
   /// (host, pid, since when) when another process holds it, StoreError when the lock file cannot
-  /// be made. On a file system without flock the claim is not enforced (enforced() is false), as
-  /// HDF5's own file locking ignores such file systems.
-  static WriterLock acquire(const std::filesystem::path& given);
+  /// be made. A holder that is stopping (note_stopping), or a run on this host whose launcher
+  /// (`rcsweep run -n`) is gone, is waited for up to `stopping_wait_s`, calling `waiting(holder)` once. On a file system without flock the claim is not enforced
+  /// (enforced() is false), as HDF5's own file locking ignores such file systems.
+  static WriterLock acquire(const std::filesystem::path& given, double stopping_wait_s = 0.0,
+                            const std::function<void(const std::string& holder)>& waiting = {});
+
+  /// Say in the lock file that this holder is stopping (a signal, its launcher gone): a writer
+  /// that meets the lock then waits for it to let go instead of being refused at once.
+  void note_stopping() const noexcept;
 
   const std::filesystem::path& given() const;  ///< the name as the user wrote it (for messages)
   const std::filesystem::path& path() const;   ///< the file written: resolve_store_path(given)

@@ -52,6 +52,9 @@ constexpr double silent_layer_factor = 10.0 / 1e9;
 /// RunOptions::silence_s (the job stopped, its machine or VM paused): the workers' silence over
 /// that time proves nothing, they were most likely paused with it.
 constexpr double paused_share = 0.25;
+/// How long a new run waits for a run that is stopping to let go of the store's writer lock (its
+/// ranks flush and exit within about a second after a killed launcher; a grace period is longer).
+constexpr double stopping_wait_s = 10.0;
 constexpr std::int32_t leaving = -1;  // in place of the stop signal: the worker's launcher is gone, it exits now
 
 using TaskList = std::vector<std::uint64_t>;
@@ -421,6 +424,7 @@ class Service {
   /// the launcher is about to kill the job).
   void begin_stop(int sig) {
     const double grace = effective_grace(opt_.grace_s);
+    store_.note_stopping();
     work_.stop();
     stop_at_ = steady::now();
     update_grace();
@@ -441,6 +445,7 @@ class Service {
   /// The launcher died (or the workers are lost): nobody waits for this run. Stop at once, take
   /// what the workers send within gone_collect_s, write it and end.
   void launcher_died() {
+    store_.note_stopping();
     gone_ = true;
     gone_at_ = steady::now();
     work_.stop();
@@ -837,7 +842,13 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       store::Provenance prov{version, git_commit, utc_now(),   hostname(),      linalg::blas_info(),
                              "",      size,       opt.threads, opt.blas_threads};
       // The store's one writer from here to the end of the run (docs/GUARANTEES.md).
-      const store::WriterLock lock = store::WriterLock::acquire(opt.output);
+      // A run that is stopping (killed launcher, a signal) lets go within seconds: wait for it.
+      const store::WriterLock lock =
+          store::WriterLock::acquire(opt.output, stopping_wait_s, [&](const std::string& holder) {
+            if (opt.progress)
+              std::fprintf(stderr, "[rcsweep] %s is still held by a run that is stopping (%s): waiting up to %.0f s\n",
+                           opt.output.c_str(), holder.c_str(), stopping_wait_s);
+          });
       std::error_code ec;
       const bool exists = std::filesystem::exists(std::filesystem::symlink_status(lock.path(), ec));
       if (opt.require_existing && !exists)

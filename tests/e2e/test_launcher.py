@@ -431,3 +431,26 @@ def test_run_n_refuses_a_bad_sweep_before_any_rank_starts(tmp_path):
     assert "abort" not in proc.stderr.lower() and "mpiexec" not in proc.stderr and "passing" not in proc.stderr
     assert not store.exists() and list(tmp_path.iterdir()) == [bad]
     assert time.monotonic() - started < 10
+
+
+def test_a_rerun_right_after_a_killed_launcher_waits_for_its_ranks(tmp_path, workload):
+    """kill -9 of `rcsweep run -n 2`, then the same command at once: its ranks find the old ones
+    still holding the store while they stop, wait for them (saying so) instead of refusing, and
+    complete the store bitwise."""
+    sweep, reference, seconds = workload
+    store = tmp_path / "rerun.h5"
+    proc = start([BIN, "run", "-n", "2", "--mpiexec", MPIEXEC_CMD, sweep, "-o", store])
+    wait_for_start(proc)
+    time.sleep(0.3 * seconds)
+    old = [proc.pid] + descendants(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    again = rcsweep("run", "-n", "2", "--mpiexec", MPIEXEC_CMD, sweep, "-o", store)
+    assert again.returncode == 0, again.stderr
+    assert "is being written by another rcsweep" not in again.stderr
+    # The old ranks take a second or so to let go; the new rank 0 meets them when it starts first.
+    if "is still held by a run that is stopping" in again.stderr:
+        assert re.search(r"\(host [^,]+, pid \d+, since [^,]+, launcher %d; its launcher is gone\): waiting up to "
+                         r"10 s" % proc.pid, again.stderr), again.stderr
+    assert_same_results(store, reference)
+    proc.communicate()
+    assert not [p for p in old if alive(p)]

@@ -8,10 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace rcsweep::store {
 namespace {
@@ -81,6 +84,59 @@ TEST_F(WriterLockTest, AnotherProcessIsRefusedUntilTheHolderDies) {
   EXPECT_TRUE(fs::exists(dir / "s.h5.lock"));
   EXPECT_NO_THROW(WriterLock::acquire(store));
   for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+}
+
+/// A child that holds the store's lock until the parent writes to `go`, then calls `then` and
+/// exits 0.5 s later without releasing (as a rank that flushes and exits).
+pid_t hold_in_child(const fs::path& store, int ready_fd, int go_fd, const std::function<void(const WriterLock&)>& then) {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  const WriterLock lock = WriterLock::acquire(store);
+  char c = 1;
+  (void)!write(ready_fd, &c, 1);
+  (void)!read(go_fd, &c, 1);
+  then(lock);
+  usleep(500000);
+  _exit(0);
+}
+
+TEST_F(WriterLockTest, AWriterWaitsForAHolderThatIsStoppingOrWhoseLauncherIsGone) {
+  const fs::path store = dir / "s.h5";
+  for (const bool stopping : {true, false}) {
+    int ready[2], go[2];
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(go), 0);
+    pid_t launcher = 0;
+    if (!stopping) {  // a "launcher" that is dead by the time the holder is met
+      launcher = fork();
+      if (launcher == 0) _exit(0);
+      ASSERT_EQ(waitpid(launcher, nullptr, 0), launcher);
+      setenv(launcher_pid_env, std::to_string(launcher).c_str(), 1);
+    }
+    const pid_t child = hold_in_child(store, ready[1], go[0], [&](const WriterLock& lock) {
+      if (stopping) lock.note_stopping();
+    });
+    unsetenv(launcher_pid_env);
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    if (stopping) {  // not stopping yet: refused at once, even when waiting is allowed
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_THROW(WriterLock::acquire(store, 5.0), StoreBusy);
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    }
+    ASSERT_EQ(write(go[1], &c, 1), 1);
+    usleep(100000);  // the child has noted it is stopping
+    std::vector<std::string> told;
+    EXPECT_THROW(WriterLock::acquire(store), StoreBusy) << "no wait asked: refused";
+    EXPECT_NO_THROW(WriterLock::acquire(store, 5.0, [&](const std::string& h) { told.push_back(h); }));
+    ASSERT_EQ(told.size(), 1u);
+    EXPECT_NE(told[0].find(", pid " + std::to_string(child) + ", since "), std::string::npos) << told[0];
+    if (!stopping)
+      EXPECT_NE(told[0].find(", launcher " + std::to_string(launcher) + "; its launcher is gone"), std::string::npos)
+          << told[0];
+    waitpid(child, nullptr, 0);
+    for (int fd : {ready[0], ready[1], go[0], go[1]}) close(fd);
+  }
 }
 
 TEST_F(WriterLockTest, SymlinksLeadToOneLockAndLoopsAreRefused) {
