@@ -139,6 +139,56 @@ std::vector<std::string> dataset_paths(hid_t file) {
   return out;
 }
 
+namespace {
+herr_t link_cb(hid_t group, const char* name, const H5L_info_t* info, void* data) {
+  if (info->type == H5L_TYPE_HARD) return 0;
+  try {
+    OtherLink link{std::string("/") + name, "user-defined", ""};
+    if (info->type == H5L_TYPE_SOFT || info->type == H5L_TYPE_EXTERNAL) {
+      std::vector<char> value(info->u.val_size + 1, '\0');
+      if (H5Lget_val(group, name, value.data(), info->u.val_size, H5P_DEFAULT) < 0) return -1;
+      if (info->type == H5L_TYPE_SOFT) {
+        link.kind = "soft";
+        link.target.assign(value.data(), strnlen(value.data(), info->u.val_size));
+      } else {
+        link.kind = "external";
+        const char* file_name = nullptr;
+        const char* object = nullptr;
+        if (H5Lunpack_elink_val(value.data(), info->u.val_size, nullptr, &file_name, &object) < 0) return -1;
+        link.target = std::string(file_name ? file_name : "?") + ":" + (object ? object : "?");
+      }
+    }
+    *static_cast<std::optional<OtherLink>*>(data) = std::move(link);
+  } catch (...) {
+    return -1;  // never let an exception cross the C library
+  }
+  return 1;  // found: stop the walk
+}
+}  // namespace
+
+std::optional<OtherLink> first_non_hard_link(hid_t file) {
+  std::optional<OtherLink> found;
+  check(H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, link_cb, &found), "H5Lvisit");
+  return found;
+}
+
+std::string storage_outside_file(hid_t dset) {
+  Handle dcpl(H5Dget_create_plist(dset), "H5Dget_create_plist");
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id());
+  if (layout < 0) fail("H5Pget_layout");
+  if (layout == H5D_VIRTUAL) return "a virtual dataset (its values are in other datasets)";
+  const int external = H5Pget_external_count(dcpl.id());
+  if (external < 0) fail("H5Pget_external_count");
+  if (external > 0) {
+    char name[256] = {};
+    off_t offset = 0;
+    hsize_t size = 0;
+    check(H5Pget_external(dcpl.id(), 0, sizeof name, name, &offset, &size), "H5Pget_external");
+    return "external storage in " + std::string(name);
+  }
+  return "";
+}
+
 // ---- datatypes ---------------------------------------------------------------------------
 
 Handle fixed_string_type(std::size_t size) {
