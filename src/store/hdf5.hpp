@@ -99,6 +99,13 @@ std::optional<OtherLink> first_non_hard_link(hid_t file);
 /// Why dataset `dset` keeps its values outside its own file ("external storage in FILE", "a
 /// virtual dataset"), or "" when its values are in the file.
 std::string storage_outside_file(hid_t dset);
+/// Why the stored values of dataset `dset` do not fit its file, whose end is at byte `end` (the
+/// EOA): a contiguous block or a chunk that runs past the end, or (unfiltered) holds another
+/// number of bytes than its values need; "" when every allocated block fits. A bit flipped in
+/// such metadata (HDF5 does not checksum all of it) would make writes fail halfway through.
+std::string storage_mismatch(hid_t dset, haddr_t end);
+/// The file's end of allocated space (H5Fget_eoa).
+haddr_t end_of_allocation(hid_t file);
 
 // ---- datatypes ---------------------------------------------------------------------------
 

@@ -83,10 +83,13 @@ std::vector<TaskStatus> check_structure(hid_t f, std::uint64_t n_tasks, std::int
     throw StoreError(link->path + " is " + (link->kind == "external" ? "an " : "a ") + link->kind + " link" +
                      (link->target.empty() ? std::string() : " to " + link->target) +
                      ": every object of a store is its own, reached by hard links only");
+  const haddr_t end = h5::end_of_allocation(f);
   for (const std::string& name : h5::dataset_paths(f)) {
     h5::Handle d = h5::open_dataset(f, name);
     if (const std::string where = h5::storage_outside_file(d.id()); !where.empty())
       throw StoreError(name + " keeps its values outside the store (" + where + ")");
+    if (const std::string why = h5::storage_mismatch(d.id(), end); !why.empty())
+      throw StoreError(name + " does not fit the file: " + why);
   }
   if (max_depth < 0 || max_depth > std::numeric_limits<int>::max() - 1)
     throw StoreError("max_depth = " + std::to_string(max_depth) + " is out of range");

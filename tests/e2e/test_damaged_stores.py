@@ -375,6 +375,45 @@ def test_links_out_of_the_store_are_refused_and_nothing_is_written(tmp_path, mad
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store.h5", "victim.h5"]
 
 
+def flipped_chunk_size(real, path):
+    """`real` with tasks 2 and 3 pending and one bit flipped in the stored size of a /layers
+    dataset's chunk, which HDF5 1.10 reads without a checksum: a run that trusted it would write
+    the other datasets' rows, then fail on this one ("addr overflow"). Returns the dataset's name."""
+    shutil.copy(real, path)
+    with h5py.File(path, "r+") as f:
+        rows = f["tasks"][...]
+        rows["status"][2:] = 0
+        f["tasks"][...] = rows
+    data = bytearray(path.read_bytes())
+    with h5py.File(path, "r") as f:
+        sizes = {f"layers/{m}": f["layers"][m].id.get_chunk_info(0).size for m in f["layers"]}
+    field = struct.pack("<Q", N_TASKS * N_LAYERS * 8)
+    at = data.find(field)
+    while at >= 0:
+        data[at + 2] ^= 1
+        path.write_bytes(bytes(data))
+        with h5py.File(path, "r") as f:
+            changed = [n for n in sizes if f[n].id.get_chunk_info(0).size != sizes[n]]
+        if changed:
+            return changed[0]
+        data[at + 2] ^= 1
+        at = data.find(field, at + 1)
+    raise AssertionError("no stored chunk size found")
+
+
+def test_a_chunk_that_does_not_fit_is_refused_before_anything_is_written(tmp_path, made):
+    path = tmp_path / "store.h5"
+    name = flipped_chunk_size(made["store"], path)
+    before = digest(path)
+    phrase = f"error: {path}: damaged rcsweep store (/{name} does not fit the file: its chunk at (0, 0) takes 65664 bytes"
+    for args in (("info", path), ("run", made["sweep"], "-o", path, "-q", "--resume"),
+                 ("run", made["sweep"], "-o", path, "-q"), ("merge", tmp_path / "merged.h5", path)):
+        proc = cli(*args)
+        assert proc.returncode == 2 and phrase in proc.stderr, (args, proc.stderr)
+        assert digest(path) == before, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.h5"]
+
+
 def test_not_needed_fits_an_adaptive_sweep_only_from_its_min(tmp_path):
     """not_needed is a status of adaptive sweeps, for replicates at or above the rule's min."""
     sweep = tmp_path / "adaptive.toml"
