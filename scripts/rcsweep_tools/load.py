@@ -142,7 +142,8 @@ def check_store(f, path):
     and `run` check it: every object reached by hard links only (no soft or external link) and
     holding its values in the file, /tasks with its documented fields and types, float64 (little-
     endian) /layers, /theory, /grad and spectrum values of their shapes, int64 spectrum offsets,
-    and statuses that fit the sweep (not_needed only with adaptive replicates, from their min)."""
+    an int16 /provenance/platform, and statuses that fit the sweep (not_needed only with adaptive
+    replicates, from their min)."""
     def bad(why):
         raise ValueError(f"{path}: not a valid rcsweep store: {why}")
 
@@ -201,6 +202,8 @@ def check_store(f, path):
             dataset(f"spectra/{q}", I64, (n,))
         else:
             dataset(f"spectra/{q}", F64, ndim=1)
+    if "provenance/platform" in f:
+        dataset("provenance/platform", np.dtype("<i2"), (n,))
 
     status = tasks.fields("status")[...].astype(np.int8) if n else np.zeros(0, np.int8)
     wrong = np.flatnonzero((status < 0) | (status > NOT_NEEDED))

@@ -83,6 +83,7 @@ CASES = [
     ("float32 layers", replace("layers/fro", np.zeros((N_TASKS, N_LAYERS), "f4")), "/layers/fro is"),
     ("big-endian layers", replace("layers/fro", np.zeros((N_TASKS, N_LAYERS), ">f8")), "/layers/fro is"),
     ("float32 theory", replace("theory/C_M", np.zeros(N_TASKS, "f4")), "/theory/C_M is"),
+    ("int32 platform", replace("provenance/platform", np.zeros(N_TASKS, "i4")), "/provenance/platform is"),
     ("tasks without wall_s", tasks_with(lambda fs: [x for x in fs if x[0] != "wall_s"]),
      "/tasks has no 'wall_s' field"),
     ("rank of float64", tasks_with(lambda fs: [(n, "f8" if n == "rank" else t) for n, t in fs]),
