@@ -47,7 +47,7 @@ import h5py
 import numpy as np
 
 STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed", 5: "vanished"}
-DONE, DIVERGED, VANISHED = 1, 3, 5
+DONE, DIVERGED, NOT_NEEDED, VANISHED = 1, 3, 4, 5
 # The metrics of every task (dims grid..., replicate, layer); replicate_stats summarises these.
 LAYER_METRICS = ("fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1",
                  "m_s2", "m_gap", "m_fro")
@@ -112,17 +112,115 @@ SPECTRA = {  # name -> (value datasets, offset dataset, length dataset, stored a
 
 
 def open_store(path):
-    """h5py.File read-only, HDF5 file locking off (readable while rcsweep writes it); checks it is a store."""
+    """h5py.File read-only, HDF5 file locking off (readable while rcsweep writes it); checks it is a
+    store of the schema (check_store)."""
     path = os.fspath(path)
     try:
         f = h5py.File(path, "r", locking=False)
     except TypeError:  # h5py < 3.5
         os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
         f = h5py.File(path, "r")
-    if f.attrs.get("format") != "rcsweep":
+    try:
+        if f.attrs.get("format") != "rcsweep":
+            raise ValueError(f"{path}: not an rcsweep store (no root attribute format = 'rcsweep')")
+        check_store(f, path)
+    except BaseException:
         f.close()
-        raise ValueError(f"{path}: not an rcsweep store (no root attribute format = 'rcsweep')")
+        raise
     return f
+
+
+F64, I64 = np.dtype("<f8"), np.dtype("<i8")
+# /tasks fields (docs/SCHEMA.md "/tasks"): status is an int8 HDF5 enumeration of the statuses.
+TASK_FIELDS = {"id": np.dtype("<u8"), "point": np.dtype("<u8"), "replicate": np.dtype("<i4"),
+               "status": np.dtype("i1"), "wall_s": F64, "rank": np.dtype("<i4"), "message": np.dtype("S256")}
+
+
+def check_store(f, path):
+    """Raise ValueError unless the open store `f` is what docs/SCHEMA.md says, as `rcsweep info`
+    and `run` check it: every object reached by hard links only (no soft or external link) and
+    holding its values in the file, /tasks with its documented fields and types, float64 (little-
+    endian) /layers, /theory, /grad and spectrum values of their shapes, int64 spectrum offsets,
+    an int16 /provenance/platform, and statuses that fit the sweep (not_needed only with adaptive
+    replicates, from their min)."""
+    def bad(why):
+        raise ValueError(f"{path}: not a valid rcsweep store: {why}")
+
+    other = f.id.links.visit(lambda name, info: name if info.type != h5py.h5l.TYPE_HARD else None, info=True)
+    if other is not None:
+        name = "/" + other.decode()
+        link = f.get(name, getlink=True)
+        if isinstance(link, h5py.ExternalLink):
+            bad(f"{name} is an external link to {link.filename}:{link.path}: every object of a store is its own, "
+                "reached by hard links only")
+        if isinstance(link, h5py.SoftLink):
+            bad(f"{name} is a soft link to {link.path}: every object of a store is its own, reached by hard links only")
+        bad(f"{name} is a user-defined link: every object of a store is its own, reached by hard links only")
+    outside = []
+    f.visititems(lambda name, obj: outside.append(name) if isinstance(obj, h5py.Dataset) and (
+        obj.is_virtual or obj.external) else None)
+    if outside:
+        bad(f"/{outside[0]} keeps its values outside the store")
+
+    n, lmax = int(f.attrs["n_tasks"]), int(f.attrs["max_depth"])
+    reps = max(int(f.attrs.get("replicates", 1)), 1)
+
+    def dataset(name, dtype, shape=None, ndim=None):
+        d = f.get(name)
+        if not isinstance(d, h5py.Dataset):
+            bad(f"/{name} is missing")
+        if d.dtype != dtype:
+            bad(f"/{name} is {d.dtype}, not {dtype}")
+        if shape is not None and d.shape != shape:
+            bad(f"/{name} has shape {d.shape}, not {shape}")
+        if ndim is not None and d.ndim != ndim:
+            bad(f"/{name} has {d.ndim} dimensions, not {ndim}")
+        return d
+
+    tasks = f.get("tasks")
+    if not isinstance(tasks, h5py.Dataset) or tasks.dtype.names is None:
+        bad("/tasks is not a task table")
+    for field, dtype in TASK_FIELDS.items():
+        if field not in tasks.dtype.names:
+            bad(f"/tasks has no '{field}' field")
+        have = tasks.dtype.fields[field][0]
+        if have != dtype or (field == "status" and not h5py.check_enum_dtype(have)):
+            bad(f"/tasks field '{field}' is {have}, not {dtype}{' (an enumeration)' if field == 'status' else ''}")
+    if tasks.shape != (n,):
+        bad(f"/tasks has shape {tasks.shape}, not ({n},)")
+    for m in LAYER_METRICS:
+        dataset(f"layers/{m}", F64, (n, lmax + 1))
+    for q in f.get("theory", {}):
+        dataset(f"theory/{q}", F64, (n,))
+    for q in f.get("grad", {}):
+        dataset(f"grad/{q}", F64, (n, lmax) if q in ("log10_g", "stderr") else (n, lmax, lmax))
+    for q in f.get("spectra", {}):
+        if q.endswith("_offset"):
+            dataset(f"spectra/{q}", I64, (n, lmax + 1))
+        elif q.endswith("_length"):
+            dataset(f"spectra/{q}", I64, (n,))
+        else:
+            dataset(f"spectra/{q}", F64, ndim=1)
+    if "provenance/platform" in f:
+        dataset("provenance/platform", np.dtype("<i2"), (n,))
+
+    status = tasks.fields("status")[...].astype(np.int8) if n else np.zeros(0, np.int8)
+    wrong = np.flatnonzero((status < 0) | (status > max(STATUS)))
+    if wrong.size:
+        bad(f"task {wrong[0]} has an invalid status {status[wrong[0]]}")
+    not_needed = np.flatnonzero(status == NOT_NEEDED)
+    if not_needed.size:
+        config = _str(f.attrs.get("config", ""))
+        lines = config.split("\n")
+        if "[sweep.replicates]" not in lines:
+            bad(f"task {not_needed[0]} is not_needed, but its sweep has no adaptive replicates ([sweep.replicates])")
+        rule = lines[lines.index("[sweep.replicates]") + 1:]
+        mins = [int(line.split("=")[1]) for line in rule[:next((i for i, x in enumerate(rule) if x.startswith("[")),
+                                                                len(rule))] if line.startswith("min =")]
+        low = not_needed[not_needed % reps < (mins[0] if mins else 0)]
+        if low.size:
+            bad(f"task {low[0]} is not_needed, but its replicate {low[0] % reps} is below the adaptive rule's "
+                f"min = {mins[0]}, which always runs")
 
 
 def _str(a):

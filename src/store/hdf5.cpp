@@ -139,6 +139,129 @@ std::vector<std::string> dataset_paths(hid_t file) {
   return out;
 }
 
+namespace {
+herr_t link_cb(hid_t group, const char* name, const H5L_info_t* info, void* data) {
+  if (info->type == H5L_TYPE_HARD) return 0;
+  try {
+    OtherLink link{std::string("/") + name, "user-defined", ""};
+    if (info->type == H5L_TYPE_SOFT || info->type == H5L_TYPE_EXTERNAL) {
+      std::vector<char> value(info->u.val_size + 1, '\0');
+      if (H5Lget_val(group, name, value.data(), info->u.val_size, H5P_DEFAULT) < 0) return -1;
+      if (info->type == H5L_TYPE_SOFT) {
+        link.kind = "soft";
+        link.target.assign(value.data(), strnlen(value.data(), info->u.val_size));
+      } else {
+        link.kind = "external";
+        const char* file_name = nullptr;
+        const char* object = nullptr;
+        if (H5Lunpack_elink_val(value.data(), info->u.val_size, nullptr, &file_name, &object) < 0) return -1;
+        link.target = std::string(file_name ? file_name : "?") + ":" + (object ? object : "?");
+      }
+    }
+    *static_cast<std::optional<OtherLink>*>(data) = std::move(link);
+  } catch (...) {
+    return -1;  // never let an exception cross the C library
+  }
+  return 1;  // found: stop the walk
+}
+}  // namespace
+
+std::optional<OtherLink> first_non_hard_link(hid_t file) {
+  std::optional<OtherLink> found;
+  check(H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, link_cb, &found), "H5Lvisit");
+  return found;
+}
+
+std::string storage_outside_file(hid_t dset) {
+  Handle dcpl(H5Dget_create_plist(dset), "H5Dget_create_plist");
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id());
+  if (layout < 0) fail("H5Pget_layout");
+  if (layout == H5D_VIRTUAL) return "a virtual dataset (its values are in other datasets)";
+  const int external = H5Pget_external_count(dcpl.id());
+  if (external < 0) fail("H5Pget_external_count");
+  if (external > 0) {
+    char name[256] = {};
+    off_t offset = 0;
+    hsize_t size = 0;
+    check(H5Pget_external(dcpl.id(), 0, sizeof name, name, &offset, &size), "H5Pget_external");
+    return "external storage in " + std::string(name);
+  }
+  return "";
+}
+
+haddr_t end_of_allocation(hid_t file) {
+  haddr_t eoa = 0;
+  check(H5Fget_eoa(file, &eoa), "H5Fget_eoa");
+  return eoa;
+}
+
+std::string storage_mismatch(hid_t dset, haddr_t end) {
+  Handle dcpl(H5Dget_create_plist(dset), "H5Dget_create_plist");
+  Handle type(H5Dget_type(dset), "H5Dget_type");
+  const std::size_t type_size = H5Tget_size(type.id());
+  if (type_size == 0) fail("H5Tget_size");
+  // Variable-length values are stored by reference (their file size is not the memory size).
+  const bool fixed_size = H5Tdetect_class(type.id(), H5T_VLEN) == 0 && H5Tis_variable_str(type.id()) == 0 &&
+                          H5Tdetect_class(type.id(), H5T_REFERENCE) == 0;
+  error_text();
+  const std::vector<hsize_t> dims = dataset_dims(dset);
+  const auto past_end = [&](haddr_t addr, hsize_t bytes) { return addr > end || bytes > end - addr; };
+  const auto where = [](haddr_t addr, hsize_t bytes) {
+    return std::to_string(bytes) + " bytes at byte " + std::to_string(addr);
+  };
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id());
+  if (layout == H5D_CONTIGUOUS) {
+    const haddr_t addr = H5Dget_offset(dset);
+    error_text();  // HADDR_UNDEF (not allocated) leaves an error on the stack
+    if (addr == HADDR_UNDEF) return "";
+    hsize_t need = type_size;
+    for (hsize_t d : dims) need *= d;
+    const hsize_t have = H5Dget_storage_size(dset);
+    if (fixed_size && have != need) return "its values take " + where(addr, have) + ", not " + std::to_string(need);
+    if (past_end(addr, have)) return "its values, " + where(addr, have) + ", run past the end of the file";
+    return "";
+  }
+  if (layout != H5D_CHUNKED) return "";
+  std::vector<hsize_t> chunk(dims.size());
+  if (dims.empty() ||
+      H5Pget_chunk(dcpl.id(), static_cast<int>(dims.size()), chunk.data()) != static_cast<int>(dims.size()))
+    fail("H5Pget_chunk");
+  const int filters = H5Pget_nfilters(dcpl.id());
+  if (filters < 0) fail("H5Pget_nfilters");
+  hsize_t chunk_bytes = type_size, n_chunks = 1;
+  std::vector<hsize_t> per_dim(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (chunk[i] == 0) return "a chunk dimension is 0";
+    chunk_bytes *= chunk[i];
+    per_dim[i] = (dims[i] + chunk[i] - 1) / chunk[i];
+    if (per_dim[i] == 0) return "";  // no values, no chunks
+    if (per_dim[i] > (hsize_t{1} << 26) / n_chunks) return "it has more chunks than a store makes";
+    n_chunks *= per_dim[i];
+  }
+  std::vector<hsize_t> index(dims.size(), 0), offset(dims.size());
+  for (hsize_t k = 0; k < n_chunks; ++k) {
+    for (std::size_t i = 0; i < dims.size(); ++i) offset[i] = index[i] * chunk[i];
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    check(H5Dget_chunk_info_by_coord(dset, offset.data(), &mask, &addr, &size), "H5Dget_chunk_info_by_coord");
+    if (addr != HADDR_UNDEF) {
+      std::string at = "(";
+      for (std::size_t i = 0; i < offset.size(); ++i) at += (i ? ", " : "") + std::to_string(offset[i]);
+      at += ")";
+      if (fixed_size && filters == 0 && size != chunk_bytes)
+        return "its chunk at " + at + " takes " + where(addr, size) + ", not " + std::to_string(chunk_bytes);
+      if (past_end(addr, size))
+        return "its chunk at " + at + ", " + where(addr, size) + ", runs past the end of the file";
+    }
+    for (std::size_t i = dims.size(); i-- > 0;) {  // the next chunk, last dimension fastest
+      if (++index[i] < per_dim[i]) break;
+      index[i] = 0;
+    }
+  }
+  return "";
+}
+
 // ---- datatypes ---------------------------------------------------------------------------
 
 Handle fixed_string_type(std::size_t size) {

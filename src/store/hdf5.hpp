@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,6 +86,26 @@ Handle open_group(hid_t loc, const std::string& name);
 bool link_exists(hid_t loc, const std::string& name);
 /// Paths ("/a/b") of every dataset below the root of `file`, in H5Ovisit order (by name).
 std::vector<std::string> dataset_paths(hid_t file);
+
+/// A link that is not a hard link: its path ("/a/b"), its kind ("soft", "external" or
+/// "user-defined") and where it points ("/x/y" for a soft link, "FILE:/x/y" for an external one).
+struct OtherLink {
+  std::string path, kind, target;
+};
+/// The first link below the root of `file`, visited recursively by name (H5Lvisit, which does not
+/// follow soft or external links), that is not a hard link; nothing when every object of the file
+/// is reached by hard links only.
+std::optional<OtherLink> first_non_hard_link(hid_t file);
+/// Why dataset `dset` keeps its values outside its own file ("external storage in FILE", "a
+/// virtual dataset"), or "" when its values are in the file.
+std::string storage_outside_file(hid_t dset);
+/// Why the stored values of dataset `dset` do not fit its file, whose end is at byte `end` (the
+/// EOA): a contiguous block or a chunk that runs past the end, or (unfiltered) holds another
+/// number of bytes than its values need; "" when every allocated block fits. A bit flipped in
+/// such metadata (HDF5 does not checksum all of it) would make writes fail halfway through.
+std::string storage_mismatch(hid_t dset, haddr_t end);
+/// The file's end of allocated space (H5Fget_eoa).
+haddr_t end_of_allocation(hid_t file);
 
 // ---- datatypes ---------------------------------------------------------------------------
 

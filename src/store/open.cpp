@@ -28,12 +28,115 @@ std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
   return out;
 }
 
+void check_task_fields(hid_t tasks) {
+  h5::Handle type(H5Dget_type(tasks), "H5Dget_type /tasks");
+  if (H5Tget_class(type.id()) != H5T_COMPOUND || H5Tget_member_index(type.id(), "status") < 0) {
+    h5::error_text();  // clear the stack of the failed lookup
+    throw StoreError("/tasks is not a task table (no 'status' field)");
+  }
+  struct Field {
+    const char* name;
+    hid_t type;        // the type it must equal, or -1: checked below (status, message)
+    const char* what;  // in the message
+  };
+  const Field fields[] = {{"id", H5T_STD_U64LE, "uint64"},           {"point", H5T_STD_U64LE, "uint64"},
+                          {"replicate", H5T_STD_I32LE, "int32"},     {"status", -1, "an int8 enumeration of statuses"},
+                          {"wall_s", H5T_IEEE_F64LE, "float64"},     {"rank", H5T_STD_I32LE, "int32"},
+                          {"message", -1, "a fixed 256-byte string"}};
+  for (const Field& field : fields) {
+    const int index = H5Tget_member_index(type.id(), field.name);
+    if (index < 0) {
+      h5::error_text();
+      throw StoreError("/tasks has no '" + std::string(field.name) + "' field");
+    }
+    h5::Handle member(H5Tget_member_type(type.id(), static_cast<unsigned>(index)),
+                      "H5Tget_member_type " + std::string(field.name));
+    bool ok = false;
+    if (field.type >= 0) {
+      ok = H5Tequal(member.id(), field.type) > 0;
+    } else if (std::string_view(field.name) == "message") {
+      ok = H5Tget_class(member.id()) == H5T_STRING && H5Tis_variable_str(member.id()) == 0 &&
+           H5Tget_size(member.id()) == message_bytes;
+    } else if (H5Tget_class(member.id()) == H5T_ENUM && H5Tget_size(member.id()) == 1) {
+      // Every member one of the statuses, with its value (stores written before not_needed have
+      // the first four only).
+      const int n = H5Tget_nmembers(member.id());
+      ok = n > 0;
+      for (int k = 0; ok && k < n; ++k) {
+        char* name = H5Tget_member_name(member.id(), static_cast<unsigned>(k));
+        std::int8_t value = -1;
+        ok = name != nullptr && H5Tget_member_value(member.id(), static_cast<unsigned>(k), &value) >= 0 &&
+             std::any_of(status_members().begin(), status_members().end(),
+                         [&](const auto& m) { return m.first == name && m.second == value; });
+        if (name) H5free_memory(name);
+      }
+    }
+    h5::error_text();  // clear the stack of any failed lookup above
+    if (!ok) throw StoreError("/tasks field '" + std::string(field.name) + "' is not " + field.what);
+  }
+}
+
+std::vector<TaskStatus> check_structure(hid_t f, std::uint64_t n_tasks, std::int64_t max_depth,
+                                        const StatusRule& rule) {
+  // Links first: nothing below is opened through a link that leaves the file or points elsewhere.
+  if (const auto link = h5::first_non_hard_link(f))
+    throw StoreError(link->path + " is " + (link->kind == "external" ? "an " : "a ") + link->kind + " link" +
+                     (link->target.empty() ? std::string() : " to " + link->target) +
+                     ": every object of a store is its own, reached by hard links only");
+  const haddr_t end = h5::end_of_allocation(f);
+  for (const std::string& name : h5::dataset_paths(f)) {
+    h5::Handle d = h5::open_dataset(f, name);
+    if (const std::string where = h5::storage_outside_file(d.id()); !where.empty())
+      throw StoreError(name + " keeps its values outside the store (" + where + ")");
+    if (const std::string why = h5::storage_mismatch(d.id(), end); !why.empty())
+      throw StoreError(name + " does not fit the file: " + why);
+  }
+  if (max_depth < 0 || max_depth > std::numeric_limits<int>::max() - 1)
+    throw StoreError("max_depth = " + std::to_string(max_depth) + " is out of range");
+  h5::Handle tasks = h5::open_dataset(f, "/tasks");
+  check_task_fields(tasks.id());
+  std::vector<TaskStatus> status = read_status_column(tasks.id(), n_tasks);
+  check_statuses_fit(status, rule);
+
+  const hsize_t n = n_tasks, L1 = static_cast<hsize_t>(max_depth) + 1, L = L1 - 1;
+  for (std::string_view name : metrics::layer_metric_names)
+    check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
+  // Groups and datasets that stores of older rcsweeps, or sweeps without them, do not have: their
+  // absence is judged against the plan (open_checked).
+  if (h5::link_exists(f, "theory"))
+    for (std::string_view name : models::theory_names) check_float_dataset(f, "/theory/" + std::string(name), {n});
+  if (h5::link_exists(f, "grad")) {
+    for (const char* name : {"log10_g", "stderr"})
+      if (h5::link_exists(f, std::string("grad/") + name)) check_float_dataset(f, std::string("/grad/") + name, {n, L});
+    for (const char* name : {"log10_g_all", "stderr_all"})
+      if (h5::link_exists(f, std::string("grad/") + name))
+        check_float_dataset(f, std::string("/grad/") + name, {n, L, L});
+  }
+  if (h5::link_exists(f, "spectra")) {
+    for (const char* name : {"x_sv", "m_sv", "m_eig_re", "m_eig_im"})
+      if (h5::link_exists(f, std::string("spectra/") + name))
+        check_dataset(f, std::string("/spectra/") + name, H5T_IEEE_F64LE, "float64", {1}, /*any_length=*/true);
+    for (const char* name : {"x_sv_offset", "m_offset"})
+      if (h5::link_exists(f, std::string("spectra/") + name))
+        check_dataset(f, std::string("/spectra/") + name, H5T_STD_I64LE, "int64", {n, L1});
+    for (const char* name : {"x_sv_length", "m_length"})
+      if (h5::link_exists(f, std::string("spectra/") + name))
+        check_dataset(f, std::string("/spectra/") + name, H5T_STD_I64LE, "int64", {n});
+  }
+  if (h5::link_exists(f, "provenance") && h5::link_exists(f, "provenance/platform"))
+    check_dataset(f, "/provenance/platform", H5T_STD_I16LE, "int16", {n});
+  return status;
+}
+
 Store Store::open_resume(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov) {
   return open_resume(WriterLock::acquire(path), plan, prov);
 }
 
 Store Store::open_resume(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov) {
   const std::filesystem::path& path = lock.given();
+  // Every check first on the file opened read-only, which writes nothing: HDF5 itself writes to a
+  // file opened for writing, so a store refused after that would not be left as it was.
+  open_checked(path, plan, /*read_write=*/false);
   Store store = open_checked(path, plan, /*read_write=*/true);
   store.impl_->lock = lock;
   const hid_t f = store.impl_->file.id();
@@ -83,17 +186,18 @@ Store Store::open_checked(const std::filesystem::path& path, const plan::Plan& p
     if (h5::get_attr_u64(f, "n_tasks") != impl->n_tasks ||
         h5::get_attr_i64(f, "max_depth") != static_cast<std::int64_t>(plan.max_depth))
       throw StoreError("n_tasks or max_depth does not match its plan hash");
+    check_structure(f, impl->n_tasks, plan.max_depth,
+                    {plan.spec.adaptive.enabled(), plan.spec.adaptive.min,
+                     static_cast<std::uint64_t>(std::max(plan.spec.replicates, 1))});
     if (!h5::link_exists(f, "theory"))
       throw IdentityError(p + " has no /theory: made by an older rcsweep; rerun with --overwrite");
     for (const char* name : {"m_sv", "m_eig_re", "m_eig_im", "m_offset", "m_length"})
       if (!h5::link_exists(f, std::string("spectra/") + name))
         throw IdentityError(p + " has no /spectra/" + name + ": made by an older rcsweep; rerun with --overwrite");
     impl->open_datasets();
-    // Every dataset a task writes rows into: shape and type (a wrong one would garble the rows).
+    // The gradient datasets this plan writes (check_structure checked /layers, /theory and any
+    // /grad present).
     const hsize_t n = impl->n_tasks, L1 = impl->n_layers, L = L1 - 1;
-    for (std::string_view name : metrics::layer_metric_names)
-      check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
-    for (std::string_view name : models::theory_names) check_float_dataset(f, "/theory/" + std::string(name), {n});
     if (impl->grad_log10) {
       check_float_dataset(f, "/grad/log10_g", {n, L});
       check_float_dataset(f, "/grad/stderr", {n, L});
@@ -103,7 +207,6 @@ Store Store::open_checked(const std::filesystem::path& path, const plan::Plan& p
       check_float_dataset(f, "/grad/stderr_all", {n, L, L});
     }
     impl->check_spectra_layout();
-    read_status_column(impl->tasks.id(), impl->n_tasks);  // readable and valid
     return 0;
   });
   return Store(std::move(impl));
@@ -138,8 +241,14 @@ StoreInfo read_info(const std::filesystem::path& path) {
     info.n_points = h5::get_attr_u64(f, "n_points");
     info.max_depth = static_cast<int>(h5::get_attr_i64(f, "max_depth"));
 
-    h5::Handle tasks = h5::open_dataset(f, "/tasks");
-    const std::vector<TaskStatus> status = read_status_column(tasks.id(), info.n_tasks);
+    std::uint64_t replicates = 0;
+    if (h5::has_attr(f, "replicates")) {
+      const std::int64_t r = h5::get_attr_i64(f, "replicates");
+      if (r < 1) throw StoreError("replicates = " + std::to_string(r) + " is not a number of replicates");
+      replicates = static_cast<std::uint64_t>(r);
+    }
+    const std::vector<TaskStatus> status = check_structure(f, info.n_tasks, info.max_depth,
+                                                           status_rule_of_config(info.config, replicates));
     info.platforms = detail::PlatformColumn::open(f, info.n_tasks).count(finished(status));
     for (TaskStatus st : status) {
       switch (st) {
@@ -151,9 +260,6 @@ StoreInfo read_info(const std::filesystem::path& path) {
         case TaskStatus::vanished: ++info.n_vanished; break;
       }
     }
-    const auto n = static_cast<hsize_t>(info.n_tasks), L1 = static_cast<hsize_t>(info.max_depth) + 1;
-    for (std::string_view name : metrics::layer_metric_names)
-      check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
     info.datasets = h5::dataset_paths(f);
     h5::Handle axes = h5::open_group(f, "/axes");
     const std::string order = h5::get_attr_string(axes.id(), "order");

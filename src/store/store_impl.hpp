@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -129,20 +130,92 @@ inline void check_identity(hid_t file, const std::string& path) {
                         std::to_string(schema_version));
 }
 
-/// Throw StoreError unless dataset `name` of `file` is float64-compatible (an HDF5 float) of shape
-/// `dims`: a resume writes rows of exactly that shape, so anything else would be silently garbled.
-inline void check_float_dataset(hid_t file, const std::string& name, const std::vector<hsize_t>& dims) {
+/// "4 x 5" (or "scalar"): the dimensions of a dataset in messages.
+inline std::string dims_text(const std::vector<hsize_t>& v) {
+  std::string out = v.empty() ? "scalar" : "";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? " x " : "") + std::to_string(v[i]);
+  return out;
+}
+
+/// Throw StoreError unless dataset `name` of `file` has the file type `want` (described as `what`
+/// in the message: "float64") and the dimensions `dims` (with `any_length`, only as many
+/// dimensions as `dims` has): a resume writes rows of exactly that shape and type, so anything
+/// else would be silently garbled or converted.
+inline void check_dataset(hid_t file, const std::string& name, hid_t want, const char* what,
+                          const std::vector<hsize_t>& dims, bool any_length = false) {
   h5::Handle d = h5::open_dataset(file, name);
   const auto have = h5::dataset_dims(d.id());
-  const auto text = [](const std::vector<hsize_t>& v) {
-    std::string out = v.empty() ? "scalar" : "";
-    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? " x " : "") + std::to_string(v[i]);
-    return out;
-  };
-  if (have != dims) throw StoreError(name + " is " + text(have) + " but must be " + text(dims));
+  if (any_length ? have.size() != dims.size() : have != dims)
+    throw StoreError(name + " is " + dims_text(have) + " but must be " +
+                     (any_length ? std::to_string(dims.size()) + "-dimensional" : dims_text(dims)));
   h5::Handle type(H5Dget_type(d.id()), "H5Dget_type " + name);
-  if (H5Tget_class(type.id()) != H5T_FLOAT) throw StoreError(name + " is not a float64 dataset");
+  if (H5Tequal(type.id(), want) <= 0) {
+    h5::error_text();  // clear the stack of a failed comparison
+    throw StoreError(name + " is not " + (what[0] == 'i' ? "an " : "a ") + what + " dataset");
+  }
 }
+
+/// Throw StoreError unless dataset `name` of `file` is IEEE float64 little-endian (SCHEMA.md
+/// "Conventions") of shape `dims`.
+inline void check_float_dataset(hid_t file, const std::string& name, const std::vector<hsize_t>& dims) {
+  check_dataset(file, name, H5T_IEEE_F64LE, "float64", dims);
+}
+
+/// Which task statuses fit the sweep: `not_needed` only with adaptive replicates, and only for a
+/// replicate at or above the rule's `min` (those below always run).
+struct StatusRule {
+  bool adaptive = false;
+  int min = 0;
+  std::uint64_t replicates = 0;  ///< per point (with adaptive replicates their max); 0: not known
+};
+
+/// The rule of a store from its root attributes: the canonical sweep text `config` has a
+/// `[sweep.replicates]` table (with its `min = N` line) exactly when the sweep has adaptive
+/// replicates; `replicates` is the root attribute of that name.
+inline StatusRule status_rule_of_config(const std::string& config, std::uint64_t replicates) {
+  StatusRule rule;
+  rule.replicates = replicates;
+  const std::string table = "[sweep.replicates]\n";
+  for (std::size_t at = config.find(table); at != std::string::npos; at = config.find(table, at + 1)) {
+    if (at != 0 && config[at - 1] != '\n') continue;  // a table header starts a line
+    rule.adaptive = true;
+    const std::size_t min_at = config.find("\nmin = ", at);
+    const std::size_t next_table = config.find("\n[", at + table.size() - 1);
+    if (min_at != std::string::npos && min_at < next_table)
+      rule.min = static_cast<int>(std::strtol(config.c_str() + min_at + 7, nullptr, 10));
+    break;
+  }
+  return rule;
+}
+
+/// Throw StoreError unless every status fits `rule` (statuses outside the enumeration are refused
+/// by read_status_column already).
+inline void check_statuses_fit(const std::vector<TaskStatus>& status, const StatusRule& rule) {
+  for (std::size_t i = 0; i < status.size(); ++i) {
+    if (status[i] != TaskStatus::not_needed) continue;
+    if (!rule.adaptive)
+      throw StoreError("task " + std::to_string(i) +
+                       " is not_needed, but its sweep has no adaptive replicates ([sweep.replicates])");
+    if (rule.replicates > 0 && i % rule.replicates < static_cast<std::uint64_t>(rule.min))
+      throw StoreError("task " + std::to_string(i) + " is not_needed, but its replicate " +
+                       std::to_string(i % rule.replicates) +
+                       " is below the adaptive rule's min = " + std::to_string(rule.min) + ", which always runs");
+  }
+}
+
+/// Throw StoreError unless /tasks is a task table with every field of SCHEMA.md "/tasks": id and
+/// point uint64, replicate and rank int32, status an int8 enumeration of (some of) the statuses
+/// with their values, wall_s float64, message a fixed 256-byte string.
+void check_task_fields(hid_t tasks);
+
+/// The checks of a store that need no plan, for every reader (info, run, merge, --reuse, growth):
+/// every object reached by hard links only (no soft or external link), every dataset holding its
+/// values in the file (no external storage, no virtual dataset), /tasks a task table of `n_tasks`
+/// rows with the documented fields and statuses that fit `rule`, and every dataset a run writes
+/// (/layers, and where present /theory, /grad, /spectra, /provenance/platform) of its documented
+/// type and, where the root attributes give it, shape. Returns the status column.
+std::vector<TaskStatus> check_structure(hid_t file, std::uint64_t n_tasks, std::int64_t max_depth,
+                                        const StatusRule& rule);
 
 /// Open an existing file after checking it exists and is HDF5; damage becomes a clear StoreError.
 inline h5::Handle open_existing(const std::filesystem::path& path, bool read_write) {

@@ -142,6 +142,38 @@ def invalid_status(real, path):
     path.write_bytes(bytes(data))
 
 
+def set_status(value, task=1):
+    """Poke `value` into the status byte of `task` (HDF5 enums are written as their raw byte)."""
+    def make(real, path):
+        data = bytearray(real.read_bytes())
+        with h5py.File(real, "r") as f:
+            tasks = f["tasks"]
+            data[tasks.id.get_offset() + tasks.dtype.itemsize * task + tasks.dtype.fields["status"][1]] = value
+        path.write_bytes(bytes(data))
+    return make
+
+
+def soft_link(name, target):
+    def edit(f):
+        del f[name]
+        f[name] = h5py.SoftLink(target)
+    return edit
+
+
+def tasks_with_fields(change):
+    """/tasks rewritten with the fields `change(fields)` returns (a list of (name, dtype))."""
+    def edit(f):
+        rows = f["tasks"][...]
+        fields = change([(name, rows.dtype.fields[name][0]) for name in rows.dtype.names])
+        new = np.zeros(rows.shape, np.dtype(fields))
+        for name, _ in fields:
+            if name in rows.dtype.names:
+                new[name] = rows[name]
+        del f["tasks"]
+        f.create_dataset("tasks", data=new)
+    return edit
+
+
 def plain_hdf5(_, path):
     with h5py.File(path, "w") as f:
         f["x"] = np.arange(5.0)
@@ -212,11 +244,45 @@ CASES = [
      (2, STORE + "/layers/mu is 4 x 3 but must be 4 x 4)"), (2, STORE + "/layers/mu is 4 x 3 but must be 4 x 4)")),
     ("/layers/fro of integers", with_h5py(replace_dataset("layers/fro", np.zeros((N_TASKS, N_LAYERS), "i4"))),
      (2, STORE + "/layers/fro is not a float64 dataset)"), (2, STORE + "/layers/fro is not a float64 dataset)")),
-    # info summarises progress and does not read /theory; run would write rows into it.
     ("/theory/S of the wrong shape", with_h5py(replace_dataset("theory/S", np.zeros(N_TASKS - 1))),
-     (0, "100.0% finished: 4 done"), (2, STORE + "/theory/S is 3 but must be 4)")),
+     (2, STORE + "/theory/S is 3 but must be 4)"), (2, STORE + "/theory/S is 3 but must be 4)")),
+    # A store is what SCHEMA.md says: hard links only, the documented types and fields, statuses
+    # that fit the sweep (external links: test_links_out_of_the_store_are_refused_and_nothing_is_written).
+    ("/layers/fro a soft link", with_h5py(soft_link("layers/fro", "/layers/log_fro")),
+     (2, STORE + "/layers/fro is a soft link to /layers/log_fro: every object of a store is its own, reached by "
+                 "hard links only)"),
+     (2, STORE + "/layers/fro is a soft link to /layers/log_fro: every object of a store is its own, reached by "
+                 "hard links only)")),
+    ("/tasks a dangling soft link", with_h5py(soft_link("tasks", "/nowhere")),
+     (2, STORE + "/tasks is a soft link to /nowhere: every object of a store is its own, reached by hard links "
+                 "only)"),
+     (2, STORE + "/tasks is a soft link to /nowhere: every object of a store is its own, reached by hard links "
+                 "only)")),
+    ("/layers/fro of float32", with_h5py(replace_dataset("layers/fro", np.zeros((N_TASKS, N_LAYERS), "f4"))),
+     (2, STORE + "/layers/fro is not a float64 dataset)"), (2, STORE + "/layers/fro is not a float64 dataset)")),
+    ("/layers/fro big-endian", with_h5py(replace_dataset("layers/fro", np.zeros((N_TASKS, N_LAYERS), ">f8"))),
+     (2, STORE + "/layers/fro is not a float64 dataset)"), (2, STORE + "/layers/fro is not a float64 dataset)")),
+    ("/theory/C_M of float32", with_h5py(replace_dataset("theory/C_M", np.zeros(N_TASKS, "f4"))),
+     (2, STORE + "/theory/C_M is not a float64 dataset)"), (2, STORE + "/theory/C_M is not a float64 dataset)")),
+    ("/spectra/m_offset of int32", with_h5py(replace_dataset("spectra/m_offset", np.zeros((N_TASKS, N_LAYERS), "i4"))),
+     (2, STORE + "/spectra/m_offset is not an int64 dataset)"),
+     (2, STORE + "/spectra/m_offset is not an int64 dataset)")),
+    ("/tasks without wall_s", with_h5py(tasks_with_fields(lambda fs: [x for x in fs if x[0] != "wall_s"])),
+     (2, STORE + "/tasks has no 'wall_s' field)"), (2, STORE + "/tasks has no 'wall_s' field)")),
+    ("/tasks without message", with_h5py(tasks_with_fields(lambda fs: [x for x in fs if x[0] != "message"])),
+     (2, STORE + "/tasks has no 'message' field)"), (2, STORE + "/tasks has no 'message' field)")),
+    ("/tasks rank of float64", with_h5py(tasks_with_fields(lambda fs: [(n, "f8" if n == "rank" else t) for n, t in fs])),
+     (2, STORE + "/tasks field 'rank' is not int32)"), (2, STORE + "/tasks field 'rank' is not int32)")),
+    ("/tasks status a plain int8", with_h5py(tasks_with_fields(lambda fs: [(n, "i1" if n == "status" else t)
+                                                                           for n, t in fs])),
+     (2, STORE + "/tasks field 'status' is not an int8 enumeration of statuses)"),
+     (2, STORE + "/tasks field 'status' is not an int8 enumeration of statuses)")),
+    ("not_needed in a fixed sweep", set_status(4),
+     (2, STORE + "task 1 is not_needed, but its sweep has no adaptive replicates ([sweep.replicates]))"),
+     (2, STORE + "task 1 is not_needed, but its sweep has no adaptive replicates ([sweep.replicates]))")),
 ]
 assert len(CASES) >= 10
+REFUSED = [c for c in CASES if c[2][0] == 2]
 
 
 def build(case_id, damage, made, path):
@@ -260,6 +326,116 @@ def test_run_refuses_damage_and_leaves_the_file_alone(tmp_path, made, case_id, d
     else:  # damage a resume does not read: every task is already done, nothing to run
         assert proc.stderr == ""
         assert cli("info", path).returncode == info_expect[0]  # the run left info's verdict as it was
+
+
+@pytest.mark.parametrize("case_id,damage,info_expect,run_expect", REFUSED, ids=[c[0] for c in REFUSED])
+def test_merge_refuses_damage_and_leaves_the_file_alone(tmp_path, made, case_id, damage, info_expect, run_expect):
+    path = tmp_path / "store.h5"
+    build(case_id, damage, made, path)
+    before = digest(path)
+    out = tmp_path / "merged.h5"
+    proc = cli("merge", out, path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: {info_expect[1].format(p=path)}" in proc.stderr, proc.stderr
+    assert digest(path) == before
+    assert not out.exists()
+
+
+def external_links(real, folder):
+    """store.h5 whose /tasks and /layers/fro are external links to victim.h5, a store of the same
+    sweep with every task pending (a run that followed the links would compute and write them there)."""
+    victim, path = folder / "victim.h5", folder / "store.h5"
+    shutil.copy(real, victim)
+    with h5py.File(victim, "r+") as f:
+        rows = f["tasks"][...]
+        rows["status"] = 0
+        f["tasks"][...] = rows
+    shutil.copy(real, path)
+    with h5py.File(path, "r+") as f:
+        for name in ("tasks", "layers/fro"):
+            del f[name]
+            f[name] = h5py.ExternalLink("victim.h5", "/" + name)
+    return path, victim
+
+
+def test_links_out_of_the_store_are_refused_and_nothing_is_written(tmp_path, made):
+    path, victim = external_links(made["store"], tmp_path)
+    before = {p: digest(p) for p in (path, victim)}
+    message = (f"error: {path}: damaged rcsweep store (/layers/fro is an external link to victim.h5:/layers/fro: "
+               "every object of a store is its own, reached by hard links only)")
+    runs = [("info", path), ("info", "--json", path), ("merge", tmp_path / "merged.h5", path),
+            ("run", made["sweep"], "-o", path, "-q"), ("run", made["sweep"], "-o", path, "-q", "--resume"),
+            ("run", made["other"], "-o", path, "-q"),  # another plan: growth reads the store first
+            ("run", made["sweep"], "-o", tmp_path / "new.h5", "-q", "--reuse", path)]
+    for args in runs:
+        proc = cli(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert message in proc.stderr, (args, proc.stderr)
+        assert {p: digest(p) for p in (path, victim)} == before, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.h5", "victim.h5"]
+
+
+def flipped_chunk_size(real, path):
+    """`real` with tasks 2 and 3 pending and one bit flipped in the stored size of a /layers
+    dataset's chunk, which HDF5 1.10 reads without a checksum: a run that trusted it would write
+    the other datasets' rows, then fail on this one ("addr overflow"). Returns the dataset's name."""
+    shutil.copy(real, path)
+    with h5py.File(path, "r+") as f:
+        rows = f["tasks"][...]
+        rows["status"][2:] = 0
+        f["tasks"][...] = rows
+    data = bytearray(path.read_bytes())
+    with h5py.File(path, "r") as f:
+        sizes = {f"layers/{m}": f["layers"][m].id.get_chunk_info(0).size for m in f["layers"]}
+    field = struct.pack("<Q", N_TASKS * N_LAYERS * 8)
+    at = data.find(field)
+    while at >= 0:
+        data[at + 2] ^= 1
+        path.write_bytes(bytes(data))
+        with h5py.File(path, "r") as f:
+            changed = [n for n in sizes if f[n].id.get_chunk_info(0).size != sizes[n]]
+        if changed:
+            return changed[0]
+        data[at + 2] ^= 1
+        at = data.find(field, at + 1)
+    raise AssertionError("no stored chunk size found")
+
+
+def test_a_chunk_that_does_not_fit_is_refused_before_anything_is_written(tmp_path, made):
+    path = tmp_path / "store.h5"
+    name = flipped_chunk_size(made["store"], path)
+    before = digest(path)
+    phrase = f"error: {path}: damaged rcsweep store (/{name} does not fit the file: its chunk at (0, 0) takes 65664 bytes"
+    for args in (("info", path), ("run", made["sweep"], "-o", path, "-q", "--resume"),
+                 ("run", made["sweep"], "-o", path, "-q"), ("merge", tmp_path / "merged.h5", path)):
+        proc = cli(*args)
+        assert proc.returncode == 2 and phrase in proc.stderr, (args, proc.stderr)
+        assert digest(path) == before, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.h5"]
+
+
+def test_not_needed_fits_an_adaptive_sweep_only_from_its_min(tmp_path):
+    """not_needed is a status of adaptive sweeps, for replicates at or above the rule's min."""
+    sweep = tmp_path / "adaptive.toml"
+    sweep.write_text(SWEEP.replace("replicates = 2\n", "[sweep.replicates]\nmin = 2\nmax = 3\nstep = 1\n"
+                                   "targets = [{ metric = \"sr_cov\", rel_se = 1e-9 }]\n"))
+    store = tmp_path / "store.h5"
+    proc = cli("run", sweep, "-o", store, "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert cli("info", store).returncode == 0
+    bad = tmp_path / "bad.h5"
+    set_status(4, task=1)(store, bad)  # replicate 1 of point 0: below min = 2, always run
+    before = digest(bad)
+    message = (f"error: {bad}: damaged rcsweep store (task 1 is not_needed, but its replicate 1 is below the "
+               "adaptive rule's min = 2, which always runs)")
+    for args in (("info", bad), ("run", sweep, "-o", bad, "-q", "--resume"), ("merge", tmp_path / "m.h5", bad)):
+        proc = cli(*args)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+        assert digest(bad) == before
+    good = tmp_path / "good.h5"
+    set_status(4, task=2)(store, good)  # replicate 2: the rule may have found it not needed
+    proc = cli("info", good)
+    assert proc.returncode == 0 and "1 not needed" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("case_id", ["empty file", "random bytes", "cut inside the superblock", "cut in half",

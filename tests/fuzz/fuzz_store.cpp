@@ -2,7 +2,9 @@
 // (Store::open_resume + task_status) on a hostile HDF5 file (docs/FUZZING.md).
 // A StoreError is the normal answer to a damaged or foreign file. Everything else is a bug: a
 // crash, a sanitizer report, a hang, another exception (it escapes and aborts), an accepted
-// store whose numbers do not add up, or an HDF5 object left open after the call returned.
+// store whose numbers do not add up or that is not what docs/SCHEMA.md says a store must be (a
+// soft or external link, float32 /layers, /tasks without a field, not_needed in a fixed sweep),
+// a refused store whose bytes changed, or an HDF5 object left open after the call returned.
 //
 // open_resume needs the plan the store was made from: the plans are the sweep files in
 // RCSWEEP_FUZZ_STORE_PLANS (tests/fuzz/store_plans/, the same files the seed stores were made
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,11 +92,45 @@ void fuzz_read_info(const fs::path& path) {
     if (info.format != "rcsweep" || info.schema_version != rcsweep::store::schema_version)
       fail("read_info accepted a store with format '" + info.format + "', schema " +
            std::to_string(info.schema_version));
-    if (info.n_pending + info.n_done + info.n_failed + info.n_diverged != info.n_tasks)
+    if (info.n_pending + info.n_done + info.n_failed + info.n_diverged + info.n_not_needed != info.n_tasks)
       fail("read_info: task counts do not add up to n_tasks = " + std::to_string(info.n_tasks));
   } catch (const rcsweep::StoreError&) {
   }
   check_nothing_open("read_info");
+}
+
+herr_t other_link(hid_t, const char*, const H5L_info_t* info, void*) { return info->type != H5L_TYPE_HARD; }
+
+// What docs/SCHEMA.md "What a store must be" asks of a store open_resume accepted, checked with the
+// plain HDF5 C API: hard links only, float64 /layers, every /tasks field, statuses that fit the plan.
+void check_accepted(const fs::path& path, const rcsweep::plan::Plan& plan,
+                    const std::vector<rcsweep::store::TaskStatus>& status) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) fail("open_resume accepted a store the HDF5 library cannot open again");
+  std::string problem;
+  if (H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, other_link, nullptr) != 0)
+    problem = "a soft or external link (or a link walk that fails)";
+  for (std::string_view m : {"fro", "log_fro", "s1", "mu", "m_gap"}) {
+    const hid_t d = H5Dopen2(f, ("/layers/" + std::string(m)).c_str(), H5P_DEFAULT);
+    const hid_t t = d >= 0 ? H5Dget_type(d) : -1;
+    if (problem.empty() && (t < 0 || H5Tequal(t, H5T_IEEE_F64LE) <= 0))
+      problem = "/layers/" + std::string(m) + " not float64";
+    if (t >= 0) H5Tclose(t);
+    if (d >= 0) H5Dclose(d);
+  }
+  const hid_t tasks = H5Dopen2(f, "/tasks", H5P_DEFAULT);
+  const hid_t type = tasks >= 0 ? H5Dget_type(tasks) : -1;
+  for (const char* field : {"id", "point", "replicate", "status", "wall_s", "rank", "message"})
+    if (problem.empty() && (type < 0 || H5Tget_member_index(type, field) < 0))
+      problem = "/tasks without its '" + std::string(field) + "' field";
+  if (type >= 0) H5Tclose(type);
+  if (tasks >= 0) H5Dclose(tasks);
+  H5Fclose(f);
+  H5Eclear2(H5E_DEFAULT);
+  if (!plan.spec.adaptive.enabled() &&
+      std::count(status.begin(), status.end(), rcsweep::store::TaskStatus::not_needed) > 0)
+    problem = "a not_needed task in a sweep without adaptive replicates";
+  if (!problem.empty()) fail("open_resume accepted a store with " + problem);
 }
 
 void fuzz_open_resume(const fs::path& path, std::string_view bytes) {
@@ -106,12 +143,20 @@ void fuzz_open_resume(const fs::path& path, std::string_view bytes) {
   prov.git_commit = "fuzz";
   prov.created = "2025-01-01T00:00:00Z";
   try {
-    rcsweep::store::Store store = rcsweep::store::Store::open_resume(path, *plan, prov);
-    const auto status = store.task_status();
+    std::vector<rcsweep::store::TaskStatus> status;
+    {
+      rcsweep::store::Store store = rcsweep::store::Store::open_resume(path, *plan, prov);
+      status = store.task_status();
+    }
     if (status.size() != plan->tasks.size())
       fail("open_resume accepted a store with " + std::to_string(status.size()) + " task statuses, the plan has " +
            std::to_string(plan->tasks.size()));
+    check_accepted(path, *plan, status);
   } catch (const rcsweep::StoreError&) {
+    // A refusal writes nothing: the file is byte for byte the input.
+    std::ifstream in(path, std::ios::binary);
+    const std::string after((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (after != bytes) fail("open_resume refused the store and changed its bytes");
   }
   check_nothing_open("open_resume");
 }

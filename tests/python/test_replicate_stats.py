@@ -15,7 +15,11 @@ from rcsweep_tools.plot import mean_band
 SWEEP = """[sweep]
 name = "adaptive"
 seed = 7
-replicates = 5
+[sweep.replicates]
+min = 2
+max = 5
+step = 1
+targets = [{ metric = "sr_cov", rel_se = 1e-9 }]
 [model]
 mixer = "markov"
 T = 8
@@ -25,8 +29,9 @@ depth = 2
 sigma_A = [0.5, 1.0, 2.0]
 """
 ENUM = {"pending": 0, "done": 1, "failed": 2, "diverged": 3, "not_needed": 4}
-# (point, replicate) -> status; every other task stays done
-STATUSES = {(0, 1): 4, (0, 3): 4, (0, 4): 2, (1, 2): 0, (1, 4): 3, (2, 0): 4, (2, 1): 4, (2, 2): 4, (2, 3): 4}
+# (point, replicate) -> status; every other task stays done (the sweep's target is never met, so
+# every replicate runs). not_needed only from the rule's min = 2, as the engine decides it.
+STATUSES = {(0, 2): 2, (0, 3): 4, (0, 4): 4, (1, 2): 0, (1, 4): 3, (2, 1): 2, (2, 2): 4, (2, 3): 4, (2, 4): 4}
 JUNK = 1.0e6
 
 
@@ -71,9 +76,9 @@ def test_replicate_stats_count_only_done_tasks(store):
     done_per_point = (status.reshape(-1, reps) == 1).sum(axis=1)
     assert done_per_point.tolist() == [2, 3, 1]  # different n per point
     assert st["n_done"].values.tolist() == done_per_point.tolist()
-    assert st["n_not_needed"].values.tolist() == [2, 0, 4]
+    assert st["n_not_needed"].values.tolist() == [2, 0, 3]
     assert st["n_pending"].values.tolist() == [0, 1, 0]
-    assert st["n_diverged"].values.tolist() == [0, 1, 0] and st["n_failed"].values.tolist() == [1, 0, 0]
+    assert st["n_diverged"].values.tolist() == [0, 1, 0] and st["n_failed"].values.tolist() == [1, 0, 1]
     for p in range(3):
         rows = sr[p * reps:(p + 1) * reps][status[p * reps:(p + 1) * reps] == 1]
         for layer in range(sr.shape[1]):
@@ -139,11 +144,11 @@ def test_summary_prints_n_per_point(store, capsys):
     head = cells[0]
     assert head[-2:] == ["n", "bad"]
     assert [row[head.index("n")] for row in cells[2:]] == ["2", "3", "1"]
-    assert "2 not needed" in cells[2][-1] and "4 not needed" in cells[4][-1]
+    assert "2 not needed" in cells[2][-1] and "3 not needed" in cells[4][-1]
     sr, status, reps = raw(store)
     x = sr[:reps][status[:reps] == 1, -1]  # point 0's done replicates at the last layer
     assert cells[2][head.index("sr_cov@L2")] == f"{x.mean():.4g} ± {x.std():.2g}"
-    assert cells[4][head.index("sr_cov@L2")] == f"{sr[2 * reps + 4, -1]:.4g}"  # one done replicate: no sd
+    assert cells[4][head.index("sr_cov@L2")] == f"{sr[2 * reps, -1]:.4g}"  # one done replicate: no sd
 
 
 def test_report_and_plot_title_count_not_needed_tasks(store, tmp_path):
