@@ -346,7 +346,8 @@ int run_command(const RunArgs& args) {
         std::fprintf(stderr,
                      "[rcsweep] the store holds %llu diverged (X non-finite) and %llu vanished (X exactly zero) tasks: "
                      "outcomes of the stack, recorded with the layers before (/tasks/message)%s\n",
-                     static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_vanished),
+                     static_cast<unsigned long long>(s.store_diverged),
+                     static_cast<unsigned long long>(s.store_vanished),
                      s.fail_on_diverged ? "; --fail-on-diverged: exit code 3" : "");
       if (s.store_failed > 0)
         std::fprintf(stderr,
@@ -417,8 +418,8 @@ namespace {
 /// the scheduler's commands are missing or say nothing.
 int scheduler_cores_per_node(plan::Scheduler scheduler, const std::string& partition) {
   const bool slurm = scheduler == plan::Scheduler::slurm;
-  const std::string cmd = slurm ? "timeout 20 sinfo -h -o %c" + (partition.empty() ? std::string()
-                                                                                   : " -p " + plan::shell_quote(partition))
+  const std::string cmd = slurm ? "timeout 20 sinfo -h -o %c" +
+                                      (partition.empty() ? std::string() : " -p " + plan::shell_quote(partition))
                                 : std::string("timeout 20 pbsnodes -a");
   FILE* pipe = ::popen((cmd + " 2>/dev/null").c_str(), "r");
   if (!pipe) return 0;
@@ -737,19 +738,18 @@ int print_info(const std::filesystem::path& path) {
   std::printf("libraries     %s; HDF5 %s\n", info.blas.c_str(), info.hdf5_version.c_str());
   std::printf("tasks         %llu (%llu points), layers 0..%d\n", static_cast<unsigned long long>(info.n_tasks),
               static_cast<unsigned long long>(info.n_points), info.max_depth);
-  const double pct = info.n_tasks
-                         ? 100.0 *
-                               static_cast<double>(info.n_done + info.n_failed + info.n_diverged + info.n_vanished + info.n_not_needed) /
-                               static_cast<double>(info.n_tasks)
-                         : 100.0;
+  const double pct = info.n_tasks ? 100.0 *
+                                        static_cast<double>(info.n_done + info.n_failed + info.n_diverged +
+                                                            info.n_vanished + info.n_not_needed) /
+                                        static_cast<double>(info.n_tasks)
+                                  : 100.0;
   const std::string not_needed = info.n_not_needed
                                      ? ", " + std::to_string(info.n_not_needed) + " not needed (adaptive replicates)"
                                      : "";
   std::printf("progress      %.1f%% finished: %llu done, %llu diverged, %llu vanished, %llu failed%s, %llu pending\n",
               pct, static_cast<unsigned long long>(info.n_done), static_cast<unsigned long long>(info.n_diverged),
               static_cast<unsigned long long>(info.n_vanished), static_cast<unsigned long long>(info.n_failed),
-              not_needed.c_str(),
-              static_cast<unsigned long long>(info.n_pending));
+              not_needed.c_str(), static_cast<unsigned long long>(info.n_pending));
   // Which BLAS kernel (CPU, host) computed the finished tasks: bitwise reproducible on one kernel only.
   std::vector<std::string> kernels;
   for (const auto& [p, n] : info.platforms)

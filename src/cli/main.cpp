@@ -148,9 +148,10 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("-o,--output", plan.output,
                        "a store to run into: say what `run -o` would do with it (start, resume with N tasks\n"
                        "left, grow it to this sweep copying N finished tasks, or refuse it and why)");
-  plan_cmd->add_option("--cores", plan.cores,
-                       "cores to plan for: of this machine, or with --emit of one compute node (default: this\n"
-                       "machine's; with --emit the scheduler's nodes', from sinfo or pbsnodes -a, else refused)")
+  plan_cmd
+      ->add_option("--cores", plan.cores,
+                   "cores to plan for: of this machine, or with --emit of one compute node (default: this\n"
+                   "machine's; with --emit the scheduler's nodes', from sinfo or pbsnodes -a, else refused)")
       ->check(CLI::Range(1, 1 << 20));
   plan_cmd->add_option("--mem-per-rank", plan.mem_per_rank,
                        "memory budget of one rank (e.g. 4G), whatever the layout; refused (exit 2) if the largest\n"

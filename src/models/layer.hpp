@@ -85,7 +85,7 @@ struct LayerStats {
   /// Rows of X that were exactly zero when the rms norm scaled them (0/0: NaN): the signal of those
   /// tokens vanished, as opposed to an overflow.
   std::size_t zero_rows_normed = 0;
-  Matrix head0_M;               ///< T x T, only when keep_head0
+  Matrix head0_M;  ///< T x T, only when keep_head0
 };
 
 /// Everything the reverse pass of one layer needs (models/gradients): the layer's input and every

@@ -195,7 +195,8 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
                          (stats.zero_rows_normed == 1 ? " row of X was" : " rows of X were") +
                          " exactly zero before the rms norm (the signal collapsed completely)");
         else
-          mark_ended(r, layer, Outcome::diverged, "non-finite values in X (the layer is not scale-invariant; add a norm)");
+          mark_ended(r, layer, Outcome::diverged,
+                     "non-finite values in X (the layer is not scale-invariant; add a norm)");
         return;
       }
       if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);

@@ -478,8 +478,7 @@ Store Store::create(const WriterLock& lock, const plan::Plan& plan, const Proven
   return store;
 }
 
-Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov,
-                    bool overwrite) {
+Store Store::create(const std::filesystem::path& path, const plan::Plan& plan, const Provenance& prov, bool overwrite) {
   return create(WriterLock::acquire(path), plan, prov, overwrite);
 }
 

@@ -24,14 +24,7 @@ inline constexpr int schema_version = 1;
 /// collapse); both are outcomes of the stack with the layers before recorded (models::Outcome).
 /// failed: an error, not a property of the stack. not_needed: a replicate an adaptive rule decided
 /// not to run (config::AdaptiveReplicates); it has no values, like pending, but counts as finished.
-enum class TaskStatus : std::int8_t {
-  pending = 0,
-  done = 1,
-  failed = 2,
-  diverged = 3,
-  not_needed = 4,
-  vanished = 5
-};
+enum class TaskStatus : std::int8_t { pending = 0, done = 1, failed = 2, diverged = 3, not_needed = 4, vanished = 5 };
 const char* to_string(TaskStatus s);
 
 /// Where a task was computed. Results are bitwise reproducible on one BLAS kernel; other kernels

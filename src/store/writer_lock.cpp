@@ -19,9 +19,9 @@
 namespace rcsweep::store {
 namespace {
 
-constexpr int max_symlinks = 40;       // as the kernel's path walk (MAXSYMLINKS)
-constexpr int max_claim_attempts = 100;  // the lock file replaced between open and flock, each time
-constexpr std::string_view stopping_mark = ", stopping";  // the holder's line once it stops
+constexpr int max_symlinks = 40;                           // as the kernel's path walk (MAXSYMLINKS)
+constexpr int max_claim_attempts = 100;                    // the lock file replaced between open and flock, each time
+constexpr std::string_view stopping_mark = ", stopping";   // the holder's line once it stops
 constexpr std::string_view launcher_mark = ", launcher ";  // then the pid of `rcsweep run -n`
 
 std::string errno_text(int err) { return std::strerror(err); }
@@ -157,9 +157,9 @@ WriterLock WriterLock::acquire(const std::filesystem::path& given, double stoppi
         std::string holder = read_holder(fd);
         ::close(fd);
         if ((holder.ends_with(stopping_mark) || orphaned(holder)) && std::chrono::steady_clock::now() < wait_until) {
-          if (!told && waiting) waiting(holder.ends_with(stopping_mark)
-                                            ? holder.substr(0, holder.size() - stopping_mark.size())
-                                            : holder + "; its launcher is gone");
+          if (!told && waiting)
+            waiting(holder.ends_with(stopping_mark) ? holder.substr(0, holder.size() - stopping_mark.size())
+                                                    : holder + "; its launcher is gone");
           told = true;
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
           attempt = -1;  // a stopping holder is not a lock file that keeps changing
@@ -233,9 +233,9 @@ void fsync_directory(const std::filesystem::path& file) noexcept {
 }
 
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
-  struct stat sa {}, sb {};
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
+  struct stat sa {
+  }, sb{};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 }  // namespace rcsweep::store

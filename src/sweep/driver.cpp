@@ -462,7 +462,8 @@ class Service {
   void note_ended(const store::TaskResult& r) {
     constexpr auto log_fro = metrics::metric_index("log_fro");
     int at = 0;
-    while (at < static_cast<int>(r.layers.size()) && std::isfinite(r.layers[static_cast<std::size_t>(at)][log_fro])) ++at;
+    while (at < static_cast<int>(r.layers.size()) && std::isfinite(r.layers[static_cast<std::size_t>(at)][log_fro]))
+      ++at;
     auto& s = summary_;
     s.ended_first_layer = s.ended_first_layer < 0 ? at : std::min(s.ended_first_layer, at);
     s.ended_last_layer = std::max(s.ended_last_layer, at);
@@ -551,8 +552,14 @@ class Service {
       switch (r.status) {
         case store::TaskStatus::done: ++summary_.done; break;
         case store::TaskStatus::failed: ++summary_.failed; break;
-        case store::TaskStatus::diverged: ++summary_.diverged; note_ended(r); break;
-        case store::TaskStatus::vanished: ++summary_.vanished; note_ended(r); break;
+        case store::TaskStatus::diverged:
+          ++summary_.diverged;
+          note_ended(r);
+          break;
+        case store::TaskStatus::vanished:
+          ++summary_.vanished;
+          note_ended(r);
+          break;
         case store::TaskStatus::pending:
         case store::TaskStatus::not_needed: break;
       }
@@ -843,8 +850,8 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
                              "",      size,       opt.threads, opt.blas_threads};
       // The store's one writer from here to the end of the run (docs/GUARANTEES.md).
       // A run that is stopping (killed launcher, a signal) lets go within seconds: wait for it.
-      const store::WriterLock lock =
-          store::WriterLock::acquire(opt.output, stopping_wait_s, [&](const std::string& holder) {
+      const store::WriterLock lock = store::WriterLock::acquire(
+          opt.output, stopping_wait_s, [&](const std::string& holder) {
             if (opt.progress)
               std::fprintf(stderr, "[rcsweep] %s is still held by a run that is stopping (%s): waiting up to %.0f s\n",
                            opt.output.c_str(), holder.c_str(), stopping_wait_s);
@@ -856,7 +863,8 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       if (!exists || opt.overwrite) store::check_output(lock, opt.overwrite);
       for (const auto& from : opt.reuse) {  // before anything is written
         if (store::same_file(from, lock.path()))
-          throw StoreError("--reuse " + from.string() + " is the output store itself; --reuse copies from another store");
+          throw StoreError("--reuse " + from.string() +
+                           " is the output store itself; --reuse copies from another store");
         refuse_unusable(from, plan);
       }
       if (exists && !opt.overwrite) {
@@ -874,7 +882,8 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
         store.emplace(store::Store::create(lock, plan, prov, opt.overwrite));
       }
       if (!lock.enforced() && opt.progress)
-        std::fprintf(stderr, "[rcsweep] note: the file system of %s has no flock: one writer per store is not enforced\n",
+        std::fprintf(stderr,
+                     "[rcsweep] note: the file system of %s has no flock: one writer per store is not enforced\n",
                      opt.output.c_str());
       for (const auto& from : opt.reuse) {
         const auto r = store::reuse_results(from, *store, plan);

@@ -54,10 +54,10 @@ struct RunOptions {
 };
 
 struct RunSummary {
-  std::uint64_t total = 0;                           ///< tasks in the plan
-  std::uint64_t skipped = 0;                         ///< already finished in the store before this run
+  std::uint64_t total = 0;                                         ///< tasks in the plan
+  std::uint64_t skipped = 0;                                       ///< already finished in the store before this run
   std::uint64_t done = 0, failed = 0, diverged = 0, vanished = 0;  ///< finished by this run
-  std::uint64_t not_needed = 0;                      ///< replicates this run decided not to run (adaptive)
+  std::uint64_t not_needed = 0;  ///< replicates this run decided not to run (adaptive)
   double wall_s = 0.0;
   bool resumed = false;
   /// 0 when every task of the store ran to an outcome (done, diverged or vanished), 3 when some
@@ -68,8 +68,8 @@ struct RunSummary {
   /// The layers at which this run's diverged and vanished tasks ended, lowest and highest (-1: none).
   int ended_first_layer = -1, ended_last_layer = -1;
   std::uint64_t store_failed = 0, store_diverged = 0, store_vanished = 0;  ///< over the whole store after the run
-  std::uint64_t store_pending = 0;                     ///< tasks of this run's shard still pending after the run
-  int stop_signal = 0;                                 ///< the signal that stopped the run early (0: none)
+  std::uint64_t store_pending = 0;  ///< tasks of this run's shard still pending after the run
+  int stop_signal = 0;              ///< the signal that stopped the run early (0: none)
   /// The launcher (mpiexec) died and the run stopped at once (stop.hpp). Each rank then ends on
   /// its own: workers do not know the store (store_pending is 1) and must exit without MPI_Finalize.
   bool launcher_gone = false;

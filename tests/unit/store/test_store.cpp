@@ -483,7 +483,7 @@ TEST_F(StoreTest, ABuiltStoreIsInvisibleUntilPublishedAndRemovedIfNeverPublished
     Store built = Store::build(lock, plan, prov());
     ASSERT_EQ(temporaries().size(), 1u);
     EXPECT_EQ(store::read_info(path("p.h5")).n_done, 1u);  // the old store, untouched
-  }  // closed unpublished: removed
+  }                                                        // closed unpublished: removed
   EXPECT_TRUE(temporaries().empty());
   EXPECT_EQ(store::read_info(path("p.h5")).n_done, 1u);
   {

@@ -88,7 +88,8 @@ TEST_F(WriterLockTest, AnotherProcessIsRefusedUntilTheHolderDies) {
 
 /// A child that holds the store's lock until the parent writes to `go`, then calls `then` and
 /// exits 0.5 s later without releasing (as a rank that flushes and exits).
-pid_t hold_in_child(const fs::path& store, int ready_fd, int go_fd, const std::function<void(const WriterLock&)>& then) {
+pid_t hold_in_child(const fs::path& store, int ready_fd, int go_fd,
+                    const std::function<void(const WriterLock&)>& then) {
   const pid_t child = fork();
   if (child != 0) return child;
   const WriterLock lock = WriterLock::acquire(store);
@@ -143,7 +144,7 @@ TEST_F(WriterLockTest, SymlinksLeadToOneLockAndLoopsAreRefused) {
   fs::create_directories(dir / "data");
   const fs::path real = dir / "data" / "s.h5";
   std::ofstream(real) << "x";
-  fs::create_symlink("data/s.h5", dir / "a.h5");  // relative to the link's folder
+  fs::create_symlink("data/s.h5", dir / "a.h5");   // relative to the link's folder
   fs::create_symlink(dir / "a.h5", dir / "b.h5");  // a chain
   EXPECT_EQ(resolve_store_path(dir / "b.h5"), real);
   EXPECT_EQ(resolve_store_path(dir / "new.h5"), dir / "new.h5");
