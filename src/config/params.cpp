@@ -243,6 +243,22 @@ std::string toml_string(std::string_view s) {
   return out + "\"";
 }
 
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 std::string to_toml(const ParamValue& value) {
   if (const auto* s = std::get_if<std::string>(&value)) return toml_string(*s);
   std::string text = to_text(value);

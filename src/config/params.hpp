@@ -48,6 +48,9 @@ const ParamValue& param_value(const std::vector<ParamValue>& values, std::string
 std::string_view nearest(std::string_view name, const std::vector<std::string_view>& candidates);
 /// A TOML basic string: quoted, with quotes, backslashes and control characters escaped (UTF-8 kept).
 std::string toml_string(std::string_view s);
+/// `s` for a message: every control character (NUL, line break, escape, DEL, ...) written as \xNN,
+/// so that a message is never cut at a NUL nor split or recoloured by what a file holds.
+std::string printable(std::string_view s);
 /// Text of a value as it would be written in TOML ("softmax" quoted, 0.5, 3).
 std::string to_toml(const ParamValue& value);
 /// Short text of a value for tables and messages (no quotes).

@@ -242,3 +242,42 @@ def test_bad_command_line_values(tmp_path):
     proc = rcsweep("plan", tmp_path / "missing.toml")
     assert proc.returncode == 2 and "missing.toml" in proc.stderr
     assert not (tmp_path / "x.h5").exists()
+
+
+# Sweep files that are not regular files (docs/CONFIG.md "Limits"): refused at once with exit 2, the
+# path and the problem, before anything is read from them (a FIFO would block a reader for ever).
+def hostile_paths(folder):
+    """(id, path as given, phrase of the message) for files that cannot be sweep files."""
+    import os
+    os.mkfifo(folder / "pipe.toml")
+    (folder / "loop_a.toml").symlink_to(folder / "loop_b.toml")
+    (folder / "loop_b.toml").symlink_to(folder / "loop_a.toml")
+    (folder / "to_pipe.toml").symlink_to(folder / "pipe.toml")
+    (folder / "sub").mkdir()
+    with open(folder / "huge.toml", "wb") as f:  # sparse: 16 MiB + 1 byte of zeros
+        f.truncate(16 * 1024 * 1024 + 1)
+    return [
+        ("fifo", "pipe.toml", "'pipe.toml': it is a FIFO (named pipe), not a regular file"),
+        ("symlink to a fifo", "to_pipe.toml", "'to_pipe.toml': it is a FIFO (named pipe), not a regular file"),
+        ("symlink loop", "loop_a.toml", "'loop_a.toml': too many levels of symbolic links"),
+        ("name too long", "x" * 300 + ".toml", "'" + "x" * 300 + ".toml': the name is too long"),
+        ("directory", "sub", "'sub': it is a directory"),
+        ("device", "/dev/zero", "'/dev/zero': it is a character device, not a regular file"),
+        ("larger than 16 MiB", "huge.toml",
+         "'huge.toml': it has 16777217 bytes, more than the 16 MiB (16777216 bytes) a sweep file may have"),
+        ("missing", "missing.toml", "'missing.toml': no such file"),
+    ]
+
+
+@pytest.mark.parametrize("command", ["run", "run-default-output", "plan"])
+def test_sweep_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, command):
+    cases = hostile_paths(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for name, path, phrase in cases:
+        args = {"run": ["run", path, "-o", "out.h5"], "run-default-output": ["run", path],
+                "plan": ["plan", path]}[command]
+        proc = rcsweep(*args, cwd=tmp_path, timeout=10)
+        assert proc.returncode == 2, (name, proc.stderr)
+        assert f"error: sweep: cannot read sweep file {phrase}" in proc.stderr, (name, proc.stderr)
+        assert proc.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no other file
