@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "base/error.hpp"
+#include "config/nesting.hpp"
 #include "config/overrides_toml.hpp"
 #include "metrics/metrics.hpp"
 
@@ -56,6 +57,24 @@ const std::vector<std::string_view>& model_extra_keys() {
 bool is_model_extra(std::string_view key) {
   const auto& keys = model_extra_keys();
   return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+constexpr std::size_t max_name_bytes = 200;  // the sweep's name; <name>.h5 is a file name
+
+/// Why `name` cannot be a sweep's name, or "". The name is a file name (the default store
+/// <name>.h5) and a job name of the emitted job scripts: one plain component of a path.
+std::string name_problem(const std::string& name) {
+  const std::string rule = "must be a plain file name (the default store is <name>.h5): ";
+  if (name == "." || name == "..") return rule + "not '.' or '..'";
+  if (name.find('/') != std::string::npos) return rule + "no '/'";
+  if (name.front() == '-') return rule + "no leading '-' (it would read as an option)";
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) return rule + "no control characters (NUL, tab, line breaks, ...)";
+  }
+  if (name.size() > max_name_bytes)
+    return "must be at most " + std::to_string(max_name_bytes) + " bytes long, got " + std::to_string(name.size());
+  return "";
 }
 
 /// Registry parameters and the extra [model] keys, for suggestions.
@@ -342,6 +361,10 @@ class Parser {
                         "), got " + (s ? std::string("an empty string") : describe(node)));
         return;
       }
+      if (s->get().find('\0') != std::string::npos) {  // a C path or HDF5 name would end there
+        issue(path, "must not hold a NUL character, got " + toml_string(s->get()));
+        return;
+      }
       (key == "input_path" ? spec_.input_path : spec_.input_dataset) = s->get();
     }
   }
@@ -398,7 +421,10 @@ class Parser {
       if (key == "name") {
         have_name = true;
         if (const auto* s = node->as_string()) {
-          if (s->get().empty()) issue(path, "must not be empty");
+          if (s->get().empty())
+            issue(path, "must not be empty");
+          else if (const std::string problem = name_problem(s->get()); !problem.empty())
+            issue(path, problem + ", got " + toml_string(s->get()));
           spec_.name = s->get();
         } else {
           issue(path, "must be a string, got " + type_name(*node));
@@ -857,9 +883,17 @@ class Parser {
 /// A plain [axes] dimension (one parameter, named after it), as opposed to a [[zip]] table.
 }  // namespace
 
-SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
-                      const std::vector<std::string>& overrides) {
+namespace {
+
+SweepSpec parse_document(std::string_view toml_text, std::string_view source_name,
+                         const std::vector<std::string>& overrides) {
   const std::vector<Override> parsed = parse_overrides(overrides);
+  if (const auto pos = too_deep(toml_text))
+    throw ConfigError(
+        {{"", "TOML nesting too deep in " + printable(source_name) + " at line " + std::to_string(pos->line) +
+                  ", column " + std::to_string(pos->column) + ": more than " + std::to_string(max_nesting) +
+                  " levels of tables, dotted key parts, arrays and inline tables (a sweep file "
+                  "needs about 5)"}});
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -877,6 +911,21 @@ SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
   } catch (const ConfigError& e) {
     auto issues = e.issues();
     mark_overridden(issues, parsed);
+    throw ConfigError(std::move(issues));
+  }
+}
+
+}  // namespace
+
+SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
+                      const std::vector<std::string>& overrides) {
+  try {
+    return parse_document(toml_text, source_name, overrides);
+  } catch (const ConfigError& e) {
+    // Keys and values of the file in messages: a NUL would cut the message where it is printed, a
+    // line break or an escape sequence would forge or hide lines.
+    std::vector<ConfigIssue> issues;
+    for (const auto& issue : e.issues()) issues.push_back({printable(issue.key), printable(issue.problem)});
     throw ConfigError(std::move(issues));
   }
 }

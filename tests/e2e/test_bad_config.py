@@ -166,6 +166,34 @@ CASES = [
     ("exact gradients of a non-linear stack", output('gradients = "last"\ngrad_method = "exact"'),
      [("output.grad_method", '"exact" needs a linear stack'), ("output.grad_method", "at 2 of 2 grid points")],
      None),
+    ("name with a slash", lambda s: s.replace('name = "bad"', 'name = "../escaped"'),
+     [("sweep.name", "must be a plain file name (the default store is <name>.h5): no '/', got \"../escaped\"")],
+     None),
+    ("name '..'", lambda s: s.replace('name = "bad"', 'name = ".."'),
+     [("sweep.name", "must be a plain file name (the default store is <name>.h5): not '.' or '..', got \"..\"")],
+     None),
+    ("name with a leading '-'", lambda s: s.replace('name = "bad"', 'name = "-o"'),
+     [("sweep.name", "no leading '-' (it would read as an option), got \"-o\"")], None),
+    ("name with a NUL", lambda s: s.replace('name = "bad"', 'name = "a\\u0000b"'),
+     [("sweep.name", 'no control characters (NUL, tab, line breaks, ...), got "a\\u0000b"')], None),
+    ("name too long", lambda s: s.replace('name = "bad"', f'name = "{"n" * 201}"'),
+     [("sweep.name", "must be at most 200 bytes long, got 201")], None),
+    ("keys and values with a NUL, shown escaped, nothing cut",
+     model('"lam\\u0000bda" = 1\nmixer = "soft\\u0000max"\n"x\\u001b[31m" = 2'),
+     [("model.lam\\x00bda", "unknown parameter 'lam\\x00bda', did you mean 'lambda'?"),
+      ("model.mixer", 'got "soft\\u0000max"'),
+      ("model.x\\x1B[31m", "unknown parameter 'x\\x1B[31m'")], None),
+    ("input path with a NUL", model('input = "file"\ninput_path = "emb.h5\\u0000.txt"'),
+     [("model.input_path", 'must not hold a NUL character, got "emb.h5\\u0000.txt"')], input_files),
+    ("table header of 50000 dotted parts", lambda s: s + "[" + ".".join(["a"] * 50000) + "]\nx = 1\n",
+     [("", "TOML nesting too deep in bad.toml at line 14, column 129: more than 64 levels of tables, dotted key "
+           "parts, arrays and inline tables (a sweep file needs about 5)")], None),
+    ("dotted key of 50000 parts", model(".".join(["a"] * 50000) + " = 1"),
+     [("", "TOML nesting too deep in bad.toml at line 10, column 126: more than 64 levels")], None),
+    ("arrays nested 30000 deep", model("x = " + "[" * 30000 + "]" * 30000),
+     [("", "TOML nesting too deep in bad.toml at line 10, column 67: more than 64 levels")], None),
+    ("inline tables nested 30000 deep", model("x = " + "{a = " * 30000 + "1" + "}" * 30000),
+     [("", "TOML nesting too deep in bad.toml at line 10, column ")], None),
     ("several problems at once",
      lambda s: (s.replace("T = 8", 'T = "x"').replace("replicates = 2", "replicates = 0")
                 .replace("lambda = [0.0, 1.0]", 'lambda = [0.0, inf]\nnorm = ["rms", "l2"]')
@@ -281,3 +309,44 @@ def test_sweep_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, comm
         assert f"error: sweep: cannot read sweep file {phrase}" in proc.stderr, (name, proc.stderr)
         assert proc.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no other file
+
+
+def test_name_never_becomes_a_path_outside_the_folder(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("../escaped", "/tmp/escaped", "..", "-escaped"):
+        (work / "bad.toml").write_text(GOOD.replace('name = "bad"', f'name = "{name}"'))
+        for args in (["run", "bad.toml"], ["plan", "bad.toml", "--emit", "slurm"]):
+            proc = rcsweep(*args, cwd=work, timeout=30)
+            assert proc.returncode == 2, (name, proc.stderr)
+            assert "sweep.name: must be a plain file name (the default store is <name>.h5)" in proc.stderr
+            assert proc.stdout == ""
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+        assert sorted(p.name for p in work.iterdir()) == ["bad.toml"]
+
+
+# Overrides nested too deep (docs/CONFIG.md "Limits"): the list reader and toml++ recursed once per
+# level and overflowed the stack. Refused with the override's key, its text cut short, at once.
+DEEP_OVERRIDES = [
+    ("lists 30000 deep", "axes.lambda=" + "[" * 30000 + "]" * 30000,
+     "axes.lambda: command-line override 'axes.lambda=[[[[", "... (60012 characters)': the value nests deeper "
+     "than 64 levels (with the key's parts) at character 63: arrays, inline tables and dotted keys"),
+    ("bare-word lists 30000 deep", "axes.gap_fix=" + "[" * 30000 + "none" + "]" * 30000,
+     "axes.gap_fix: command-line override 'axes.gap_fix=[[[[", "the value nests deeper than 64 levels"),
+    ("inline table of a 3000-part key", "model.x={" + ".".join(["a"] * 3000) + "=1}",
+     "model.x: command-line override 'model.x={a.a.a", "the value nests deeper than 64 levels"),
+    ("key of 30000 parts", ".".join(["a"] * 30000) + "=1",
+     "command-line override 'a.a.a.a", "... (60001 characters)': the key has more than 64 parts (tables and indices)"),
+]
+
+
+@pytest.mark.parametrize("name,override,start,phrase", DEEP_OVERRIDES, ids=[c[0] for c in DEEP_OVERRIDES])
+def test_override_nested_too_deep_is_refused_at_once(tmp_path, name, override, start, phrase):
+    (tmp_path / "good.toml").write_text(GOOD)
+    for args in (["run", "good.toml", override], ["plan", "good.toml", override]):
+        proc = rcsweep(*args, cwd=tmp_path, timeout=10)
+        assert proc.returncode == 2, proc.stderr[:2000]
+        lines = message_lines(proc.stderr)
+        hits = [line for line in lines if line.startswith(start) and phrase in line]
+        assert len(hits) == 1 and len(hits[0]) < 400, proc.stderr[:2000]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.toml"]
