@@ -28,7 +28,14 @@
 namespace rcsweep::config {
 namespace {
 
-constexpr std::size_t max_grid = 10'000'000;   // points, and points x replicates (tasks)
+constexpr std::size_t max_grid = 10'000'000;  // points, and points x replicates (tasks)
+// What a store holds (docs/CONFIG.md "Limits"): rows of each per-layer metric (tasks x layers; 13
+// float64 datasets of this many rows: 28 GiB), and values of each spectrum and gradient dataset
+// (32 GiB each). `plan` walks every task's layers, so the rows also bound its time.
+constexpr std::uint64_t max_layer_rows = std::uint64_t{1} << 28;
+constexpr std::uint64_t max_stored_values = std::uint64_t{1} << 32;
+// Spectra of one kind stored (tasks x stored layers): `plan` prices each one.
+constexpr std::uint64_t max_stored_spectra = std::uint64_t{1} << 26;
 constexpr std::size_t max_grid_problems = 10;  // distinct check_model() problems listed
 
 using Issues = std::vector<ConfigIssue>;
@@ -169,8 +176,9 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
       if (!i) return fail("must be an integer, got " + describe(node));
       const std::int64_t v = i->get();
       if (v < info.min_int) return fail("must be >= " + std::to_string(info.min_int) + ", got " + std::to_string(v));
-      if (v > std::numeric_limits<int>::max())
-        return fail("must be <= " + std::to_string(std::numeric_limits<int>::max()) + ", got " + std::to_string(v));
+      if (v > info.max_int)
+        return fail("must be <= " + std::to_string(info.max_int) + ", got " + std::to_string(v) +
+                    " (docs/CONFIG.md \"Limits\")");
       return ParamValue{v};
     }
     case ParamKind::real:
@@ -767,10 +775,59 @@ class Parser {
       return;
     }
     const auto reps = static_cast<std::size_t>(spec_.replicates);
-    if (points > max_grid / reps)
+    if (points > max_grid / reps) {
       issue("sweep.replicates", std::to_string(points) + " points x " + std::to_string(reps) +
                                     " replicates is more than " + std::to_string(max_grid) +
                                     " tasks; split the sweep into several files");
+      return;
+    }
+    const std::uint64_t tasks = points * reps, layers = static_cast<std::uint64_t>(spec_.max_depth()) + 1;
+    if (tasks * layers > max_layer_rows)
+      issue(location("depth"), std::to_string(tasks) + " tasks x " + std::to_string(layers) + " layers (0.." +
+                                   std::to_string(layers - 1) + ") is " + std::to_string(tasks * layers) +
+                                   " rows of per-layer metrics, more than the " + std::to_string(max_layer_rows) +
+                                   " a store holds (docs/CONFIG.md \"Limits\"); fewer layers or tasks, or split "
+                                   "the sweep into several files");
+  }
+
+  /// The stored spectra and gradient norms against max_stored_values, from the sums over the grid
+  /// points of min(T, d) (a spectrum of X) and T (a mixer spectrum).
+  void check_stored(std::uint64_t sum_min_Td, std::uint64_t sum_T) {
+    const auto reps = static_cast<std::uint64_t>(spec_.replicates);
+    const auto L = static_cast<std::uint64_t>(spec_.max_depth());
+    const std::uint64_t tasks = spec_.n_points() * reps;
+    const auto layers = [&](Spectra s, std::uint64_t first) -> std::uint64_t {
+      if (s == Spectra::none || L < first) return 0;
+      return s == Spectra::last ? 1 : L + 1 - first;
+    };
+    const std::string advice = " (docs/CONFIG.md \"Limits\"); store fewer layers (\"last\"), or split the sweep into "
+                               "several files";
+    const auto check = [&](const char* key, std::uint64_t values, const std::string& what) {
+      if (values > max_stored_values)
+        issue(key, what + " is " + std::to_string(values) + " values, more than the " +
+                       std::to_string(max_stored_values) + " a store holds in one dataset" + advice);
+    };
+    const auto check_spectra = [&](const char* key, std::uint64_t stored, std::uint64_t values, const std::string& what,
+                                   const char* length) {
+      if (stored > max_stored_spectra)
+        issue(key, what + ": " + std::to_string(tasks) + " tasks x " +
+                       std::to_string(stored / std::max<std::uint64_t>(tasks, 1)) + " layers is " +
+                       std::to_string(stored) + " spectra, more than the " + std::to_string(max_stored_spectra) +
+                       " a sweep may store" + advice);
+      else
+        check(key, values,
+              what + ": " + std::to_string(tasks) + " tasks x " +
+                  std::to_string(stored / std::max<std::uint64_t>(tasks, 1)) + " layers x " + length);
+    };
+    const auto& out = spec_.output;
+    check_spectra("output.spectra", tasks * layers(out.spectra, 0), reps * sum_min_Td * layers(out.spectra, 0),
+                  "singular values of X", "min(T, d)");
+    check_spectra("output.mixer_spectra", tasks * layers(out.mixer_spectra, 1),
+                  reps * sum_T * layers(out.mixer_spectra, 1), "mixer spectra", "T");
+    if (out.gradients != Spectra::none)
+      check("output.gradients", tasks * L * (out.gradients == Spectra::all ? L : 1),
+            "gradient norms: " + std::to_string(tasks) + " tasks x " + std::to_string(L) + " layers" +
+                (out.gradients == Spectra::all ? " x " + std::to_string(L) + " output depths" : std::string()));
   }
 
   /// The key path where a parameter was given (its default counts as [model]).
@@ -824,6 +881,8 @@ class Parser {
     std::vector<std::vector<std::size_t>> column_param(spec_.dims.size());
     for (std::size_t k = 0; k < spec_.dims.size(); ++k)
       for (const auto& name : spec_.dims[k].params) column_param[k].push_back(*param_index(name));
+    const std::size_t T_at = *param_index("T"), d_at = *param_index("d");
+    std::uint64_t sum_min_Td = 0, sum_T = 0;  // over the points: the lengths of their stored spectra
 
     for (std::size_t p = 0; p < n && !truncated; ++p) {
       if (p > 0) {
@@ -834,6 +893,9 @@ class Parser {
           if (index[k] != 0) break;
         }
       }
+      const auto T = static_cast<std::uint64_t>(std::get<std::int64_t>(values[T_at]));
+      sum_min_Td += std::min(T, static_cast<std::uint64_t>(std::get<std::int64_t>(values[d_at])));
+      sum_T += T;
       const ModelParams model = spec_.model(values);
       auto model_problems = check_model(model);
       if (spec_.output.gradients != Spectra::none && spec_.output.grad_method == GradMethod::exact &&
@@ -868,6 +930,8 @@ class Parser {
     if (truncated)
       issue("", "more grid points fail the model checks; only the first " + std::to_string(max_grid_problems) +
                     " distinct problems are listed");
+    else
+      check_stored(sum_min_Td, sum_T);
   }
 
   const toml::table& root_;

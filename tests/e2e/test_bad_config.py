@@ -77,7 +77,33 @@ CASES = [
      [("sweep.replicates", "must be an integer >= 1, got 0")], None),
     ("negative width", lambda s: s.replace("d = 16", "d = -4"), [("model.d", "must be >= 1, got -4")], None),
     ("width above int32", lambda s: s.replace("d = 16", "d = 4294967296"),
-     [("model.d", "must be <= 2147483647, got 4294967296")], None),
+     [("model.d", 'must be <= 32768, got 4294967296 (docs/CONFIG.md "Limits")')], None),
+    ("depth of 2^31 - 1 layers", lambda s: s.replace("depth = 3", "depth = 2147483647"),
+     [("model.depth", 'must be <= 100000, got 2147483647 (docs/CONFIG.md "Limits")')], None),
+    ("counts above their bounds", model("heads = 257\nmlp_ratio = 65\nstate_dim = 32769\nd_qk = 32769"),
+     [("model.heads", "must be <= 256, got 257"), ("model.mlp_ratio", "must be <= 64, got 65"),
+      ("model.state_dim", "must be <= 32768, got 32769"), ("model.d_qk", "must be <= 32768, got 32769")], None),
+    ("a swept depth above the bound", lambda s: s.replace("depth = 3\n", "").replace("[axes]", "[axes]\ndepth = [3, 100001]"),
+     [("axes.depth[1]", "must be <= 100000, got 100001")], None),
+    ("more per-layer rows than a store holds",
+     lambda s: s.replace("depth = 3", "depth = 100000").replace("replicates = 2", "replicates = 1343"),
+     [("model.depth", "2686 tasks x 100001 layers (0..100000) is 268602686 rows of per-layer metrics, more than "
+                      'the 268435456 a store holds (docs/CONFIG.md "Limits")')], None),
+    ("more spectra than a sweep may store",
+     lambda s: (s.replace("depth = 3", "depth = 100000").replace("replicates = 2", "replicates = 336")
+                .replace('spectra = "none"', 'spectra = "all"')),
+     [("output.spectra", "singular values of X: 672 tasks x 100001 layers is 67200672 spectra, more than the "
+                         "67108864 a sweep may store")], None),
+    ("more spectrum values than a store holds",
+     lambda s: (s.replace("depth = 3", "depth = 40000").replace("T = 8", "T = 32768").replace("d = 16", "d = 32768")
+                .replace('spectra = "none"', 'spectra = "all"\nmixer_spectra = "all"')),
+     [("output.spectra", "singular values of X: 4 tasks x 40001 layers x min(T, d) is 5243011072 values, more "
+                         "than the 4294967296 a store holds in one dataset"),
+      ("output.mixer_spectra", "mixer spectra: 4 tasks x 40000 layers x T is 5242880000 values")], None),
+    ("more gradient norms than a store holds",
+     lambda s: s.replace("depth = 3", "depth = 40000") + 'gradients = "all"\n',
+     [("output.gradients", "gradient norms: 4 tasks x 40000 layers x 40000 output depths is 6400000000 values, "
+                           "more than the 4294967296 a store holds in one dataset")], None),
     ("sigma_A zero", model("sigma_A = 0.0"), [("model.sigma_A", "must be > 0, got 0.0")], None),
     ("collapse rate outside (0, 1)", model("collapse_rate = 1.5"),
      [("model.collapse_rate", "must be in (0, 1), got 1.5")], None),
@@ -350,3 +376,15 @@ def test_override_nested_too_deep_is_refused_at_once(tmp_path, name, override, s
         hits = [line for line in lines if line.startswith(start) and phrase in line]
         assert len(hits) == 1 and len(hits[0]) < 400, proc.stderr[:2000]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.toml"]
+
+
+def test_plan_at_the_bounds_returns_in_seconds(tmp_path):
+    """The largest accepted depth with the most tasks the store's rows allow, every output stored at
+    the last layer: `plan` walks every task's layers and must still answer at once."""
+    text = (GOOD.replace("depth = 3", "depth = 100000").replace("replicates = 2", "replicates = 1342")
+            .replace('spectra = "none"', 'spectra = "last"\nmixer_spectra = "last"\ngradients = "last"'))
+    (tmp_path / "edge.toml").write_text(text)
+    proc = rcsweep("plan", "edge.toml", "--mem-per-node", "1T", cwd=tmp_path, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 x 1342 replicates = 2684 tasks" in proc.stdout and "layers        0..100000 per task" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edge.toml"]

@@ -202,5 +202,57 @@ TEST(Nesting, OverrideKeyOfTooManyPartsIsRefused) {
             std::string::npos);
 }
 
+/// `good` with `from` replaced by `to`.
+std::string with(const std::string& from, const std::string& to, std::string text = good) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+TEST(Bounds, EveryCountHasAStatedMaximum) {
+  test::expect_only(with("depth = 2", "depth = 2147483647"), "model.depth",
+                    {"must be <= 100000, got 2147483647 (docs/CONFIG.md \"Limits\")"});
+  test::expect_only(with("T = 4", "T = 32769"), "model.T", {"must be <= 32768, got 32769"});
+  test::expect_only(with("d = 8", "d = 32769"), "model.d", {"must be <= 32768, got 32769"});
+  test::expect_only(with("depth = 2", "depth = 2\nheads = 257"), "model.heads", {"must be <= 256, got 257"});
+  test::expect_only(with("depth = 2", "depth = 2\nmlp_ratio = 65"), "model.mlp_ratio", {"must be <= 64, got 65"});
+  test::expect_only(with("depth = 2", "depth = 2\nstate_dim = 32769"), "model.state_dim", {"must be <= 32768"});
+  test::expect_only(with("depth = 2", "depth = 2\nd_qk = 32769"), "model.d_qk", {"must be <= 32768"});
+  // at the bounds: accepted
+  const SweepSpec edge = parse_sweep(
+      with("T = 4\nd = 8\ndepth = 2", "T = 32768\nd = 32768\ndepth = 100000\nheads = 256"));
+  EXPECT_EQ(edge.max_depth(), 100000);
+}
+
+TEST(Bounds, StoredRowsSpectraAndGradientsAreBounded) {
+  const std::string deep = with("depth = 2", "depth = 100000");
+  // 2684 tasks x 100001 layers fit the 2^28 rows of a per-layer metric; 2685 do not
+  EXPECT_NO_THROW(parse_sweep(with("name = \"ok\"", "name = \"ok\"\nreplicates = 2684", deep)));
+  test::expect_only(with("name = \"ok\"", "name = \"ok\"\nreplicates = 2685", deep), "model.depth",
+                    {"2685 tasks x 100001 layers (0..100000) is 268502685 rows of per-layer metrics, more than the "
+                     "268435456 a store holds"});
+  test::expect_only(with("name = \"ok\"", "name = \"ok\"\nreplicates = 672", deep) + "[output]\nspectra = \"all\"\n",
+                    "output.spectra", {"672 tasks x 100001 layers is 67200672 spectra, more than the 67108864"});
+  test::expect_only(
+      with("name = \"ok\"", "name = \"ok\"\nreplicates = 672", deep) + "[output]\nmixer_spectra = \"all\"\n",
+      "output.mixer_spectra", {"672 tasks x 100000 layers is 67200000 spectra"});
+  EXPECT_NO_THROW(parse_sweep(with("name = \"ok\"", "name = \"ok\"\nreplicates = 671", deep) +
+                              "[output]\nspectra = \"all\"\nmixer_spectra = \"all\"\n"));
+}
+
+TEST(Bounds, SpectrumValuesAndGradientNormsAreBounded) {
+  const std::string wide = with("T = 4\nd = 8\ndepth = 2", "T = 32768\nd = 32768\ndepth = 40000") +
+                           "[axes]\nlambda = [0, 1, 2, 3]\n";
+  test::expect_only(wide + "[output]\nspectra = \"all\"\n", "output.spectra",
+                    {"4 tasks x 40001 layers x min(T, d) is 5243011072 values, more than the 4294967296 a store "
+                     "holds in one dataset"});
+  EXPECT_NO_THROW(parse_sweep(with("T = 4\nd = 8\ndepth = 2", "T = 32768\nd = 32768\ndepth = 40000") +
+                              "[output]\nspectra = \"all\"\n"));  // 1 task: 1310752768 values
+  // 65536 x 65536 norms are 2^32: the most a dataset may hold
+  EXPECT_NO_THROW(parse_sweep(with("depth = 2", "depth = 65536") + "[output]\ngradients = \"all\"\n"));
+  test::expect_only(with("depth = 2", "depth = 65537") + "[output]\ngradients = \"all\"\n", "output.gradients",
+                    {"gradient norms: 1 tasks x 65537 layers x 65537 output depths is 4295098369 values, more than "
+                     "the 4294967296 a store holds in one dataset"});
+}
+
 }  // namespace
 }  // namespace rcsweep::config
