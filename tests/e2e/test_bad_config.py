@@ -388,3 +388,20 @@ def test_plan_at_the_bounds_returns_in_seconds(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "2 x 1342 replicates = 2684 tasks" in proc.stdout and "layers        0..100000 per task" in proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["edge.toml"]
+
+
+def test_store_path_that_cannot_be_looked_at_is_refused(tmp_path):
+    """-o through a symbolic link loop or with a too-long name: exit 2 on --output (it was a
+    filesystem_error, exit 1), before any work."""
+    (tmp_path / "good.toml").write_text(GOOD)
+    (tmp_path / "loop_a.h5").symlink_to(tmp_path / "loop_b.h5")
+    (tmp_path / "loop_b.h5").symlink_to(tmp_path / "loop_a.h5")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    long_name = "s" * 300 + ".h5"
+    for store, problem in [("loop_a.h5", "Too many levels of symbolic links"), (long_name, "File name too long")]:
+        for command in ("run", "plan"):
+            proc = rcsweep(command, "good.toml", "-o", store, cwd=tmp_path, timeout=30)
+            assert proc.returncode == 2, (store, proc.stderr)
+            assert f"error: --output: {store}: {problem}" in proc.stderr, proc.stderr
+            assert "layout" not in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
