@@ -223,10 +223,14 @@ std::string_view nearest(std::string_view name, const std::vector<std::string_vi
     for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
   };
+  std::size_t longest = 0;
+  for (const auto c : candidates) longest = std::max(longest, c.size());
+  if (name.size() > longest + 2) return {};  // more than 2 edits from every candidate
   const std::string lname = lower(name);
   std::size_t best = 3;
   std::string_view best_name;
   for (const auto c : candidates) {
+    if (c.size() + 2 < name.size() || name.size() + 2 < c.size()) continue;  // more than 2 edits
     const std::string lc = lower(c);
     const std::size_t dist = edit_distance(lname, lc);
     const bool plausible = dist == 0 || dist < std::min(lname.size(), lc.size());

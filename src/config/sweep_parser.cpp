@@ -28,7 +28,9 @@
 namespace rcsweep::config {
 namespace {
 
-constexpr std::size_t max_grid = 10'000'000;  // points, and points x replicates (tasks)
+// Points, and points x replicates (tasks): `plan` holds and prices every task (about 2 to 5 s and
+// 0.5 to 1.5 GB for a million).
+constexpr std::size_t max_grid = 1'000'000;
 // What a store holds (docs/CONFIG.md "Limits"): rows of each per-layer metric (tasks x layers; 13
 // float64 datasets of this many rows: 28 GiB), and values of each spectrum and gradient dataset
 // (32 GiB each). `plan` walks every task's layers, so the rows also bound its time.
@@ -988,8 +990,13 @@ SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
   } catch (const ConfigError& e) {
     // Keys and values of the file in messages: a NUL would cut the message where it is printed, a
     // line break or an escape sequence would forge or hide lines.
+    // A key or message made huge by the file (a key of megabytes) is cut.
+    const auto cut = [](const std::string& text, std::size_t most) {
+      if (text.size() <= most) return printable(text);
+      return printable(std::string_view(text).substr(0, most)) + "... (" + std::to_string(text.size()) + " bytes)";
+    };
     std::vector<ConfigIssue> issues;
-    for (const auto& issue : e.issues()) issues.push_back({printable(issue.key), printable(issue.problem)});
+    for (const auto& issue : e.issues()) issues.push_back({cut(issue.key, 200), cut(issue.problem, 2000)});
     throw ConfigError(std::move(issues));
   }
 }

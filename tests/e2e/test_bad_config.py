@@ -154,8 +154,10 @@ CASES = [
          "[sweep.replicates]\nmin = 2\nmax = 4\nstep = 2\n"
          'targets = [{ metric = "mu", layer = 7, abs_se = 0.1 }]\n'),
      [("sweep.replicates.targets[0].layer", "is 7, beyond the sweep's depth 3")], None),
-    ("too many tasks", lambda s: s.replace("replicates = 2", "replicates = 6000000"),
-     [("sweep.replicates", "2 points x 6000000 replicates is more than 10000000 tasks")], None),
+    ("too many tasks", lambda s: s.replace("replicates = 2", "replicates = 600000"),
+     [("sweep.replicates", "2 points x 600000 replicates is more than 1000000 tasks")], None),
+    ("more replicates than tasks", lambda s: s.replace("replicates = 2", "replicates = 1000001"),
+     [("sweep.replicates", "must be <= 1000000, got 1000001")], None),
     ("matrix input of the wrong shape", small(2, 3, 'input = "matrix"\ninput_matrix = [[1.0, 0.0], [0.0, 1.0]]'),
      [("model.input_matrix", "is 2 x 2 (rows x columns) but must be T x d = 2 x 3")], None),
     ("ragged matrix", small(2, 3, 'input = "matrix"\ninput_matrix = [[1.0, 0.0, 1.0], [0.0, 1.0]]'),
@@ -211,6 +213,8 @@ CASES = [
       ("model.x\\x1B[31m", "unknown parameter 'x\\x1B[31m'")], None),
     ("input path with a NUL", model('input = "file"\ninput_path = "emb.h5\\u0000.txt"'),
      [("model.input_path", 'must not hold a NUL character, got "emb.h5\\u0000.txt"')], input_files),
+    ("key of a megabyte, cut in the message", model("k" * 1000000 + " = 1"),
+     [(("model." + "k" * 1000000)[:200] + "... (1000006 bytes)", "unknown parameter 'kkkk")], None),
     ("table header of 50000 dotted parts", lambda s: s + "[" + ".".join(["a"] * 50000) + "]\nx = 1\n",
      [("", "TOML nesting too deep in bad.toml at line 14, column 129: more than 64 levels of tables, dotted key "
            "parts, arrays and inline tables (a sweep file needs about 5)")], None),

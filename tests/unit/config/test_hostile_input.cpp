@@ -146,6 +146,16 @@ TEST(Nesting, DeepDottedKeysArraysAndInlineTablesAreRefused) {
   EXPECT_EQ(pos->column, 4u + 64u);  // y, then the 64th array
 }
 
+TEST(HugeKeys, AreCutInMessagesAndNotCompared) {
+  // a 15 MB key took minutes and gigabytes in the "did you mean" edit distance, and was printed twice
+  const auto issue = only_issue(good + std::string(15'000'000, 'k') + " = 1\n");
+  EXPECT_EQ(issue.key, "model." + std::string(194, 'k') + "... (15000006 bytes)");
+  EXPECT_LE(issue.problem.size(), 2100u);
+  EXPECT_EQ(issue.problem.rfind("unknown parameter 'kkk", 0), 0u) << issue.problem.substr(0, 100);
+  EXPECT_EQ(nearest(std::string(1000, 'T'), {"T", "d"}), "");
+  EXPECT_EQ(nearest("lamdba", {"lambda", "d"}), "lambda");
+}
+
 TEST(Nesting, BoundIsSixtyFourLevels) {
   EXPECT_FALSE(too_deep("[" + repeat("a", 64, ".") + "]\n").has_value());
   EXPECT_TRUE(too_deep("[" + repeat("a", 65, ".") + "]\n").has_value());
