@@ -39,6 +39,7 @@ constexpr std::uint64_t max_stored_values = std::uint64_t{1} << 32;
 // Spectra of one kind stored (tasks x stored layers): `plan` prices each one.
 constexpr std::uint64_t max_stored_spectra = std::uint64_t{1} << 26;
 constexpr std::size_t max_grid_problems = 10;  // distinct check_model() problems listed
+constexpr std::size_t max_issues = 100;        // problems listed (a file of a million bad keys: the first 100)
 
 using Issues = std::vector<ConfigIssue>;
 
@@ -278,15 +279,29 @@ class Parser {
                                                ", beyond the sweep's depth " + std::to_string(spec_.max_depth()));
     if (issues_.empty()) check_size();
     if (issues_.empty()) check_grid();
+    if (dropped_ > 0)
+      issues_.push_back({"", "and " + std::to_string(dropped_) + " more problems: only the first " +
+                                 std::to_string(max_issues) + " are listed"});
     if (!issues_.empty()) throw ConfigError(std::move(issues_));
     return std::move(spec_);
   }
 
  private:
-  void issue(std::string key, std::string problem) { issues_.push_back({std::move(key), std::move(problem)}); }
+  /// Records a problem; past max_issues only counts it.
+  void issue(std::string key, std::string problem) {
+    if (full())
+      ++dropped_;
+    else
+      issues_.push_back({std::move(key), std::move(problem)});
+  }
+  bool full() const { return issues_.size() >= max_issues; }
 
   /// An unknown parameter name; a misspelt required parameter is then not also reported missing.
   void unknown_param(const std::string& path, const std::string& name) {
+    if (full()) {  // not even a suggestion to compute
+      issue(path, "");
+      return;
+    }
     const auto best = nearest(name, model_key_names());
     if (!best.empty()) misplaced_.insert(std::string(best));
     issue(path, "unknown parameter '" + name + "'" + suggestion(name, model_key_names()));
@@ -939,6 +954,7 @@ class Parser {
   const toml::table& root_;
   SweepSpec spec_;
   Issues issues_;
+  std::size_t dropped_ = 0;                      // problems past max_issues, counted only
   std::map<std::string, std::string> given_at_;  // parameter -> "model", "axes" or "zip[k]"
   std::vector<Dim> zip_dims_;                    // [[zip]] dimensions, appended after the axes
   std::vector<std::string> target_paths_;        // key path of each adaptive replicate target

@@ -409,3 +409,17 @@ def test_store_path_that_cannot_be_looked_at_is_refused(tmp_path):
             assert f"error: --output: {store}: {problem}" in proc.stderr, proc.stderr
             assert "layout" not in proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_file_of_many_problems_lists_the_first_hundred_at_once(tmp_path):
+    """200 000 unknown keys (2 MB): the first 100 problems and a count of the rest, in seconds."""
+    keys = "".join(f"k{i} = 1\n" for i in range(200000))
+    (tmp_path / "bad.toml").write_text(GOOD.replace("depth = 3", "depth = 3\n" + keys))
+    for command in ("run", "plan"):
+        proc = rcsweep(command, "bad.toml", cwd=tmp_path, timeout=20)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        lines = [line for line in message_lines(proc.stderr) if not line.startswith("invalid sweep file")]
+        assert len(lines) == 101, len(lines)
+        assert lines[0] == "model.k0: unknown parameter 'k0'" and lines[99].startswith("model.k99: ")
+        assert lines[100] == "and 199900 more problems: only the first 100 are listed"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]

@@ -156,6 +156,17 @@ TEST(HugeKeys, AreCutInMessagesAndNotCompared) {
   EXPECT_EQ(nearest("lamdba", {"lambda", "d"}), "lambda");
 }
 
+TEST(HugeKeys, AtMostAHundredProblemsAreListed) {
+  std::string text = good;
+  for (int i = 0; i < 1000; ++i) text += "k" + std::to_string(i) + " = 1\n";
+  const auto issues = test::issues_of(text);
+  ASSERT_EQ(issues.size(), 101u);
+  EXPECT_EQ(issues[0].key, "model.k0");
+  EXPECT_EQ(issues[99].key, "model.k99");
+  EXPECT_EQ(issues[100].key, "");
+  EXPECT_EQ(issues[100].problem, "and 900 more problems: only the first 100 are listed");
+}
+
 TEST(Nesting, BoundIsSixtyFourLevels) {
   EXPECT_FALSE(too_deep("[" + repeat("a", 64, ".") + "]\n").has_value());
   EXPECT_TRUE(too_deep("[" + repeat("a", 65, ".") + "]\n").has_value());
