@@ -168,6 +168,9 @@ TEST(HugeKeys, AtMostAHundredProblemsAreListed) {
 }
 
 TEST(Nesting, BoundIsSixtyFourLevels) {
+  // under [a.b.c] (3 levels), x = [[1]] reaches 6: the key, then one per array
+  EXPECT_FALSE(too_deep("[a.b.c]\nx = [[1]]\n", max_nesting - 6).has_value());
+  EXPECT_TRUE(too_deep("[a.b.c]\nx = [[1]]\n", max_nesting - 5).has_value());
   EXPECT_FALSE(too_deep("[" + repeat("a", 64, ".") + "]\n").has_value());
   EXPECT_TRUE(too_deep("[" + repeat("a", 65, ".") + "]\n").has_value());
   EXPECT_FALSE(too_deep("x = " + repeat("[", 63) + repeat("]", 63)).has_value());  // x, then 63 arrays
