@@ -189,6 +189,15 @@ config::SweepSpec load_spec(const std::filesystem::path& sweep_file, const std::
   return spec;
 }
 
+/// A store path that cannot even be looked at (a symbolic link loop, a name too long, a part that
+/// is not a directory) is refused on --output (exit 2) before any work; a missing file is a new store.
+void check_store_path(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec && st.type() != std::filesystem::file_type::not_found)
+    throw ConfigError({{"--output", config::printable(path.string()) + ": " + ec.message()}});
+}
+
 }  // namespace
 
 double parse_bytes(const std::string& text, const std::string& what) {
@@ -292,6 +301,7 @@ int run_command(const RunArgs& args) {
     sweep::RunOptions opt = args.options;
     opt.silence_s = silence_s();
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
+    check_store_path(opt.output);
     // Bundle time estimates for the time limit at this machine's measured rates, when stored.
     if (rank == 0) opt.calibration = load_calibration(calibration_path());
     // A store to resume is first read in a child process (rank 0): a file that crashes HDF5 is
@@ -597,6 +607,7 @@ int export_command(const std::vector<std::string>& args) {
 
 int plan_command(const PlanArgs& args) {
   const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+  if (!args.output.empty()) check_store_path(args.output);
   const auto& spec = plan.spec;
   std::size_t shard_tasks = 0;
   for (const auto& b : plan.bundles) shard_tasks += b.tasks.size();

@@ -12,6 +12,7 @@
 #include "cli/commands.hpp"
 #include "cli/launch.hpp"
 #include "config/params.hpp"
+#include "config/sweep_spec.hpp"
 #include "linalg/linalg.hpp"
 #include "store/dump.hpp"
 #include "sweep/stop.hpp"
@@ -33,6 +34,14 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
   });
+
+  // The sweep file of run and plan: an existing regular file of at most 16 MiB (config::sweep_file_problem).
+  const CLI::Validator sweep_file_check(
+      [](std::string& path) {
+        const std::string problem = config::sweep_file_problem(path);
+        return problem.empty() ? problem : "cannot read sweep file '" + config::printable(path) + "': " + problem;
+      },
+      "FILE");
 
   // Command-line overrides of the sweep file: the positional arguments after it.
   const std::string overrides_help =
@@ -74,7 +83,7 @@ int main(int argc, char** argv) {
       "reruns them), or with --fail-on-diverged some diverged or vanished; 4 stopped early by a signal or\n"
       "the time limit (resumable: run the same command again).\n" +
       footer_for("run"));
-  run_cmd->add_option("sweep", run.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
+  run_cmd->add_option("sweep", run.sweep_file, "sweep file (TOML)")->required()->check(sweep_file_check);
   run_cmd->add_option("overrides", run.overrides, overrides_help);
   auto* ranks_opt = run_cmd
                         ->add_option(
@@ -141,7 +150,7 @@ int main(int argc, char** argv) {
   std::string plan_shard = "0/1";
   auto* plan_cmd = app.add_subcommand("plan",
                                       "Show what a sweep would compute, its cost and memory; computes nothing.");
-  plan_cmd->add_option("sweep", plan.sweep_file, "sweep file (TOML)")->required()->check(CLI::ExistingFile);
+  plan_cmd->add_option("sweep", plan.sweep_file, "sweep file (TOML)")->required()->check(sweep_file_check);
   plan_cmd->add_option("overrides", plan.overrides, overrides_help);
   plan_cmd->footer(footer_for("plan"));
   plan_cmd->add_option("--shard", plan_shard, "plan only shard i/n");

@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include "config/nesting.hpp"
+#include "config/params.hpp"
 #include "config/overrides_toml.hpp"
 
 namespace rcsweep::config {
@@ -28,9 +30,16 @@ bool all_digits(std::string_view s) {
   return true;
 }
 
+/// An override's text for a message: control characters escaped, a long one cut to its start.
+std::string shown(std::string_view text) {
+  constexpr std::size_t max_shown = 160;
+  if (text.size() <= max_shown) return printable(text);
+  return printable(text.substr(0, max_shown)) + "... (" + std::to_string(text.size()) + " characters)";
+}
+
 /// The ConfigError of a malformed override.
 ConfigError malformed(const std::string& key, std::string_view text, const std::string& problem) {
-  return ConfigError({{key, "command-line override '" + std::string(text) + "': " + problem}});
+  return ConfigError({{key, "command-line override '" + shown(text) + "': " + problem}});
 }
 
 std::size_t parse_index(std::string_view digits, std::string_view text) {
@@ -73,6 +82,8 @@ std::vector<PathStep> parse_path(std::string_view key, std::string_view text) {
         i = close + 1;
       }
     }
+    if (path.size() > static_cast<std::size_t>(max_nesting))
+      throw malformed("", text, "the key has more than " + std::to_string(max_nesting) + " parts (tables and indices)");
     if (dot == key.size()) break;
     at = dot + 1;
   }
@@ -110,7 +121,7 @@ class ListReader {
   explicit ListReader(std::string_view s) : s_(s) {}
 
   std::optional<std::string> read() {
-    auto list = read_list();
+    auto list = read_list(1);
     skip_space();
     if (!list || at_ != s_.size()) return std::nullopt;
     return list;
@@ -121,8 +132,9 @@ class ListReader {
     while (at_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[at_]))) ++at_;
   }
 
-  std::optional<std::string> read_list() {
-    if (at_ >= s_.size() || s_[at_] != '[') return std::nullopt;
+  /// The list at at_, `depth` levels deep (more than max_nesting: not read).
+  std::optional<std::string> read_list(int depth) {
+    if (at_ >= s_.size() || s_[at_] != '[' || depth > max_nesting) return std::nullopt;
     ++at_;
     std::string out = "[";
     skip_space();
@@ -131,7 +143,7 @@ class ListReader {
       return out + "]";
     }
     while (true) {
-      auto item = read_item();
+      auto item = read_item(depth);
       if (!item) return std::nullopt;
       out += (out.size() > 1 ? ", " : "") + *item;
       skip_space();
@@ -150,10 +162,10 @@ class ListReader {
     }
   }
 
-  std::optional<std::string> read_item() {
+  std::optional<std::string> read_item(int depth) {
     skip_space();
     if (at_ >= s_.size()) return std::nullopt;
-    if (s_[at_] == '[') return read_list();
+    if (s_[at_] == '[') return read_list(depth + 1);
     if (s_[at_] == '"' || s_[at_] == '\'') {  // a quoted string, as written
       const char quote = s_[at_];
       std::size_t end = at_ + 1;
@@ -179,9 +191,16 @@ class ListReader {
 
 /// VALUE of KEY=VALUE as TOML text: TOML as given, else a bare word (or a list with bare words)
 /// quoted; an empty value is the empty string, as in Hydra.
-std::string value_toml(std::string_view value, const std::string& key, std::string_view text) {
+std::string value_toml(std::string_view value, const std::string& key, std::string_view text, std::size_t depth) {
   value = trim(value);
   if (value.empty()) return "\"\"";
+  // Before any parsing (toml++ and ListReader recurse once per level): the key's parts and the
+  // value's arrays, inline tables and their dotted keys together.
+  if (const auto pos = too_deep("v = " + std::string(value), static_cast<int>(depth) - 1))
+    throw malformed(key, text,
+                    "the value nests deeper than " + std::to_string(max_nesting) +
+                        " levels (with the key's parts) at character " + std::to_string(pos->column - 4) +
+                        ": arrays, inline tables and dotted keys");
   std::string reason;
   if (is_toml_value(value, &reason)) return std::string(value);
   if (value.front() == '[')
@@ -303,7 +322,7 @@ Override parse_override(std::string_view text) {
   o.text = std::string(text);
   o.path = parse_path(trim(text.substr(0, eq)), text);
   o.key = key_text(o.path);
-  o.value = value_toml(text.substr(eq + 1), o.key, text);
+  o.value = value_toml(text.substr(eq + 1), o.key, text, o.path.size());
   return o;
 }
 
@@ -352,7 +371,7 @@ void mark_overridden(std::vector<ConfigIssue>& issues, const std::vector<Overrid
                                 (issue.key[k.size()] == '.' || issue.key[k.size()] == '['));
     });
     if (set != overrides.rend()) {
-      issue.problem += " (set on the command line by '" + set->text + "')";
+      issue.problem += " (set on the command line by '" + shown(set->text) + "')";
       continue;
     }
     // the same parameter in another place (given in both [model] and a [[zip]] table)
@@ -361,7 +380,7 @@ void mark_overridden(std::vector<ConfigIssue>& issues, const std::vector<Overrid
       return param && is_param_key(o.key, *param) && is_param_key(issue.key, *param);
     });
     if (same != overrides.rend())
-      issue.problem += " ('" + same->key + "' is set on the command line by '" + same->text + "')";
+      issue.problem += " ('" + same->key + "' is set on the command line by '" + shown(same->text) + "')";
   }
 }
 

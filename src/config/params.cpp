@@ -72,11 +72,19 @@ const std::vector<ParamInfo>& model_params() {
        "input X_0: orthonormal rows (needs T <= d), unit-norm Gaussian rows, N(0,1/d) entries, the T x d "
        "input_matrix of [model], or a T x d float64 HDF5 dataset (input_path, input_dataset)"},
       {"input_scale", K::real, 1.0, false, 0, true, {}, "factor on X_0 (the input's scale matters without a norm)"},
-      {"T", K::integer, std::int64_t{0}, true, 1, false, {}, "context length: tokens, rows of X"},
-      {"d", K::integer, std::int64_t{0}, true, 1, false, {}, "width: features, columns of X"},
-      {"depth", K::integer, std::int64_t{0}, true, 0, false, {}, "number of layers L (layers 0..L recorded)"},
-      {"heads", K::integer, std::int64_t{1}, false, 1, false, {}, "attention heads H, O = sum_h M_h X W_V,h"},
-      {"d_qk", K::integer, std::int64_t{0}, false, 0, false, {}, "query/key width; 0 means d"},
+      {"T", K::integer, std::int64_t{0}, true, 1, false, {}, "context length: tokens, rows of X", max_width},
+      {"d", K::integer, std::int64_t{0}, true, 1, false, {}, "width: features, columns of X", max_width},
+      {"depth",
+       K::integer,
+       std::int64_t{0},
+       true,
+       0,
+       false,
+       {},
+       "number of layers L (layers 0..L recorded)",
+       max_depth_layers},
+      {"heads", K::integer, std::int64_t{1}, false, 1, false, {}, "attention heads H, O = sum_h M_h X W_V,h", 256},
+      {"d_qk", K::integer, std::int64_t{0}, false, 0, false, {}, "query/key width; 0 means d", max_width},
       {"sigma_qk", K::scale, 1.0, false, 0, true, {}, "std of W_Q, W_K entries (number or \"inv_sqrt_d\")"},
       {"sigma_A", K::real, 1.0, false, 0, true, {}, "Markov attention: std/mean of Z (Mind the Gap Def. 3.1)"},
       {"lambda", K::real, 0.0, false, 0, false, {}, "skip strength: Y = lambda X + skip_scale O (0 = no skip)"},
@@ -105,7 +113,8 @@ const std::vector<ParamInfo>& model_params() {
        0,
        false,
        {},
-       "gap_fix = outliers: number of triplets removed; 0 means r = argmax_i (s_i - s_(i+1))"},
+       "gap_fix = outliers: number of triplets removed; 0 means r = argmax_i (s_i - s_(i+1))",
+       max_width - 1},
       {"value_init",
        K::choice,
        std::string("gaussian"),
@@ -147,8 +156,16 @@ const std::vector<ParamInfo>& model_params() {
        false,
        {"lambda"},
        "skip strength of the MLP sub-block; \"lambda\" (default) means the same as lambda"},
-      {"mlp_ratio", K::integer, std::int64_t{4}, false, 1, false, {}, "MLP hidden width m = mlp_ratio * d"},
-      {"state_dim", K::integer, std::int64_t{16}, false, 1, false, {}, "SSM state dimension N (ssd, lti, s4d)"},
+      {"mlp_ratio", K::integer, std::int64_t{4}, false, 1, false, {}, "MLP hidden width m = mlp_ratio * d", 64},
+      {"state_dim",
+       K::integer,
+       std::int64_t{16},
+       false,
+       1,
+       false,
+       {},
+       "SSM state dimension N (ssd, lti, s4d)",
+       max_width},
       {"alpha", K::real, 1.0, false, 0, false, {}, "SSM decay: L(alpha)_ji = alpha^(j-i) for j >= i (ssd, lti)"},
       {"bc_init",
        K::choice,
@@ -206,10 +223,14 @@ std::string_view nearest(std::string_view name, const std::vector<std::string_vi
     for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
   };
+  std::size_t longest = 0;
+  for (const auto c : candidates) longest = std::max(longest, c.size());
+  if (name.size() > longest + 2) return {};  // more than 2 edits from every candidate
   const std::string lname = lower(name);
   std::size_t best = 3;
   std::string_view best_name;
   for (const auto c : candidates) {
+    if (c.size() + 2 < name.size() || name.size() + 2 < c.size()) continue;  // more than 2 edits
     const std::string lc = lower(c);
     const std::size_t dist = edit_distance(lname, lc);
     const bool plausible = dist == 0 || dist < std::min(lname.size(), lc.size());
@@ -241,6 +262,22 @@ std::string toml_string(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 std::string to_toml(const ParamValue& value) {

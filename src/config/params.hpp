@@ -3,6 +3,7 @@
 // iterates over this registry, so any parameter may be a swept axis.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,7 +20,7 @@ namespace rcsweep::config {
 using ParamValue = std::variant<std::int64_t, double, std::string>;
 
 enum class ParamKind {
-  integer,  ///< whole number >= min_int
+  integer,  ///< whole number from min_int to max_int
   real,     ///< finite real number, optionally > 0 (or one of `choices` when listed: keywords)
   scale,    ///< a positive real or the string "inv_sqrt_d" (1/sqrt(d) of the same point)
   choice,   ///< one string of `choices`
@@ -34,7 +35,15 @@ struct ParamInfo {
   bool positive = false;                  ///< real: must be > 0
   std::vector<std::string_view> choices;  ///< choice: allowed strings, first is the default
   std::string_view doc;                   ///< one line: meaning, units, source
+  /// integer: largest allowed value (docs/CONFIG.md "Limits": what can be planned and stored)
+  std::int64_t max_int = std::numeric_limits<int>::max();
 };
+
+/// Largest T, d, d_qk and state_dim: a T x T or d x d float64 matrix is then at most 8 GiB, and
+/// products of two of them fit an int.
+inline constexpr std::int64_t max_width = 32768;
+/// Largest depth (layers 0..100000 per task).
+inline constexpr std::int64_t max_depth_layers = 100000;
 
 /// The registry in canonical order (the order of /points columns and of the canonical TOML).
 const std::vector<ParamInfo>& model_params();
@@ -48,6 +57,9 @@ const ParamValue& param_value(const std::vector<ParamValue>& values, std::string
 std::string_view nearest(std::string_view name, const std::vector<std::string_view>& candidates);
 /// A TOML basic string: quoted, with quotes, backslashes and control characters escaped (UTF-8 kept).
 std::string toml_string(std::string_view s);
+/// `s` for a message: every control character (NUL, line break, escape, DEL, ...) written as \xNN,
+/// so that a message is never cut at a NUL nor split or recoloured by what a file holds.
+std::string printable(std::string_view s);
 /// Text of a value as it would be written in TOML ("softmax" quoted, 0.5, 3).
 std::string to_toml(const ParamValue& value);
 /// Short text of a value for tables and messages (no quotes).

@@ -9,25 +9,37 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
+#include <sys/stat.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 #include <utility>
 
 #include "base/error.hpp"
+#include "config/nesting.hpp"
 #include "config/overrides_toml.hpp"
 #include "metrics/metrics.hpp"
 
 namespace rcsweep::config {
 namespace {
 
-constexpr std::size_t max_grid = 10'000'000;   // points, and points x replicates (tasks)
+// Points, and points x replicates (tasks): `plan` holds and prices every task (about 2 to 5 s and
+// 0.5 to 1.5 GB for a million).
+constexpr std::size_t max_grid = 1'000'000;
+// What a store holds (docs/CONFIG.md "Limits"): rows of each per-layer metric (tasks x layers; 13
+// float64 datasets of this many rows: 28 GiB), and values of each spectrum and gradient dataset
+// (32 GiB each). `plan` walks every task's layers, so the rows also bound its time.
+constexpr std::uint64_t max_layer_rows = std::uint64_t{1} << 28;
+constexpr std::uint64_t max_stored_values = std::uint64_t{1} << 32;
+// Spectra of one kind stored (tasks x stored layers): `plan` prices each one.
+constexpr std::uint64_t max_stored_spectra = std::uint64_t{1} << 26;
 constexpr std::size_t max_grid_problems = 10;  // distinct check_model() problems listed
+constexpr std::size_t max_issues = 100;        // problems listed (a file of a million bad keys: the first 100)
 
 using Issues = std::vector<ConfigIssue>;
 
@@ -55,6 +67,24 @@ const std::vector<std::string_view>& model_extra_keys() {
 bool is_model_extra(std::string_view key) {
   const auto& keys = model_extra_keys();
   return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+constexpr std::size_t max_name_bytes = 200;  // the sweep's name; <name>.h5 is a file name
+
+/// Why `name` cannot be a sweep's name, or "". The name is a file name (the default store
+/// <name>.h5) and a job name of the emitted job scripts: one plain component of a path.
+std::string name_problem(const std::string& name) {
+  const std::string rule = "must be a plain file name (the default store is <name>.h5): ";
+  if (name == "." || name == "..") return rule + "not '.' or '..'";
+  if (name.find('/') != std::string::npos) return rule + "no '/'";
+  if (name.front() == '-') return rule + "no leading '-' (it would read as an option)";
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) return rule + "no control characters (NUL, tab, line breaks, ...)";
+  }
+  if (name.size() > max_name_bytes)
+    return "must be at most " + std::to_string(max_name_bytes) + " bytes long, got " + std::to_string(name.size());
+  return "";
 }
 
 /// Registry parameters and the extra [model] keys, for suggestions.
@@ -149,8 +179,9 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
       if (!i) return fail("must be an integer, got " + describe(node));
       const std::int64_t v = i->get();
       if (v < info.min_int) return fail("must be >= " + std::to_string(info.min_int) + ", got " + std::to_string(v));
-      if (v > std::numeric_limits<int>::max())
-        return fail("must be <= " + std::to_string(std::numeric_limits<int>::max()) + ", got " + std::to_string(v));
+      if (v > info.max_int)
+        return fail("must be <= " + std::to_string(info.max_int) + ", got " + std::to_string(v) +
+                    " (docs/CONFIG.md \"Limits\")");
       return ParamValue{v};
     }
     case ParamKind::real:
@@ -248,15 +279,29 @@ class Parser {
                                                ", beyond the sweep's depth " + std::to_string(spec_.max_depth()));
     if (issues_.empty()) check_size();
     if (issues_.empty()) check_grid();
+    if (dropped_ > 0)
+      issues_.push_back({"", "and " + std::to_string(dropped_) + " more problems: only the first " +
+                                 std::to_string(max_issues) + " are listed"});
     if (!issues_.empty()) throw ConfigError(std::move(issues_));
     return std::move(spec_);
   }
 
  private:
-  void issue(std::string key, std::string problem) { issues_.push_back({std::move(key), std::move(problem)}); }
+  /// Records a problem; past max_issues only counts it.
+  void issue(std::string key, std::string problem) {
+    if (full())
+      ++dropped_;
+    else
+      issues_.push_back({std::move(key), std::move(problem)});
+  }
+  bool full() const { return issues_.size() >= max_issues; }
 
   /// An unknown parameter name; a misspelt required parameter is then not also reported missing.
   void unknown_param(const std::string& path, const std::string& name) {
+    if (full()) {  // not even a suggestion to compute
+      issue(path, "");
+      return;
+    }
     const auto best = nearest(name, model_key_names());
     if (!best.empty()) misplaced_.insert(std::string(best));
     issue(path, "unknown parameter '" + name + "'" + suggestion(name, model_key_names()));
@@ -341,6 +386,10 @@ class Parser {
                         "), got " + (s ? std::string("an empty string") : describe(node)));
         return;
       }
+      if (s->get().find('\0') != std::string::npos) {  // a C path or HDF5 name would end there
+        issue(path, "must not hold a NUL character, got " + toml_string(s->get()));
+        return;
+      }
       (key == "input_path" ? spec_.input_path : spec_.input_dataset) = s->get();
     }
   }
@@ -397,7 +446,10 @@ class Parser {
       if (key == "name") {
         have_name = true;
         if (const auto* s = node->as_string()) {
-          if (s->get().empty()) issue(path, "must not be empty");
+          if (s->get().empty())
+            issue(path, "must not be empty");
+          else if (const std::string problem = name_problem(s->get()); !problem.empty())
+            issue(path, problem + ", got " + toml_string(s->get()));
           spec_.name = s->get();
         } else {
           issue(path, "must be a string, got " + type_name(*node));
@@ -740,10 +792,59 @@ class Parser {
       return;
     }
     const auto reps = static_cast<std::size_t>(spec_.replicates);
-    if (points > max_grid / reps)
+    if (points > max_grid / reps) {
       issue("sweep.replicates", std::to_string(points) + " points x " + std::to_string(reps) +
                                     " replicates is more than " + std::to_string(max_grid) +
                                     " tasks; split the sweep into several files");
+      return;
+    }
+    const std::uint64_t tasks = points * reps, layers = static_cast<std::uint64_t>(spec_.max_depth()) + 1;
+    if (tasks * layers > max_layer_rows)
+      issue(location("depth"), std::to_string(tasks) + " tasks x " + std::to_string(layers) + " layers (0.." +
+                                   std::to_string(layers - 1) + ") is " + std::to_string(tasks * layers) +
+                                   " rows of per-layer metrics, more than the " + std::to_string(max_layer_rows) +
+                                   " a store holds (docs/CONFIG.md \"Limits\"); fewer layers or tasks, or split "
+                                   "the sweep into several files");
+  }
+
+  /// The stored spectra and gradient norms against max_stored_values, from the sums over the grid
+  /// points of min(T, d) (a spectrum of X) and T (a mixer spectrum).
+  void check_stored(std::uint64_t sum_min_Td, std::uint64_t sum_T) {
+    const auto reps = static_cast<std::uint64_t>(spec_.replicates);
+    const auto L = static_cast<std::uint64_t>(spec_.max_depth());
+    const std::uint64_t tasks = spec_.n_points() * reps;
+    const auto layers = [&](Spectra s, std::uint64_t first) -> std::uint64_t {
+      if (s == Spectra::none || L < first) return 0;
+      return s == Spectra::last ? 1 : L + 1 - first;
+    };
+    const std::string advice = " (docs/CONFIG.md \"Limits\"); store fewer layers (\"last\"), or split the sweep into "
+                               "several files";
+    const auto check = [&](const char* key, std::uint64_t values, const std::string& what) {
+      if (values > max_stored_values)
+        issue(key, what + " is " + std::to_string(values) + " values, more than the " +
+                       std::to_string(max_stored_values) + " a store holds in one dataset" + advice);
+    };
+    const auto check_spectra = [&](const char* key, std::uint64_t stored, std::uint64_t values, const std::string& what,
+                                   const char* length) {
+      if (stored > max_stored_spectra)
+        issue(key, what + ": " + std::to_string(tasks) + " tasks x " +
+                       std::to_string(stored / std::max<std::uint64_t>(tasks, 1)) + " layers is " +
+                       std::to_string(stored) + " spectra, more than the " + std::to_string(max_stored_spectra) +
+                       " a sweep may store" + advice);
+      else
+        check(key, values,
+              what + ": " + std::to_string(tasks) + " tasks x " +
+                  std::to_string(stored / std::max<std::uint64_t>(tasks, 1)) + " layers x " + length);
+    };
+    const auto& out = spec_.output;
+    check_spectra("output.spectra", tasks * layers(out.spectra, 0), reps * sum_min_Td * layers(out.spectra, 0),
+                  "singular values of X", "min(T, d)");
+    check_spectra("output.mixer_spectra", tasks * layers(out.mixer_spectra, 1),
+                  reps * sum_T * layers(out.mixer_spectra, 1), "mixer spectra", "T");
+    if (out.gradients != Spectra::none)
+      check("output.gradients", tasks * L * (out.gradients == Spectra::all ? L : 1),
+            "gradient norms: " + std::to_string(tasks) + " tasks x " + std::to_string(L) + " layers" +
+                (out.gradients == Spectra::all ? " x " + std::to_string(L) + " output depths" : std::string()));
   }
 
   /// The key path where a parameter was given (its default counts as [model]).
@@ -797,6 +898,8 @@ class Parser {
     std::vector<std::vector<std::size_t>> column_param(spec_.dims.size());
     for (std::size_t k = 0; k < spec_.dims.size(); ++k)
       for (const auto& name : spec_.dims[k].params) column_param[k].push_back(*param_index(name));
+    const std::size_t T_at = *param_index("T"), d_at = *param_index("d");
+    std::uint64_t sum_min_Td = 0, sum_T = 0;  // over the points: the lengths of their stored spectra
 
     for (std::size_t p = 0; p < n && !truncated; ++p) {
       if (p > 0) {
@@ -807,6 +910,9 @@ class Parser {
           if (index[k] != 0) break;
         }
       }
+      const auto T = static_cast<std::uint64_t>(std::get<std::int64_t>(values[T_at]));
+      sum_min_Td += std::min(T, static_cast<std::uint64_t>(std::get<std::int64_t>(values[d_at])));
+      sum_T += T;
       const ModelParams model = spec_.model(values);
       auto model_problems = check_model(model);
       if (spec_.output.gradients != Spectra::none && spec_.output.grad_method == GradMethod::exact &&
@@ -841,11 +947,14 @@ class Parser {
     if (truncated)
       issue("", "more grid points fail the model checks; only the first " + std::to_string(max_grid_problems) +
                     " distinct problems are listed");
+    else
+      check_stored(sum_min_Td, sum_T);
   }
 
   const toml::table& root_;
   SweepSpec spec_;
   Issues issues_;
+  std::size_t dropped_ = 0;                      // problems past max_issues, counted only
   std::map<std::string, std::string> given_at_;  // parameter -> "model", "axes" or "zip[k]"
   std::vector<Dim> zip_dims_;                    // [[zip]] dimensions, appended after the axes
   std::vector<std::string> target_paths_;        // key path of each adaptive replicate target
@@ -856,9 +965,17 @@ class Parser {
 /// A plain [axes] dimension (one parameter, named after it), as opposed to a [[zip]] table.
 }  // namespace
 
-SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
-                      const std::vector<std::string>& overrides) {
+namespace {
+
+SweepSpec parse_document(std::string_view toml_text, std::string_view source_name,
+                         const std::vector<std::string>& overrides) {
   const std::vector<Override> parsed = parse_overrides(overrides);
+  if (const auto pos = too_deep(toml_text))
+    throw ConfigError(
+        {{"", "TOML nesting too deep in " + printable(source_name) + " at line " + std::to_string(pos->line) +
+                  ", column " + std::to_string(pos->column) + ": more than " + std::to_string(max_nesting) +
+                  " levels of tables, dotted key parts, arrays and inline tables (a sweep file "
+                  "needs about 5)"}});
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -880,16 +997,97 @@ SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
   }
 }
 
+}  // namespace
+
+SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name,
+                      const std::vector<std::string>& overrides) {
+  try {
+    return parse_document(toml_text, source_name, overrides);
+  } catch (const ConfigError& e) {
+    // Keys and values of the file in messages: a NUL would cut the message where it is printed, a
+    // line break or an escape sequence would forge or hide lines.
+    // A key or message made huge by the file (a key of megabytes) is cut.
+    const auto cut = [](const std::string& text, std::size_t most) {
+      if (text.size() <= most) return printable(text);
+      return printable(std::string_view(text).substr(0, most)) + "... (" + std::to_string(text.size()) + " bytes)";
+    };
+    std::vector<ConfigIssue> issues;
+    for (const auto& issue : e.issues()) issues.push_back({cut(issue.key, 200), cut(issue.problem, 2000)});
+    throw ConfigError(std::move(issues));
+  }
+}
+
+namespace {
+
+/// The problem of a path that open() or stat() refused with `err`.
+std::string path_errno_problem(int err) {
+  switch (err) {
+    case ENOENT: return "no such file";
+    case ELOOP: return "too many levels of symbolic links (a symbolic link loop?)";
+    case ENAMETOOLONG: return "the name is too long";
+    case ENOTDIR: return "a part of the path is not a directory";
+    case EACCES: return "permission denied";
+    default: return std::strerror(err);
+  }
+}
+
+/// The problem of a file of type and size `st` as a sweep file, or "".
+std::string file_type_problem(const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return "it is a directory";
+  if (S_ISFIFO(st.st_mode)) return "it is a FIFO (named pipe), not a regular file";
+  if (S_ISCHR(st.st_mode)) return "it is a character device, not a regular file";
+  if (S_ISBLK(st.st_mode)) return "it is a block device, not a regular file";
+  if (S_ISSOCK(st.st_mode)) return "it is a socket, not a regular file";
+  if (!S_ISREG(st.st_mode)) return "it is not a regular file";
+  if (static_cast<std::uintmax_t>(st.st_size) > max_sweep_file_bytes)
+    return "it has " + std::to_string(st.st_size) + " bytes, more than the " +
+           std::to_string(max_sweep_file_bytes >> 20) + " MiB (" + std::to_string(max_sweep_file_bytes) +
+           " bytes) a sweep file may have";
+  return "";
+}
+
+ConfigError unreadable(const std::filesystem::path& path, const std::string& problem) {
+  return ConfigError({{"", "cannot read sweep file '" + printable(path.string()) + "': " + problem}});
+}
+
+}  // namespace
+
+std::string sweep_file_problem(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return path_errno_problem(errno);
+  return file_type_problem(st);
+}
+
+std::string read_sweep_file(const std::filesystem::path& path) {
+  // stat first: a FIFO or a device is never opened (opening a FIFO waits for a writer).
+  if (const std::string problem = sweep_file_problem(path); !problem.empty()) throw unreadable(path, problem);
+  // O_NONBLOCK: should the name have become a FIFO since, open() returns at once; fstat refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw unreadable(path, path_errno_problem(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw unreadable(path, path_errno_problem(errno));
+  if (const std::string problem = file_type_problem(st); !problem.empty()) throw unreadable(path, problem);
+  std::string text;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw unreadable(path, std::string("read error: ") + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > max_sweep_file_bytes)  // grew while being read
+      throw unreadable(
+          path, "it has more than the " + std::to_string(max_sweep_file_bytes >> 20) + " MiB a sweep file may have");
+  }
+  return text;
+}
+
 SweepSpec load_sweep(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ConfigError({{"", "cannot read sweep file '" + path.string() + "': it is a directory"}});
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError({{"", "cannot read sweep file '" + path.string() + "': " + std::strerror(errno)}});
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ConfigError({{"", "cannot read sweep file '" + path.string() + "': read error"}});
-  return parse_sweep(text.str(), path.string(), overrides);
+  return parse_sweep(read_sweep_file(path), path.string(), overrides);
 }
 
 }  // namespace rcsweep::config

@@ -124,7 +124,21 @@ struct SweepSpec {
 SweepSpec parse_sweep(std::string_view toml_text, std::string_view source_name = "sweep",
                       const std::vector<std::string>& overrides = {});
 
-/// Read and parse a sweep file. A missing or unreadable file is a ConfigError on key "".
+/// Largest sweep file read (16 MiB): a larger one is refused before it is read.
+inline constexpr std::uintmax_t max_sweep_file_bytes = std::uintmax_t{16} << 20;
+
+/// Why `path` cannot be a sweep file, or "" when it can: it must name (after symbolic links) an
+/// existing regular file of at most max_sweep_file_bytes. Looks at the file only (stat), never
+/// opens it: "no such file", "too many levels of symbolic links", "a FIFO (named pipe), not a
+/// regular file", "3 GiB, more than the 16 MiB a sweep file may have", ...
+std::string sweep_file_problem(const std::filesystem::path& path);
+
+/// The text of a sweep file, read only when it is a regular file of at most max_sweep_file_bytes
+/// (a FIFO, a device, a directory is never read from, so nothing blocks). Anything else is a
+/// ConfigError on key "" naming the path and the problem.
+std::string read_sweep_file(const std::filesystem::path& path);
+
+/// Read (read_sweep_file) and parse a sweep file.
 SweepSpec load_sweep(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
 
 }  // namespace rcsweep::config

@@ -77,7 +77,33 @@ CASES = [
      [("sweep.replicates", "must be an integer >= 1, got 0")], None),
     ("negative width", lambda s: s.replace("d = 16", "d = -4"), [("model.d", "must be >= 1, got -4")], None),
     ("width above int32", lambda s: s.replace("d = 16", "d = 4294967296"),
-     [("model.d", "must be <= 2147483647, got 4294967296")], None),
+     [("model.d", 'must be <= 32768, got 4294967296 (docs/CONFIG.md "Limits")')], None),
+    ("depth of 2^31 - 1 layers", lambda s: s.replace("depth = 3", "depth = 2147483647"),
+     [("model.depth", 'must be <= 100000, got 2147483647 (docs/CONFIG.md "Limits")')], None),
+    ("counts above their bounds", model("heads = 257\nmlp_ratio = 65\nstate_dim = 32769\nd_qk = 32769"),
+     [("model.heads", "must be <= 256, got 257"), ("model.mlp_ratio", "must be <= 64, got 65"),
+      ("model.state_dim", "must be <= 32768, got 32769"), ("model.d_qk", "must be <= 32768, got 32769")], None),
+    ("a swept depth above the bound", lambda s: s.replace("depth = 3\n", "").replace("[axes]", "[axes]\ndepth = [3, 100001]"),
+     [("axes.depth[1]", "must be <= 100000, got 100001")], None),
+    ("more per-layer rows than a store holds",
+     lambda s: s.replace("depth = 3", "depth = 100000").replace("replicates = 2", "replicates = 1343"),
+     [("model.depth", "2686 tasks x 100001 layers (0..100000) is 268602686 rows of per-layer metrics, more than "
+                      'the 268435456 a store holds (docs/CONFIG.md "Limits")')], None),
+    ("more spectra than a sweep may store",
+     lambda s: (s.replace("depth = 3", "depth = 100000").replace("replicates = 2", "replicates = 336")
+                .replace('spectra = "none"', 'spectra = "all"')),
+     [("output.spectra", "singular values of X: 672 tasks x 100001 layers is 67200672 spectra, more than the "
+                         "67108864 a sweep may store")], None),
+    ("more spectrum values than a store holds",
+     lambda s: (s.replace("depth = 3", "depth = 40000").replace("T = 8", "T = 32768").replace("d = 16", "d = 32768")
+                .replace('spectra = "none"', 'spectra = "all"\nmixer_spectra = "all"')),
+     [("output.spectra", "singular values of X: 4 tasks x 40001 layers x min(T, d) is 5243011072 values, more "
+                         "than the 4294967296 a store holds in one dataset"),
+      ("output.mixer_spectra", "mixer spectra: 4 tasks x 40000 layers x T is 5242880000 values")], None),
+    ("more gradient norms than a store holds",
+     lambda s: s.replace("depth = 3", "depth = 40000") + 'gradients = "all"\n',
+     [("output.gradients", "gradient norms: 4 tasks x 40000 layers x 40000 output depths is 6400000000 values, "
+                           "more than the 4294967296 a store holds in one dataset")], None),
     ("sigma_A zero", model("sigma_A = 0.0"), [("model.sigma_A", "must be > 0, got 0.0")], None),
     ("collapse rate outside (0, 1)", model("collapse_rate = 1.5"),
      [("model.collapse_rate", "must be in (0, 1), got 1.5")], None),
@@ -128,8 +154,10 @@ CASES = [
          "[sweep.replicates]\nmin = 2\nmax = 4\nstep = 2\n"
          'targets = [{ metric = "mu", layer = 7, abs_se = 0.1 }]\n'),
      [("sweep.replicates.targets[0].layer", "is 7, beyond the sweep's depth 3")], None),
-    ("too many tasks", lambda s: s.replace("replicates = 2", "replicates = 6000000"),
-     [("sweep.replicates", "2 points x 6000000 replicates is more than 10000000 tasks")], None),
+    ("too many tasks", lambda s: s.replace("replicates = 2", "replicates = 600000"),
+     [("sweep.replicates", "2 points x 600000 replicates is more than 1000000 tasks")], None),
+    ("more replicates than tasks", lambda s: s.replace("replicates = 2", "replicates = 1000001"),
+     [("sweep.replicates", "must be <= 1000000, got 1000001")], None),
     ("matrix input of the wrong shape", small(2, 3, 'input = "matrix"\ninput_matrix = [[1.0, 0.0], [0.0, 1.0]]'),
      [("model.input_matrix", "is 2 x 2 (rows x columns) but must be T x d = 2 x 3")], None),
     ("ragged matrix", small(2, 3, 'input = "matrix"\ninput_matrix = [[1.0, 0.0, 1.0], [0.0, 1.0]]'),
@@ -166,6 +194,36 @@ CASES = [
     ("exact gradients of a non-linear stack", output('gradients = "last"\ngrad_method = "exact"'),
      [("output.grad_method", '"exact" needs a linear stack'), ("output.grad_method", "at 2 of 2 grid points")],
      None),
+    ("name with a slash", lambda s: s.replace('name = "bad"', 'name = "../escaped"'),
+     [("sweep.name", "must be a plain file name (the default store is <name>.h5): no '/', got \"../escaped\"")],
+     None),
+    ("name '..'", lambda s: s.replace('name = "bad"', 'name = ".."'),
+     [("sweep.name", "must be a plain file name (the default store is <name>.h5): not '.' or '..', got \"..\"")],
+     None),
+    ("name with a leading '-'", lambda s: s.replace('name = "bad"', 'name = "-o"'),
+     [("sweep.name", "no leading '-' (it would read as an option), got \"-o\"")], None),
+    ("name with a NUL", lambda s: s.replace('name = "bad"', 'name = "a\\u0000b"'),
+     [("sweep.name", 'no control characters (NUL, tab, line breaks, ...), got "a\\u0000b"')], None),
+    ("name too long", lambda s: s.replace('name = "bad"', f'name = "{"n" * 201}"'),
+     [("sweep.name", "must be at most 200 bytes long, got 201")], None),
+    ("keys and values with a NUL, shown escaped, nothing cut",
+     model('"lam\\u0000bda" = 1\nmixer = "soft\\u0000max"\n"x\\u001b[31m" = 2'),
+     [("model.lam\\x00bda", "unknown parameter 'lam\\x00bda', did you mean 'lambda'?"),
+      ("model.mixer", 'got "soft\\u0000max"'),
+      ("model.x\\x1B[31m", "unknown parameter 'x\\x1B[31m'")], None),
+    ("input path with a NUL", model('input = "file"\ninput_path = "emb.h5\\u0000.txt"'),
+     [("model.input_path", 'must not hold a NUL character, got "emb.h5\\u0000.txt"')], input_files),
+    ("key of a megabyte, cut in the message", model("k" * 1000000 + " = 1"),
+     [(("model." + "k" * 1000000)[:200] + "... (1000006 bytes)", "unknown parameter 'kkkk")], None),
+    ("table header of 50000 dotted parts", lambda s: s + "[" + ".".join(["a"] * 50000) + "]\nx = 1\n",
+     [("", "TOML nesting too deep in bad.toml at line 14, column 129: more than 64 levels of tables, dotted key "
+           "parts, arrays and inline tables (a sweep file needs about 5)")], None),
+    ("dotted key of 50000 parts", model(".".join(["a"] * 50000) + " = 1"),
+     [("", "TOML nesting too deep in bad.toml at line 10, column 126: more than 64 levels")], None),
+    ("arrays nested 30000 deep", model("x = " + "[" * 30000 + "]" * 30000),
+     [("", "TOML nesting too deep in bad.toml at line 10, column 67: more than 64 levels")], None),
+    ("inline tables nested 30000 deep", model("x = " + "{a = " * 30000 + "1" + "}" * 30000),
+     [("", "TOML nesting too deep in bad.toml at line 10, column ")], None),
     ("several problems at once",
      lambda s: (s.replace("T = 8", 'T = "x"').replace("replicates = 2", "replicates = 0")
                 .replace("lambda = [0.0, 1.0]", 'lambda = [0.0, inf]\nnorm = ["rms", "l2"]')
@@ -242,3 +300,126 @@ def test_bad_command_line_values(tmp_path):
     proc = rcsweep("plan", tmp_path / "missing.toml")
     assert proc.returncode == 2 and "missing.toml" in proc.stderr
     assert not (tmp_path / "x.h5").exists()
+
+
+# Sweep files that are not regular files (docs/CONFIG.md "Limits"): refused at once with exit 2, the
+# path and the problem, before anything is read from them (a FIFO would block a reader for ever).
+def hostile_paths(folder):
+    """(id, path as given, phrase of the message) for files that cannot be sweep files."""
+    import os
+    os.mkfifo(folder / "pipe.toml")
+    (folder / "loop_a.toml").symlink_to(folder / "loop_b.toml")
+    (folder / "loop_b.toml").symlink_to(folder / "loop_a.toml")
+    (folder / "to_pipe.toml").symlink_to(folder / "pipe.toml")
+    (folder / "sub").mkdir()
+    with open(folder / "huge.toml", "wb") as f:  # sparse: 16 MiB + 1 byte of zeros
+        f.truncate(16 * 1024 * 1024 + 1)
+    return [
+        ("fifo", "pipe.toml", "'pipe.toml': it is a FIFO (named pipe), not a regular file"),
+        ("symlink to a fifo", "to_pipe.toml", "'to_pipe.toml': it is a FIFO (named pipe), not a regular file"),
+        ("symlink loop", "loop_a.toml", "'loop_a.toml': too many levels of symbolic links"),
+        ("name too long", "x" * 300 + ".toml", "'" + "x" * 300 + ".toml': the name is too long"),
+        ("directory", "sub", "'sub': it is a directory"),
+        ("device", "/dev/zero", "'/dev/zero': it is a character device, not a regular file"),
+        ("larger than 16 MiB", "huge.toml",
+         "'huge.toml': it has 16777217 bytes, more than the 16 MiB (16777216 bytes) a sweep file may have"),
+        ("missing", "missing.toml", "'missing.toml': no such file"),
+    ]
+
+
+@pytest.mark.parametrize("command", ["run", "run-default-output", "plan"])
+def test_sweep_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, command):
+    cases = hostile_paths(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for name, path, phrase in cases:
+        args = {"run": ["run", path, "-o", "out.h5"], "run-default-output": ["run", path],
+                "plan": ["plan", path]}[command]
+        proc = rcsweep(*args, cwd=tmp_path, timeout=10)
+        assert proc.returncode == 2, (name, proc.stderr)
+        assert f"error: sweep: cannot read sweep file {phrase}" in proc.stderr, (name, proc.stderr)
+        assert proc.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no other file
+
+
+def test_name_never_becomes_a_path_outside_the_folder(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("../escaped", "/tmp/escaped", "..", "-escaped"):
+        (work / "bad.toml").write_text(GOOD.replace('name = "bad"', f'name = "{name}"'))
+        for args in (["run", "bad.toml"], ["plan", "bad.toml", "--emit", "slurm"]):
+            proc = rcsweep(*args, cwd=work, timeout=30)
+            assert proc.returncode == 2, (name, proc.stderr)
+            assert "sweep.name: must be a plain file name (the default store is <name>.h5)" in proc.stderr
+            assert proc.stdout == ""
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+        assert sorted(p.name for p in work.iterdir()) == ["bad.toml"]
+
+
+# Overrides nested too deep (docs/CONFIG.md "Limits"): the list reader and toml++ recursed once per
+# level and overflowed the stack. Refused with the override's key, its text cut short, at once.
+DEEP_OVERRIDES = [
+    ("lists 30000 deep", "axes.lambda=" + "[" * 30000 + "]" * 30000,
+     "axes.lambda: command-line override 'axes.lambda=[[[[", "... (60012 characters)': the value nests deeper "
+     "than 64 levels (with the key's parts) at character 63: arrays, inline tables and dotted keys"),
+    ("bare-word lists 30000 deep", "axes.gap_fix=" + "[" * 30000 + "none" + "]" * 30000,
+     "axes.gap_fix: command-line override 'axes.gap_fix=[[[[", "the value nests deeper than 64 levels"),
+    ("inline table of a 3000-part key", "model.x={" + ".".join(["a"] * 3000) + "=1}",
+     "model.x: command-line override 'model.x={a.a.a", "the value nests deeper than 64 levels"),
+    ("key of 30000 parts", ".".join(["a"] * 30000) + "=1",
+     "command-line override 'a.a.a.a", "... (60001 characters)': the key has more than 64 parts (tables and indices)"),
+]
+
+
+@pytest.mark.parametrize("name,override,start,phrase", DEEP_OVERRIDES, ids=[c[0] for c in DEEP_OVERRIDES])
+def test_override_nested_too_deep_is_refused_at_once(tmp_path, name, override, start, phrase):
+    (tmp_path / "good.toml").write_text(GOOD)
+    for args in (["run", "good.toml", override], ["plan", "good.toml", override]):
+        proc = rcsweep(*args, cwd=tmp_path, timeout=10)
+        assert proc.returncode == 2, proc.stderr[:2000]
+        lines = message_lines(proc.stderr)
+        hits = [line for line in lines if line.startswith(start) and phrase in line]
+        assert len(hits) == 1 and len(hits[0]) < 400, proc.stderr[:2000]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.toml"]
+
+
+def test_plan_at_the_bounds_returns_in_seconds(tmp_path):
+    """The largest accepted depth with the most tasks the store's rows allow, every output stored at
+    the last layer: `plan` walks every task's layers and must still answer at once."""
+    text = (GOOD.replace("depth = 3", "depth = 100000").replace("replicates = 2", "replicates = 1342")
+            .replace('spectra = "none"', 'spectra = "last"\nmixer_spectra = "last"\ngradients = "last"'))
+    (tmp_path / "edge.toml").write_text(text)
+    proc = rcsweep("plan", "edge.toml", "--mem-per-node", "1T", cwd=tmp_path, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 x 1342 replicates = 2684 tasks" in proc.stdout and "layers        0..100000 per task" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edge.toml"]
+
+
+def test_store_path_that_cannot_be_looked_at_is_refused(tmp_path):
+    """-o through a symbolic link loop or with a too-long name: exit 2 on --output (it was a
+    filesystem_error, exit 1), before any work."""
+    (tmp_path / "good.toml").write_text(GOOD)
+    (tmp_path / "loop_a.h5").symlink_to(tmp_path / "loop_b.h5")
+    (tmp_path / "loop_b.h5").symlink_to(tmp_path / "loop_a.h5")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    long_name = "s" * 300 + ".h5"
+    for store, problem in [("loop_a.h5", "Too many levels of symbolic links"), (long_name, "File name too long")]:
+        for command in ("run", "plan"):
+            proc = rcsweep(command, "good.toml", "-o", store, cwd=tmp_path, timeout=30)
+            assert proc.returncode == 2, (store, proc.stderr)
+            assert f"error: --output: {store}: {problem}" in proc.stderr, proc.stderr
+            assert "layout" not in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_file_of_many_problems_lists_the_first_hundred_at_once(tmp_path):
+    """200 000 unknown keys (2 MB): the first 100 problems and a count of the rest, in seconds."""
+    keys = "".join(f"k{i} = 1\n" for i in range(200000))
+    (tmp_path / "bad.toml").write_text(GOOD.replace("depth = 3", "depth = 3\n" + keys))
+    for command in ("run", "plan"):
+        proc = rcsweep(command, "bad.toml", cwd=tmp_path, timeout=20)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        lines = [line for line in message_lines(proc.stderr) if not line.startswith("invalid sweep file")]
+        assert len(lines) == 101, len(lines)
+        assert lines[0] == "model.k0: unknown parameter 'k0'" and lines[99].startswith("model.k99: ")
+        assert lines[100] == "and 199900 more problems: only the first 100 are listed"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]

@@ -62,7 +62,7 @@ void expect_malformed(const std::string& text, const std::string& key, const std
   } catch (const ConfigError& e) {
     ASSERT_EQ(e.issues().size(), 1u) << dump(e.issues());
     EXPECT_EQ(e.issues()[0].key, key) << dump(e.issues());
-    EXPECT_NE(e.issues()[0].problem.find("command-line override '" + text + "'"), std::string::npos)
+    EXPECT_NE(e.issues()[0].problem.find("command-line override '" + printable(text) + "'"), std::string::npos)
         << dump(e.issues());
     EXPECT_NE(e.issues()[0].problem.find(phrase), std::string::npos) << phrase << "\n" << dump(e.issues());
   }

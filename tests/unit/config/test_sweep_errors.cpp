@@ -191,15 +191,15 @@ TEST(SweepErrors, TooLargeGrid) {
     axes += "]\n";
   }
   axes += "heads = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]\n";
-  expect_only(head + model + axes, "axes", {"more than 10000000 points"});
+  expect_only(head + model + axes, "axes", {"more than 1000000 points"});
 }
 
 TEST(SweepErrors, TooManyTasks) {
   std::string axes = "[axes]\nsigma_A = [";
   for (int i = 1; i <= 1000; ++i) axes += (i > 1 ? ", " : "") + std::to_string(i);
   axes += "]\n";
-  expect_only("[sweep]\nname = \"x\"\nreplicates = 10001\n" + model + axes, "sweep.replicates",
-              {"more than 10000000 tasks"});
+  expect_only("[sweep]\nname = \"x\"\nreplicates = 1001\n" + model + axes, "sweep.replicates",
+              {"1000 points x 1001 replicates is more than 1000000 tasks"});
 }
 
 TEST(SweepErrors, AllProblemsReportedAtOnce) {
