@@ -132,9 +132,10 @@ TEST_F(WriterLockTest, AWriterWaitsForAHolderThatIsStoppingOrWhoseLauncherIsGone
     EXPECT_NO_THROW(WriterLock::acquire(store, 5.0, [&](const std::string& h) { told.push_back(h); }));
     ASSERT_EQ(told.size(), 1u);
     EXPECT_NE(told[0].find(", pid " + std::to_string(child) + ", since "), std::string::npos) << told[0];
-    if (!stopping)
+    if (!stopping) {
       EXPECT_NE(told[0].find(", launcher " + std::to_string(launcher) + "; its launcher is gone"), std::string::npos)
           << told[0];
+    }
     waitpid(child, nullptr, 0);
     for (int fd : {ready[0], ready[1], go[0], go[1]}) close(fd);
   }
