@@ -285,7 +285,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n",
+                 is_out_of_memory(e) ? out_of_memory_message("running the command", e, 0.0).c_str() : e.what());
     return 1;
   }
 }

@@ -80,7 +80,8 @@ std::vector<store::TaskResult> compute(const BundleRunner& runner, const plan::P
       r.task = id;
       r.status = store::TaskStatus::failed;
       r.rank = rank;
-      r.message = std::string("failed: ") + e.what();
+      r.message = is_out_of_memory(e) ? "failed: " + out_of_memory_message("computing its bundle", e, 0.0)
+                                      : std::string("failed: ") + e.what();
       results.push_back(std::move(r));
     }
   }
@@ -824,7 +825,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
               r.other_shards ? (" (" + std::to_string(r.other_shards) + " belong to other shards)").c_str() : "");
       }
     } catch (const std::exception& e) {
-      error = e.what();
+      error = is_out_of_memory(e) ? out_of_memory_message("opening the store", e, 0.0) : e.what();
     }
   }
   error = mpi::bcast(error, 0, comm);
