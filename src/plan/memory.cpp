@@ -36,11 +36,13 @@ Stored stored(const Plan& plan) {
   return {count(o.spectra, L + 1, 1), count(o.mixer_spectra, L, L >= 1 ? 1 : 0), count(o.gradients, L, L >= 1 ? 1 : 0)};
 }
 
-// Bytes of one task's rows in the write buffers of store::Store::write (the metrics' rows, the
-// gradient rows, the spectra gathered).
+// Bytes of one task's rows in the write buffers of store::Store::write: the metrics' rows, the
+// gradient rows, and the spectra gathered into one vector that doubles as it grows (with a
+// segment of 16 bytes per stored spectrum, in a vector that doubles too).
 double write_buffer_bytes(const Plan& plan, const Stored& s, const config::ModelParams& m) {
   const double L1 = plan.max_depth + 1.0, k = std::min(m.T, m.d);
-  return 8.0 * (L1 + s.gradient_depths * plan.max_depth + s.spectra * k + 3.0 * s.mixer_spectra * m.T);
+  return 8.0 * (L1 + s.gradient_depths * plan.max_depth) + s.spectra * (16.0 * k + 32.0) +
+         3.0 * s.mixer_spectra * (16.0 * m.T + 32.0);
 }
 
 double blas_touched_bytes(const Plan& plan) {

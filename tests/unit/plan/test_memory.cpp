@@ -2,6 +2,9 @@
 // and the refusals of check_memory.
 #include <gtest/gtest.h>
 
+#include <new>
+#include <stdexcept>
+
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
 #include "metrics/metrics.hpp"
@@ -161,6 +164,16 @@ TEST(Memory, RefusalsNameTheLimitAndTheEstimate) {
     EXPECT_NE(text.find("of address space per rank"), std::string::npos) << text;
     EXPECT_NE(text.find("more than the limit of 300.0 MiB (RLIMIT_AS, ulimit -v)"), std::string::npos) << text;
   }
+}
+
+TEST(Memory, OutOfMemoryIsNamedWithTheEstimate) {
+  EXPECT_TRUE(is_out_of_memory(std::bad_alloc()));
+  EXPECT_TRUE(is_out_of_memory(std::length_error("vector::_M_default_append")));
+  EXPECT_FALSE(is_out_of_memory(std::runtime_error("H5Dwrite failed")));
+  const std::string text = out_of_memory_message("running the sweep", std::bad_alloc(), 1024 * MiB);
+  EXPECT_EQ(text.rfind("out of memory while running the sweep (std::bad_alloc): a rank needs about 1.0 GiB", 0), 0u)
+      << text;
+  EXPECT_NE(text.find("--mem-per-rank"), std::string::npos) << text;
 }
 
 }  // namespace
