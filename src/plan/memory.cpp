@@ -99,8 +99,9 @@ RankMemory rank_memory(const Plan& plan, const RankSetup& setup) {
   if (ranks > 1) out.message = 2.0 * unit_message;
 
   // Rank 0 writes: the store's offset tables of every task and layer (spectra and mixer spectra),
-  // the /tasks rows made when the store is created, and a batch: the results of up to one unit of
-  // every other rank (they may all finish together), one message being unpacked, the write buffers.
+  // the /tasks rows made when the store is created, and a batch: while rank 0 computes its next
+  // unit, up to one unit's results of every rank (its own previous one waiting for the write, the
+  // others' arriving together), one message being unpacked, the write buffers.
   double result = 0.0, buffers = 0.0;
   for (const auto& m : plan.models) {
     result = std::max(result, task_result_bytes(plan, m));
@@ -112,9 +113,9 @@ RankMemory rank_memory(const Plan& plan, const RankSetup& setup) {
     return t;
   }();
   const double tables = 16.0 * n * L1 + 28.0 * n + task_row_bytes * n;
-  const double batch_tasks = std::min(shard_tasks, ranks * unit_tasks);
-  double batch = std::max(0.0, batch_tasks - unit_tasks) * result + batch_tasks * buffers +
-                 (ranks > 1 ? unit_message : 0.0);
+  const double held = std::min(shard_tasks - unit_tasks, ranks * unit_tasks);  // besides the unit computing
+  const double written = std::min(shard_tasks, held + unit_tasks);
+  double batch = held * result + written * buffers + (ranks > 1 ? unit_message : 0.0);
   if (setup.reads_results) {  // Store::read_results: whole datasets, then a batch of results
     const double whole = 8.0 * n * (metrics_per_layer * L1 + 7.0 + 2.0 * s.gradient_depths * plan.max_depth) +
                          8.0 * static_cast<double>(plan.spectrum_total() + 3 * plan.mixer_spectrum_total()) +

@@ -111,6 +111,9 @@ TEST(Memory, RankZeroCollectsABatchFromEveryRank) {
   const double result = plan::task_result_bytes(p, p.models[0]);
   const double message = 3 * plan::task_message_bytes(p, p.models[0]);
   EXPECT_DOUBLE_EQ(one.message, 0.0);
+  // one rank: its previous unit's results wait for the write while it computes the next
+  EXPECT_GE(one.writer, 3 * result);
+  EXPECT_LT(one.writer, 3 * result + 6 * 8.0 * 100001 + 24 * (16.0 * 100001 + 324) + 1);
   EXPECT_DOUBLE_EQ(four.message, 2 * message);
   EXPECT_DOUBLE_EQ(four.writer - one.writer, 9 * result + 9 * 8.0 * 100001 + message);
   EXPECT_GT(four.resident(), one.resident());
