@@ -215,11 +215,6 @@ plan::Shard parse_shard(const std::string& text) {
   throw ConfigError({{"--shard", "expected i/n with 0 <= i < n, got '" + text + "'"}});
 }
 
-/// Warn (rank 0) when some rank may run on fewer cores than its threads (a collective): Open MPI
-/// binds a rank to one core by default, and its threads would then share it. Thread binding of its
-/// own (OMP_PLACES, OMP_PROC_BIND) is seen through (parallel::available_processors).
-/// Also when a node runs more threads than it has processors (`ranks_on_node` ranks): OpenMP's
-/// threads then spin for turns they cannot get unless OMP_WAIT_POLICY=PASSIVE lets them sleep.
 namespace {
 /// Threads OpenBLAS started when it was loaded (its thread count before any call sets it).
 int blas_load_threads() {
@@ -266,6 +261,11 @@ void refuse_over_address_limit(const RunArgs& args) {
 }
 }  // namespace
 
+/// Warn (rank 0) when some rank may run on fewer cores than its threads (a collective): Open MPI
+/// binds a rank to one core by default, and its threads would then share it. Thread binding of its
+/// own (OMP_PLACES, OMP_PROC_BIND) is seen through (parallel::available_processors).
+/// Also when a node runs more threads than it has processors (`ranks_on_node` ranks): OpenMP's
+/// threads then spin for turns they cannot get unless OMP_WAIT_POLICY=PASSIVE lets them sleep.
 void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
   const int cores = mpi::allreduce_min(parallel::available_processors(threads), MPI_COMM_WORLD);
   if (rank == 0 && cores < threads)
