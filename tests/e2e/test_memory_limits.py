@@ -135,3 +135,12 @@ def test_sigterm_stops_a_run_under_a_limit(tmp_path, sweep):
     assert time.time() - t0 < 10
     assert proc.returncode == 4, err
     assert "stopped by SIGTERM" in err, err
+
+
+def test_commands_end_under_a_tiny_limit(sweep):
+    """Under 200 MiB OpenBLAS's threads started at load (one per further core) cannot get their
+    buffers and retry for ever; `plan` and `--version` still end (they exit without waiting for
+    them), `run` is refused."""
+    for args in (["--version"], ["plan", sweep]):
+        rcsweep(*args, check=0, timeout=20, preexec_fn=address_limit(200 * MiB))
+    rcsweep("run", sweep, "-o", sweep.with_suffix(".h5"), check=2, timeout=20, preexec_fn=address_limit(200 * MiB))
