@@ -1,6 +1,9 @@
 #include "base/error.hpp"
 
 #include <filesystem>
+#include <new>
+
+#include "base/units.hpp"
 
 namespace rcsweep {
 namespace {
@@ -25,5 +28,16 @@ ConfigError::ConfigError(std::vector<ConfigIssue> issues, std::source_location w
 
 LinalgError::LinalgError(const std::string& routine, long info, std::source_location where)
     : Error(routine + " failed with info = " + std::to_string(info), where), routine_(routine), info_(info) {}
+
+bool is_out_of_memory(const std::exception& e) {
+  return dynamic_cast<const std::bad_alloc*>(&e) != nullptr || dynamic_cast<const std::length_error*>(&e) != nullptr;
+}
+
+std::string out_of_memory_message(const std::string& what, const std::exception& e, double needs_bytes) {
+  std::string text = "out of memory while " + what + " (" + e.what() + ")";
+  if (needs_bytes > 0)
+    text += ": a rank needs about " + human_bytes(needs_bytes) + " by the estimate of `rcsweep plan`";
+  return text + "; give each rank more memory (see --mem-per-rank; fewer ranks per node) or make the tasks smaller";
+}
 
 }  // namespace rcsweep

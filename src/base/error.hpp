@@ -1,6 +1,7 @@
 // Exception hierarchy of rcsweep. Exceptions are used inside the program; exit codes are chosen
 // only in cli/main.cpp (0 ok, 1 runtime error, 2 usage/config error, 3 failed/diverged tasks).
 #pragma once
+#include <exception>
 #include <source_location>
 #include <stdexcept>
 #include <string>
@@ -57,5 +58,12 @@ class MpiError : public Error {
  public:
   using Error::Error;
 };
+
+/// Whether `e` is an allocation failure: std::bad_alloc, or std::length_error (a size no vector can hold).
+bool is_out_of_memory(const std::exception& e);
+
+/// "out of memory while WHAT (std::bad_alloc): a rank needs about X by the estimate of `rcsweep plan`;
+/// ..." (no estimate when `needs_bytes` is 0).
+std::string out_of_memory_message(const std::string& what, const std::exception& e, double needs_bytes);
 
 }  // namespace rcsweep

@@ -1,5 +1,7 @@
 #include "base/platform.hpp"
 
+#include <sys/resource.h>
+
 #include <fstream>
 
 namespace rcsweep {
@@ -24,6 +26,12 @@ std::string cpu_model() {
   if (name.empty()) return "unknown CPU";
   if (!family.empty() && !model.empty()) name += " (family " + family + ", model " + model + ")";
   return name;
+}
+
+std::optional<double> address_space_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  return static_cast<double>(limit.rlim_cur);
 }
 
 }  // namespace rcsweep

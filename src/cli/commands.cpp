@@ -27,10 +27,13 @@
 #include "base/error.hpp"
 #include "base/units.hpp"
 #include "base/parallel.hpp"
+#include "base/platform.hpp"
 #include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
+#include "linalg/linalg.hpp"
 #include "plan/job_script.hpp"
 #include "plan/layout.hpp"
+#include "plan/memory.hpp"
 #include "plan/threads.hpp"
 #include "store/dump.hpp"
 #include "store/matrix_file.hpp"
@@ -42,9 +45,6 @@
 
 namespace rcsweep::cli {
 namespace {
-
-// Resident memory of an idle rank (MPI, BLAS, HDF5 and the program), measured: about 37 MiB.
-constexpr double program_bytes = plan::rank_program_bytes;
 
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
@@ -60,23 +60,6 @@ double memory_budget(const std::string& mem_per_rank, int ranks_on_node, std::st
   source = "this machine's " + human_bytes(physical_memory_bytes()) + " / " + std::to_string(ranks_on_node) + " rank" +
            (ranks_on_node == 1 ? "" : "s") + "; set --mem-per-rank";
   return physical_memory_bytes() / ranks_on_node;
-}
-
-/// Refuse (ConfigError on --mem-per-rank) a plan whose largest bundle, run on `threads` threads
-/// (plan/threads.hpp: concurrent small tasks each hold their temporaries), does not fit the budget.
-void check_memory(const plan::Plan& plan, int threads, double budget, const std::string& source) {
-  const plan::LargestBundle largest = plan::largest_bundle(plan, threads);
-  const std::size_t worst_bytes = largest.bytes;
-  if (plan.bundles.empty() || static_cast<double>(worst_bytes) + program_bytes <= budget) return;
-  const plan::Bundle* worst = &plan.bundles[largest.index];
-  const auto& m = plan.models.at(plan.tasks.at(worst->tasks.front()).point);
-  throw ConfigError({{"--mem-per-rank",
-                      "the largest bundle (" + std::to_string(worst->tasks.size()) + " tasks with T = " +
-                          std::to_string(m.T) + ", d = " + std::to_string(m.d) + ", " + std::to_string(plan.max_depth) +
-                          " layers) needs about " + human_bytes(static_cast<double>(worst_bytes) + program_bytes) +
-                          " per rank" + (threads > 1 ? " on " + std::to_string(threads) + " threads" : "") +
-                          ", more than the budget of " + human_bytes(budget) + " (" + source +
-                          "); give each rank more memory (fewer ranks per node) or make the tasks smaller"}});
 }
 
 /// How long reading a store may take in in_child (RCSWEEP_STORE_READ_TIMEOUT overrides, for tests).
@@ -241,6 +224,52 @@ plan::Shard parse_shard(const std::string& text) {
   throw ConfigError({{"--shard", "expected i/n with 0 <= i < n, got '" + text + "'"}});
 }
 
+namespace {
+/// Threads OpenBLAS started when it was loaded (its thread count before any call sets it).
+int blas_load_threads() {
+  const int n = linalg::set_blas_threads(1);
+  linalg::set_blas_threads(n);
+  return n;
+}
+
+/// The ranks of this run before MPI starts: -n, else the launcher's, else 1.
+int ranks_before_mpi(const RunArgs& args) {
+  if (args.ranks > 0) return args.ranks;
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) return std::atoi(v);
+  return 1;
+}
+
+/// What a run's memory depends on besides its plan (plan/memory.hpp).
+plan::RankSetup run_setup(const RunArgs& args, const plan::Plan& plan, int ranks) {
+  return {args.options.threads, args.options.blas_threads, ranks, blas_load_threads(),
+          plan.spec.adaptive.enabled() || !args.options.reuse.empty()};
+}
+
+/// Refuse a run whose address space would exceed RLIMIT_AS (`ulimit -v`), before MPI starts and
+/// before any BLAS call: OpenBLAS retries a buffer it cannot allocate for ever (its threads started
+/// at load do so already), and MPI's start, a fork or the exit then wait for that thread, signals
+/// or not. Exits at once (exit code 2, no MPI, no destructors that would wait for it).
+void refuse_over_address_limit(const RunArgs& args) {
+  const auto limit = address_space_limit();
+  if (!limit) return;
+  std::optional<std::string> problem;
+  try {
+    const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+    const plan::RankMemory m = plan::rank_memory(plan, run_setup(args, plan, ranks_before_mpi(args)));
+    problem = plan::address_space_problem(m, plan::largest_bundle_text(plan, m), *limit);
+  } catch (const std::exception&) {  // a bad sweep file is reported once MPI runs: the program alone here
+    const plan::Plan none;
+    const plan::RankMemory m = plan::rank_memory(none, run_setup(args, none, ranks_before_mpi(args)));
+    problem = plan::address_space_problem(m, "rcsweep run", *limit);
+  }
+  if (!problem) return;
+  if (sweep::launcher_rank() == 0) std::fprintf(stderr, "error: ulimit -v: %s\n", problem->c_str());
+  std::fflush(nullptr);
+  std::_Exit(2);
+}
+}  // namespace
+
 /// Warn (rank 0) when some rank may run on fewer cores than its threads (a collective): Open MPI
 /// binds a rank to one core by default, and its threads would then share it. Thread binding of its
 /// own (OMP_PLACES, OMP_PROC_BIND) is seen through (parallel::available_processors).
@@ -274,8 +303,10 @@ int run_command(const RunArgs& args) {
   // while MPI starts (mpiexec forwards SIGUSR1 at once) must not kill the rank.
   if (sweep::watch_launcher() && sweep::launcher_gone()) std::_Exit(4);  // started as its launcher died
   sweep::install_stop_handlers();
+  refuse_over_address_limit(args);
   mpi::Session session(nullptr, nullptr);
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
+  double needs_bytes = 0.0;  // the plan's estimate of a rank's memory, for an out-of-memory message
   try {
     if (args.options.threads > 1 && args.options.blas_threads > 1)
       throw ConfigError({{"--blas-threads", std::to_string(args.options.blas_threads) + " with " +
@@ -295,7 +326,9 @@ int run_command(const RunArgs& args) {
       on_node = mpi::comm_size(node);
       MPI_Comm_free(&node);
       std::string source;
-      check_memory(plan, args.options.threads, memory_budget(args.mem_per_rank, on_node, source), source);
+      const plan::RankSetup setup = run_setup(args, plan, size);
+      needs_bytes = plan::rank_memory(plan, setup).resident();
+      plan::check_memory(plan, setup, memory_budget(args.mem_per_rank, on_node, source), source, std::nullopt);
     }
     warn_if_threads_share_cores(args.options.threads, rank, on_node);
     sweep::RunOptions opt = args.options;
@@ -414,7 +447,11 @@ int run_command(const RunArgs& args) {
     if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d/%d] error: %s\n", rank, size, e.what());
+    if (is_out_of_memory(e))
+      std::fprintf(stderr, "[rank %d/%d] error: %s\n", rank, size,
+                   out_of_memory_message("running the sweep", e, needs_bytes).c_str());
+    else
+      std::fprintf(stderr, "[rank %d/%d] error: %s\n", rank, size, e.what());
     std::fflush(stderr);
     if (sweep::exit_without_finalize()) std::_Exit(1);  // no launcher to abort the job through
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -693,10 +730,24 @@ int plan_command(const PlanArgs& args) {
     std::printf("work          %.3g GFLOP, about %s on one core (%s)\n", flops / 1e9, human_seconds(core_s).c_str(),
                 rates_text.c_str());
   }
-  std::printf("peak memory   %s per rank (largest bundle %s%s + program %s)\n",
-              human_bytes(chosen.bytes_per_rank).c_str(), human_bytes(chosen.bytes_per_rank - program_bytes).c_str(),
+  // What `run` checks (plan/memory.hpp): resident bytes against the budget, address space against ulimit -v.
+  const plan::RankMemory memory = plan::rank_memory(plan,
+                                                    {threads, 1, ranks, blas_load_threads(), spec.adaptive.enabled()});
+  const std::string collect = memory.writer >= memory.message
+                                  ? "rank 0's store tables and batch " + human_bytes(memory.writer)
+                                  : "a worker's message " + human_bytes(memory.message);
+  std::printf("peak memory   %s per rank (largest bundle %s%s with its tasks' results %s, %s, BLAS %s, program %s)\n",
+              human_bytes(memory.resident()).c_str(), human_bytes(memory.unit).c_str(),
               threads > 1 ? (" on " + std::to_string(threads) + " threads").c_str() : "",
-              human_bytes(program_bytes).c_str());
+              human_bytes(memory.results).c_str(), collect.c_str(), human_bytes(memory.blas).c_str(),
+              human_bytes(memory.program).c_str());
+  const auto limit = address_space_limit();
+  std::printf(
+      "address space %s per rank (ulimit -v; BLAS buffers, MPI and libraries included)%s\n",
+      human_bytes(memory.address_space()).c_str(),
+      limit && memory.address_space() > *limit
+          ? ("; more than this shell's limit of " + human_bytes(*limit) + ": `rcsweep run` here refuses it").c_str()
+          : "");
   const std::string budget_source = !args.mem_per_rank.empty()
                                         ? request.memory_source
                                         : (args.mem_per_node.empty()

@@ -18,7 +18,8 @@
 #include "sweep/stop.hpp"
 #include "rcsweep/version.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+int run_main(int argc, char** argv) {
   using namespace rcsweep;
   keep_freed_memory();
   CLI::App app{"rcsweep: sweeps of rank collapse in randomly initialised attention and state-space stacks.\n"
@@ -303,7 +304,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n",
+                 is_out_of_memory(e) ? out_of_memory_message("running the command", e, 0.0).c_str() : e.what());
     return 1;
   }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int code = run_main(argc, argv);
+  // Under an address-space limit (ulimit -v) a BLAS thread OpenBLAS started at load may be retrying,
+  // for ever, a buffer the limit refuses; OpenBLAS's destructor would wait for it at exit. Every
+  // file is closed by now: end without destructors.
+  if (rcsweep::address_space_limit()) {
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  return code;
 }

@@ -112,9 +112,9 @@ LayoutEstimate estimate_layout(const Plan& plan, const std::vector<BundleWork>& 
   e.ranks = static_cast<int>(std::min(static_cast<long long>(std::max(request.nodes, 1)) * per_node, tasks));
   e.ranks_per_node = static_cast<int>(std::min<long long>(per_node, e.ranks));
   e.budget_per_rank = request.mem_per_rank > 0 ? request.mem_per_rank : request.mem_per_node / e.ranks_per_node;
-  const LargestBundle largest = largest_bundle(plan, e.threads);
-  e.largest = largest.index;
-  e.bytes_per_rank = static_cast<double>(largest.bytes) + rank_program_bytes;
+  const RankMemory memory = rank_memory(plan, {e.threads, 1, e.ranks, 1, plan.spec.adaptive.enabled()});
+  e.largest = memory.largest;
+  e.bytes_per_rank = memory.resident();
   e.makespan_s = schedule_on_threads(plan, work, e.ranks, e.threads).makespan_s;
   return e;
 }

@@ -8,14 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "plan/memory.hpp"
 #include "plan/plan.hpp"
 #include "plan/schedule.hpp"
 
 namespace rcsweep::plan {
-
-/// Resident memory of an idle rank (MPI, BLAS, HDF5 and the program; measured about 37 MiB), on top
-/// of the work it holds.
-inline constexpr double rank_program_bytes = 40.0 * (1 << 20);
 
 /// Of the layouts whose estimated makespan is within this fraction of the shortest, the one with the
 /// fewest threads per rank is chosen: the cost model does not price OpenMP's overhead.
@@ -36,7 +33,7 @@ struct LayoutEstimate {
   int threads = 1;               ///< OpenMP threads per rank
   int ranks_per_node = 1;        ///< cores / threads, at most the tasks
   int ranks = 1;                 ///< ranks of the job: nodes x cores / threads, at most the tasks
-  double bytes_per_rank = 0.0;   ///< the largest unit on `threads` threads + rank_program_bytes
+  double bytes_per_rank = 0.0;   ///< resident memory of the rank needing the most (plan/memory.hpp)
   double budget_per_rank = 0.0;  ///< mem_per_rank, else mem_per_node / ranks_per_node
   std::size_t largest = 0;       ///< index into plan.bundles of the bundle needing bytes_per_rank
   double makespan_s = 0.0;       ///< estimated wall time

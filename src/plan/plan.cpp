@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "base/error.hpp"
+#include "plan/memory.hpp"
 
 namespace rcsweep::plan {
 namespace {
@@ -290,6 +291,7 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     auto& parts = shared_parts[it->second];
     for (std::size_t k = 0; k < MemoryEstimate::n_parts; ++k) parts[k] = std::max(parts[k], mem.shared_parts[k]);
     b.state_bytes += mem.state;
+    b.results_bytes += static_cast<std::size_t>(task_result_bytes(plan, m));
     const std::size_t tape = plan.spec.output.gradients == config::Spectra::none ? 0 : tape_bytes(m, plan.max_depth);
     b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape);
   }

@@ -26,8 +26,9 @@ struct Bundle {
   std::size_t shared_bytes = 0;      ///< one layer's random tensors and shared products
   std::size_t state_bytes = 0;       ///< the signals X of all its tasks
   std::size_t scratch_bytes = 0;     ///< temporaries of the largest task's layer
+  std::size_t results_bytes = 0;     ///< its tasks' results, held from the first layer until written
   /// Estimated peak working set while the bundle runs (its tasks advance layer by layer).
-  std::size_t bytes() const { return shared_bytes + state_bytes + scratch_bytes; }
+  std::size_t bytes() const { return shared_bytes + state_bytes + scratch_bytes + results_bytes; }
 };
 
 /// Which slice of the task list a run covers (array jobs): tasks with id % count == index, or

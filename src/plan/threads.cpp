@@ -72,7 +72,7 @@ std::size_t unit_bytes(const Bundle& bundle, ThreadMode mode, int threads, std::
   const std::size_t concurrent = mode == ThreadMode::tasks
                                      ? std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), tasks)
                                      : 1;
-  return bundle.shared_bytes + bundle.state_bytes + concurrent * bundle.scratch_bytes;
+  return bundle.shared_bytes + bundle.state_bytes + concurrent * bundle.scratch_bytes + bundle.results_bytes;
 }
 
 }  // namespace rcsweep::plan

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -89,7 +90,8 @@ std::vector<store::TaskResult> compute(const BundleRunner& runner, const plan::P
       r.task = id;
       r.status = store::TaskStatus::failed;
       r.rank = rank;
-      r.message = std::string("failed: ") + e.what();
+      r.message = is_out_of_memory(e) ? "failed: " + out_of_memory_message("computing its bundle", e, 0.0)
+                                      : std::string("failed: ") + e.what();
       results.push_back(std::move(r));
     }
   }
@@ -898,7 +900,7 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
               r.other_shards ? (" (" + std::to_string(r.other_shards) + " belong to other shards)").c_str() : "");
       }
     } catch (const std::exception& e) {
-      error = e.what();
+      error = is_out_of_memory(e) ? out_of_memory_message("opening the store", e, 0.0) : e.what();
     }
   }
   error = mpi::bcast(error, 0, comm);
@@ -1016,14 +1018,22 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       return stop.past_grace();
     };
     const double grad_checks = plan.gradient_depths().empty() ? 0.0 : 1.0;
-    while (auto tasks = queue.pop()) {
-      ++summary.bundles;
-      bundle_flops = 0.0;
-      for (const auto id : *tasks) bundle_flops += plan.tasks[id].flops;
-      checks = 0.0;
-      expected_checks = plan.max_depth + grad_checks * static_cast<double>(tasks->size()) + 1.0;
-      local.push(compute(runner, plan, *tasks, 0, cancelled));
-      service.partial_progress(0.0);
+    try {
+      while (auto tasks = queue.pop()) {
+        ++summary.bundles;
+        bundle_flops = 0.0;
+        for (const auto id : *tasks) bundle_flops += plan.tasks[id].flops;
+        checks = 0.0;
+        expected_checks = plan.max_depth + grad_checks * static_cast<double>(tasks->size()) + 1.0;
+        local.push(compute(runner, plan, *tasks, 0, cancelled));
+        service.partial_progress(0.0);
+      }
+    } catch (const std::exception& e) {  // outside a bundle (out of memory): the job ends now, as after a kill
+      std::fprintf(stderr, "[rank 0/%d] error: %s\n", size,
+                   is_out_of_memory(e) ? out_of_memory_message("handing results over", e, 0.0).c_str() : e.what());
+      std::fflush(stderr);
+      if (size > 1) MPI_Abort(comm, 1);
+      std::_Exit(1);
     }
     local_finished = true;
     service_thread.join();
