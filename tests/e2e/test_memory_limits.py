@@ -60,27 +60,32 @@ def plan_memory(*args, **kw):
     return size_of(peak), size_of(space)
 
 
-def test_huge_depth_is_refused_by_mem_per_rank_before_any_store(tmp_path, sweep):
+# A bundle of 100 tasks (one per lambda: they share their weights) at the deepest depth a sweep may
+# have (docs/CONFIG.md "Limits"): 10^7 layers of results in one bundle.
+DEEP = ["model.depth=100000", "axes.lambda=[" + ", ".join(f"{i / 100}" for i in range(100)) + "]"]
+
+
+def test_a_deep_bundle_is_refused_by_mem_per_rank_before_any_store(tmp_path, sweep):
     store = tmp_path / "deep.h5"
     t0 = time.time()
-    proc = rcsweep("run", sweep, "model.depth=300000000", "--mem-per-rank", "1G", "-o", store, check=2, timeout=60)
+    proc = rcsweep("run", sweep, *DEEP, "--mem-per-rank", "1G", "-o", store, check=2, timeout=60)
     assert time.time() - t0 < 20
-    assert re.search(r"error: --mem-per-rank: the largest bundle \(1 task with T = 4, d = 4, 300000000 layers\) "
+    assert re.search(r"error: --mem-per-rank: the largest bundle \(100 tasks with T = 4, d = 4, 100000 layers\) "
                      r"needs about [\d.]+ GiB per rank, more than the budget of 1.0 GiB \(--mem-per-rank 1G\); "
-                     r"the results of its 300000001 layers per task take", proc.stderr), proc.stderr
+                     r"the results of its 100001 layers per task take", proc.stderr), proc.stderr
     # 13 metrics and four spectrum lists per layer (200 bytes), and rank 0's two offset tables (16)
     needs = size_of(re.search(r"needs about ([\d.]+ \w+)", proc.stderr).group(1))
-    assert 3e8 * 200 < needs < 3e8 * 240, needs
+    assert 1e7 * 200 < needs < 1e7 * 240, needs
     assert not store.exists()
-    peak, _ = plan_memory(sweep, "model.depth=300000000", "--mem-per-node", "1T")
+    peak, _ = plan_memory(sweep, *DEEP, "--mem-per-node", "1T", "--cores", "1")  # one rank, as the run
     assert abs(peak - needs) < 0.001 * needs  # plan prints what run checks
 
 
 def test_plan_prints_what_run_checks(tmp_path, sweep):
     """--mem-per-rank just below `plan`'s peak memory is refused, just above it runs."""
-    depth = "model.depth=200000"
+    depth = "model.depth=100000"
     peak, _ = plan_memory(sweep, depth)
-    assert peak > 40 * MiB + 200000 * 200  # the program and the results of every layer
+    assert peak > 40 * MiB + 100000 * 200  # the program and the results of every layer
     below = rcsweep("run", sweep, depth, "--mem-per-rank", str(int(peak * 0.99)), "-o", tmp_path / "a.h5", check=2)
     assert "--mem-per-rank: the largest bundle" in below.stderr, below.stderr
     assert not (tmp_path / "a.h5").exists()
@@ -124,10 +129,11 @@ def test_sigterm_stops_a_run_under_a_limit(tmp_path, sweep):
     """The stop signals work under an address-space limit: SIGTERM mid-bundle stops the run with
     exit code 4 and the task stays pending."""
     env = one_blas_thread()
-    _, space = plan_memory(sweep, "model.depth=3000000", env=env)
+    long = ["model.T=64", "model.d=64", "model.depth=100000"]  # minutes of computing: stopped long before
+    _, space = plan_memory(sweep, *long, env=env)
     kib = int(space + 64 * MiB) // 1024  # the shell's ulimit -v, then rcsweep in its place (same pid)
-    proc = workload.Watched(["bash", "-c", f'ulimit -v {kib} && exec "$0" "$@"', BIN, "run", sweep,
-                             "model.depth=3000000", "-o", tmp_path / "t.h5", "--grace", "0"], env=env)
+    proc = workload.Watched(["bash", "-c", f'ulimit -v {kib} && exec "$0" "$@"', BIN, "run", sweep, *long,
+                             "-o", tmp_path / "t.h5", "--grace", "0"], env=env)
     assert proc.wait_until(lambda w: w.work >= 0.01), proc.err
     t0 = time.time()
     proc.send_signal(signal.SIGTERM)
