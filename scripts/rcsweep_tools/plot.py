@@ -1,17 +1,31 @@
 """Plotting helpers shared by every figure module (Mind the Gap, Lambda-skip, Dong et al.) and the
 generic plot (facet.py).
 
-- mean_band(da, dim="replicate", band="ci"): mean over replicates and a band around it: "ci" a
-  **t-based** 95% confidence interval, mean ± t_{0.975, n-1} · sd / sqrt(n); "se" one standard
-  error, mean ± sd / sqrt(n) (sd with ddof=1, n = number of non-NaN replicates; no band where
-  n < 2); "range" min..max over replicates. NaN (tasks not done) are left out; n may differ from
-  point to point (adaptive replicates). The standard error is load.mean_se's, the one
-  load.replicate_stats reports. The band is clipped to the range the quantity can take
-  (load.RANGES: a stable rank is >= 1, mu_rel lies in [0, 1]).
-- line_band(ax, x, da, label=...): draws that mean as a line (label = `label`) and the band as
-  a fill_between PolyCollection whose gid is "band:<label>" (tests read both back).
+- mean_band(da, dim="replicate", band="sd"): mean over replicates and a band around it: "sd" (the
+  default, the papers' convention) mean ± one sample standard deviation of the replicates; "ci" a
+  **t-based** 95% confidence interval of the mean, mean ± t_{0.975, n-1} · sd / sqrt(n); "se" one
+  standard error, mean ± sd / sqrt(n) (sd with ddof=1, n = number of non-NaN replicates; no band
+  where n < 2); "range" min..max over replicates. NaN (tasks not done, layers after a divergence)
+  are left out, so mean and band at each x rest on the replicates that have a value there; n may
+  differ from point to point (adaptive replicates, divergence). The standard error is
+  load.mean_se's, the one load.replicate_stats reports. The band is clipped to the range the
+  quantity can take (load.RANGES: a stable rank is >= 1, mu_rel lies in [0, 1]).
+- line_band(ax, x, da, label=...): draws that mean as a line (gid "mean:<label>") and the band as
+  a fill_between PolyCollection whose gid is "band:<label>" (tests read both back). A series that
+  ends early (no replicate has a value beyond some x: every one diverged or vanished) gets an "x"
+  at its last finite point (gid "ends:<label>"); points resting on fewer replicates than the
+  series' most get a hollow marker (gid "fewer:<label>"), x without a value between values an "x"
+  on the x axis (gid "gap:<label>"); the line's legend label then says so:
+  "<label> (n 4→1 from layer 4, ends at layer 6: vanished)" (series_note).
+- log_ticks(ax, values): a log or symlog axis ticked at the swept values when they are few, as
+  plain numbers, with no minor labels.
+- legends_outside(fig, axes): the panels' legends right of (or below) the axes, one shared legend
+  when every panel lists the same entries.
+- fit_width(fig, "column" | "page" | inches): a drawn figure resized to a journal's column (3.5 in)
+  or page (7 in) width.
 - axis_label(ds_or_da, name): "long name, symbol [units]" from the loader's attributes.
-- hue_colors(values): one colour per value, distinguishable for many values and ordered for numbers.
+- hue_colors(values): one colour per value, distinguishable for many values and ordered for numbers
+  (a diverging map centred at 0 for values of both signs).
 - panel_grid(fig, n): a grid of n panels wrapped into rows, with a figure size of bounded aspect.
 - legend_outside(ax, handles): a legend to the right of ax, where it hides no data.
 - style(name): matplotlib settings of a style ("default", "paper") as a context manager.
@@ -42,7 +56,17 @@ def t_quantile(n, level=LEVEL):
     return q
 
 
-BANDS = ("ci", "se", "range", "none")
+BANDS = ("sd", "ci", "se", "range", "none")
+DEFAULT_BAND = "sd"   # the papers' convention; rcsweep-plot, the figures and rcsweep-summary use it
+BAND_TEXT = {"sd": "± 1 sd of the replicates", "ci": "t-based 95% confidence interval of the mean",
+             "se": "± 1 standard error of the mean", "range": "min–max of the replicates", "none": "no band"}
+
+
+def band_text(band=DEFAULT_BAND, n=None):
+    """A caption's words for a band: "band ± 1 sd of the replicates (n = 3)"."""
+    if band == "none":
+        return "no band"
+    return f"band {BAND_TEXT[band]}" + (f" (n = {n})" if n is not None else "")
 
 
 def valid_range(name):
@@ -52,7 +76,7 @@ def valid_range(name):
     return RANGES.get(name, (None, None))
 
 
-def mean_band(da, dim="replicate", level=LEVEL, band="ci", valid=None):
+def mean_band(da, dim="replicate", level=LEVEL, band=DEFAULT_BAND, valid=None):
     """(mean, lo, hi) over `dim` as xarray DataArrays; see the module docstring. `valid` =
     (smallest, largest) overrides the range looked up by the array's name; band "none" gives NaN
     lo, hi."""
@@ -69,6 +93,9 @@ def mean_band(da, dim="replicate", level=LEVEL, band="ci", valid=None):
             lo, hi = da.min(dim, skipna=True), da.max(dim, skipna=True)
         elif band == "none":
             lo = hi = mean * np.nan
+        elif band == "sd":
+            half = se * np.sqrt(n)  # the sample sd (ddof = 1), NaN where n < 2
+            lo, hi = mean - half, mean + half
         else:
             q = t_quantile(n.values, level) if band == "ci" else 1.0
             half = se * q
@@ -79,19 +106,135 @@ def mean_band(da, dim="replicate", level=LEVEL, band="ci", valid=None):
     return mean, lo, hi
 
 
-def line_band(ax, x, da, label, dim="replicate", band="ci", valid=None, **kw):
+def _fmt(v):
+    return f"{v:g}" if isinstance(v, (float, int, np.floating, np.integer)) else str(v)
+
+
+def _x_name(da, dim, x):
+    """The name of the x axis of `da` for a note: its non-replicate dimension, or the [[zip]]
+    member along it whose values are x (T rather than zip1)."""
+    others = [d for d in da.dims if d != dim]
+    if len(others) != 1:
+        return "x"
+    xdim = others[0]
+    if xdim.startswith("zip"):
+        for c, co in da.coords.items():
+            if co.dims == (xdim,) and c != xdim:
+                try:
+                    if np.allclose(np.sort(np.asarray(co.values, float)), np.sort(np.asarray(x, float))):
+                        return c
+                except (TypeError, ValueError):
+                    continue
+    return xdim
+
+
+def divergence_reason(da, dim="replicate"):
+    """Why values of `da` end: "vanished" (X reached exactly zero), "diverged" (non-finite X) or
+    both, from the task messages when `da` carries them (a `message` coordinate: plot.with_tasks),
+    else "diverged" (the store's status for both)."""
+    if "message" not in da.coords:
+        return "diverged"
+    msgs = [str(m) for m in np.atleast_1d(da["message"].values).ravel() if str(m)]
+    kinds = []
+    if any("vanished" in m for m in msgs):
+        kinds.append("vanished")
+    if any("non-finite" in m for m in msgs) or not kinds:
+        kinds.append("diverged")
+    return " or ".join(sorted(kinds, reverse=True))
+
+
+def series_note(x, mean, n, xname="layer", reason="diverged"):
+    """What a series whose mean at x rests on n replicates leaves out, as (note, last, fewer, gaps):
+    `last` the index of its last finite point when it ends before the last x (else None), `fewer`
+    the indices of finite points resting on fewer replicates than the series' most, `gaps` the x
+    without a value before its last finite point, and `note` the words for its legend ("" when
+    none of these): "ends at layer 5: diverged", "n 4→2 from layer 3: vanished", "no value at
+    lambda = 0: vanished", "no value: diverged" (none at any x)."""
+    x, mean, n = np.asarray(x), np.asarray(mean, dtype=float), np.asarray(n)
+    finite = np.isfinite(mean)
+    none = np.array([], int)
+    if len(x) == 0:
+        return "", None, none, none
+    if not finite.any():
+        return f"no value: {reason}", None, none, none
+    where = "layer " if xname == "layer" else f"{xname} = "
+    idx = np.nonzero(finite)[0]
+    last = int(idx[-1]) if idx[-1] < len(x) - 1 else None
+    gaps = np.nonzero(~finite[:idx[-1]])[0]
+    full = int(n[finite].max())
+    fewer = idx[n[idx] < full]
+    parts = []
+    if fewer.size:
+        k = int(fewer[0])
+        run = n[k:idx[-1] + 1]
+        if (run < full).all() and (np.diff(run) <= 0).all():  # n only falls from there on (layers)
+            parts.append(f"n {full}→{int(n[idx[-1]])} from {where}{_fmt(x[k])}")
+        else:
+            parts.append(f"n < {full} at {where}" + ", ".join(_fmt(x[j]) for j in fewer))
+    if gaps.size:
+        parts.append(f"no value at {where}" + (", ".join(_fmt(x[j]) for j in gaps) if gaps.size <= 3
+                                              else f"{gaps.size} values"))
+    if last is not None:
+        parts.append(f"ends at {where}{_fmt(x[last])}")
+    return (", ".join(parts) + f": {reason}" if parts else ""), last, fewer, gaps
+
+
+def line_band(ax, x, da, label, dim="replicate", band=DEFAULT_BAND, valid=None, xname=None, **kw):
     """Mean of `da` over `dim` against x (1-D, same length), with its band (mean_band's `band`;
-    True = "ci", False = "none"); returns the Line2D."""
-    band = {True: "ci", False: "none", None: "none"}.get(band, band)
+    True = the default band, False = "none"); returns the Line2D. A series that ends before the
+    last x gets an "x" at its last finite point, points resting on fewer replicates a hollow
+    marker, and its label the series_note (`xname` names x in it: default the dimension of `da`,
+    or the [[zip]] member along it); the note is also the line's attribute `series_note`."""
+    band = {True: DEFAULT_BAND, False: "none", None: "none"}.get(band, band)
     mean, lo, hi = mean_band(da, dim, band=band, valid=valid)
+    n = np.asarray(da.count(dim).values)
     x = np.asarray(x, dtype=float)
-    (line,) = ax.plot(x, np.asarray(mean.values, dtype=float), label=label, **kw)
+    y = np.asarray(mean.values, dtype=float)
+    note, last, fewer, gaps = series_note(x, y, n, xname or _x_name(da, dim, x), divergence_reason(da, dim))
+    (line,) = ax.plot(x, y, label=f"{label} ({note})" if note else label, gid=f"mean:{label}", **kw)
+    line.series_note = note
+    colour = line.get_color()
     lo, hi = np.asarray(lo.values, dtype=float), np.asarray(hi.values, dtype=float)
     ok = np.isfinite(lo) & np.isfinite(hi)
     if ok.any():
-        ax.fill_between(x, lo, hi, where=ok, color=line.get_color(), alpha=0.2, linewidth=0,
+        ax.fill_between(x, lo, hi, where=ok, color=colour, alpha=0.2, linewidth=0,
                         gid=f"band:{label}")
+    ms = kw.get("ms", kw.get("markersize", 3))
+    if fewer.size:
+        ax.plot(x[fewer], y[fewer], ls="none", marker="o", ms=max(ms, 3) + 1, mfc="white", mec=colour,
+                mew=0.8, zorder=line.get_zorder() + 0.1, gid=f"fewer:{label}", label="_fewer")
+    if last is not None:
+        ax.plot([x[last]], [y[last]], ls="none", marker="x", ms=max(ms, 3) + 4, mew=1.6, color=colour,
+                zorder=line.get_zorder() + 0.2, gid=f"ends:{label}", label="_ends")
+    if gaps.size:  # x without a value between values: a mark on the bottom edge, at that x
+        ax.plot(x[gaps], np.zeros(gaps.size), ls="none", marker="x", ms=max(ms, 3) + 2, mew=1.2, color=colour,
+                transform=ax.get_xaxis_transform(), clip_on=False, gid=f"gap:{label}", label="_gap")
     return line
+
+
+def with_tasks(ds):
+    """ds with the tasks' `status` and `message` as coordinates, so every metric selected from it
+    carries them (line_band names why a series ends from them)."""
+    names = [v for v in ("status", "message") if v in ds.data_vars]
+    return ds.set_coords(names) if names else ds
+
+
+def marker_handles(axes):
+    """Legend entries explaining the divergence markers drawn on `axes` (none when none was)."""
+    from matplotlib.lines import Line2D
+
+    gids = {(ln.get_gid() or "").split(":")[0] for ax in axes for ln in ax.get_lines()}
+    out = []
+    if "fewer" in gids:
+        out.append(Line2D([], [], ls="none", marker="o", ms=4, mfc="white", mec="0.3",
+                          label="fewer replicates (the others diverged)"))
+    if "ends" in gids:
+        out.append(Line2D([], [], ls="none", marker="x", ms=7, mew=1.6, color="0.3",
+                          label="last finite value (every replicate diverged after it)"))
+    if "gap" in gids:
+        out.append(Line2D([], [], ls="none", marker="x", ms=5, mew=1.2, color="0.3",
+                          label="on the x axis: no value there (every replicate diverged)"))
+    return out
 
 
 def axis_label(obj, name=None, sep=", "):
@@ -165,11 +308,13 @@ def scalar(ds, name):
 
 
 def hue_colors(values):
-    """One colour per value, in the order given. Numbers get ordered colours of a sequential
-    colormap at evenly spaced positions in sorted order (viridis for up to 6 values; from 7 on
-    turbo, whose hues stay apart where viridis's neighbours blur), so -10 < 0 < 1e4 read in order
-    whatever their spacing; anything else gets the categorical tab10 (tab20 from 11 values on,
-    repeating after 20)."""
+    """One colour per value, in the order given. Numbers of one sign get ordered colours of a
+    sequential colormap at evenly spaced positions in sorted order (viridis for up to 6 values; from
+    7 on turbo, whose hues stay apart where viridis's neighbours blur), so 0 < 1 < 1e4 read in order
+    whatever their spacing. Numbers of both signs (lambda = -0.5, 0, 0.5) get a diverging map
+    centred at 0 (RdBu_r: negatives blue, positives red, each side by rank, darker further from 0;
+    0 itself dark grey, as the map's white centre would vanish on the page). Anything else gets the
+    categorical tab10 (tab20 from 11 values on, repeating after 20)."""
     import matplotlib
 
     values = list(values)
@@ -181,10 +326,59 @@ def hue_colors(values):
     if numbers is None or n == 0 or isinstance(values[0], str):
         cm = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
         return [cm(k % cm.N) for k in range(n)]
+    if (numbers < 0).any() and (numbers > 0).any():
+        return diverging_colors(numbers)
     cm, lo, hi = (matplotlib.colormaps["viridis"], 0.0, 0.85) if n <= 6 else (matplotlib.colormaps["turbo"], 0.05, 0.95)
     rank = np.empty(n)
     rank[np.argsort(numbers, kind="stable")] = np.arange(n)
     return [cm(lo + (hi - lo) * r / max(n - 1, 1)) for r in rank]
+
+
+def diverging_colors(numbers):
+    """Colours of a signed axis (hue_colors): RdBu_r at 0.08 (the most negative, dark blue) to 0.35
+    (light blue) for the negatives by rank, 0.65 (light red) to 0.92 (the largest, dark red) for the
+    positives, dark grey at 0; a lone negative / positive gets 0.12 / 0.88."""
+    import matplotlib
+
+    cm = matplotlib.colormaps["RdBu_r"]
+    numbers = np.asarray(numbers, dtype=float)
+    out = []
+    neg = np.unique(numbers[numbers < 0])   # ascending: the most negative first
+    pos = np.unique(numbers[numbers > 0])
+    for v in numbers:
+        if v < 0:
+            k = int(np.searchsorted(neg, v))
+            out.append(cm(0.08 + 0.27 * k / (len(neg) - 1) if len(neg) > 1 else 0.12))
+        elif v > 0:
+            k = int(np.searchsorted(pos, v))
+            out.append(cm(0.92 - 0.27 * (len(pos) - 1 - k) / (len(pos) - 1) if len(pos) > 1 else 0.88))
+        else:
+            out.append((0.25, 0.25, 0.25, 1.0))
+    return out
+
+
+def log_ticks(ax, values, axis="x", most=8):
+    """On a log or symlog axis: ticks at the swept `values` when there are at most `most` of them,
+    labelled as plain numbers ("16", "0.5"); otherwise matplotlib's decades. Minor ticks are never
+    labelled (their "3×10¹4×10¹" labels overlap)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    v = np.unique(np.asarray(values, dtype=float))
+    v = v[np.isfinite(v)]
+    if 0 < len(v) <= most:
+        a.set_major_locator(FixedLocator(v))
+        a.set_major_formatter(FuncFormatter(lambda t, _: _fmt(float(t))))
+    a.set_minor_formatter(NullFormatter())
+
+
+def plain_log_labels(ax, axis="y"):
+    """Plain-number labels ("0.1", "1", "10", "1e+04") on a log axis, and no minor labels."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    a.set_major_formatter(FuncFormatter(lambda t, _: _fmt(float(t))))
+    a.set_minor_formatter(NullFormatter())
 
 
 MAX_ASPECT = 3.0        # width / height of a figure of panels at most
@@ -223,6 +417,63 @@ def legend_outside(ax, handles=None, **kw):
     kw = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0, "fontsize": 7,
           "frameon": False, **kw}
     return ax.legend(handles=handles, **kw) if handles is not None else ax.legend(**kw)
+
+
+def legends_outside(fig, axes=None, extra=()):
+    """Every panel's legend (its labelled artists) outside the data: one legend right of the
+    top-right panel when all panels list the same entries, else one right of each panel; `extra`
+    handles (and the divergence markers' explanation, marker_handles) are appended."""
+    axes = list(axes if axes is not None else fig.axes)
+    found = [ax.get_legend_handles_labels() for ax in axes]
+    extra = list(extra) + marker_handles(axes)
+    if not any(labels for _, labels in found) and not extra:
+        return []
+    if all(labels == found[0][1] for _, labels in found):
+        top = min(axes, key=lambda ax: (ax.get_position().y0 * -1, -ax.get_position().x1))
+        return [legend_outside(top, found[0][0] + extra)]
+    return [legend_outside(ax, handles + (extra if k == len(axes) - 1 else []))
+            for k, (ax, (handles, _)) in enumerate(zip(axes, found)) if handles]
+
+
+def legends_below(fig):
+    """Move every axes legend below its axes, under the tick labels and the axis label, centred
+    and spread over columns (for a narrow page). Call after drawing once (the offset is measured)."""
+    from matplotlib.transforms import offset_copy
+
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is None:
+            continue
+        handles, texts = leg.legend_handles if hasattr(leg, "legend_handles") else leg.legendHandles, leg.get_texts()
+        labels = [t.get_text() for t in texts]
+        title = leg.get_title().get_text()
+        leg.remove()
+        box, tight = ax.get_window_extent(renderer), ax.get_tightbbox(renderer, for_layout_only=True)
+        below = (box.y0 - tight.y0) * 72 / fig.dpi + 2  # points from the axes' bottom to its labels' bottom
+        ncol = max(1, min(len(labels), int(ax.get_position().width * fig.get_figwidth() * 72 / 7 // 14) or 1))
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=0.0,
+                  bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-below, units="points"), ncol=ncol,
+                  fontsize=6, frameon=False, title=title or None, title_fontsize=6, columnspacing=1.0,
+                  handlelength=1.6)
+
+
+WIDTHS = {"column": 3.5, "page": 7.0}   # inches: a journal's column and two-column page
+MIN_ROW = 1.5                          # inches: the least height of a row of panels
+
+
+def fit_width(fig, width):
+    """Resize a drawn figure to `width` ("column" 3.5 in, "page" 7 in, or inches), keeping its
+    height in proportion but at least MIN_ROW per row of panels."""
+    width = WIDTHS.get(width, width)
+    w, h = fig.get_size_inches()
+    rows = 1
+    for ax in fig.axes:
+        spec = ax.get_subplotspec()
+        if spec is not None:
+            rows = max(rows, spec.get_gridspec().nrows)
+    fig.set_size_inches(float(width), max(h * float(width) / w, MIN_ROW * rows))
+    return fig
 
 
 STYLES = {

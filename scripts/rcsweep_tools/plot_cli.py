@@ -1,8 +1,9 @@
 """rcsweep-plot: draw a seed paper's figure, or a generic plot of any metric, from an rcsweep store.
 
-    rcsweep-plot STORE FIGURE [-o FILE] [--style paper] [--no-title]       a paper's figure (--list)
+    rcsweep-plot STORE FIGURE [-o FILE] [--band sd|ci|se|range|none] [--style paper] [--width column|page]
+                 [--no-title]                                              a paper's figure (--list)
     rcsweep-plot STORE --y METRIC [--x AXIS] [--hue AXIS] [--col AXIS] [--row AXIS] [--dash AXIS]
-                 [--sel NAME=VALUE] [--layer N] [--logx] [--logy] [--band ci|se|range|none] ...
+                 [--sel NAME=VALUE] [--layer N] [--logx] [--logy] [--band sd|ci|se|range|none] ...
 
 Each figure reads the store its sweep file (jobs/examples/<sweep>) makes; the generic plot
 (rcsweep_tools.facet) reads any store. Exit codes: 0 written; 2 usage error, unknown figure,
@@ -14,9 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-GENERIC = ("x", "hue", "col", "row", "dash", "wrap", "sel", "layer", "logx", "logy", "band")
-BAND_TEXT = {"ci": "t-based 95% confidence interval", "se": "± one standard error", "range": "min–max",
-             "none": "none"}
+GENERIC = ("x", "hue", "col", "row", "dash", "wrap", "sel", "layer", "logx", "logy")
 PANEL = {"default": (3.6, 2.7), "paper": (2.8, 2.1)}  # inches per panel of the generic plot
 
 
@@ -33,15 +32,16 @@ def figure_list(figures):
 
 def parser():
     from rcsweep_tools.figures import FIGURES
-    from rcsweep_tools.plot import BANDS, STYLES
+    from rcsweep_tools.plot import BANDS, STYLES, WIDTHS
 
     p = argparse.ArgumentParser(
         prog="rcsweep-plot",
         usage="rcsweep-plot STORE FIGURE [options] | STORE --y METRIC [options] | --list",
         description="Draw a figure of the seed papers (Mind the Gap, Lambda-skip, Dong et al.) from an "
                     "rcsweep store, or (with --y) any metric of any store against layer or a swept "
-                    "axis: the mean over replicates with a t-based 95% band (clipped to the metric's "
-                    "range), theory curves beside the data in the papers' figures. PNG or SVG by the "
+                    "axis: the mean over replicates with a band of ± 1 sd of the replicates (the "
+                    "papers' convention; --band picks another), clipped to the metric's range; a series "
+                    "whose replicates all diverge is marked where it ends; theory curves beside the data in the papers' figures. PNG or SVG by the "
                     "output's extension.",
         epilog="Figures (name, what it shows, the sweep file that makes its store):\n"
                + figure_list(FIGURES)
@@ -62,7 +62,13 @@ def parser():
     p.add_argument("-o", "--output", help="output file, .png or .svg (default: <figure>.png, <METRIC>.png)")
     p.add_argument("--dpi", type=int, help="PNG resolution (default 150; 300 with --style paper)")
     p.add_argument("--style", choices=sorted(STYLES), default="default",
-                   help="paper: small type for a journal column, no provenance title and no caption line")
+                   help="paper: 8 pt type, no grid, no provenance title and no caption line, 300 dpi, sized "
+                        "to a page (--width)")
+    p.add_argument("--width", choices=sorted(WIDTHS), help="resize the figure to a journal's column (3.5 in) or "
+                                                            "two-column page (7 in); --style paper defaults to page")
+    p.add_argument("--band", choices=BANDS, help="the band around each mean: sd (default): ± 1 sample sd of "
+                                                  "the replicates; ci: t-based 95%% interval of the mean; se: ± 1 "
+                                                  "standard error; range: min..max over replicates; none")
     p.add_argument("--no-title", action="store_true", help="leave out the provenance title (store, tasks, commit)")
     p.add_argument("--list", action="store_true", help="list the figures and exit")
     g = p.add_argument_group("generic plot (instead of FIGURE)")
@@ -79,8 +85,6 @@ def parser():
     g.add_argument("--layer", type=int, metavar="N", help="the layer when x is not layer (default -1: the last)")
     g.add_argument("--logx", action="store_true", help="log x (symlog when x has values <= 0)")
     g.add_argument("--logy", action="store_true", help="log y")
-    g.add_argument("--band", choices=BANDS, help="ci: t-based 95%% interval (default); se: one standard "
-                                                 "error; range: min..max over replicates; none")
     return p
 
 
@@ -91,17 +95,25 @@ def build(ds, a):
 
     from rcsweep_tools import facet
     from rcsweep_tools.figures import FIGURES
+    from rcsweep_tools.plot import DEFAULT_BAND, band_text, fit_width, legends_below
 
     fig = Figure(layout="constrained")
+    band = a.band or DEFAULT_BAND
     if a.y:
         facet.draw(ds, fig, a.y, x=a.x, hue=a.hue, col=a.col, row=a.row, dash=a.dash,
                    sel=facet.parse_sel(ds, a.sel), layer=a.layer, logx=a.logx,
-                   logy=a.logy, band=a.band or "ci", wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper")
-        heading = f"{a.y}: mean over replicates, band {BAND_TEXT[a.band or 'ci']}"
+                   logy=a.logy, band=band, wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper")
+        heading = f"{a.y}: mean over replicates, {band_text(band)}"
     else:
         f = FIGURES[a.figure]
-        f.draw(ds, fig)
+        f.draw(ds, fig, band=band)
         heading = f"{f.paper} — {f.title}"
+    width = a.width or ("page" if a.style == "paper" else None)
+    if width:
+        fit_width(fig, width)
+        if width == "column":  # legends right of the panels would take half a column: below them
+            fig.canvas.draw()
+            legends_below(fig)
     if a.style == "paper" and fig._supxlabel is not None:  # the caption line: the paper's caption says it
         fig._supxlabel.set_visible(False)
         fig._supxlabel.set_in_layout(False)
@@ -111,6 +123,9 @@ def build(ds, a):
         count = f"{done}/{ds['status'].size - skipped} tasks done" + (f" ({skipped} not needed)" if skipped else "")
         fig.suptitle(f"{heading}\n{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}, "
                      f"{count}, rcsweep {ds.attrs.get('git_commit', '?')}", fontsize=8)
+        w, h = fig.get_size_inches()
+        if w < 5.5:  # room for the title line
+            fig.set_size_inches(5.5, h)
     return fig
 
 

@@ -5,12 +5,13 @@ Run with Debian's interpreter (it has h5py, numpy, matplotlib):
     rcsweep-summary OUT.h5 [--metric sr_cov] [--png OUT.png]     (installed), or from a checkout
     /usr/bin/python3 scripts/rcsweep_summary.py OUT.h5 [--metric sr_cov] [--png OUT.png]
 
-Table: one row per grid point with the swept parameters, the mean +- standard deviation over the
-done replicates of each metric at the last layer, `n` (how many replicates are done: the ones the
+Table: one row per grid point with the swept parameters, the mean ± sample standard deviation
+(ddof = 1) over the done replicates of each metric at the last layer, `n` (how many replicates are done: the ones the
 values rest on; with adaptive replicates it differs from point to point) and how many replicates
 diverged or failed (and, after them, how many are pending and how many an adaptive rule did not
 need).
-Plot: the metric against layer (mean over replicates, band = min..max), one panel per value of
+Plot: the metric against layer (mean over replicates, band ± 1 sd of the replicates: the same
+sd as the table's and rcsweep-plot's default band), one panel per value of
 the first swept dimension (wrapped into rows of at most about sqrt(n) panels), one row per value of
 the last (with 3 or more), colour by the second, line style by the third, the first value of any
 further one (rcsweep-plot STORE --y METRIC draws any other choice).
@@ -72,7 +73,7 @@ def print_table(data, status, swept, labels, out=None):
             x = data[m][i, done, last]
             x = x[np.isfinite(x)]
             with np.errstate(all="ignore"):
-                row.append(f"{x.mean():.4g} ± {x.std():.2g}" if len(x) > 1 else (f"{x[0]:.4g}" if len(x) else "—"))
+                row.append(f"{x.mean():.4g} ± {x.std(ddof=1):.2g}" if len(x) > 1 else (f"{x[0]:.4g}" if len(x) else "—"))
         row.append(str(int(np.sum(done))))
         bad = int(np.sum((status[i] == 2) | (status[i] == 3)))
         pend = int(np.sum(status[i] == 0))
@@ -90,7 +91,8 @@ def print_table(data, status, swept, labels, out=None):
 def plot(store, metric, png, title):
     """The metric against layer (facet.draw): panels by the first swept dimension (wrapped into
     rows), rows by the last one (with 3+), colour by the second, line style by the third; the
-    first value of any further one. Band min..max over replicates; log y when every value is > 0."""
+    first value of any further one. Band ± 1 sd of the replicates (plot.DEFAULT_BAND, the table's sd);
+    log y when every value is > 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,6 +100,7 @@ def plot(store, metric, png, title):
 
     from . import facet
     from .load import load as load_dataset
+    from .plot import DEFAULT_BAND, band_text
 
     ds = load_dataset(store)
     dims = [d for d in ds["status"].dims if d != "replicate" and ds.sizes[d] > 1]
@@ -109,8 +112,8 @@ def plot(store, metric, png, title):
     values = ds[metric].values
     logy = bool(np.isfinite(values).any() and np.nanmin(values) > 0)
     fig = Figure(layout="constrained")
-    facet.draw(ds, fig, metric, x="layer", sel=rest, band="range", logy=logy, **roles)
-    fig.suptitle(f"{title}: {metric} against layer (mean over replicates, band min–max)", fontsize=10)
+    facet.draw(ds, fig, metric, x="layer", sel=rest, band=DEFAULT_BAND, logy=logy, **roles)
+    fig.suptitle(f"{title}: {metric} against layer (mean over replicates, {band_text(DEFAULT_BAND)})", fontsize=10)
     fig.savefig(png, dpi=130)
     print(f"wrote {png}")
 

@@ -3,7 +3,8 @@ initialisation with random inputs (the paper uses pre-trained models and text).
 
 Every figure plots the normalised rank-collapse measure mu(X_l)/||X_l||_F (`mu_rel`, eq. (5)
 divided by the Frobenius norm, as the paper's "normalised" measure) as the mean over replicates
-with a 95% band (plot.line_band). Theory lines carry gid "theory:<what>", data lines their legend
+with a band (plot.line_band: ± 1 sd of the replicates unless rcsweep-plot --band picks another);
+a series whose replicates all diverge ends in an "x" and its legend entry says where and why. Theory lines carry gid "theory:<what>", data lines their legend
 label (tests read both back).
 
 Theorem 4.1 (per task, /theory, docs/MODELS.md): with a = collapse_rate, condition (7) is
@@ -13,12 +14,11 @@ b(L) = 2 |lambda| N d S C_M / (lambda^2 - a (S C_M + |lambda|)^2) / a^L (N = T t
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from . import figure
-from ..plot import FigureDataError, axis_label, hue_colors, legend_outside, line_band, need, select
+from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legend_outside, legends_outside,
+                    line_band, log_ticks, marker_handles, need, select)
 
 PAPER = "Lambda-skip"
 MU_LABEL = r"normalised rank-collapse measure $\mu(X_\ell)/\|X_\ell\|_F$"
@@ -80,7 +80,7 @@ def _lambdas(ds):
 
 @figure("ls-fig1", PAPER, "Fig. 1: normalised mu vs layer for several lambda (softmax attention and SSD)",
         "ls_fig1.toml")
-def fig1(ds, fig):
+def fig1(ds, fig, band=DEFAULT_BAND):
     need(ds, _registered("ls-fig1"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M"),
          coords=("mixer", "lambda", "collapse_rate"))
     from matplotlib.lines import Line2D
@@ -96,7 +96,7 @@ def fig1(ds, fig):
             p = select(dm, **{"lambda": lam})
             label = rf"$\lambda$ = {lam:g}"
             lines[lam] = line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
-                                   color=cmap[k])
+                                   color=cmap[k], band=band)
             ok = condition_holds(lam, p["theory_S"].values, p["theory_C_M"].values, a)
             if ok.all():  # every replicate satisfies (7): the bound's shape beside the data
                 bound = normalised_bound(p, a).mean("replicate")
@@ -107,20 +107,21 @@ def fig1(ds, fig):
         ax.set_xlabel(axis_label(ds["layer"]))
         ax.set_ylabel(MU_LABEL)
         ax.set_ylim(-0.02, 1.05)
-    # one legend right of the panels, lambda in increasing order: it hides no curve
+    # one legend right of the panels, lambda in increasing order: it hides no curve (a lambda whose
+    # series ends early in one panel says so in its entry)
     handles = [lines[v] for v in sorted(lines)]
     if bound_drawn:
         handles.append(Line2D([], [], ls="--", lw=1, color="0.3",
                               label="Thm 4.1 bound\n" r"$a^{\ell/2}\mu(X_0)/\|X_\ell\|_F$" "\n(same colour)"))
-    legend_outside(axes[-1], handles)
+    legend_outside(axes[-1], handles + marker_handles(axes))
     fig.supxlabel(f"Lambda-skip Fig. 1 at initialisation (T = {_scalar_str(ds, 'T')}, "
-                 f"d = {_scalar_str(ds, 'd')}, a = {a:g}; 95% band over {ds.sizes['replicate']} replicates)",
+                 f"d = {_scalar_str(ds, 'd')}, a = {a:g}; {band_text(band, ds.sizes['replicate'])})",
                  fontsize=8)
 
 
 @figure("ls-fig2", PAPER, "Fig. 2: last-layer normalised mu vs lambda, with Theorem 4.1's lambda_min and bound",
         "ls_fig2.toml")
-def fig2(ds, fig):
+def fig2(ds, fig, band=DEFAULT_BAND):
     need(ds, _registered("ls-fig2"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M", "theory_lambda_min"),
          coords=("mixer", "lambda", "collapse_rate"))
     if "lambda" not in ds.dims:
@@ -128,11 +129,12 @@ def fig2(ds, fig):
     a = _a(ds)
     L = int(ds["layer"].values[-1])
     mixers = _mixers(ds)
-    for ax, mixer in zip(_panels(fig, len(mixers)), mixers):
+    axes = _panels(fig, len(mixers), legend=2.4)
+    for ax, mixer in zip(axes, mixers):
         dm = select(ds, mixer=mixer)
         lam = dm["lambda"].values.astype(float)
         last = dm["mu_rel"].isel(layer=-1).transpose("lambda", "replicate")
-        line_band(ax, lam, last.T, "data", marker="o", ms=3)
+        line_band(ax, lam, last.T, "data", marker="o", ms=3, band=band, xname="λ")
         # Theorem 4.1: the threshold of condition (7) and, where it holds, the bound at depth L
         lmin = float(dm["theory_lambda_min"].mean().values)
         for sgn in (-1, 1):
@@ -145,60 +147,56 @@ def fig2(ds, fig):
         ax.plot(lam, y, ls="--", color="C3", marker="_", gid="theory:bound",
                 label=r"Thm 4.1 bound $a^{L/2}\mu(X_0)/\|X_L\|_F$ where (7) holds")
         ax.set_xscale("symlog", linthresh=1.0)
+        log_ticks(ax, lam)
         ax.set_title(f"mixer = {mixer}, norm = {_scalar_str(dm, 'norm')}, L = {L}")
         ax.set_xlabel(r"skip strength $\lambda$ (symlog)")
         ax.set_ylabel(rf"$\mu(X_L)/\|X_L\|_F$ at the last layer L = {L}")
         ax.set_ylim(-0.02, 1.05)
-        ax.legend(fontsize=7, loc="best")
+    legends_outside(fig, axes)  # right of each panel: lambda_min differs between them
     fig.supxlabel(f"Lambda-skip Fig. 2 at initialisation (T = {_scalar_str(ds, 'T')}, d = {_scalar_str(ds, 'd')}, "
-                 f"a = {a:g}; 95% band over {ds.sizes['replicate']} replicates)", fontsize=8)
+                 f"a = {a:g}; {band_text(band, ds.sizes['replicate'])})", fontsize=8)
 
 
-def _ablation(ds, fig, name, switch, switch_label, panel_dim, title):
+def _ablation(ds, fig, name, switch, switch_label, panel_dim, title, band=DEFAULT_BAND):
     """Curves of mu_rel vs layer for every (switch, norm) pair, one panel per value of panel_dim."""
     need(ds, _registered(name), vars=("mu_rel",), coords=(switch, "norm"))
     panel_values = _values(ds, panel_dim) if panel_dim in ds.dims else [None]
-    for ax, pv in zip(_panels(fig, len(panel_values)), panel_values):
+    axes = _panels(fig, len(panel_values), legend=2.6)
+    for ax, pv in zip(axes, panel_values):
         dp = select(ds, **{panel_dim: pv}) if pv is not None else ds
         k = 0
         for sv in _values(dp, switch):
             for nv in _values(dp, "norm"):
                 p = select(select(dp, **{switch: sv}), norm=nv)
                 label = f"{switch_label(sv)}, norm = {nv}"
-                da = p["mu_rel"].transpose("replicate", "layer")
-                line = line_band(ax, p["layer"].values, da, label, color=f"C{k}")
+                # a series whose replicates all diverge ends in an x (line_band), its label says where
+                line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
+                          color=f"C{k}", band=band)
                 k += 1
-                with warnings.catch_warnings():  # layers where every replicate diverged: NaN
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    mean = da.mean("replicate").values
-                alive = np.isfinite(mean)
-                if not alive.all() and alive.any():  # every replicate diverged from some layer on
-                    last = np.nonzero(alive)[0][-1]
-                    ax.plot([p["layer"].values[last]], [mean[last]], marker="x", ms=9, mew=2,
-                            color=line.get_color(), gid=f"diverged:{label}")
         if pv is not None:
             ax.set_title(f"{panel_dim} = {pv:g}" if isinstance(pv, (float, np.floating)) else f"{panel_dim} = {pv}")
         ax.set_xlabel(axis_label(ds["layer"]))
         ax.set_ylabel(MU_LABEL)
         ax.set_ylim(-0.02, 1.05)
-        ax.legend(fontsize=7, loc="best")
-    fig.supxlabel(title + f"\n(x: every replicate diverged after this layer; 95% band over "
-                 f"{ds.sizes['replicate']} replicates)", fontsize=8)
+    legends_outside(fig, axes)
+    fig.supxlabel(title + f"\n(x: every replicate diverged after this layer; {band_text(band, ds.sizes['replicate'])})",
+                  fontsize=8)
 
 
 @figure("ls-fig3", PAPER, "Fig. 3: SSD (Mamba-2 mixer) with/without SiLU gate and LayerNorm, normalised mu vs layer",
         "ls_fig3.toml")
-def fig3(ds, fig):
+def fig3(ds, fig, band=DEFAULT_BAND):
     need(ds, _registered("ls-fig3"), coords=("gate", "norm", "lambda"))
     _ablation(ds, fig, "ls-fig3", "gate", lambda g: "gate" if g == "silu" else "no gate", "lambda",
-              f"Lambda-skip Fig. 3 at initialisation: mixer = {_scalar_str(ds, 'mixer')}")
+              f"Lambda-skip Fig. 3 at initialisation: mixer = {_scalar_str(ds, 'mixer')}", band=band)
 
 
 @figure("ls-fig4", PAPER, "Fig. 4: S4D with/without skip and LayerNorm, normalised mu vs layer", "ls_fig4.toml")
-def fig4(ds, fig):
+def fig4(ds, fig, band=DEFAULT_BAND):
     need(ds, _registered("ls-fig4"), coords=("lambda", "norm"))
     _ablation(ds, fig, "ls-fig4", "lambda", lambda v: f"skip (lambda = {v:g})" if v != 0 else "no skip",
-              "gate", f"Lambda-skip Fig. 4 (App. A.13.1) at initialisation: mixer = {_scalar_str(ds, 'mixer')}")
+              "gate", f"Lambda-skip Fig. 4 (App. A.13.1) at initialisation: mixer = {_scalar_str(ds, 'mixer')}",
+              band=band)
 
 
 # codes of the left panel of ls-thm41
@@ -246,14 +244,14 @@ def thm41(ds, fig):
                               "make the store with jobs/examples/ls_thm41.toml")
     a = _a(ds)
     lam, layers, code, frac, applies, held = theorem_map(ds)
-    fig.set_size_inches(11.5, 4.6)
+    fig.set_size_inches(13.0, 4.6)
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     extent = (-0.5, len(lam) - 0.5, layers[0] - 0.5, layers[-1] + 0.5)
     cmap = ListedColormap(["#d9d9d9", "#9ecae1", "#3182bd"])
     ax1.imshow(code, origin="lower", aspect="auto", extent=extent, cmap=cmap, vmin=-0.5, vmax=2.5,
                interpolation="nearest", gid="map:code")
-    ax1.legend(handles=[Patch(color=cmap(k), label=CODE_NAMES[k]) for k in (FAILS, NOT_APPLIES, APPLIES)],
-               fontsize=7, loc="upper left")
+    # right of the map: inside it would hide cells
+    legend_outside(ax1, [Patch(color=cmap(k), label=CODE_NAMES[k]) for k in (FAILS, NOT_APPLIES, APPLIES)])
     ax1.set_title(f"Theorem 4.1's hypotheses (every replicate), a = {a:g}", fontsize=8)
     im = ax2.imshow(frac, origin="lower", aspect="auto", extent=extent, cmap="RdYlGn", vmin=0, vmax=1,
                     interpolation="nearest", gid="map:held")
