@@ -59,7 +59,7 @@ def _fmt(v):
 
 def _wrap(text, inches, points=10.0):
     """Break `text` at ", " into lines that fit about `inches` at a font of `points`."""
-    room = max(8, int(inches * 72 / (0.55 * points)))
+    room = max(8, int(inches * 72 / (0.6 * points)))
     lines = []
     for part in text.split(", "):
         if lines and len(lines[-1]) + 2 + len(part) <= room:
@@ -213,7 +213,7 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
                 if drawn.series_note:
                     notes.setdefault(hk, []).append(drawn.series_note)
         width = fig.get_figwidth() / ncols
-        ax.set_title(_wrap(", ".join(t for t in (rlabel, clabel) if t), width), fontsize="medium")
+        ax.set_title(_wrap(", ".join(t for t in (rlabel, clabel) if t), width - 0.5), fontsize="medium")
         if logx:
             nonzero = np.abs(xpos[xpos != 0])
             if (xpos <= 0).any():  # layer 0, negative lambda: linear around 0

@@ -128,15 +128,17 @@ def _x_name(da, dim, x):
     return xdim
 
 
+VANISHED = 5  # a task status: X reached exactly zero (stores before it: 3 diverged, "X vanished")
+
+
 def divergence_reason(da, dim="replicate"):
     """Why values of `da` end: "vanished" (X reached exactly zero), "diverged" (non-finite X) or
-    both, from the task messages when `da` carries them (a `message` coordinate: plot.with_tasks),
-    else "diverged" (the store's status for both)."""
-    if "message" not in da.coords:
-        return "diverged"
-    msgs = [str(m) for m in np.atleast_1d(da["message"].values).ravel() if str(m)]
+    both, from the tasks' status and messages when `da` carries them (coordinates: plot.with_tasks),
+    else "diverged"."""
+    msgs = [str(m) for m in np.atleast_1d(da["message"].values).ravel() if str(m)] if "message" in da.coords else []
+    status = np.atleast_1d(da["status"].values).ravel() if "status" in da.coords else np.array([], int)
     kinds = []
-    if any("vanished" in m for m in msgs):
+    if (status == VANISHED).any() or any("vanished" in m for m in msgs):
         kinds.append("vanished")
     if any("non-finite" in m for m in msgs) or not kinds:
         kinds.append("diverged")
@@ -369,6 +371,16 @@ def log_ticks(ax, values, axis="x", most=8):
     if 0 < len(v) <= most:
         a.set_major_locator(FixedLocator(v))
         a.set_major_formatter(FuncFormatter(lambda t, _: _fmt(float(t))))
+    elif len(v) and a.get_scale() == "symlog":  # many values over decades of both signs: 0 and every
+        big = np.abs(v[v != 0])                 # k-th decade, at most `most` ticks
+        lo, hi = int(np.floor(np.log10(big.min()))), int(np.ceil(np.log10(big.max())))
+        decades = np.arange(lo, hi + 1)
+        sides = int((v < 0).any()) + int((v > 0).any())
+        step = max(1, int(np.ceil(len(decades) * sides / max(most - 1, 1))))
+        decades = decades[(decades - decades[-1]) % step == 0]
+        ticks = ([-(10.0 ** k) for k in decades[::-1]] if (v < 0).any() else []) + [0.0] + \
+                ([10.0 ** k for k in decades] if (v > 0).any() else [])
+        a.set_major_locator(FixedLocator(ticks))
     a.set_minor_formatter(NullFormatter())
 
 
@@ -421,41 +433,83 @@ def legend_outside(ax, handles=None, **kw):
 
 def legends_outside(fig, axes=None, extra=()):
     """Every panel's legend (its labelled artists) outside the data: one legend right of the
-    top-right panel when all panels list the same entries, else one right of each panel; `extra`
-    handles (and the divergence markers' explanation, marker_handles) are appended."""
+    top-right panel when all panels list the same entries, else one below each panel; `extra`
+    handles (and the divergence markers' explanation, marker_handles) go with the last."""
     axes = list(axes if axes is not None else fig.axes)
     found = [ax.get_legend_handles_labels() for ax in axes]
     extra = list(extra) + marker_handles(axes)
     if not any(labels for _, labels in found) and not extra:
         return []
     if all(labels == found[0][1] for _, labels in found):
-        top = min(axes, key=lambda ax: (ax.get_position().y0 * -1, -ax.get_position().x1))
+        top = max(axes, key=lambda ax: _grid_place(ax))
         return [legend_outside(top, found[0][0] + extra)]
-    return [legend_outside(ax, handles + (extra if k == len(axes) - 1 else []))
-            for k, (ax, (handles, _)) in enumerate(zip(axes, found)) if handles]
+    made = [legend_below(ax, handles + (extra if k == len(axes) - 1 else []))
+            for k, (ax, (handles, _)) in enumerate(zip(axes, found)) if handles or k == len(axes) - 1]
+    w, h = fig.get_size_inches()  # the panels keep their height: the figure grows by the tallest legend
+    fig.set_size_inches(w, h + max(legend_height(leg) for leg in made))
+    return made
+
+
+def _grid_place(ax):
+    """(-row, column) of a subplot: the largest is the top-right panel."""
+    spec = ax.get_subplotspec()
+    return (-spec.rowspan.start, spec.colspan.stop) if spec is not None else (0, 0)
+
+
+def _points(size):
+    from matplotlib.font_manager import FontProperties
+
+    return FontProperties(size=size).get_size_in_points()
+
+
+def below_offset():
+    """Points from an axes' bottom edge to below its x tick labels and x label (rcParams)."""
+    import matplotlib as mpl
+
+    rc = mpl.rcParams
+    return (max(rc["xtick.major.size"], 0) + rc["xtick.major.pad"] + _points(rc["xtick.labelsize"])
+            + rc["axes.labelpad"] + 1.3 * _points(rc["axes.labelsize"]) + 4)
+
+
+def legend_height(leg, points=7.0):
+    """Inches a legend of `points` type takes below its axes (its rows of text and the offset)."""
+    ncol = max(getattr(leg, "_ncols", getattr(leg, "_ncol", 1)), 1)
+    lines = sum(t.get_text().count("\n") + 1 for t in leg.get_texts())
+    return (np.ceil(lines / ncol) * points * 1.4 + below_offset() + 6) / 72
+
+
+def legend_below(ax, handles=None, ncol=1, **kw):
+    """A legend under ax, below its tick labels and axis label (constrained layout makes room)."""
+    from matplotlib.transforms import offset_copy
+
+    kw = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "borderaxespad": 0.0, "fontsize": 7,
+          "frameon": False, "ncol": ncol,
+          "bbox_transform": offset_copy(ax.transAxes, fig=ax.figure, y=-below_offset(), units="points"), **kw}
+    return ax.legend(handles=handles, **kw) if handles is not None else ax.legend(**kw)
 
 
 def legends_below(fig):
-    """Move every axes legend below its axes, under the tick labels and the axis label, centred
-    and spread over columns (for a narrow page). Call after drawing once (the offset is measured)."""
-    from matplotlib.transforms import offset_copy
-
-    renderer = fig.canvas.get_renderer()
-    for ax in fig.axes:
+    """Move every axes legend below its axes (a shared one below the lowest panel of its column),
+    spread over columns as the panel's width allows (for a narrow page)."""
+    for ax in list(fig.axes):
         leg = ax.get_legend()
         if leg is None:
             continue
-        handles, texts = leg.legend_handles if hasattr(leg, "legend_handles") else leg.legendHandles, leg.get_texts()
-        labels = [t.get_text() for t in texts]
+        handles = leg.legend_handles if hasattr(leg, "legend_handles") else leg.legendHandles
+        labels = [t.get_text() for t in leg.get_texts()]
         title = leg.get_title().get_text()
         leg.remove()
-        box, tight = ax.get_window_extent(renderer), ax.get_tightbbox(renderer, for_layout_only=True)
-        below = (box.y0 - tight.y0) * 72 / fig.dpi + 2  # points from the axes' bottom to its labels' bottom
-        ncol = max(1, min(len(labels), int(ax.get_position().width * fig.get_figwidth() * 72 / 7 // 14) or 1))
-        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=0.0,
-                  bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-below, units="points"), ncol=ncol,
-                  fontsize=6, frameon=False, title=title or None, title_fontsize=6, columnspacing=1.0,
-                  handlelength=1.6)
+        spec = ax.get_subplotspec()
+        if spec is not None:  # a legend shared by a column of panels goes under the lowest of them
+            column = [a for a in fig.axes if a.get_subplotspec() is not None
+                      and a.get_subplotspec().get_gridspec() is spec.get_gridspec()
+                      and a.get_subplotspec().colspan.start == spec.colspan.start]
+            ax = max(column, key=lambda a: a.get_subplotspec().rowspan.start)
+        inches = ax.get_position().width * fig.get_figwidth()
+        longest = max((len(t.split("\n")[0]) for t in labels), default=1)
+        ncol = max(1, min(len(labels), int(inches * 72 / (longest * 6 * 0.55 + 30))))
+        legend_below(ax, handles, ncol=ncol, labels=labels, fontsize=6, title=title or None, title_fontsize=6,
+                     columnspacing=1.0, handlelength=1.6)
 
 
 WIDTHS = {"column": 3.5, "page": 7.0}   # inches: a journal's column and two-column page
@@ -465,14 +519,45 @@ MIN_ROW = 1.5                          # inches: the least height of a row of pa
 def fit_width(fig, width):
     """Resize a drawn figure to `width` ("column" 3.5 in, "page" 7 in, or inches), keeping its
     height in proportion but at least MIN_ROW per row of panels."""
-    width = WIDTHS.get(width, width)
+    width = float(WIDTHS.get(width, width))
     w, h = fig.get_size_inches()
     rows = 1
     for ax in fig.axes:
         spec = ax.get_subplotspec()
         if spec is not None:
             rows = max(rows, spec.get_gridspec().nrows)
-    fig.set_size_inches(float(width), max(h * float(width) / w, MIN_ROW * rows))
+    fig.set_size_inches(width, max(h * width / w, MIN_ROW * rows))
+    return fig
+
+
+def restack(fig):
+    """Put the panels of a grid one under another (a journal column holds one panel a row),
+    in reading order; returns the number of rows."""
+    from matplotlib.gridspec import GridSpec
+
+    panels = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
+    grids = {id(ax.get_subplotspec().get_gridspec()) for ax in panels}
+    if len(panels) < 2 or len(grids) != 1:
+        return 1
+    panels.sort(key=lambda ax: (ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start))
+    grid = GridSpec(len(panels), 1, figure=fig)
+    for k, ax in enumerate(panels):
+        ax.set_subplotspec(grid[k, 0])
+    return len(panels)
+
+
+def fit_column(fig, width="column"):
+    """A figure for one journal column: panels one under another, each about 0.62 of the width
+    tall, legends below the panels (legends_below), the height grown to hold them."""
+    width = float(WIDTHS.get(width, width))
+    rows = restack(fig)
+    legends_below(fig)
+    extra = 0.0
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is not None:
+            extra += legend_height(leg, 6)
+    fig.set_size_inches(width, rows * 0.62 * width + extra)
     return fig
 
 

@@ -95,7 +95,7 @@ def build(ds, a):
 
     from rcsweep_tools import facet
     from rcsweep_tools.figures import FIGURES
-    from rcsweep_tools.plot import DEFAULT_BAND, band_text, fit_width, legends_below
+    from rcsweep_tools.plot import DEFAULT_BAND, band_text, fit_column, fit_width
 
     fig = Figure(layout="constrained")
     band = a.band or DEFAULT_BAND
@@ -109,11 +109,10 @@ def build(ds, a):
         f.draw(ds, fig, band=band)
         heading = f"{f.paper} — {f.title}"
     width = a.width or ("page" if a.style == "paper" else None)
-    if width:
+    if width == "column":  # panels one under another, legends below them
+        fit_column(fig)
+    elif width:
         fit_width(fig, width)
-        if width == "column":  # legends right of the panels would take half a column: below them
-            fig.canvas.draw()
-            legends_below(fig)
     if a.style == "paper" and fig._supxlabel is not None:  # the caption line: the paper's caption says it
         fig._supxlabel.set_visible(False)
         fig._supxlabel.set_in_layout(False)

@@ -127,8 +127,8 @@ class Raw:
         rows = np.nonzero(self.tasks["point"] == pts[0])[0]
         rows = rows[np.argsort(self.tasks["replicate"][rows])]
         assert len(rows) == self.reps
-        # load() masks pending/failed tasks; every task here finished (done or diverged)
-        assert np.isin(self.tasks["status"][rows], (1, 3)).all()
+        # load() masks pending/failed tasks; every task here finished (done, diverged or vanished)
+        assert np.isin(self.tasks["status"][rows], (1, 3, 5)).all()
         return rows
 
 
@@ -297,10 +297,13 @@ def test_ablations(stores, name, switch, labels):
                     where[pdim] = pv
                 r = raw.rows(**where)
                 label = f"{slabel}, norm = {norm}"
-                mean = check_mean_line(ax, label, layers, raw.layers["mu_rel"][r])
+                mean = check_mean_line(ax, label, layers, loaded_rows(raw, stores[name], r, "mu_rel"))
                 div = [ln for ln in ax.get_lines() if ln.get_gid() == f"ends:{label}"]
                 shown = line(ax, label).get_label()
-                if np.isnan(mean).any():  # every replicate diverged: an x at the last layer with a mean
+                if np.isnan(mean).all():  # no replicate the loader keeps has a value: said in the legend
+                    assert not div and "(no value: " in shown, shown
+                    markers += 1
+                elif np.isnan(mean).any():  # every replicate diverged: an x at the last layer with a mean
                     last = np.nonzero(np.isfinite(mean))[0][-1]
                     assert len(div) == 1
                     assert div[0].get_xdata()[0] == last and div[0].get_ydata()[0] == mean[last]
@@ -313,6 +316,16 @@ def test_ablations(stores, name, switch, labels):
                     assert not div
     if name == "ls-fig3":  # without a norm the SSD stack blows up: the marker branch is exercised
         assert markers >= 2 and (raw.tasks["status"] == 3).any()
+
+
+def loaded_rows(raw, store, rows, metric):
+    """The raw /layers rows of `rows` as load() presents them: a task load() masks (status it does
+    not keep, e.g. pending) is all NaN; a diverged one keeps the layers it reached."""
+    kept = np.isfinite(load(store)[metric].values)  # layer 0 (the input) is finite in every task run
+    ids = set(load(store)["task"].values[kept.any(axis=-1)].ravel().tolist())
+    values = raw.layers[metric][rows].copy()
+    values[[raw.tasks["id"][t] not in ids for t in rows]] = np.nan
+    return values
 
 
 def legends(fig):

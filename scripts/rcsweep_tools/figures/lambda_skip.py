@@ -21,7 +21,7 @@ from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_co
                     line_band, log_ticks, marker_handles, need, select)
 
 PAPER = "Lambda-skip"
-MU_LABEL = r"normalised rank-collapse measure $\mu(X_\ell)/\|X_\ell\|_F$"
+MU_LABEL = "normalised rank-collapse measure\n" r"$\mu(X_\ell)/\|X_\ell\|_F$"
 
 
 def _values(ds, name):
@@ -139,20 +139,20 @@ def fig2(ds, fig, band=DEFAULT_BAND):
         lmin = float(dm["theory_lambda_min"].mean().values)
         for sgn in (-1, 1):
             ax.axvline(sgn * lmin, color="k", ls=":", lw=1, gid=f"theory:lambda_min:{sgn:+d}",
-                       label=rf"$\pm\lambda_{{\min}}$ = {lmin:.3g} (condition (7))" if sgn > 0 else None)
+                       label=r"$\pm\lambda_{\min}$ (condition (7))" if sgn > 0 else None)
         ok = condition_holds(lam[:, None], dm["theory_S"].transpose("lambda", "replicate").values,
                              dm["theory_C_M"].transpose("lambda", "replicate").values, a).all(axis=1)
         bound = (np.sqrt(a ** L) * dm["mu"].isel(layer=0) / dm["fro"].isel(layer=-1)).mean("replicate")
         y = np.where(ok, bound.transpose("lambda").values, np.nan)
         ax.plot(lam, y, ls="--", color="C3", marker="_", gid="theory:bound",
-                label=r"Thm 4.1 bound $a^{L/2}\mu(X_0)/\|X_L\|_F$ where (7) holds")
+                label="Thm 4.1 bound\n" r"$a^{L/2}\mu(X_0)/\|X_L\|_F$" "\nwhere (7) holds")
         ax.set_xscale("symlog", linthresh=1.0)
         log_ticks(ax, lam)
-        ax.set_title(f"mixer = {mixer}, norm = {_scalar_str(dm, 'norm')}, L = {L}")
+        ax.set_title(f"mixer = {mixer}, L = {L}\nnorm = {_scalar_str(dm, 'norm')}, " rf"$\lambda_{{\min}}$ = {lmin:.3g}")
         ax.set_xlabel(r"skip strength $\lambda$ (symlog)")
-        ax.set_ylabel(rf"$\mu(X_L)/\|X_L\|_F$ at the last layer L = {L}")
+        ax.set_ylabel(rf"$\mu(X_L)/\|X_L\|_F$ at the last layer, L = {L}")
         ax.set_ylim(-0.02, 1.05)
-    legends_outside(fig, axes)  # right of each panel: lambda_min differs between them
+    legends_outside(fig, axes)  # one legend right of the panels (right of each when their entries differ)
     fig.supxlabel(f"Lambda-skip Fig. 2 at initialisation (T = {_scalar_str(ds, 'T')}, d = {_scalar_str(ds, 'd')}, "
                  f"a = {a:g}; {band_text(band, ds.sizes['replicate'])})", fontsize=8)
 

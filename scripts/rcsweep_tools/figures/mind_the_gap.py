@@ -15,7 +15,7 @@ import numpy as np
 
 from . import FIGURES, figure
 from ..load import spectrum
-from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, legend_outside, legends_outside, line_band, log_ticks,
+from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, legends_outside, line_band, log_ticks,
                     need, plain_log_labels, scalar, select)
 
 PAPER = "Mind the Gap"
@@ -70,11 +70,12 @@ def _tdim(ds, name):
     return ds["T"].dims[0]
 
 
-def _panels(n, fig, width=4.6, height=3.8, ncols=None):
-    """n axes in one row (or rows of ncols), left to right then top to bottom."""
+def _panels(n, fig, width=4.6, height=3.8, ncols=None, legend=0.0):
+    """n axes in one row (or rows of ncols), left to right then top to bottom; `legend` inches
+    more width for a legend right of them."""
     ncols = min(n, ncols or n)
     nrows = -(-n // ncols)
-    fig.set_size_inches(width * ncols, height * nrows)
+    fig.set_size_inches(width * ncols + legend, height * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[n:]:
         ax.remove()
@@ -101,7 +102,7 @@ def fig1(ds, fig):
           attrs={"mixer_spectra_stored": {"last", "all"}})
     layer = int(ds["layer"].values[-1])
     mixers = list(np.atleast_1d(ds["mixer"].values))
-    axes = _panels(len(mixers), fig, 4.2, 4.2, ncols=2 if len(mixers) == 4 else 3)
+    axes = _panels(len(mixers), fig, 4.2, 4.2, ncols=2 if len(mixers) == 4 else 3, legend=1.8)
     t = np.linspace(0, 2 * np.pi, 361)
     for ax, m in zip(axes, mixers):
         sub = select(ds, mixer=m)
@@ -139,7 +140,7 @@ def fig4a(ds, fig, band=DEFAULT_BAND):
         raise FigureDataError("gap_fix and T must be separate grid dimensions")
     others = [d for d in _grid_dims(ds) if d not in (tdim, gdim)]
     panels = list(_points(ds, others))
-    axes = _panels(len(panels), fig)
+    axes = _panels(len(panels), fig, legend=2.4)
     T = ds["T"].values.astype(float)
     for ax, at in zip(axes, panels):
         sub = ds.isel(**at)
@@ -166,7 +167,7 @@ def fig4a(ds, fig, band=DEFAULT_BAND):
         "with and without perp", "mtg_depth.toml")
 def fig4b(ds, fig, band=DEFAULT_BAND):
     _need(ds, "mtg-fig4b", vars=["sr_cov"], coords=["gap_fix", "lambda", "norm"], values={"gap_fix": ["none", "perp"]})
-    axes = _panels(1, fig, 6.5, 4.5)
+    axes = _panels(1, fig, 6.5, 4.5, legend=1.6)
     ax = axes[0]
     dims = _grid_dims(ds)
     x = ds["layer"].values
@@ -200,7 +201,7 @@ def fig5(ds, fig, band=DEFAULT_BAND):
     Ls = ds["L"].values.astype(float)
     T = ds["T"].values.astype(float)
     imax = int(np.argmax(T))
-    ax_l, ax_t = _panels(2, fig, 5.2, 4.2)
+    ax_l, ax_t = _panels(2, fig, 5.2, 4.2, legend=2.0)
     plain = None
     for at in _points(ds, others):
         sub = ds.isel(**at)
@@ -252,7 +253,7 @@ def fig6(ds, fig, band=DEFAULT_BAND):
         raise FigureDataError(f"mtg-fig6 draws one attention variant; the store also sweeps {others}")
     T = ds["T"].values.astype(float)
     imax = int(np.argmax(T))
-    ax_w, ax_d, ax_g = _panels(3, fig, 4.6, 4.0)
+    ax_w, ax_d, ax_g = _panels(3, fig, 4.6, 4.0, legend=1.6)
     for k, gf in enumerate(ds["gap_fix"].values):
         sub = select(ds, gap_fix=str(gf))
         label = variant_label(sub)
@@ -323,7 +324,7 @@ def lemma_a6(ds, fig):
           attrs={"mixer_spectra_stored": {"last", "all"}})
     ds = select(ds, gap_fix="perp", mixer="markov")
     sigmas = list(np.atleast_1d(ds["sigma_A"].values))
-    axes = _panels(len(sigmas), fig, 4.4, 3.8)
+    axes = _panels(len(sigmas), fig, 4.4, 3.8, legend=2.0)
     for ax, s in zip(axes, sigmas):
         sub = select(ds, sigma_A=s)
         T = int(scalar(sub, "T"))
@@ -424,7 +425,7 @@ def limits(ds, fig):
         ax_x.set_ylabel(label)
         ax_x.set_title(f"means ± 1 s.e. and degree-{degree} fits in {xname}", fontsize=9)
         ax_x.set_xlim(left=-0.02 * xs[-1])
-        legend_outside(ax_x)
+
         lim = ex["limit"].sel(layer=layers).values
         err = ex["limit_se"].sel(layer=layers).values
         eb = ax_l.errorbar(layers, lim, yerr=err, fmt="s", ms=4, capsize=3, color="C0",
@@ -438,4 +439,4 @@ def limits(ds, fig):
         ax_l.set_xlabel(r"depth $L$ (the layer $\ell = L$ of the stack)")
         ax_l.set_ylabel(label)
         ax_l.set_title("T → ∞ limit per depth", fontsize=9)
-        legend_outside(ax_l)
+    legends_outside(fig, axes)
