@@ -450,9 +450,15 @@ def legends_outside(fig, axes=None, extra=()):
     return made
 
 
+def _spec(ax):
+    """The SubplotSpec of a panel; None for an axes outside a grid (a colorbar's)."""
+    get = getattr(ax, "get_subplotspec", None)
+    return get() if get is not None else None
+
+
 def _grid_place(ax):
     """(-row, column) of a subplot: the largest is the top-right panel."""
-    spec = ax.get_subplotspec()
+    spec = _spec(ax)
     return (-spec.rowspan.start, spec.colspan.stop) if spec is not None else (0, 0)
 
 
@@ -471,20 +477,21 @@ def below_offset():
             + rc["axes.labelpad"] + 1.3 * _points(rc["axes.labelsize"]) + 4)
 
 
-def legend_height(leg, points=7.0):
-    """Inches a legend of `points` type takes below its axes (its rows of text and the offset)."""
+def legend_height(leg, points=7.0, pad=0.0):
+    """Inches a legend of `points` type takes below its axes (its rows of text, the offset, `pad`)."""
     ncol = max(getattr(leg, "_ncols", getattr(leg, "_ncol", 1)), 1)
     lines = sum(t.get_text().count("\n") + 1 for t in leg.get_texts())
-    return (np.ceil(lines / ncol) * points * 1.4 + below_offset() + 6) / 72
+    return (np.ceil(lines / ncol) * points * 1.4 + below_offset() + pad + 6) / 72
 
 
-def legend_below(ax, handles=None, ncol=1, **kw):
-    """A legend under ax, below its tick labels and axis label (constrained layout makes room)."""
+def legend_below(ax, handles=None, ncol=1, pad=0.0, **kw):
+    """A legend under ax, below its tick labels and axis label (constrained layout makes room);
+    `pad` points more (tall tick labels, e.g. rotated ones)."""
     from matplotlib.transforms import offset_copy
 
     kw = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "borderaxespad": 0.0, "fontsize": 7,
           "frameon": False, "ncol": ncol,
-          "bbox_transform": offset_copy(ax.transAxes, fig=ax.figure, y=-below_offset(), units="points"), **kw}
+          "bbox_transform": offset_copy(ax.transAxes, fig=ax.figure, y=-below_offset() - pad, units="points"), **kw}
     return ax.legend(handles=handles, **kw) if handles is not None else ax.legend(**kw)
 
 
@@ -499,12 +506,12 @@ def legends_below(fig):
         labels = [t.get_text() for t in leg.get_texts()]
         title = leg.get_title().get_text()
         leg.remove()
-        spec = ax.get_subplotspec()
+        spec = _spec(ax)
         if spec is not None:  # a legend shared by a column of panels goes under the lowest of them
-            column = [a for a in fig.axes if a.get_subplotspec() is not None
-                      and a.get_subplotspec().get_gridspec() is spec.get_gridspec()
-                      and a.get_subplotspec().colspan.start == spec.colspan.start]
-            ax = max(column, key=lambda a: a.get_subplotspec().rowspan.start)
+            column = [a for a in fig.axes if _spec(a) is not None
+                      and _spec(a).get_gridspec() is spec.get_gridspec()
+                      and _spec(a).colspan.start == spec.colspan.start]
+            ax = max(column, key=lambda a: _spec(a).rowspan.start)
         inches = ax.get_position().width * fig.get_figwidth()
         longest = max((len(t.split("\n")[0]) for t in labels), default=1)
         ncol = max(1, min(len(labels), int(inches * 72 / (longest * 6 * 0.55 + 30))))
@@ -523,7 +530,7 @@ def fit_width(fig, width):
     w, h = fig.get_size_inches()
     rows = 1
     for ax in fig.axes:
-        spec = ax.get_subplotspec()
+        spec = _spec(ax)
         if spec is not None:
             rows = max(rows, spec.get_gridspec().nrows)
     fig.set_size_inches(width, max(h * width / w, MIN_ROW * rows))
@@ -535,11 +542,11 @@ def restack(fig):
     in reading order; returns the number of rows."""
     from matplotlib.gridspec import GridSpec
 
-    panels = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
-    grids = {id(ax.get_subplotspec().get_gridspec()) for ax in panels}
+    panels = [ax for ax in fig.axes if _spec(ax) is not None]
+    grids = {id(_spec(ax).get_gridspec()) for ax in panels}
     if len(panels) < 2 or len(grids) != 1:
         return 1
-    panels.sort(key=lambda ax: (ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start))
+    panels.sort(key=lambda ax: (_spec(ax).rowspan.start, _spec(ax).colspan.start))
     grid = GridSpec(len(panels), 1, figure=fig)
     for k, ax in enumerate(panels):
         ax.set_subplotspec(grid[k, 0])

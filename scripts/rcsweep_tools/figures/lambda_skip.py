@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import figure
-from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legend_outside, legends_outside,
-                    line_band, log_ticks, marker_handles, need, select)
+from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legend_below, legend_height,
+                    legend_outside, legends_outside, line_band, log_ticks, marker_handles, need, select)
 
 PAPER = "Lambda-skip"
 MU_LABEL = "normalised rank-collapse measure\n" r"$\mu(X_\ell)/\|X_\ell\|_F$"
@@ -244,15 +244,18 @@ def thm41(ds, fig):
                               "make the store with jobs/examples/ls_thm41.toml")
     a = _a(ds)
     lam, layers, code, frac, applies, held = theorem_map(ds)
-    fig.set_size_inches(13.0, 4.6)
+    fig.set_size_inches(11.5, 4.6)
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     extent = (-0.5, len(lam) - 0.5, layers[0] - 0.5, layers[-1] + 0.5)
     cmap = ListedColormap(["#d9d9d9", "#9ecae1", "#3182bd"])
     ax1.imshow(code, origin="lower", aspect="auto", extent=extent, cmap=cmap, vmin=-0.5, vmax=2.5,
                interpolation="nearest", gid="map:code")
-    # right of the map: inside it would hide cells
-    legend_outside(ax1, [Patch(color=cmap(k), label=CODE_NAMES[k]) for k in (FAILS, NOT_APPLIES, APPLIES)])
-    ax1.set_title(f"Theorem 4.1's hypotheses (every replicate), a = {a:g}", fontsize=8)
+    # below the map (inside it would hide cells), under the rotated lambda labels
+    rotated = max(len(f"{v:g}") for v in lam) * 0.55 * 7 * np.sin(np.radians(60)) - 7
+    leg = legend_below(ax1, [Patch(color=cmap(k), label=CODE_NAMES[k]) for k in (FAILS, NOT_APPLIES, APPLIES)],
+                       pad=rotated)
+    fig.set_size_inches(fig.get_figwidth(), fig.get_figheight() + legend_height(leg, pad=rotated))
+    ax1.set_title(f"Theorem 4.1's hypotheses\n(in every replicate), a = {a:g}", fontsize=8)
     im = ax2.imshow(frac, origin="lower", aspect="auto", extent=extent, cmap="RdYlGn", vmin=0, vmax=1,
                     interpolation="nearest", gid="map:held")
     fig.colorbar(im, ax=ax2, label=r"fraction of replicates with $\mu(X_L)^2 \geq a^L \mu(X_0)^2$")
@@ -260,7 +263,7 @@ def thm41(ds, fig):
     bad = (applies[:, :, :] & ~held).any(axis=1).T  # [L, lambda]
     for (li, ki) in zip(*np.nonzero(bad)):
         ax2.text(ki, layers[li], "!", ha="center", va="center", color="k", fontsize=8, gid="violation")
-    ax2.set_title("observed bound (! = applies but violated: contradicts Thm 4.1)", fontsize=8)
+    ax2.set_title("observed bound\n(! = applies but violated: contradicts Thm 4.1)", fontsize=8)
     for ax in (ax1, ax2):
         ax.set_xticks(range(len(lam)), [f"{v:g}" for v in lam], rotation=60, fontsize=7)
         ax.set_xlabel(r"skip strength $\lambda$")
