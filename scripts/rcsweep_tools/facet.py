@@ -251,8 +251,9 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
         legend = [Line2D([], [], color=colours[0], marker="o", ms=3, label=f"{y} ({_join_notes(notes[None])})")]
         legend += marker_handles(axes)
     if legend:
-        legend_outside(axes[min(ncols, len(axes)) - 1], legend,
-                       title=axis_label(ds[hue_name]) if by_value else None, title_fontsize=7)
+        leg = legend_outside(axes[min(ncols, len(axes)) - 1], legend,
+                             title=axis_label(ds[hue_name]) if by_value else None, title_fontsize=7)
+        leg.shared = True  # it serves every panel (plot.legends_below)
     return fig
 
 

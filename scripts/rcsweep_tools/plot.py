@@ -166,7 +166,7 @@ def series_note(x, mean, n, xname="layer", reason="diverged"):
     full = int(n[finite].max())
     fewer = idx[n[idx] < full]
     parts = []
-    if fewer.size:
+    if fewer.size and not (last is not None and fewer.tolist() == [last]):  # only at the end: 'ends at' says it
         k = int(fewer[0])
         run = n[k:idx[-1] + 1]
         if (run < full).all() and (np.diff(run) <= 0).all():  # n only falls from there on (layers)
@@ -431,20 +431,47 @@ def legend_outside(ax, handles=None, **kw):
     return ax.legend(handles=handles, **kw) if handles is not None else ax.legend(**kw)
 
 
+def _entries(ax):
+    """[(handle, base label, note)] of a panel's labelled artists: a mean line (gid "mean:<label>")
+    is listed by its label without its series_note, which comes apart."""
+    out = []
+    for h, text in zip(*ax.get_legend_handles_labels()):
+        gid = h.get_gid() if hasattr(h, "get_gid") else None
+        if gid and gid.startswith("mean:"):
+            out.append((h, gid[5:], getattr(h, "series_note", "")))
+        else:
+            out.append((h, text, ""))
+    return out
+
+
+def merge_notes(notes):
+    """One note for a legend entry shared by panels: the distinct non-empty notes joined by "; "."""
+    return "; ".join(dict.fromkeys(n for n in notes if n))
+
+
 def legends_outside(fig, axes=None, extra=()):
     """Every panel's legend (its labelled artists) outside the data: one legend right of the
-    top-right panel when all panels list the same entries, else one below each panel; `extra`
-    handles (and the divergence markers' explanation, marker_handles) go with the last."""
+    top-right panel when all panels list the same entries (a mean line's entry then carries the
+    notes of every panel's series, merge_notes), else one below each panel; `extra` handles (and
+    the divergence markers' explanation, marker_handles) go with the last."""
     axes = list(axes if axes is not None else fig.axes)
-    found = [ax.get_legend_handles_labels() for ax in axes]
+    found = [_entries(ax) for ax in axes]
     extra = list(extra) + marker_handles(axes)
-    if not any(labels for _, labels in found) and not extra:
+    if not any(found) and not extra:
         return []
-    if all(labels == found[0][1] for _, labels in found):
+    if all([b for _, b, _ in f] == [b for _, b, _ in found[0]] for f in found):
         top = max(axes, key=lambda ax: _grid_place(ax))
-        return [legend_outside(top, found[0][0] + extra)]
-    made = [legend_below(ax, handles + (extra if k == len(axes) - 1 else []))
-            for k, (ax, (handles, _)) in enumerate(zip(axes, found)) if handles or k == len(axes) - 1]
+        handles = [h for h, _, _ in found[0]] + extra
+        labels = []
+        for k, (_, base, _) in enumerate(found[0]):
+            note = merge_notes(f[k][2] for f in found)
+            labels.append(f"{base} ({note})" if note else base)
+        labels += [h.get_label() for h in extra]
+        leg = legend_outside(top, handles, labels=labels)
+        leg.shared = True  # one legend for every panel: legends_below puts it under all of them
+        return [leg]
+    made = [legend_below(ax, [h for h, _, _ in f] + (extra if k == len(axes) - 1 else []))
+            for k, (ax, f) in enumerate(zip(axes, found)) if f or k == len(axes) - 1]
     w, h = fig.get_size_inches()  # the panels keep their height: the figure grows by the tallest legend
     fig.set_size_inches(w, h + max(legend_height(leg) for leg in made))
     return made
@@ -484,39 +511,91 @@ def legend_height(leg, points=7.0, pad=0.0):
     return (np.ceil(lines / ncol) * points * 1.4 + below_offset() + pad + 6) / 72
 
 
-def legend_below(ax, handles=None, ncol=1, pad=0.0, **kw):
+def legend_below(ax, handles=None, ncol=1, pad=0.0, centre="axes", **kw):
     """A legend under ax, below its tick labels and axis label (constrained layout makes room);
-    `pad` points more (tall tick labels, e.g. rotated ones)."""
-    from matplotlib.transforms import offset_copy
+    `pad` points more (tall tick labels, e.g. rotated ones); centred under the axes or, with
+    centre="figure", on the figure's middle (a panel as wide as the figure)."""
+    from matplotlib.transforms import blended_transform_factory, offset_copy
 
+    under = offset_copy(ax.transAxes, fig=ax.figure, y=-below_offset() - pad, units="points")
+    if centre == "figure":
+        under = blended_transform_factory(ax.figure.transFigure, under)
     kw = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "borderaxespad": 0.0, "fontsize": 7,
-          "frameon": False, "ncol": ncol,
-          "bbox_transform": offset_copy(ax.transAxes, fig=ax.figure, y=-below_offset() - pad, units="points"), **kw}
+          "frameon": False, "ncol": ncol, "bbox_transform": under, **kw}
     return ax.legend(handles=handles, **kw) if handles is not None else ax.legend(**kw)
 
 
-def legends_below(fig):
-    """Move every axes legend below its axes (a shared one below the lowest panel of its column),
-    spread over columns as the panel's width allows (for a narrow page)."""
-    for ax in list(fig.axes):
+def _fit_columns(fig, make, n, room=None):
+    """The legend make(ncol) with the most columns (up to 6) whose width fits `room` inches (default
+    the figure's width)."""
+    room = 0.96 * (fig.get_figwidth() if room is None else room) * fig.dpi
+    renderer = fig._get_renderer() if hasattr(fig, "_get_renderer") else None
+    for ncol in range(min(n, 6), 0, -1):
+        made = make(ncol)
+        if ncol == 1 or renderer is None or made.get_window_extent(renderer).width <= room:
+            return made
+        made.remove()
+
+
+def wrap_label(text, chars):
+    """A legend label broken at spaces into lines of about `chars` characters (labels with
+    mathtext are left whole: a break inside $...$ would break the formula)."""
+    import textwrap
+
+    if "$" in text or len(text) <= chars:
+        return text
+    return "\n".join(textwrap.fill(line, max(chars, 12), break_long_words=False) for line in text.split("\n"))
+
+
+def legends_below(fig, axes=None):
+    """Move the legend of every axes (of `axes`) below it, in as many columns as fit the figure's
+    width (for a narrow page): a legend of one panel under that panel, one shared by the panels
+    (`legend.shared`, legends_outside) under the whole grid or the lowest panel of a single column,
+    the figure grown to hold it. Returns the inches added."""
+    added = 0.0
+    for ax in list(fig.axes if axes is None else axes):
         leg = ax.get_legend()
         if leg is None:
             continue
         handles = leg.legend_handles if hasattr(leg, "legend_handles") else leg.legendHandles
         labels = [t.get_text() for t in leg.get_texts()]
         title = leg.get_title().get_text()
+        shared = getattr(leg, "shared", False)
         leg.remove()
         spec = _spec(ax)
-        if spec is not None:  # a legend shared by a column of panels goes under the lowest of them
+        share = fig.get_figwidth() / (spec.get_gridspec().ncols if spec is not None else 1)
+        chars = int(0.9 * share * 72 / (6 * 0.5)) - 8  # characters of 6 pt type a line holds, less the handle
+        kw = dict(labels=[wrap_label(t, chars) for t in labels], fontsize=6, title=title or None, title_fontsize=6,
+                  columnspacing=1.0, handlelength=1.6)
+        if shared and spec is not None and spec.get_gridspec().ncols > 1:
+            # under the whole grid: a figure legend in a strip the layout leaves free at the bottom
+            made = _fit_columns(fig, lambda ncol: fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0),
+                                                               ncol=ncol, frameon=False, **kw), len(labels))
+            renderer = fig._get_renderer() if hasattr(fig, "_get_renderer") else None
+            tall = (made.get_window_extent(renderer).height / fig.dpi if renderer is not None
+                    else legend_height(made, 6)) + 0.05
+            w, h = fig.get_size_inches()
+            fig.set_size_inches(w, h + tall)
+            engine = fig.get_layout_engine()
+            if engine is not None and hasattr(engine, "set"):
+                engine.set(rect=(0, tall / (h + tall), 1, 1 - tall / (h + tall)))
+            added += tall
+            continue
+        ncols = spec.get_gridspec().ncols if spec is not None else 1
+        if shared and spec is not None:  # a legend of every panel: under the lowest of its column
             column = [a for a in fig.axes if _spec(a) is not None
                       and _spec(a).get_gridspec() is spec.get_gridspec()
                       and _spec(a).colspan.start == spec.colspan.start]
             ax = max(column, key=lambda a: _spec(a).rowspan.start)
-        inches = ax.get_position().width * fig.get_figwidth()
-        longest = max((len(t.split("\n")[0]) for t in labels), default=1)
-        ncol = max(1, min(len(labels), int(inches * 72 / (longest * 6 * 0.55 + 30))))
-        legend_below(ax, handles, ncol=ncol, labels=labels, fontsize=6, title=title or None, title_fontsize=6,
-                     columnspacing=1.0, handlelength=1.6)
+        # one panel a row: centred on the page; else under its panel, as wide as its share of the page
+        centre, room = ("figure", None) if ncols == 1 else ("axes", fig.get_figwidth() / ncols)
+        made = _fit_columns(fig, lambda ncol: legend_below(ax, handles, ncol=ncol, centre=centre, **kw), len(labels),
+                            room)
+        tall = legend_height(made, 6)
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w, h + tall)
+        added += tall
+    return added
 
 
 WIDTHS = {"column": 3.5, "page": 7.0}   # inches: a journal's column and two-column page
@@ -534,7 +613,24 @@ def fit_width(fig, width):
         if spec is not None:
             rows = max(rows, spec.get_gridspec().nrows)
     fig.set_size_inches(width, max(h * width / w, MIN_ROW * rows))
+    # a legend right of the panels that would take more than WIDE_LEGEND of the width goes below
+    renderer = fig._get_renderer() if hasattr(fig, "_get_renderer") else None
+    if renderer is not None:
+        wide = [ax for ax in fig.axes if ax.get_legend() is not None and _right_of(ax)
+                and ax.get_legend().get_window_extent(renderer).width > WIDE_LEGEND * width * fig.dpi]
+        if wide:
+            legends_below(fig, wide)
     return fig
+
+
+WIDE_LEGEND = 0.3
+
+
+def _right_of(ax):
+    """Whether the legend of ax was placed right of it (legend_outside)."""
+    anchor = ax.get_legend().get_bbox_to_anchor()
+    box = ax.get_window_extent()
+    return anchor.x0 > box.x1 - 1
 
 
 def restack(fig):
@@ -558,13 +654,8 @@ def fit_column(fig, width="column"):
     tall, legends below the panels (legends_below), the height grown to hold them."""
     width = float(WIDTHS.get(width, width))
     rows = restack(fig)
-    legends_below(fig)
-    extra = 0.0
-    for ax in fig.axes:
-        leg = ax.get_legend()
-        if leg is not None:
-            extra += legend_height(leg, 6)
-    fig.set_size_inches(width, rows * 0.62 * width + extra)
+    fig.set_size_inches(width, rows * 0.62 * width)  # the legends' columns are fitted to this width
+    legends_below(fig)  # (grows the height by theirs)
     return fig
 
 

@@ -64,8 +64,9 @@ def parser():
     p.add_argument("--style", choices=sorted(STYLES), default="default",
                    help="paper: 8 pt type, no grid, no provenance title and no caption line, 300 dpi, sized "
                         "to a page (--width)")
-    p.add_argument("--width", choices=sorted(WIDTHS), help="resize the figure to a journal's column (3.5 in) or "
-                                                            "two-column page (7 in); --style paper defaults to page")
+    p.add_argument("--width", choices=sorted(WIDTHS), help="the paper style for a journal's column (3.5 in wide, "
+                                                            "one panel a row, legends below) or two-column page "
+                                                            "(7 in, the default of --style paper); implies --style paper")
     p.add_argument("--band", choices=BANDS, help="the band around each mean: sd (default): ± 1 sample sd of "
                                                   "the replicates; ci: t-based 95%% interval of the mean; se: ± 1 "
                                                   "standard error; range: min..max over replicates; none")
@@ -97,6 +98,8 @@ def build(ds, a):
     from rcsweep_tools.figures import FIGURES
     from rcsweep_tools.plot import DEFAULT_BAND, band_text, fit_column, fit_width
 
+    if a.width:  # a column or page of a paper: the paper style (main() draws inside its settings)
+        a.style = "paper"
     fig = Figure(layout="constrained")
     band = a.band or DEFAULT_BAND
     if a.y:
@@ -141,6 +144,8 @@ def main(argv=None):
         p.error("give STORE and FIGURE, or STORE --y METRIC (or --list)")
     if a.figure and a.y:
         p.error(f"give a FIGURE ({a.figure}) or --y {a.y}, not both")
+    if a.width:  # a column or page of a paper: the paper style
+        a.style = "paper"
     if not a.y:
         stray = [f"--{k}" for k in GENERIC if getattr(a, k) not in (None, False)]
         if stray:

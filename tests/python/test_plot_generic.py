@@ -63,7 +63,7 @@ def build(store, *args):
 
     a = parser().parse_args([str(store), *args])
     fig = build_figure(load(store), a)
-    fig.canvas.draw()  # lay out and render
+    fig.draw_without_rendering()  # lay out (constrained layout) as saving does
     return fig
 
 

@@ -44,7 +44,7 @@ def build(store, *args):
 
     a = parser().parse_args([str(store), *args])
     fig = build_figure(load(store), a)
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # lay out (constrained layout) as saving does
     return fig
 
 
@@ -52,18 +52,25 @@ def gid(ax, prefix):
     return {ln.get_gid(): ln for ln in ax.get_lines() if (ln.get_gid() or "").startswith(prefix)}
 
 
+def legends(fig):
+    return [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
+
+
 def legend_texts(fig):
-    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    return [t.get_text() for leg in legends(fig) for t in leg.get_texts()]
 
 
 def legends_outside_every_panel(fig):
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
-    assert legends
+    """Every legend (of a panel or of the figure) overlaps no panel and lies within the figure."""
+    found = legends(fig)
+    assert found
+    page = fig.bbox
     panels = [ax for ax in fig.axes if getattr(ax, "get_subplotspec", lambda: None)() is not None]
-    for leg in legends:
+    for leg in found:
         box = leg.get_window_extent()
         for ax in panels:
             assert not box.overlaps(ax.get_window_extent()), (leg, ax.get_title())
+        assert box.x0 >= page.x0 - 1 and box.x1 <= page.x1 + 1 and box.y0 >= page.y0 - 1, (box, page)
 
 
 # ------------------------------------------------------------------------------------------------

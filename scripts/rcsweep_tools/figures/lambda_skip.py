@@ -18,7 +18,7 @@ import numpy as np
 
 from . import figure
 from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legend_below, legend_height,
-                    legend_outside, legends_outside, line_band, log_ticks, marker_handles, need, select)
+                    legends_outside, line_band, log_ticks, need, select)
 
 PAPER = "Lambda-skip"
 MU_LABEL = "normalised rank-collapse measure\n" r"$\mu(X_\ell)/\|X_\ell\|_F$"
@@ -86,17 +86,17 @@ def fig1(ds, fig, band=DEFAULT_BAND):
     from matplotlib.lines import Line2D
 
     a = _a(ds)
-    mixers, lams = _mixers(ds), _lambdas(ds)
-    cmap = hue_colors(lams)  # ordered colours that stay apart for the paper's 9 values
-    bound_drawn, lines = False, {}
+    mixers, lams = _mixers(ds), sorted(_lambdas(ds))  # drawn (and listed) in increasing order
+    cmap = hue_colors(lams)  # ordered colours that stay apart for the paper's 9 values, diverging at 0
+    bound_drawn = False
     axes = _panels(fig, len(mixers), legend=1.4)
     for ax, mixer in zip(axes, mixers):
         dm = select(ds, mixer=mixer)
         for k, lam in enumerate(lams):
             p = select(dm, **{"lambda": lam})
             label = rf"$\lambda$ = {lam:g}"
-            lines[lam] = line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
-                                   color=cmap[k], band=band)
+            line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
+                      color=cmap[k], band=band)
             ok = condition_holds(lam, p["theory_S"].values, p["theory_C_M"].values, a)
             if ok.all():  # every replicate satisfies (7): the bound's shape beside the data
                 bound = normalised_bound(p, a).mean("replicate")
@@ -108,12 +108,10 @@ def fig1(ds, fig, band=DEFAULT_BAND):
         ax.set_ylabel(MU_LABEL)
         ax.set_ylim(-0.02, 1.05)
     # one legend right of the panels, lambda in increasing order: it hides no curve (a lambda whose
-    # series ends early in one panel says so in its entry)
-    handles = [lines[v] for v in sorted(lines)]
-    if bound_drawn:
-        handles.append(Line2D([], [], ls="--", lw=1, color="0.3",
-                              label="Thm 4.1 bound\n" r"$a^{\ell/2}\mu(X_0)/\|X_\ell\|_F$" "\n(same colour)"))
-    legend_outside(axes[-1], handles + marker_handles(axes))
+    # series ends early in a panel says so in its entry)
+    extra = [Line2D([], [], ls="--", lw=1, color="0.3",
+                    label="Thm 4.1 bound\n" r"$a^{\ell/2}\mu(X_0)/\|X_\ell\|_F$" "\n(same colour)")] if bound_drawn else []
+    legends_outside(fig, axes, extra=extra)
     fig.supxlabel(f"Lambda-skip Fig. 1 at initialisation (T = {_scalar_str(ds, 'T')}, "
                  f"d = {_scalar_str(ds, 'd')}, a = {a:g}; {band_text(band, ds.sizes['replicate'])})",
                  fontsize=8)
