@@ -385,12 +385,23 @@ def log_ticks(ax, values, axis="x", most=8):
 
 
 def plain_log_labels(ax, axis="y"):
-    """Plain-number labels ("0.1", "1", "10", "1e+04") on a log axis, and no minor labels."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    """Plain-number labels ("0.1", "1", "10", "1e+04") on a log axis. Minor ticks are labelled
+    only where the decades alone would leave the axis nearly bare: every one on an axis spanning
+    less than a decade, those at 2 and 5 on one spanning less than two, none otherwise."""
+    from matplotlib.ticker import FuncFormatter
 
     a = ax.xaxis if axis == "x" else ax.yaxis
+
+    def minor(t, _):
+        lo, hi = sorted(a.get_view_interval())
+        if not (lo > 0 and hi > lo and t > 0):
+            return ""
+        span = np.log10(hi / lo)
+        mantissa = round(t / 10 ** np.floor(np.log10(t) + 1e-9), 6)
+        return _fmt(float(f"{t:.3g}")) if span < 1 or (span < 2 and mantissa in (2.0, 5.0)) else ""
+
     a.set_major_formatter(FuncFormatter(lambda t, _: _fmt(float(t))))
-    a.set_minor_formatter(NullFormatter())
+    a.set_minor_formatter(FuncFormatter(minor))
 
 
 MAX_ASPECT = 3.0        # width / height of a figure of panels at most
@@ -538,13 +549,25 @@ def _fit_columns(fig, make, n, room=None):
 
 
 def wrap_label(text, chars):
-    """A legend label broken at spaces into lines of about `chars` characters (labels with
-    mathtext are left whole: a break inside $...$ would break the formula)."""
+    """A label broken at spaces into lines of about `chars` characters (a line with mathtext is
+    left whole: a break inside $...$ would break the formula)."""
     import textwrap
 
-    if "$" in text or len(text) <= chars:
-        return text
-    return "\n".join(textwrap.fill(line, max(chars, 12), break_long_words=False) for line in text.split("\n"))
+    return "\n".join(line if "$" in line or len(line) <= chars else
+                     textwrap.fill(line, max(chars, 12), break_long_words=False) for line in text.split("\n"))
+
+
+def wrap_ylabels(fig):
+    """Break y labels longer than their panel's height (a short panel of a page-wide figure)."""
+    import matplotlib as mpl
+
+    rows = max([_spec(ax).get_gridspec().nrows for ax in fig.axes if _spec(ax) is not None] or [1])
+    tall = max(fig.get_figheight() / rows - 0.8, 0.5)  # inches of a panel's height, less title and x labels
+    size = _points(mpl.rcParams["axes.labelsize"])
+    for ax in fig.axes:
+        text = ax.get_ylabel()
+        if text and _spec(ax) is not None:
+            ax.set_ylabel(wrap_label(text, int(tall * 72 / (0.55 * size))))
 
 
 def legends_below(fig, axes=None):
@@ -620,6 +643,7 @@ def fit_width(fig, width):
                 and ax.get_legend().get_window_extent(renderer).width > WIDE_LEGEND * width * fig.dpi]
         if wide:
             legends_below(fig, wide)
+    wrap_ylabels(fig)
     return fig
 
 
@@ -656,6 +680,7 @@ def fit_column(fig, width="column"):
     rows = restack(fig)
     fig.set_size_inches(width, rows * 0.62 * width)  # the legends' columns are fitted to this width
     legends_below(fig)  # (grows the height by theirs)
+    wrap_ylabels(fig)
     return fig
 
 

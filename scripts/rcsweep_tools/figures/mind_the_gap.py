@@ -157,7 +157,7 @@ def fig4a(ds, fig, band=DEFAULT_BAND):
         log_ticks(ax, T)
         plain_log_labels(ax, "y")
         ax.set_xlabel(axis_label(ds, "T"))
-        ax.set_ylabel(axis_label(ds, "sr_cov"))
+        ax.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
         ax.set_title(variant_label(select(sub, gap_fix="none")).strip())
     legends_outside(fig, axes)  # one legend right of the panels: the steep part of the data stays visible
 
@@ -184,8 +184,9 @@ def fig4b(ds, fig, band=DEFAULT_BAND):
         line_band(ax, x, sub["sr_cov"].transpose("layer", "replicate"), label, band=band,
                   color=f"C{bases.index(base) % 10}", ls="--" if _value(sub, "gap_fix") == "perp" else "-")
     ax.set_yscale("log")
+    plain_log_labels(ax, "y")
     ax.set_xlabel(axis_label(ds, "layer"))
-    ax.set_ylabel(axis_label(ds, "sr_cov"))
+    ax.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
     ax.set_title(f"T = {_value(ds, 'T', '…')}, d = {_value(ds, 'd', '…')}")
     legends_outside(fig, axes)
 
@@ -268,11 +269,12 @@ def fig6(ds, fig, band=DEFAULT_BAND):
     log_ticks(ax_w, T)
     plain_log_labels(ax_w, "y")
     ax_w.set_xlabel(axis_label(ds, "T"))
-    ax_w.set_ylabel(axis_label(ds, "sr_cov"))
+    ax_w.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
     ax_w.set_title("width, layer ℓ = 1")
     ax_d.set_yscale("log")
+    plain_log_labels(ax_d, "y")
     ax_d.set_xlabel(axis_label(ds, "layer"))
-    ax_d.set_ylabel(axis_label(ds, "sr_cov"))
+    ax_d.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
     ax_d.set_title(f"depth, T = d = {int(T[imax])}")
     ax_g.set_xlabel(axis_label(ds, "L"))
     ax_g.set_ylabel(r"$\log_{10}\|\partial X_L/\partial W_{V,1}\|_F^2$")
@@ -435,6 +437,7 @@ def limits(ds, fig):
         ax_l.plot(ls, [perp_markov_limits(ell, gamma)[metric] for ell in ls], "k--", lw=1, marker="*",
                   gid=f"theory:{metric}", label=f"free-probability limit, γ = T/d = {gamma:g}")
         ax_l.set_yscale("log")
+        plain_log_labels(ax_l, "y")
         ax_l.set_xticks(ls)
         ax_l.set_xlabel(r"depth $L$ (the layer $\ell = L$ of the stack)")
         ax_l.set_ylabel(label)
