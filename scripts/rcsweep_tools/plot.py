@@ -667,9 +667,16 @@ def restack(fig):
     if len(panels) < 2 or len(grids) != 1:
         return 1
     panels.sort(key=lambda ax: (_spec(ax).rowspan.start, _spec(ax).colspan.start))
+    xlabel = next((ax.get_xlabel() for ax in reversed(panels) if ax.get_xlabel()), "")
+    shared = all(ax.get_xlabel() in ("", xlabel) for ax in panels)
     grid = GridSpec(len(panels), 1, figure=fig)
     for k, ax in enumerate(panels):
         ax.set_subplotspec(grid[k, 0])
+        # panels of shared axes hid their inner tick labels: one under another each shows its own
+        ax.xaxis.set_tick_params(labelbottom=True)
+        ax.yaxis.set_tick_params(labelleft=True)
+        if shared:  # one x label, under the lowest panel
+            ax.set_xlabel(xlabel if k == len(panels) - 1 else "")
     return len(panels)
 
 
