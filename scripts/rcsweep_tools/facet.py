@@ -167,6 +167,7 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
          logx=False, logy=False, band=DEFAULT_BAND, wrap=None, panel=(3.6, 2.7), grid=True):
     """Draw the generic plot into `fig` (see the module docstring); returns fig."""
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     choices = metric_choices(ds)
     if y not in choices:
@@ -210,8 +211,9 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
                 drawn = line_band(ax, xpos[order], line, label, band=band, color=colours[hk or 0],
                                   ls=DASHES[s % len(DASHES)], marker="o" if len(xpos) <= 12 else None, ms=3,
                                   xname=xname if numeric else "x")
-                if drawn.series_note:
-                    notes.setdefault(hk, []).append(drawn.series_note)
+                if drawn.series_note:  # one series a panel: the note names its panel
+                    where = ", ".join(t for t in (rlabel, clabel) if t) if hk is None and len(axes) > 1 else ""
+                    notes.setdefault(hk, []).append(f"{where}: {drawn.series_note}" if where else drawn.series_note)
         width = fig.get_figwidth() / ncols
         ax.set_title(_wrap(", ".join(t for t in (rlabel, clabel) if t), width - 0.5), fontsize="medium")
         if logx:
@@ -221,6 +223,8 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
             else:
                 ax.set_xscale("log")
             log_ticks(ax, xpos)  # at the swept values when few, plain numbers, no minor labels
+        elif xname in ("layer", "L"):  # whole layers and depths: integer ticks
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if logy:
             ax.set_yscale("log")
             plain_log_labels(ax, "y")

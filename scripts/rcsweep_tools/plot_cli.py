@@ -41,7 +41,7 @@ def parser():
                     "rcsweep store, or (with --y) any metric of any store against layer or a swept "
                     "axis: the mean over replicates with a band of ± 1 sd of the replicates (the "
                     "papers' convention; --band picks another), clipped to the metric's range; a series "
-                    "whose replicates all diverge is marked where it ends; theory curves beside the data in the papers' figures. PNG or SVG by the "
+                    "whose replicates all diverge or vanish is marked where it ends and named so in the legend; theory curves beside the data in the papers' figures. PNG or SVG by the "
                     "output's extension.",
         epilog="Figures (name, what it shows, the sweep file that makes its store):\n"
                + figure_list(FIGURES)
@@ -50,6 +50,7 @@ def parser():
                  "to the free ones in the order hue, col, row, dash; --sel fixes the others.\n"
                  "\nExamples:\n  mpiexec -n 2 rcsweep run jobs/examples/mtg_width.toml -o width.h5\n"
                  "  scripts/rcsweep-plot width.h5 mtg-fig4a -o width.svg\n"
+                 "  scripts/rcsweep-plot ls_fig2.h5 ls-fig2 --style paper --width column -o fig2.png\n"
                  "  scripts/rcsweep-plot quick.h5 --y sr_cov --hue lambda --col d --row mixer --logy "
                  "--sel gap_fix=none\n"
                  "  scripts/rcsweep-plot width.h5 --y sr_cov --x T --hue layer --col zip0 --logx --logy "
@@ -76,7 +77,8 @@ def parser():
     g.add_argument("--y", metavar="METRIC", help="the quantity: a /layers metric (sr_cov, mu_rel, ...), "
                                                  "theory_*, grad_*, wall_s")
     g.add_argument("--x", metavar="AXIS", help="horizontal axis (default: layer)")
-    for role, what in (("hue", "one colour per value (ordered colours for numbers)"),
+    for role, what in (("hue", "one colour per value (ordered colours for numbers, a diverging map centred at 0 "
+                               "for numbers of both signs)"),
                        ("col", "one panel per value, wrapped into rows"), ("row", "one row of panels per value"),
                        ("dash", "one line style per value")):
         g.add_argument(f"--{role}", metavar="AXIS", help=what)
