@@ -17,12 +17,15 @@ generic plot (facet.py).
   series' most get a hollow marker (gid "fewer:<label>"), x without a value between values an "x"
   on the x axis (gid "gap:<label>"); the line's legend label then says so:
   "<label> (n 4→1 from layer 4, ends at layer 6: vanished)" (series_note).
+- with_tasks(ds): ds with the tasks' status and message as coordinates (why a series ends).
 - log_ticks(ax, values): a log or symlog axis ticked at the swept values when they are few, as
-  plain numbers, with no minor labels.
-- legends_outside(fig, axes): the panels' legends right of (or below) the axes, one shared legend
-  when every panel lists the same entries.
-- fit_width(fig, "column" | "page" | inches): a drawn figure resized to a journal's column (3.5 in)
-  or page (7 in) width.
+  plain numbers, with no minor labels; plain_log_labels(ax): plain numbers on a log y axis.
+- legends_outside(fig, axes): the panels' legends outside the data: one shared legend right of the
+  grid when every panel lists the same entries (its entries carry every panel's notes), else one
+  below each panel (legend_below); legends_below(fig) moves them under the panels.
+- fit_width(fig, "page" | inches): a drawn figure resized to a two-column page (7 in), a legend
+  wider than 30 % of it moved below; fit_column(fig): one journal column (3.5 in), the panels one
+  under another (restack), legends below; both break y labels to the panels' height.
 - axis_label(ds_or_da, name): "long name, symbol [units]" from the loader's attributes.
 - hue_colors(values): one colour per value, distinguishable for many values and ordered for numbers
   (a diverging map centred at 0 for values of both signs).
@@ -693,7 +696,8 @@ def fit_column(fig, width="column"):
 
 STYLES = {
     "default": {},
-    # a journal column: small type, thin lines, no grid; rcsweep-plot also drops its provenance title
+    # a journal page or column (rcsweep-plot --width): small type, thin lines, no grid; rcsweep-plot also
+    # drops its provenance title and the caption line
     "paper": {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7,
               "ytick.labelsize": 7, "legend.fontsize": 7, "lines.linewidth": 1.2, "axes.linewidth": 0.6,
               "axes.grid": False, "savefig.dpi": 300},
