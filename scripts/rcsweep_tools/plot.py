@@ -232,13 +232,13 @@ def marker_handles(axes):
     out = []
     if "fewer" in gids:
         out.append(Line2D([], [], ls="none", marker="o", ms=4, mfc="white", mec="0.3",
-                          label="fewer replicates (the others diverged)"))
+                          label="fewer replicates (the others diverged or vanished)"))
     if "ends" in gids:
         out.append(Line2D([], [], ls="none", marker="x", ms=7, mew=1.6, color="0.3",
-                          label="last finite value (every replicate diverged after it)"))
+                          label="last finite value (every replicate diverged or vanished after it)"))
     if "gap" in gids:
         out.append(Line2D([], [], ls="none", marker="x", ms=5, mew=1.2, color="0.3",
-                          label="on the x axis: no value there (every replicate diverged)"))
+                          label="on the x axis: no value there (every replicate diverged or vanished)"))
     return out
 
 

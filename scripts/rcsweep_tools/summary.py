@@ -7,9 +7,9 @@ Run with Debian's interpreter (it has h5py, numpy, matplotlib):
 
 Table: one row per grid point with the swept parameters, the mean ± sample standard deviation
 (ddof = 1) over the done replicates of each metric at the last layer, `n` (how many replicates are done: the ones the
-values rest on; with adaptive replicates it differs from point to point) and how many replicates
-diverged or failed (and, after them, how many are pending and how many an adaptive rule did not
-need).
+values rest on; with adaptive replicates it differs from point to point) and, in `bad`, how many
+failed, diverged (X non-finite) or vanished (X exactly zero) (and, after them, how many are
+pending and how many an adaptive rule did not need).
 Plot: the metric against layer (mean over replicates, band ± 1 sd of the replicates: the same
 sd as the table's and rcsweep-plot's default band), one panel per value of
 the first swept dimension (wrapped into rows of at most about sqrt(n) panels), one row per value of
@@ -22,7 +22,7 @@ import sys
 import h5py
 import numpy as np
 
-STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed"}
+STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed", 5: "vanished"}
 TABLE_METRICS = ("sr_cov", "sr_x", "mu_rel", "m_gap")
 
 
@@ -75,7 +75,7 @@ def print_table(data, status, swept, labels, out=None):
             with np.errstate(all="ignore"):
                 row.append(f"{x.mean():.4g} ± {x.std(ddof=1):.2g}" if len(x) > 1 else (f"{x[0]:.4g}" if len(x) else "—"))
         row.append(str(int(np.sum(done))))
-        bad = int(np.sum((status[i] == 2) | (status[i] == 3)))
+        bad = int(np.sum(np.isin(status[i], (2, 3, 5))))  # failed, diverged or vanished
         pend = int(np.sum(status[i] == 0))
         skipped = int(np.sum(status[i] == 4))
         row.append(f"{bad}" + (f" (+{pend} pending)" if pend else "") + (f" ({skipped} not needed)" if skipped else ""))

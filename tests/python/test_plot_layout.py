@@ -123,7 +123,7 @@ def test_a_series_that_blows_up_is_marked_where_it_ends(run_sweep):
         assert f"ends at layer {last}: diverged" in gid(ax, "mean:")["mean:norm = none"].get_label()
     assert any(t.startswith("none (") and "diverged" in t for t in texts), texts
     assert "layernorm" in texts  # the series that does not end carries no note
-    assert "last finite value (every replicate diverged after it)" in texts
+    assert "last finite value (every replicate diverged or vanished after it)" in texts
     legends_outside_every_panel(fig)
 
 
