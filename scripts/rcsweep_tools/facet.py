@@ -3,7 +3,7 @@ layer or a swept axis, the mean over replicates with a band, one line per value 
 of a dash axis), one panel per value of a column axis (wrapped into rows) or per (row, column).
 
     draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, layer=None,
-         logx=False, logy=False, band="ci", wrap=None, panel=(3.6, 2.7), grid=True) -> fig
+         logx=False, logy=False, band="sd", wrap=None, panel=(3.6, 2.7), grid=True) -> fig
 
 - y: a data variable with a replicate dimension (the /layers metrics, theory_*, grad_*, wall_s).
 - An axis is a dimension of y other than replicate (a grid dimension, `layer`, `L`) or a
@@ -12,10 +12,17 @@ of a dash axis), one panel per value of a column axis (wrapped into rows) or per
 - Dimensions left over: `layer` is taken at `layer` (an index, -1 or None the last), `L` at its last
   value, a dimension of one value is dropped, and a swept one goes to the first free role of hue,
   col, row, dash; more than that is an error asking for `sel` (name -> value, plot.select).
-- Bands: plot.mean_band's `band` ("ci" t-based 95%, "se", "range", "none"), clipped to the
-  quantity's range (load.RANGES). Lines carry label "<hue label>[, <dash label>]" and bands gid
-  "band:<label>", as in the paper figures.
-- Colours: plot.hue_colors (ordered sequential colours for numbers); the legend sits outside the
+- Bands: plot.mean_band's `band` ("sd" ± 1 sd of the replicates, the default; "ci" t-based 95%,
+  "se", "range", "none"), clipped to the quantity's range (load.RANGES). Lines carry gid
+  "mean:<label>" with label "<hue label>[, <dash label>]" (and the series_note of a series that
+  ends early or loses replicates to divergence), bands gid "band:<label>", as in the paper figures.
+- Divergence: a series that ends before the last x is marked "x" at its last finite point, points
+  on fewer replicates get a hollow marker (plot.line_band); the legend entry of its hue value says
+  where it ends and why ("0 (ends at layer 6: vanished)"), and two entries explain the markers.
+- Log axes (logx, logy): ticked at the swept x values when there are at most 8, as plain numbers;
+  minor ticks unlabelled (plot.log_ticks).
+- Colours: plot.hue_colors (ordered sequential colours for numbers, a diverging map centred at 0
+  for numbers of both signs); the legend sits outside the
   panels, right of the top-right one. Panels: plot.panel_grid (`wrap` panels a row, `panel` inches
   each); `grid` draws grid lines.
 Bad choices raise plot.FigureDataError naming the choices (rcsweep-plot: exit code 2).
@@ -24,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plot import (FigureDataError, axis_label, hue_colors, legend_outside, legend_width, line_band,
-                   panel_grid, select)
+from .plot import (DEFAULT_BAND, FigureDataError, axis_label, hue_colors, legend_outside, legend_width, line_band,
+                   log_ticks, marker_handles, panel_grid, plain_log_labels, select, with_tasks)
 
 ROLES = ("hue", "col", "row", "dash")   # the order swept dimensions left over are given to
 DASHES = ["-", "--", ":", "-."]
@@ -52,7 +59,7 @@ def _fmt(v):
 
 def _wrap(text, inches, points=10.0):
     """Break `text` at ", " into lines that fit about `inches` at a font of `points`."""
-    room = max(8, int(inches * 72 / (0.55 * points)))
+    room = max(8, int(inches * 72 / (0.6 * points)))
     lines = []
     for part in text.split(", "):
         if lines and len(lines[-1]) + 2 + len(part) <= room:
@@ -157,13 +164,15 @@ def _entries(da, roles, role):
 
 
 def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, layer=None,
-         logx=False, logy=False, band="ci", wrap=None, panel=(3.6, 2.7), grid=True):
+         logx=False, logy=False, band=DEFAULT_BAND, wrap=None, panel=(3.6, 2.7), grid=True):
     """Draw the generic plot into `fig` (see the module docstring); returns fig."""
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     choices = metric_choices(ds)
     if y not in choices:
         raise FigureDataError(f"unknown metric {y!r}; choose one of: {', '.join(choices)}")
+    ds = with_tasks(ds)  # every selection carries the tasks' status and message: why a series ends
     if sel:
         ds = select(ds, **sel)
     da, roles, at = assign(ds[y], x=x, hue=hue, col=col, row=row, dash=dash, layer=layer)
@@ -173,8 +182,8 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
     hue_name = roles["hue"][0] if "hue" in roles else None
     colours = hue_colors(np.atleast_1d(da[hue_name].values)) if hue_name else ["C0"]
     by_value = hue_name is not None and not hue_name.startswith("zip")
-    legend = [Line2D([], [], color=colours[k], marker="o", ms=3, label=_fmt(da[hue_name].values[k]) if by_value else t)
-              for k, t in hues if t]
+    hue_text = {k: _fmt(da[hue_name].values[k]) if by_value else t for k, t in hues if t}
+    legend = [Line2D([], [], color=colours[k], marker="o", ms=3, label=hue_text[k]) for k, t in hues if t]
     legend += [Line2D([], [], color="0.3", ls=DASHES[s % len(DASHES)], label=t) for s, (_, t) in enumerate(dashes) if t]
     n = len(cols) * len(rows)
     axes = panel_grid(fig, n, ncols=len(cols) if "row" in roles else wrap, nrows=len(rows) if "row" in roles else None,
@@ -191,6 +200,7 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
     def pick(a, role, k):
         return a if k is None else a.isel({roles[role][1]: k})
 
+    notes = {}  # hue index -> the series notes of its lines (plot.series_note)
     for p, ax in enumerate(axes):
         (rk, rlabel), (ck, clabel) = rows[p // len(cols)], cols[p % len(cols)]
         sub = pick(pick(da, "row", rk), "col", ck)
@@ -198,18 +208,26 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
             for s, (sk, slabel) in enumerate(dashes):
                 line = pick(pick(sub, "hue", hk), "dash", sk).transpose(xdim, "replicate").isel({xdim: order})
                 label = ", ".join(t for t in (hlabel, slabel) if t) or str(y)
-                line_band(ax, xpos[order], line, label, band=band, color=colours[hk or 0],
-                          ls=DASHES[s % len(DASHES)], marker="o" if len(xpos) <= 12 else None, ms=3)
+                drawn = line_band(ax, xpos[order], line, label, band=band, color=colours[hk or 0],
+                                  ls=DASHES[s % len(DASHES)], marker="o" if len(xpos) <= 12 else None, ms=3,
+                                  xname=xname if numeric else "x")
+                if drawn.series_note:  # one series a panel: the note names its panel
+                    where = ", ".join(t for t in (rlabel, clabel) if t) if hk is None and len(axes) > 1 else ""
+                    notes.setdefault(hk, []).append(f"{where}: {drawn.series_note}" if where else drawn.series_note)
         width = fig.get_figwidth() / ncols
-        ax.set_title(_wrap(", ".join(t for t in (rlabel, clabel) if t), width), fontsize="medium")
+        ax.set_title(_wrap(", ".join(t for t in (rlabel, clabel) if t), width - 0.5), fontsize="medium")
         if logx:
             nonzero = np.abs(xpos[xpos != 0])
             if (xpos <= 0).any():  # layer 0, negative lambda: linear around 0
                 ax.set_xscale("symlog", linthresh=float(nonzero.min()) if nonzero.size else 1.0)
             else:
                 ax.set_xscale("log")
+            log_ticks(ax, xpos)  # at the swept values when few, plain numbers, no minor labels
+        elif xname in ("layer", "L"):  # whole layers and depths: integer ticks
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if logy:
             ax.set_yscale("log")
+            plain_log_labels(ax, "y")
         if not numeric:  # names (mixer = softmax, ...) or zip entries at 0, 1, ...
             ticks = _value_labels(da, xname, xdim) if xdim.startswith("zip") else [_fmt(v) for v in xco]
             ticks = [_wrap(ticks[k], width / len(xco), 8) for k in order]
@@ -224,7 +242,31 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
         fig.supylabel(ylabel, fontsize="medium")
     else:
         axes[0].set_ylabel(ylabel)
+    if notes and hue_name is not None:  # the legend says which hue values end early (or lose replicates) and why
+        before = legend_width([h.get_label() for h in legend])
+        for h, k in zip(legend, [k for k, t in hues if t]):
+            if k in notes:
+                h.set_label(f"{hue_text[k]} ({_join_notes(notes[k])})")
+        legend += marker_handles(axes)
+        if legend:
+            w, hgt = fig.get_size_inches()
+            fig.set_size_inches(w + legend_width([h.get_label() for h in legend]) - before, hgt)
+    elif hue_name is None and notes:  # one series per panel: an entry of its own says where it ends
+        legend = [Line2D([], [], color=colours[0], marker="o", ms=3, label=f"{y} ({_join_notes(notes[None])})")]
+        legend += marker_handles(axes)
     if legend:
-        legend_outside(axes[min(ncols, len(axes)) - 1], legend,
-                       title=axis_label(ds[hue_name]) if by_value else None, title_fontsize=7)
+        leg = legend_outside(axes[min(ncols, len(axes)) - 1], legend,
+                             title=axis_label(ds[hue_name]) if by_value else None, title_fontsize=7)
+        leg.shared = True  # it serves every panel (plot.legends_below)
     return fig
+
+
+def _join_notes(notes):
+    """One legend note for the several lines of a hue value: the one note, or a count."""
+    distinct = list(dict.fromkeys(notes))
+    if len(distinct) == 1:
+        return distinct[0]
+    if len(distinct) == 2:
+        return "; ".join(distinct)
+    reasons = sorted({n.rsplit(": ", 1)[-1] for n in distinct})
+    return f"{len(notes)} lines end early or lose replicates: {' or '.join(reasons)}"

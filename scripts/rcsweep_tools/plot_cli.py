@@ -1,8 +1,9 @@
 """rcsweep-plot: draw a seed paper's figure, or a generic plot of any metric, from an rcsweep store.
 
-    rcsweep-plot STORE FIGURE [-o FILE] [--style paper] [--no-title]       a paper's figure (--list)
+    rcsweep-plot STORE FIGURE [-o FILE] [--band sd|ci|se|range|none] [--style paper] [--width column|page]
+                 [--no-title]                                              a paper's figure (--list)
     rcsweep-plot STORE --y METRIC [--x AXIS] [--hue AXIS] [--col AXIS] [--row AXIS] [--dash AXIS]
-                 [--sel NAME=VALUE] [--layer N] [--logx] [--logy] [--band ci|se|range|none] ...
+                 [--sel NAME=VALUE] [--layer N] [--logx] [--logy] [--band sd|ci|se|range|none] ...
 
 Each figure reads the store its sweep file (jobs/examples/<sweep>) makes; the generic plot
 (rcsweep_tools.facet) reads any store. Exit codes: 0 written; 2 usage error, unknown figure,
@@ -14,9 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-GENERIC = ("x", "hue", "col", "row", "dash", "wrap", "sel", "layer", "logx", "logy", "band")
-BAND_TEXT = {"ci": "t-based 95% confidence interval", "se": "± one standard error", "range": "min–max",
-             "none": "none"}
+GENERIC = ("x", "hue", "col", "row", "dash", "wrap", "sel", "layer", "logx", "logy")
 PANEL = {"default": (3.6, 2.7), "paper": (2.8, 2.1)}  # inches per panel of the generic plot
 
 
@@ -33,15 +32,16 @@ def figure_list(figures):
 
 def parser():
     from rcsweep_tools.figures import FIGURES
-    from rcsweep_tools.plot import BANDS, STYLES
+    from rcsweep_tools.plot import BANDS, STYLES, WIDTHS
 
     p = argparse.ArgumentParser(
         prog="rcsweep-plot",
         usage="rcsweep-plot STORE FIGURE [options] | STORE --y METRIC [options] | --list",
         description="Draw a figure of the seed papers (Mind the Gap, Lambda-skip, Dong et al.) from an "
                     "rcsweep store, or (with --y) any metric of any store against layer or a swept "
-                    "axis: the mean over replicates with a t-based 95% band (clipped to the metric's "
-                    "range), theory curves beside the data in the papers' figures. PNG or SVG by the "
+                    "axis: the mean over replicates with a band of ± 1 sd of the replicates (the "
+                    "papers' convention; --band picks another), clipped to the metric's range; a series "
+                    "whose replicates all diverge or vanish is marked where it ends and named so in the legend; theory curves beside the data in the papers' figures. PNG or SVG by the "
                     "output's extension.",
         epilog="Figures (name, what it shows, the sweep file that makes its store):\n"
                + figure_list(FIGURES)
@@ -50,6 +50,7 @@ def parser():
                  "to the free ones in the order hue, col, row, dash; --sel fixes the others.\n"
                  "\nExamples:\n  mpiexec -n 2 rcsweep run jobs/examples/mtg_width.toml -o width.h5\n"
                  "  scripts/rcsweep-plot width.h5 mtg-fig4a -o width.svg\n"
+                 "  scripts/rcsweep-plot ls_fig2.h5 ls-fig2 --style paper --width column -o fig2.png\n"
                  "  scripts/rcsweep-plot quick.h5 --y sr_cov --hue lambda --col d --row mixer --logy "
                  "--sel gap_fix=none\n"
                  "  scripts/rcsweep-plot width.h5 --y sr_cov --x T --hue layer --col zip0 --logx --logy "
@@ -62,14 +63,22 @@ def parser():
     p.add_argument("-o", "--output", help="output file, .png or .svg (default: <figure>.png, <METRIC>.png)")
     p.add_argument("--dpi", type=int, help="PNG resolution (default 150; 300 with --style paper)")
     p.add_argument("--style", choices=sorted(STYLES), default="default",
-                   help="paper: small type for a journal column, no provenance title and no caption line")
+                   help="paper: 8 pt type, no grid, no provenance title and no caption line, 300 dpi, sized "
+                        "to a page (--width)")
+    p.add_argument("--width", choices=sorted(WIDTHS), help="the paper style for a journal's column (3.5 in wide, "
+                                                            "one panel a row, legends below) or two-column page "
+                                                            "(7 in, the default of --style paper); implies --style paper")
+    p.add_argument("--band", choices=BANDS, help="the band around each mean: sd (default): ± 1 sample sd of "
+                                                  "the replicates; ci: t-based 95%% interval of the mean; se: ± 1 "
+                                                  "standard error; range: min..max over replicates; none")
     p.add_argument("--no-title", action="store_true", help="leave out the provenance title (store, tasks, commit)")
     p.add_argument("--list", action="store_true", help="list the figures and exit")
     g = p.add_argument_group("generic plot (instead of FIGURE)")
     g.add_argument("--y", metavar="METRIC", help="the quantity: a /layers metric (sr_cov, mu_rel, ...), "
                                                  "theory_*, grad_*, wall_s")
     g.add_argument("--x", metavar="AXIS", help="horizontal axis (default: layer)")
-    for role, what in (("hue", "one colour per value (ordered colours for numbers)"),
+    for role, what in (("hue", "one colour per value (ordered colours for numbers, a diverging map centred at 0 "
+                               "for numbers of both signs)"),
                        ("col", "one panel per value, wrapped into rows"), ("row", "one row of panels per value"),
                        ("dash", "one line style per value")):
         g.add_argument(f"--{role}", metavar="AXIS", help=what)
@@ -79,8 +88,6 @@ def parser():
     g.add_argument("--layer", type=int, metavar="N", help="the layer when x is not layer (default -1: the last)")
     g.add_argument("--logx", action="store_true", help="log x (symlog when x has values <= 0)")
     g.add_argument("--logy", action="store_true", help="log y")
-    g.add_argument("--band", choices=BANDS, help="ci: t-based 95%% interval (default); se: one standard "
-                                                 "error; range: min..max over replicates; none")
     return p
 
 
@@ -91,17 +98,26 @@ def build(ds, a):
 
     from rcsweep_tools import facet
     from rcsweep_tools.figures import FIGURES
+    from rcsweep_tools.plot import DEFAULT_BAND, band_text, fit_column, fit_width
 
+    if a.width:  # a column or page of a paper: the paper style (main() draws inside its settings)
+        a.style = "paper"
     fig = Figure(layout="constrained")
+    band = a.band or DEFAULT_BAND
     if a.y:
         facet.draw(ds, fig, a.y, x=a.x, hue=a.hue, col=a.col, row=a.row, dash=a.dash,
                    sel=facet.parse_sel(ds, a.sel), layer=a.layer, logx=a.logx,
-                   logy=a.logy, band=a.band or "ci", wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper")
-        heading = f"{a.y}: mean over replicates, band {BAND_TEXT[a.band or 'ci']}"
+                   logy=a.logy, band=band, wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper")
+        heading = f"{a.y}: mean over replicates, {band_text(band)}"
     else:
         f = FIGURES[a.figure]
-        f.draw(ds, fig)
+        f.draw(ds, fig, band=band)
         heading = f"{f.paper} — {f.title}"
+    width = a.width or ("page" if a.style == "paper" else None)
+    if width == "column":  # panels one under another, legends below them
+        fit_column(fig)
+    elif width:
+        fit_width(fig, width)
     if a.style == "paper" and fig._supxlabel is not None:  # the caption line: the paper's caption says it
         fig._supxlabel.set_visible(False)
         fig._supxlabel.set_in_layout(False)
@@ -111,6 +127,9 @@ def build(ds, a):
         count = f"{done}/{ds['status'].size - skipped} tasks done" + (f" ({skipped} not needed)" if skipped else "")
         fig.suptitle(f"{heading}\n{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}, "
                      f"{count}, rcsweep {ds.attrs.get('git_commit', '?')}", fontsize=8)
+        w, h = fig.get_size_inches()
+        if w < 5.5:  # room for the title line
+            fig.set_size_inches(5.5, h)
     return fig
 
 
@@ -127,6 +146,8 @@ def main(argv=None):
         p.error("give STORE and FIGURE, or STORE --y METRIC (or --list)")
     if a.figure and a.y:
         p.error(f"give a FIGURE ({a.figure}) or --y {a.y}, not both")
+    if a.width:  # a column or page of a paper: the paper style
+        a.style = "paper"
     if not a.y:
         stray = [f"--{k}" for k in GENERIC if getattr(a, k) not in (None, False)]
         if stray:

@@ -5,12 +5,13 @@ Run with Debian's interpreter (it has h5py, numpy, matplotlib):
     rcsweep-summary OUT.h5 [--metric sr_cov] [--png OUT.png]     (installed), or from a checkout
     /usr/bin/python3 scripts/rcsweep_summary.py OUT.h5 [--metric sr_cov] [--png OUT.png]
 
-Table: one row per grid point with the swept parameters, the mean +- standard deviation over the
-done replicates of each metric at the last layer, `n` (how many replicates are done: the ones the
-values rest on; with adaptive replicates it differs from point to point) and how many replicates
-diverged or failed (and, after them, how many are pending and how many an adaptive rule did not
-need).
-Plot: the metric against layer (mean over replicates, band = min..max), one panel per value of
+Table: one row per grid point with the swept parameters, the mean ± sample standard deviation
+(ddof = 1) over the done replicates of each metric at the last layer, `n` (how many replicates are done: the ones the
+values rest on; with adaptive replicates it differs from point to point) and, in `bad`, how many
+failed, diverged (X non-finite) or vanished (X exactly zero) (and, after them, how many are
+pending and how many an adaptive rule did not need).
+Plot: the metric against layer (mean over replicates, band ± 1 sd of the replicates: the same
+sd as the table's and rcsweep-plot's default band), one panel per value of
 the first swept dimension (wrapped into rows of at most about sqrt(n) panels), one row per value of
 the last (with 3 or more), colour by the second, line style by the third, the first value of any
 further one (rcsweep-plot STORE --y METRIC draws any other choice).
@@ -21,7 +22,7 @@ import sys
 import h5py
 import numpy as np
 
-STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed"}
+STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed", 5: "vanished"}
 TABLE_METRICS = ("sr_cov", "sr_x", "mu_rel", "m_gap")
 
 
@@ -72,9 +73,9 @@ def print_table(data, status, swept, labels, out=None):
             x = data[m][i, done, last]
             x = x[np.isfinite(x)]
             with np.errstate(all="ignore"):
-                row.append(f"{x.mean():.4g} ± {x.std():.2g}" if len(x) > 1 else (f"{x[0]:.4g}" if len(x) else "—"))
+                row.append(f"{x.mean():.4g} ± {x.std(ddof=1):.2g}" if len(x) > 1 else (f"{x[0]:.4g}" if len(x) else "—"))
         row.append(str(int(np.sum(done))))
-        bad = int(np.sum((status[i] == 2) | (status[i] == 3)))
+        bad = int(np.sum(np.isin(status[i], (2, 3, 5))))  # failed, diverged or vanished
         pend = int(np.sum(status[i] == 0))
         skipped = int(np.sum(status[i] == 4))
         row.append(f"{bad}" + (f" (+{pend} pending)" if pend else "") + (f" ({skipped} not needed)" if skipped else ""))
@@ -90,7 +91,8 @@ def print_table(data, status, swept, labels, out=None):
 def plot(store, metric, png, title):
     """The metric against layer (facet.draw): panels by the first swept dimension (wrapped into
     rows), rows by the last one (with 3+), colour by the second, line style by the third; the
-    first value of any further one. Band min..max over replicates; log y when every value is > 0."""
+    first value of any further one. Band ± 1 sd of the replicates (plot.DEFAULT_BAND, the table's sd);
+    log y when every value is > 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,6 +100,7 @@ def plot(store, metric, png, title):
 
     from . import facet
     from .load import load as load_dataset
+    from .plot import DEFAULT_BAND, band_text
 
     ds = load_dataset(store)
     dims = [d for d in ds["status"].dims if d != "replicate" and ds.sizes[d] > 1]
@@ -109,8 +112,8 @@ def plot(store, metric, png, title):
     values = ds[metric].values
     logy = bool(np.isfinite(values).any() and np.nanmin(values) > 0)
     fig = Figure(layout="constrained")
-    facet.draw(ds, fig, metric, x="layer", sel=rest, band="range", logy=logy, **roles)
-    fig.suptitle(f"{title}: {metric} against layer (mean over replicates, band min–max)", fontsize=10)
+    facet.draw(ds, fig, metric, x="layer", sel=rest, band=DEFAULT_BAND, logy=logy, **roles)
+    fig.suptitle(f"{title}: {metric} against layer (mean over replicates, {band_text(DEFAULT_BAND)})", fontsize=10)
     fig.savefig(png, dpi=130)
     print(f"wrote {png}")
 

@@ -1,6 +1,6 @@
 """Dong et al. Fig. 2 (scripts/rcsweep_tools/figures/dong.py) on a tiny store the engine makes in
 the test run: the four curves of each panel (read back from the matplotlib artists) equal the mean
-over replicates of /layers/res_rel recomputed here with h5py, with the t-based 95% band; the
+over replicates of /layers/res_rel recomputed here with h5py, with the ± 1 sd band; the
 relative residual itself is recomputed from X (--dump-weights) with NumPy; a store without the MLP
 axis is a usage error naming the sweep file."""
 import subprocess
@@ -50,7 +50,7 @@ def test_curves_equal_store(store):
     raw = Raw(store)
     fig = Figure(layout="constrained")
     FIGURES["dong-fig2"].draw(load(store), fig)
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # lay out as saving does
     layers = np.arange(int(raw.attrs["max_depth"]) + 1)
     assert len(fig.axes) == 2
     for norm in ("none", "layernorm"):

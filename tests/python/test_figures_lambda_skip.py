@@ -1,6 +1,8 @@
 """Lambda-skip figures (scripts/rcsweep_tools/figures/lambda_skip.py) on tiny stores the engine
 makes in the test run: every line drawn (read back from the matplotlib artists) equals the mean
-over replicates recomputed here from the raw h5py datasets, every 95% band equals mean ± t·sd/√n,
+over replicates recomputed here from the raw h5py datasets, every band equals mean ± sd (the
+default; with band="ci" mean ± t·sd/√n), a series whose replicates all diverge is marked where it
+ends and its legend entry says so,
 the Theorem 4.1 curves and maps equal their formulas (computed here by another route: through
 /theory/lambda_min and /theory/b instead of S and C_M), and the sweep files of the figures plan."""
 import subprocess
@@ -125,8 +127,8 @@ class Raw:
         rows = np.nonzero(self.tasks["point"] == pts[0])[0]
         rows = rows[np.argsort(self.tasks["replicate"][rows])]
         assert len(rows) == self.reps
-        # load() masks pending/failed tasks; every task here finished (done or diverged)
-        assert np.isin(self.tasks["status"][rows], (1, 3)).all()
+        # load() masks pending/failed tasks; every task here finished (done, diverged or vanished)
+        assert np.isin(self.tasks["status"][rows], (1, 3, 5)).all()
         return rows
 
 
@@ -135,23 +137,26 @@ MU_REL = (0.0, 1.0)     # mu(X) = ||X - 1 xbar^T||_F <= ||X||_F: centring is an 
 RES_REL = (0.0, np.inf)
 
 
-def mean_band(a, valid=MU_REL):
-    """mean over axis 0 ignoring NaN, and mean -/+ the t-based 95% half width (NaN where n < 2)
-    clipped to `valid`."""
+def mean_band(a, valid=MU_REL, band="sd"):
+    """mean over axis 0 ignoring NaN, and mean -/+ one sample sd (band "sd") or the t-based 95% half
+    width (band "ci"), NaN where n < 2, clipped to `valid`."""
     a = np.asarray(a, float)
     n = np.isfinite(a).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: every replicate diverged
         mean = np.nanmean(a, axis=0)
         sd = np.array([np.std(c[np.isfinite(c)], ddof=1) if np.isfinite(c).sum() >= 2 else np.nan for c in a.T])
-    half = sd / np.sqrt(np.maximum(n, 1)) * np.where(n >= 2, stats.t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
+    if band == "sd":
+        half = sd
+    else:
+        half = sd / np.sqrt(np.maximum(n, 1)) * np.where(n >= 2, stats.t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
     return mean, np.clip(mean - half, *valid), np.clip(mean + half, *valid)
 
 
-def draw(name, store):
+def draw(name, store, band="sd"):
     fig = Figure(layout="constrained")
-    FIGURES[name].draw(load(store), fig)
-    fig.canvas.draw()  # lay out and render: the figure must draw without error
+    FIGURES[name].draw(load(store), fig, band=band)
+    fig.draw_without_rendering()  # lay out (constrained layout) as saving does: the figure must draw without error
     return fig
 
 
@@ -162,7 +167,8 @@ def panel(fig, text):
 
 
 def line(ax, label):
-    found = [ln for ln in ax.get_lines() if ln.get_label() == label]
+    """The mean line of `label` (its gid; its legend label may carry a note on divergence)."""
+    found = [ln for ln in ax.get_lines() if ln.get_gid() == f"mean:{label}"]
     assert len(found) == 1, (label, [ln.get_label() for ln in ax.get_lines()])
     return found[0]
 
@@ -186,8 +192,8 @@ def check_band(ax, label, x, lo, hi):
         assert np.isclose(ys, h, rtol=1e-9, atol=1e-12).any(), (label, xi, h, ys)
 
 
-def check_mean_line(ax, label, x, values, valid=MU_REL):
-    mean, lo, hi = mean_band(values, valid)
+def check_mean_line(ax, label, x, values, valid=MU_REL, band="sd"):
+    mean, lo, hi = mean_band(values, valid, band)
     ln = line(ax, label)
     np.testing.assert_array_equal(ln.get_xdata(), x)
     np.testing.assert_allclose(ln.get_ydata(), mean, rtol=1e-12, atol=1e-15, equal_nan=True)
@@ -236,6 +242,16 @@ def test_fig1_lines_and_bound(stores):
     # lambda = 0 collapses (softmax) while 1e5 keeps mu: the figure shows the paper's effect
     ax = panel(fig, "mixer = softmax")
     assert line(ax, r"$\lambda$ = 0").get_ydata()[-1] < 0.5 * line(ax, r"$\lambda$ = 100000").get_ydata()[-1]
+    # the signed lambda axis gets a diverging map: negatives blue, 0 grey, positives red
+    rgb = {lam: np.array(line(ax, rf"$\lambda$ = {lam:g}").get_color()[:3]) for lam in (-1.0, 0.0, 1.0, 100000.0)}
+    assert rgb[-1.0][2] > rgb[-1.0][0] + 0.3 and rgb[1.0][0] > rgb[1.0][2] + 0.3 and rgb[1e5][0] > rgb[1e5][2] + 0.3
+    assert np.ptp(rgb[0.0]) < 0.05
+    # --band ci: the t-based 95% interval instead of ± 1 sd, said in the caption
+    fig = draw("ls-fig1", stores["ls-fig1"], band="ci")
+    assert "95%" in fig._supxlabel.get_text()
+    for mixer in ("softmax", "ssd"):
+        r = raw.rows(mixer=mixer, **{"lambda": 1.0})
+        check_mean_line(panel(fig, f"mixer = {mixer}"), r"$\lambda$ = 1", layers, raw.layers["mu_rel"][r], band="ci")
 
 
 def test_fig2_last_layer_and_theorem(stores):
@@ -281,17 +297,41 @@ def test_ablations(stores, name, switch, labels):
                     where[pdim] = pv
                 r = raw.rows(**where)
                 label = f"{slabel}, norm = {norm}"
-                mean = check_mean_line(ax, label, layers, raw.layers["mu_rel"][r])
-                div = [ln for ln in ax.get_lines() if ln.get_gid() == f"diverged:{label}"]
-                if np.isnan(mean).any():  # every replicate diverged: an x at the last layer with a mean
+                mean = check_mean_line(ax, label, layers, loaded_rows(raw, stores[name], r, "mu_rel"))
+                div = [ln for ln in ax.get_lines() if ln.get_gid() == f"ends:{label}"]
+                shown = line(ax, label).get_label()
+                if np.isnan(mean).all():  # no replicate the loader keeps has a value: said in the legend
+                    assert not div and "(no value: " in shown, shown
+                    markers += 1
+                elif np.isnan(mean).any():  # every replicate diverged: an x at the last layer with a mean
                     last = np.nonzero(np.isfinite(mean))[0][-1]
                     assert len(div) == 1
                     assert div[0].get_xdata()[0] == last and div[0].get_ydata()[0] == mean[last]
+                    # the legend entry says where it ends and why (the tasks' messages)
+                    assert f"ends at layer {last}: " in shown and shown.startswith(label + " ("), shown
+                    assert "diverged" in shown or "vanished" in shown
+                    note = line(ax, label).series_note  # the legend entry (shared by the panels) carries it
+                    assert any(t.get_text().startswith(label + " (") and note in t.get_text()
+                               for lg in legends(fig) for t in lg.get_texts())
                     markers += 1
                 else:
                     assert not div
     if name == "ls-fig3":  # without a norm the SSD stack blows up: the marker branch is exercised
         assert markers >= 2 and (raw.tasks["status"] == 3).any()
+
+
+def loaded_rows(raw, store, rows, metric):
+    """The raw /layers rows of `rows` as load() presents them: a task load() masks (status it does
+    not keep, e.g. pending) is all NaN; a diverged one keeps the layers it reached."""
+    kept = np.isfinite(load(store)[metric].values)  # layer 0 (the input) is finite in every task run
+    ids = set(load(store)["task"].values[kept.any(axis=-1)].ravel().tolist())
+    values = raw.layers[metric][rows].copy()
+    values[[raw.tasks["id"][t] not in ids for t in rows]] = np.nan
+    return values
+
+
+def legends(fig):
+    return [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
 
 
 def thm41_expected(raw):

@@ -1,5 +1,5 @@
 """Mind the Gap figures on tiny stores the engine makes here: what each figure draws, read back
-from the matplotlib artists, equals the store's numbers (means and t-based 95% bands recomputed
+from the matplotlib artists, equals the store's numbers (means and ± 1 sd bands recomputed
 here from the raw h5py datasets), theory curves equal their formulas, every figure command writes
 PNG and SVG, and a store of the wrong sweep is refused. The sweep files of jobs/examples are
 checked by `rcsweep plan`."""
@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.figure import Figure
-from scipy import stats
 
 from conftest import BIN, SOURCE, plot_cli, plot_main
 
@@ -197,14 +196,14 @@ ANY = (-np.inf, np.inf)
 
 
 def mean_band(samples, valid=ANY):
-    """Mean and t-based 95% band of one row of replicate samples, computed independently and
-    clipped to `valid`."""
+    """Mean and ± 1 sample sd band (the default band) of one row of replicate samples, computed
+    independently and clipped to `valid`."""
     s = np.asarray(samples, float)
     s = s[~np.isnan(s)]
     m = s.mean()
     if len(s) < 2:
         return m, np.nan, np.nan
-    h = stats.t.ppf(0.975, len(s) - 1) * s.std(ddof=1) / np.sqrt(len(s))
+    h = s.std(ddof=1)
     return m, max(m - h, valid[0]), min(m + h, valid[1])
 
 
@@ -215,7 +214,9 @@ def draw(name, store):
 
 
 def line(ax, label):
-    found = [l for l in ax.get_lines() if l.get_label() == label]
+    """The mean line of `label` (its gid; the legend label may carry a note on divergence)."""
+    found = [l for l in ax.get_lines() if l.get_gid() == f"mean:{label}" or (l.get_label() == label and not
+                                                                           (l.get_gid() or "").startswith("mean:"))]
     assert len(found) == 1, (label, [l.get_label() for l in ax.get_lines()])
     return found[0]
 

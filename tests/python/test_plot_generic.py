@@ -63,7 +63,7 @@ def build(store, *args):
 
     a = parser().parse_args([str(store), *args])
     fig = build_figure(load(store), a)
-    fig.canvas.draw()  # lay out and render
+    fig.draw_without_rendering()  # lay out (constrained layout) as saving does
     return fig
 
 
@@ -109,11 +109,14 @@ def test_hue_col_log_axes_png_and_svg(store, tmp_path):
     assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
 
 
-def test_plotted_means_and_clipped_bands_equal_the_store(store):
-    """Means and t-based bands recomputed from the raw /layers rows, clipped at sr >= 1."""
+@pytest.mark.parametrize("band", [None, "ci"])
+def test_plotted_means_and_clipped_bands_equal_the_store(store, band):
+    """Means and bands recomputed from the raw /layers rows, clipped at sr >= 1: by default mean ± 1
+    sample sd of the replicates (the papers' convention), with --band ci the t-based 95% interval."""
     raw = Raw(store)
     fig = build(store, "--y", "sr_cov", "--hue", "lambda", "--col", "mixer", "--sel", "gap_fix=none",
-                "--sel", "norm=none", "--sel", "T=8")
+                "--sel", "norm=none", "--sel", "T=8", *(("--band", band) if band else ()))
+    assert "band ± 1 sd of the replicates" in fig._suptitle.get_text() or band
     clipped = 0
     for mixer in ("softmax", "markov"):
         ax = panel(fig, f"mixer = {mixer}")
@@ -121,7 +124,8 @@ def test_plotted_means_and_clipped_bands_equal_the_store(store):
         for lam in LAMBDAS:
             samples = raw.layers["sr_cov"][raw.rows(mixer=mixer, gap_fix="none", norm="none", T=8, **{"lambda": lam})]
             mean = samples.mean(axis=0)
-            half = stats.t.ppf(0.975, 2) * samples.std(axis=0, ddof=1) / np.sqrt(3)
+            sd = samples.std(axis=0, ddof=1)
+            half = stats.t.ppf(0.975, 2) * sd / np.sqrt(3) if band == "ci" else sd
             ln = next(l for l in ax.get_lines() if l.get_label() == f"lambda = {lam:g}")
             np.testing.assert_allclose(ln.get_ydata(), mean, rtol=1e-12)
             v = found[f"lambda = {lam:g}"]
@@ -135,7 +139,7 @@ def test_plotted_means_and_clipped_bands_equal_the_store(store):
 
 @pytest.mark.parametrize("metric,low,high", [("sr_cov", 1.0, np.inf), ("sr_x", 1.0, np.inf), ("mu_rel", 0.0, 1.0),
                                              ("m_gap", 1.0, np.inf), ("res_rel", 0.0, np.inf)])
-@pytest.mark.parametrize("band", ["ci", "se", "range"])
+@pytest.mark.parametrize("band", ["sd", "ci", "se", "range"])
 def test_no_band_leaves_the_metric_range(store, metric, low, high, band):
     fig = build(store, "--y", metric, "--hue", "lambda", "--col", "zip0", "--row", "mixer", "--dash", "gap_fix",
                 "--sel", "norm=none", "--band", band)
@@ -150,8 +154,11 @@ def test_no_band_leaves_the_metric_range(store, metric, low, high, band):
 def test_band_function_clips_and_se():
     rng = np.random.default_rng(0)
     da = xr.DataArray(1 + rng.exponential(0.05, (4, 7)), dims=("replicate", "layer"), name="sr_cov")
-    mean, lo, hi = mean_band(da)
     sd = da.std("replicate", ddof=1).values
+    mean, lo, hi = mean_band(da)  # the default: ± 1 sample sd
+    np.testing.assert_allclose(hi.values, mean.values + sd, rtol=1e-12)
+    np.testing.assert_allclose(lo.values, np.maximum(mean.values - sd, 1.0), rtol=1e-12)
+    mean, lo, hi = mean_band(da, band="ci")
     want = mean.values - stats.t.ppf(0.975, 3) * sd / 2
     assert (want < 1).any()
     np.testing.assert_allclose(lo.values, np.maximum(want, 1.0), rtol=1e-12)
@@ -159,7 +166,7 @@ def test_band_function_clips_and_se():
     np.testing.assert_allclose(hi.values, mean.values + sd / 2, rtol=1e-12)
     _, lo, hi = mean_band(da.rename("mu_rel") * 0.99, band="range")  # mu_rel lies in [0, 1]
     assert lo.min() >= 0 and hi.max() <= 1
-    _, lo, _ = mean_band(da, valid=(None, None))
+    _, lo, _ = mean_band(da, band="ci", valid=(None, None))
     assert (lo.values < 1).any()
 
 
@@ -221,7 +228,7 @@ def test_ordered_colours_stay_apart():
     (("--y", "sr_cov", "--sel", "bogus=1"), ["no coordinate 'bogus'", "mixer"]),
     (("--y", "sr_cov", "--x", "lambda", "--sel", "norm=none", "--layer", "9"), ["--layer 9", "0..4"]),
     (("--y", "sr_cov", "--sel", "norm=none", "--layer", "2"), ["--layer 2: layer is the --x axis"]),
-    (("--y", "sr_cov", "--band", "sd"), ["invalid choice: 'sd'", "ci", "se"]),
+    (("--y", "sr_cov", "--band", "sdev"), ["invalid choice: 'sdev'", "sd", "ci", "se"]),
     (("--y", "sr_cov", "--style", "poster"), ["invalid choice: 'poster'", "paper"]),
     (("mtg-fig4a", "--y", "sr_cov"), ["not both"]),
     (("mtg-fig4a", "--hue", "lambda"), ["--hue", "give --y METRIC"]),

@@ -147,7 +147,7 @@ def test_summary_prints_n_per_point(store, capsys):
     assert "2 not needed" in cells[2][-1] and "3 not needed" in cells[4][-1]
     sr, status, reps = raw(store)
     x = sr[:reps][status[:reps] == 1, -1]  # point 0's done replicates at the last layer
-    assert cells[2][head.index("sr_cov@L2")] == f"{x.mean():.4g} ± {x.std():.2g}"
+    assert cells[2][head.index("sr_cov@L2")] == f"{x.mean():.4g} ± {x.std(ddof=1):.2g}"  # the sample sd, as the bands
     assert cells[4][head.index("sr_cov@L2")] == f"{sr[2 * reps, -1]:.4g}"  # one done replicate: no sd
 
 

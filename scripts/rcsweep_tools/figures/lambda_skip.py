@@ -3,7 +3,8 @@ initialisation with random inputs (the paper uses pre-trained models and text).
 
 Every figure plots the normalised rank-collapse measure mu(X_l)/||X_l||_F (`mu_rel`, eq. (5)
 divided by the Frobenius norm, as the paper's "normalised" measure) as the mean over replicates
-with a 95% band (plot.line_band). Theory lines carry gid "theory:<what>", data lines their legend
+with a band (plot.line_band: ± 1 sd of the replicates unless rcsweep-plot --band picks another);
+a series whose replicates all diverge ends in an "x" and its legend entry says where and why. Theory lines carry gid "theory:<what>", data lines their legend
 label (tests read both back).
 
 Theorem 4.1 (per task, /theory, docs/MODELS.md): with a = collapse_rate, condition (7) is
@@ -13,15 +14,14 @@ b(L) = 2 |lambda| N d S C_M / (lambda^2 - a (S C_M + |lambda|)^2) / a^L (N = T t
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from . import figure
-from ..plot import FigureDataError, axis_label, hue_colors, legend_outside, line_band, need, select
+from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legend_below, legend_height,
+                    legends_outside, line_band, log_ticks, need, select)
 
 PAPER = "Lambda-skip"
-MU_LABEL = r"normalised rank-collapse measure $\mu(X_\ell)/\|X_\ell\|_F$"
+MU_LABEL = "normalised rank-collapse measure\n" r"$\mu(X_\ell)/\|X_\ell\|_F$"
 
 
 def _values(ds, name):
@@ -80,23 +80,23 @@ def _lambdas(ds):
 
 @figure("ls-fig1", PAPER, "Fig. 1: normalised mu vs layer for several lambda (softmax attention and SSD)",
         "ls_fig1.toml")
-def fig1(ds, fig):
+def fig1(ds, fig, band=DEFAULT_BAND):
     need(ds, _registered("ls-fig1"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M"),
          coords=("mixer", "lambda", "collapse_rate"))
     from matplotlib.lines import Line2D
 
     a = _a(ds)
-    mixers, lams = _mixers(ds), _lambdas(ds)
-    cmap = hue_colors(lams)  # ordered colours that stay apart for the paper's 9 values
-    bound_drawn, lines = False, {}
+    mixers, lams = _mixers(ds), sorted(_lambdas(ds))  # drawn (and listed) in increasing order
+    cmap = hue_colors(lams)  # ordered colours that stay apart for the paper's 9 values, diverging at 0
+    bound_drawn = False
     axes = _panels(fig, len(mixers), legend=1.4)
     for ax, mixer in zip(axes, mixers):
         dm = select(ds, mixer=mixer)
         for k, lam in enumerate(lams):
             p = select(dm, **{"lambda": lam})
             label = rf"$\lambda$ = {lam:g}"
-            lines[lam] = line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
-                                   color=cmap[k])
+            line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
+                      color=cmap[k], band=band)
             ok = condition_holds(lam, p["theory_S"].values, p["theory_C_M"].values, a)
             if ok.all():  # every replicate satisfies (7): the bound's shape beside the data
                 bound = normalised_bound(p, a).mean("replicate")
@@ -107,20 +107,19 @@ def fig1(ds, fig):
         ax.set_xlabel(axis_label(ds["layer"]))
         ax.set_ylabel(MU_LABEL)
         ax.set_ylim(-0.02, 1.05)
-    # one legend right of the panels, lambda in increasing order: it hides no curve
-    handles = [lines[v] for v in sorted(lines)]
-    if bound_drawn:
-        handles.append(Line2D([], [], ls="--", lw=1, color="0.3",
-                              label="Thm 4.1 bound\n" r"$a^{\ell/2}\mu(X_0)/\|X_\ell\|_F$" "\n(same colour)"))
-    legend_outside(axes[-1], handles)
+    # one legend right of the panels, lambda in increasing order: it hides no curve (a lambda whose
+    # series ends early in a panel says so in its entry)
+    extra = [Line2D([], [], ls="--", lw=1, color="0.3",
+                    label="Thm 4.1 bound\n" r"$a^{\ell/2}\mu(X_0)/\|X_\ell\|_F$" "\n(same colour)")] if bound_drawn else []
+    legends_outside(fig, axes, extra=extra)
     fig.supxlabel(f"Lambda-skip Fig. 1 at initialisation (T = {_scalar_str(ds, 'T')}, "
-                 f"d = {_scalar_str(ds, 'd')}, a = {a:g}; 95% band over {ds.sizes['replicate']} replicates)",
+                 f"d = {_scalar_str(ds, 'd')}, a = {a:g}; {band_text(band, ds.sizes['replicate'])})",
                  fontsize=8)
 
 
 @figure("ls-fig2", PAPER, "Fig. 2: last-layer normalised mu vs lambda, with Theorem 4.1's lambda_min and bound",
         "ls_fig2.toml")
-def fig2(ds, fig):
+def fig2(ds, fig, band=DEFAULT_BAND):
     need(ds, _registered("ls-fig2"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M", "theory_lambda_min"),
          coords=("mixer", "lambda", "collapse_rate"))
     if "lambda" not in ds.dims:
@@ -128,77 +127,74 @@ def fig2(ds, fig):
     a = _a(ds)
     L = int(ds["layer"].values[-1])
     mixers = _mixers(ds)
-    for ax, mixer in zip(_panels(fig, len(mixers)), mixers):
+    axes = _panels(fig, len(mixers), legend=2.4)
+    for ax, mixer in zip(axes, mixers):
         dm = select(ds, mixer=mixer)
         lam = dm["lambda"].values.astype(float)
         last = dm["mu_rel"].isel(layer=-1).transpose("lambda", "replicate")
-        line_band(ax, lam, last.T, "data", marker="o", ms=3)
+        line_band(ax, lam, last.T, "data", marker="o", ms=3, band=band, xname="λ")
         # Theorem 4.1: the threshold of condition (7) and, where it holds, the bound at depth L
         lmin = float(dm["theory_lambda_min"].mean().values)
         for sgn in (-1, 1):
             ax.axvline(sgn * lmin, color="k", ls=":", lw=1, gid=f"theory:lambda_min:{sgn:+d}",
-                       label=rf"$\pm\lambda_{{\min}}$ = {lmin:.3g} (condition (7))" if sgn > 0 else None)
+                       label=r"$\pm\lambda_{\min}$ (condition (7))" if sgn > 0 else None)
         ok = condition_holds(lam[:, None], dm["theory_S"].transpose("lambda", "replicate").values,
                              dm["theory_C_M"].transpose("lambda", "replicate").values, a).all(axis=1)
         bound = (np.sqrt(a ** L) * dm["mu"].isel(layer=0) / dm["fro"].isel(layer=-1)).mean("replicate")
         y = np.where(ok, bound.transpose("lambda").values, np.nan)
         ax.plot(lam, y, ls="--", color="C3", marker="_", gid="theory:bound",
-                label=r"Thm 4.1 bound $a^{L/2}\mu(X_0)/\|X_L\|_F$ where (7) holds")
+                label="Thm 4.1 bound\n" r"$a^{L/2}\mu(X_0)/\|X_L\|_F$" "\nwhere (7) holds")
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_title(f"mixer = {mixer}, norm = {_scalar_str(dm, 'norm')}, L = {L}")
+        log_ticks(ax, lam)
+        ax.set_title(f"mixer = {mixer}, L = {L}\nnorm = {_scalar_str(dm, 'norm')}, " rf"$\lambda_{{\min}}$ = {lmin:.3g}")
         ax.set_xlabel(r"skip strength $\lambda$ (symlog)")
-        ax.set_ylabel(rf"$\mu(X_L)/\|X_L\|_F$ at the last layer L = {L}")
+        ax.set_ylabel(rf"$\mu(X_L)/\|X_L\|_F$ at the last layer, L = {L}")
         ax.set_ylim(-0.02, 1.05)
-        ax.legend(fontsize=7, loc="best")
+    legends_outside(fig, axes)  # one legend right of the panels (right of each when their entries differ)
     fig.supxlabel(f"Lambda-skip Fig. 2 at initialisation (T = {_scalar_str(ds, 'T')}, d = {_scalar_str(ds, 'd')}, "
-                 f"a = {a:g}; 95% band over {ds.sizes['replicate']} replicates)", fontsize=8)
+                 f"a = {a:g}; {band_text(band, ds.sizes['replicate'])})", fontsize=8)
 
 
-def _ablation(ds, fig, name, switch, switch_label, panel_dim, title):
+def _ablation(ds, fig, name, switch, switch_label, panel_dim, title, band=DEFAULT_BAND):
     """Curves of mu_rel vs layer for every (switch, norm) pair, one panel per value of panel_dim."""
     need(ds, _registered(name), vars=("mu_rel",), coords=(switch, "norm"))
     panel_values = _values(ds, panel_dim) if panel_dim in ds.dims else [None]
-    for ax, pv in zip(_panels(fig, len(panel_values)), panel_values):
+    axes = _panels(fig, len(panel_values), legend=2.6)
+    for ax, pv in zip(axes, panel_values):
         dp = select(ds, **{panel_dim: pv}) if pv is not None else ds
         k = 0
         for sv in _values(dp, switch):
             for nv in _values(dp, "norm"):
                 p = select(select(dp, **{switch: sv}), norm=nv)
                 label = f"{switch_label(sv)}, norm = {nv}"
-                da = p["mu_rel"].transpose("replicate", "layer")
-                line = line_band(ax, p["layer"].values, da, label, color=f"C{k}")
+                # a series whose replicates all diverge ends in an x (line_band), its label says where
+                line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
+                          color=f"C{k}", band=band)
                 k += 1
-                with warnings.catch_warnings():  # layers where every replicate diverged: NaN
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    mean = da.mean("replicate").values
-                alive = np.isfinite(mean)
-                if not alive.all() and alive.any():  # every replicate diverged from some layer on
-                    last = np.nonzero(alive)[0][-1]
-                    ax.plot([p["layer"].values[last]], [mean[last]], marker="x", ms=9, mew=2,
-                            color=line.get_color(), gid=f"diverged:{label}")
         if pv is not None:
             ax.set_title(f"{panel_dim} = {pv:g}" if isinstance(pv, (float, np.floating)) else f"{panel_dim} = {pv}")
         ax.set_xlabel(axis_label(ds["layer"]))
         ax.set_ylabel(MU_LABEL)
         ax.set_ylim(-0.02, 1.05)
-        ax.legend(fontsize=7, loc="best")
-    fig.supxlabel(title + f"\n(x: every replicate diverged after this layer; 95% band over "
-                 f"{ds.sizes['replicate']} replicates)", fontsize=8)
+    legends_outside(fig, axes)
+    fig.supxlabel(title + f"\n(x: every replicate diverged after this layer; {band_text(band, ds.sizes['replicate'])})",
+                  fontsize=8)
 
 
 @figure("ls-fig3", PAPER, "Fig. 3: SSD (Mamba-2 mixer) with/without SiLU gate and LayerNorm, normalised mu vs layer",
         "ls_fig3.toml")
-def fig3(ds, fig):
+def fig3(ds, fig, band=DEFAULT_BAND):
     need(ds, _registered("ls-fig3"), coords=("gate", "norm", "lambda"))
     _ablation(ds, fig, "ls-fig3", "gate", lambda g: "gate" if g == "silu" else "no gate", "lambda",
-              f"Lambda-skip Fig. 3 at initialisation: mixer = {_scalar_str(ds, 'mixer')}")
+              f"Lambda-skip Fig. 3 at initialisation: mixer = {_scalar_str(ds, 'mixer')}", band=band)
 
 
 @figure("ls-fig4", PAPER, "Fig. 4: S4D with/without skip and LayerNorm, normalised mu vs layer", "ls_fig4.toml")
-def fig4(ds, fig):
+def fig4(ds, fig, band=DEFAULT_BAND):
     need(ds, _registered("ls-fig4"), coords=("lambda", "norm"))
     _ablation(ds, fig, "ls-fig4", "lambda", lambda v: f"skip (lambda = {v:g})" if v != 0 else "no skip",
-              "gate", f"Lambda-skip Fig. 4 (App. A.13.1) at initialisation: mixer = {_scalar_str(ds, 'mixer')}")
+              "gate", f"Lambda-skip Fig. 4 (App. A.13.1) at initialisation: mixer = {_scalar_str(ds, 'mixer')}",
+              band=band)
 
 
 # codes of the left panel of ls-thm41
@@ -252,9 +248,12 @@ def thm41(ds, fig):
     cmap = ListedColormap(["#d9d9d9", "#9ecae1", "#3182bd"])
     ax1.imshow(code, origin="lower", aspect="auto", extent=extent, cmap=cmap, vmin=-0.5, vmax=2.5,
                interpolation="nearest", gid="map:code")
-    ax1.legend(handles=[Patch(color=cmap(k), label=CODE_NAMES[k]) for k in (FAILS, NOT_APPLIES, APPLIES)],
-               fontsize=7, loc="upper left")
-    ax1.set_title(f"Theorem 4.1's hypotheses (every replicate), a = {a:g}", fontsize=8)
+    # below the map (inside it would hide cells), under the rotated lambda labels
+    rotated = max(len(f"{v:g}") for v in lam) * 0.55 * 7 * np.sin(np.radians(60)) - 7
+    leg = legend_below(ax1, [Patch(color=cmap(k), label=CODE_NAMES[k]) for k in (FAILS, NOT_APPLIES, APPLIES)],
+                       pad=rotated)
+    fig.set_size_inches(fig.get_figwidth(), fig.get_figheight() + legend_height(leg, pad=rotated))
+    ax1.set_title(f"Theorem 4.1's hypotheses\n(in every replicate), a = {a:g}", fontsize=8)
     im = ax2.imshow(frac, origin="lower", aspect="auto", extent=extent, cmap="RdYlGn", vmin=0, vmax=1,
                     interpolation="nearest", gid="map:held")
     fig.colorbar(im, ax=ax2, label=r"fraction of replicates with $\mu(X_L)^2 \geq a^L \mu(X_0)^2$")
@@ -262,7 +261,7 @@ def thm41(ds, fig):
     bad = (applies[:, :, :] & ~held).any(axis=1).T  # [L, lambda]
     for (li, ki) in zip(*np.nonzero(bad)):
         ax2.text(ki, layers[li], "!", ha="center", va="center", color="k", fontsize=8, gid="violation")
-    ax2.set_title("observed bound (! = applies but violated: contradicts Thm 4.1)", fontsize=8)
+    ax2.set_title("observed bound\n(! = applies but violated: contradicts Thm 4.1)", fontsize=8)
     for ax in (ax1, ax2):
         ax.set_xticks(range(len(lam)), [f"{v:g}" for v in lam], rotation=60, fontsize=7)
         ax.set_xlabel(r"skip strength $\lambda$")

@@ -3,7 +3,8 @@
 Every draw function reads a loaded store (rcsweep_tools.load) and marks its artists so that a
 test can read them back:
   - a mean line is a Line2D whose label names the variant (e.g. "l=2 ⊥", "A + skip + LN ⊥");
-    its 95% band (t-based, plot.mean_band) is a PolyCollection with gid "band:<label>";
+    its band (± 1 sd of the replicates unless rcsweep-plot --band picks another, plot.mean_band)
+    is a PolyCollection with gid "band:<label>"; a series that ends early is marked (plot.line_band);
   - a theory curve is a Line2D with gid "theory:<what>";
   - eigenvalues are scatter PathCollections with gid "eig:<panel>", the leading one of each task
     "outlier:<panel>"; histogram bars are Rectangles with gid "hist:<panel>".
@@ -14,7 +15,8 @@ import numpy as np
 
 from . import FIGURES, figure
 from ..load import spectrum
-from ..plot import FigureDataError, axis_label, line_band, need, scalar, select
+from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, legends_outside, line_band, log_ticks,
+                    need, plain_log_labels, scalar, select)
 
 PAPER = "Mind the Gap"
 PERP = "⊥"
@@ -68,11 +70,12 @@ def _tdim(ds, name):
     return ds["T"].dims[0]
 
 
-def _panels(n, fig, width=4.6, height=3.8, ncols=None):
-    """n axes in one row (or rows of ncols), left to right then top to bottom."""
+def _panels(n, fig, width=4.6, height=3.8, ncols=None, legend=0.0):
+    """n axes in one row (or rows of ncols), left to right then top to bottom; `legend` inches
+    more width for a legend right of them."""
     ncols = min(n, ncols or n)
     nrows = -(-n // ncols)
-    fig.set_size_inches(width * ncols, height * nrows)
+    fig.set_size_inches(width * ncols + legend, height * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[n:]:
         ax.remove()
@@ -99,7 +102,7 @@ def fig1(ds, fig):
           attrs={"mixer_spectra_stored": {"last", "all"}})
     layer = int(ds["layer"].values[-1])
     mixers = list(np.atleast_1d(ds["mixer"].values))
-    axes = _panels(len(mixers), fig, 4.2, 4.2, ncols=2 if len(mixers) == 4 else 3)
+    axes = _panels(len(mixers), fig, 4.2, 4.2, ncols=2 if len(mixers) == 4 else 3, legend=1.8)
     t = np.linspace(0, 2 * np.pi, 361)
     for ax, m in zip(axes, mixers):
         sub = select(ds, mixer=m)
@@ -121,13 +124,13 @@ def fig1(ds, fig):
         ax.set_xlabel(r"Re $\lambda(M)$")
         ax.set_ylabel(r"Im $\lambda(M)$")
         ax.set_title(f"{m}, T = {T}, layer {layer}")
-        ax.legend(fontsize=7, loc="upper left")
+    legends_outside(fig, axes)
 
 
 # --------------------------------------------------------------------------------------------
 @figure("mtg-fig4a", PAPER, "Fig. 3a/4a: stable rank of X X^T vs T at every layer, with and without perp",
         "mtg_width.toml")
-def fig4a(ds, fig):
+def fig4a(ds, fig, band=DEFAULT_BAND):
     _need(ds, "mtg-fig4a", vars=["sr_cov"], coords=["gap_fix", "T"], values={"gap_fix": ["none", "perp"]})
     tdim = _tdim(ds, "mtg-fig4a")
     if ds["gap_fix"].ndim != 1:
@@ -137,7 +140,7 @@ def fig4a(ds, fig):
         raise FigureDataError("gap_fix and T must be separate grid dimensions")
     others = [d for d in _grid_dims(ds) if d not in (tdim, gdim)]
     panels = list(_points(ds, others))
-    axes = _panels(len(panels), fig)
+    axes = _panels(len(panels), fig, legend=2.4)
     T = ds["T"].values.astype(float)
     for ax, at in zip(axes, panels):
         sub = ds.isel(**at)
@@ -146,23 +149,25 @@ def fig4a(ds, fig):
             for gf, ls in (("none", "-"), ("perp", "--")):
                 da = select(sub, gap_fix=gf)["sr_cov"].sel(layer=ell).transpose(tdim, "replicate")
                 label = f"ℓ={int(ell)}" + (f" {PERP}" if gf == "perp" else "")
-                line_band(ax, T, da, label, color=color, ls=ls, marker=".")
+                line_band(ax, T, da, label, color=color, ls=ls, marker=".", band=band, xname="T")
         ax.plot(T, np.ones_like(T), ":", color="k", lw=1, gid="theory:sr=1", label="sr = 1 (Prop. 3.4, T→∞)")
         ax.plot(T, T, ":", color="0.5", lw=1, gid="theory:sr=T", label=r"sr = T (input; $\perp$ grows ∝ T, Prop. 3.7)")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        log_ticks(ax, T)
+        plain_log_labels(ax, "y")
         ax.set_xlabel(axis_label(ds, "T"))
-        ax.set_ylabel(axis_label(ds, "sr_cov"))
+        ax.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
         ax.set_title(variant_label(select(sub, gap_fix="none")).strip())
-        ax.legend(fontsize=6, ncol=2)
+    legends_outside(fig, axes)  # one legend right of the panels: the steep part of the data stays visible
 
 
 # --------------------------------------------------------------------------------------------
 @figure("mtg-fig4b", PAPER, "Fig. 4b: stable rank of X X^T vs depth for A, + LN, + skip, + skip + LN, "
         "with and without perp", "mtg_depth.toml")
-def fig4b(ds, fig):
+def fig4b(ds, fig, band=DEFAULT_BAND):
     _need(ds, "mtg-fig4b", vars=["sr_cov"], coords=["gap_fix", "lambda", "norm"], values={"gap_fix": ["none", "perp"]})
-    axes = _panels(1, fig, 6.5, 4.5)
+    axes = _panels(1, fig, 6.5, 4.5, legend=1.6)
     ax = axes[0]
     dims = _grid_dims(ds)
     x = ds["layer"].values
@@ -176,19 +181,20 @@ def fig4b(ds, fig):
         base = label.replace(f" {PERP}", "")
         if base not in bases:
             bases.append(base)
-        line_band(ax, x, sub["sr_cov"].transpose("layer", "replicate"), label,
+        line_band(ax, x, sub["sr_cov"].transpose("layer", "replicate"), label, band=band,
                   color=f"C{bases.index(base) % 10}", ls="--" if _value(sub, "gap_fix") == "perp" else "-")
     ax.set_yscale("log")
+    plain_log_labels(ax, "y")
     ax.set_xlabel(axis_label(ds, "layer"))
-    ax.set_ylabel(axis_label(ds, "sr_cov"))
+    ax.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
     ax.set_title(f"T = {_value(ds, 'T', '…')}, d = {_value(ds, 'd', '…')}")
-    ax.legend(fontsize=7, ncol=2)
+    legends_outside(fig, axes)
 
 
 # --------------------------------------------------------------------------------------------
 @figure("mtg-fig5", PAPER, "Fig. 5: gradient norm of the first layer's W_V vs depth L and vs T, "
         "with the T^(L-1) reference", "mtg_gradients.toml")
-def fig5(ds, fig):
+def fig5(ds, fig, band=DEFAULT_BAND):
     _need(ds, "mtg-fig5", vars=["grad_log10_g_all"], coords=["T"])
     tdim = _tdim(ds, "mtg-fig5")
     others = [d for d in _grid_dims(ds) if d != tdim]
@@ -196,14 +202,14 @@ def fig5(ds, fig):
     Ls = ds["L"].values.astype(float)
     T = ds["T"].values.astype(float)
     imax = int(np.argmax(T))
-    ax_l, ax_t = _panels(2, fig, 5.2, 4.2)
+    ax_l, ax_t = _panels(2, fig, 5.2, 4.2, legend=2.0)
     plain = None
     for at in _points(ds, others):
         sub = ds.isel(**at)
         label = variant_label(sub)
         gsub = g.isel(**at)
-        line_band(ax_l, Ls, gsub.isel({tdim: imax}).transpose("L", "replicate"), label, marker=".")
-        line_band(ax_t, T, gsub.sel(L=Ls[-1]).transpose(tdim, "replicate"), label, marker=".")
+        line_band(ax_l, Ls, gsub.isel({tdim: imax}).transpose("L", "replicate"), label, marker=".", band=band)
+        line_band(ax_t, T, gsub.sel(L=Ls[-1]).transpose(tdim, "replicate"), label, marker=".", band=band, xname="T")
         if plain is None and _value(sub, "gap_fix", "none") == "none" and _value(sub, "norm", "none") == "none" \
                 and _value(sub, "lambda", 0.0) == 0.0:
             plain = gsub
@@ -226,17 +232,17 @@ def fig5(ds, fig):
     ax_l.set_ylabel(ylabel)
     ax_l.set_title(f"vs depth, T = d = {int(T[imax])}")
     ax_t.set_xscale("log")
+    log_ticks(ax_t, T)
     ax_t.set_xlabel(axis_label(ds, "T"))
     ax_t.set_ylabel(ylabel)
     ax_t.set_title(f"vs T, L = {int(Ls[-1])}")
-    for ax in (ax_l, ax_t):
-        ax.legend(fontsize=7)
+    legends_outside(fig, (ax_l, ax_t))
 
 
 # --------------------------------------------------------------------------------------------
 @figure("mtg-fig6", PAPER, "Fig. 6: perp against removing all outliers: stable rank vs T and vs depth, "
         "gradient norm vs depth", "mtg_fig6.toml")
-def fig6(ds, fig):
+def fig6(ds, fig, band=DEFAULT_BAND):
     _need(ds, "mtg-fig6", vars=["sr_cov", "grad_log10_g_all"], coords=["gap_fix", "T"],
           values={"gap_fix": ["none", "perp", "outliers"]})
     tdim = _tdim(ds, "mtg-fig6")
@@ -248,30 +254,32 @@ def fig6(ds, fig):
         raise FigureDataError(f"mtg-fig6 draws one attention variant; the store also sweeps {others}")
     T = ds["T"].values.astype(float)
     imax = int(np.argmax(T))
-    ax_w, ax_d, ax_g = _panels(3, fig, 4.6, 4.0)
+    ax_w, ax_d, ax_g = _panels(3, fig, 4.6, 4.0, legend=1.6)
     for k, gf in enumerate(ds["gap_fix"].values):
         sub = select(ds, gap_fix=str(gf))
         label = variant_label(sub)
-        style = dict(color=f"C{k}", marker=".")
-        line_band(ax_w, T, sub["sr_cov"].sel(layer=1).transpose(tdim, "replicate"), label, **style)
+        style = dict(color=f"C{k}", marker=".", band=band)
+        line_band(ax_w, T, sub["sr_cov"].sel(layer=1).transpose(tdim, "replicate"), label, xname="T", **style)
         line_band(ax_d, ds["layer"].values, sub["sr_cov"].isel({tdim: imax}).transpose("layer", "replicate"),
                   label, **style)
         line_band(ax_g, ds["L"].values, sub["grad_log10_g_all"].sel(layer=1).isel({tdim: imax})
                   .transpose("L", "replicate"), label, **style)
     ax_w.set_xscale("log")
     ax_w.set_yscale("log")
+    log_ticks(ax_w, T)
+    plain_log_labels(ax_w, "y")
     ax_w.set_xlabel(axis_label(ds, "T"))
-    ax_w.set_ylabel(axis_label(ds, "sr_cov"))
+    ax_w.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
     ax_w.set_title("width, layer ℓ = 1")
     ax_d.set_yscale("log")
+    plain_log_labels(ax_d, "y")
     ax_d.set_xlabel(axis_label(ds, "layer"))
-    ax_d.set_ylabel(axis_label(ds, "sr_cov"))
+    ax_d.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
     ax_d.set_title(f"depth, T = d = {int(T[imax])}")
     ax_g.set_xlabel(axis_label(ds, "L"))
     ax_g.set_ylabel(r"$\log_{10}\|\partial X_L/\partial W_{V,1}\|_F^2$")
     ax_g.set_title(f"gradients, T = d = {int(T[imax])}")
-    for ax in (ax_w, ax_d, ax_g):
-        ax.legend(fontsize=7)
+    legends_outside(fig, (ax_w, ax_d, ax_g))
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,7 +326,7 @@ def lemma_a6(ds, fig):
           attrs={"mixer_spectra_stored": {"last", "all"}})
     ds = select(ds, gap_fix="perp", mixer="markov")
     sigmas = list(np.atleast_1d(ds["sigma_A"].values))
-    axes = _panels(len(sigmas), fig, 4.4, 3.8)
+    axes = _panels(len(sigmas), fig, 4.4, 3.8, legend=2.0)
     for ax, s in zip(axes, sigmas):
         sub = select(ds, sigma_A=s)
         T = int(scalar(sub, "T"))
@@ -335,7 +343,7 @@ def lemma_a6(ds, fig):
         ax.set_xlabel(r"singular value of $\sqrt{T}\,A^\perp$")
         ax.set_ylabel("density")
         ax.set_title(rf"$\sigma_A$ = {s}")
-        ax.legend(fontsize=7)
+    legends_outside(fig, axes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,7 +427,7 @@ def limits(ds, fig):
         ax_x.set_ylabel(label)
         ax_x.set_title(f"means ± 1 s.e. and degree-{degree} fits in {xname}", fontsize=9)
         ax_x.set_xlim(left=-0.02 * xs[-1])
-        ax_x.legend(fontsize=7, ncol=2)
+
         lim = ex["limit"].sel(layer=layers).values
         err = ex["limit_se"].sel(layer=layers).values
         eb = ax_l.errorbar(layers, lim, yerr=err, fmt="s", ms=4, capsize=3, color="C0",
@@ -429,8 +437,9 @@ def limits(ds, fig):
         ax_l.plot(ls, [perp_markov_limits(ell, gamma)[metric] for ell in ls], "k--", lw=1, marker="*",
                   gid=f"theory:{metric}", label=f"free-probability limit, γ = T/d = {gamma:g}")
         ax_l.set_yscale("log")
+        plain_log_labels(ax_l, "y")
         ax_l.set_xticks(ls)
         ax_l.set_xlabel(r"depth $L$ (the layer $\ell = L$ of the stack)")
         ax_l.set_ylabel(label)
         ax_l.set_title("T → ∞ limit per depth", fontsize=9)
-        ax_l.legend(fontsize=7)
+    legends_outside(fig, axes)
