@@ -19,10 +19,9 @@ further one (rcsweep-plot STORE --y METRIC draws any other choice).
 import argparse
 import sys
 
-import h5py
 import numpy as np
 
-STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed", 5: "vanished"}
+from .load import open_store
 TABLE_METRICS = ("sr_cov", "sr_x", "mu_rel", "m_gap")
 
 
@@ -36,9 +35,11 @@ def text(v):
 
 def load(path):
     """Per-point arrays: {metric: [n_points, n_replicates, n_layers]}, swept names, point labels."""
-    with h5py.File(path, "r") as f:
-        if f.attrs.get("format") not in ("rcsweep", b"rcsweep"):
-            sys.exit(f"error: {path} is not an rcsweep store")
+    try:  # read-only without HDF5's file lock (a running sweep reads too), checked against the schema
+        f = open_store(path)
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: {e}" if str(path) in str(e) else f"error: {path}: {e}")
+    with f:
         tasks = f["tasks"][...]
         points = f["points"][...]
         replicates = int(f.attrs["replicates"])
