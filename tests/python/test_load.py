@@ -236,6 +236,18 @@ def test_reads_a_store_held_open_by_a_writer(store, tmp_path):
     assert proc.stdout.strip() == "24"
 
 
+def test_the_summary_reads_a_store_held_open_by_a_writer(store, tmp_path):
+    # rcsweep-summary reads through the same open_store: a running sweep's table, not a lock error
+    copy = tmp_path / "live.h5"
+    shutil.copy(store, copy)
+    with h5py.File(copy, "r+", locking=True):
+        proc = subprocess.run([sys.executable, str(SCRIPTS / "rcsweep_summary.py"), str(copy)], capture_output=True,
+                              text=True, timeout=120,
+                              env={k: v for k, v in os.environ.items() if k != "HDF5_USE_FILE_LOCKING"})
+    assert proc.returncode == 0, proc.stderr
+    assert "sr_cov@L" in proc.stdout and " n " in proc.stdout.splitlines()[0] + " "
+
+
 def test_not_a_store(tmp_path):
     p = tmp_path / "x.h5"
     with h5py.File(p, "w") as f:
