@@ -264,6 +264,9 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
 def _join_notes(notes):
     """One legend note for the several lines of a hue value: the one note, or a count."""
     distinct = list(dict.fromkeys(notes))
+    # a note that another one already says in full ("ends at layer 6: vanished" beside
+    # "n 2→1 from layer 5, ends at layer 6: vanished") adds nothing
+    distinct = [n for n in distinct if not any(n != m and n in m for m in distinct)]
     if len(distinct) == 1:
         return distinct[0]
     if len(distinct) == 2:

@@ -969,9 +969,22 @@ namespace {
 
 SweepSpec parse_document(std::string_view toml_text, std::string_view source_name,
                          const std::vector<std::string>& overrides) {
-  const std::vector<Override> parsed = parse_overrides(overrides);
+  // Every problem at once: the malformed overrides, and those of the file with the others applied.
+  std::vector<ConfigIssue> issues;
+  std::vector<Override> parsed;
+  for (const auto& text : overrides) {
+    try {
+      parsed.push_back(parse_override(text));
+    } catch (const ConfigError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  }
+  const auto with_overrides = [&](std::vector<ConfigIssue> more) {
+    issues.insert(issues.end(), more.begin(), more.end());
+    return ConfigError(std::move(issues));
+  };
   if (const auto pos = too_deep(toml_text))
-    throw ConfigError(
+    throw with_overrides(
         {{"", "TOML nesting too deep in " + printable(source_name) + " at line " + std::to_string(pos->line) +
                   ", column " + std::to_string(pos->column) + ": more than " + std::to_string(max_nesting) +
                   " levels of tables, dotted key parts, arrays and inline tables (a sweep file "
@@ -981,20 +994,26 @@ SweepSpec parse_document(std::string_view toml_text, std::string_view source_nam
     root = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& err) {
     const auto& pos = err.source().begin;
-    throw ConfigError(
+    throw with_overrides(
         {{"", "TOML syntax error in " + std::string(source_name) + " at line " + std::to_string(pos.line) +
                   ", column " + std::to_string(pos.column) + ": " + std::string(err.description())}});
   }
-  apply_overrides(root, parsed);
   try {
-    SweepSpec spec = Parser(root).run();
-    spec.overrides = overrides;
-    return spec;
+    apply_overrides(root, parsed);
   } catch (const ConfigError& e) {
-    auto issues = e.issues();
-    mark_overridden(issues, parsed);
-    throw ConfigError(std::move(issues));
+    issues.insert(issues.end(), e.issues().begin(), e.issues().end());
   }
+  std::optional<SweepSpec> spec;
+  try {
+    spec = Parser(root).run();
+  } catch (const ConfigError& e) {
+    auto more = e.issues();
+    mark_overridden(more, parsed);
+    issues.insert(issues.end(), more.begin(), more.end());
+  }
+  if (!issues.empty()) throw ConfigError(std::move(issues));
+  spec->overrides = overrides;
+  return std::move(*spec);
 }
 
 }  // namespace

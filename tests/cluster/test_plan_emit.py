@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import tempfile
 
+import h5py
 import pytest
 
 from conftest import BIN, DATA, JOBS, assert_same_results
@@ -295,3 +296,28 @@ def test_emitted_slurm_array_submits_its_merge(slurm, reference):
     assert all(record["StartTime"] >= r["EndTime"] for r in elements), "merge ran before a shard finished"
     assert f"merged {shards} shards" in log, log
     assert_same_results(out, reference("small"))
+
+
+def test_emitted_array_of_a_sweep_that_diverges_by_design_is_merged(slurm, reference):
+    """Diverged and vanished tasks are outcomes (exit 0): every element of an emitted array job of
+    such a sweep completes, its merge job runs by the afterok dependency, and the merged store, with
+    its diverged and vanished tasks, is the direct run's."""
+    work = slurm.root / "work" / "emit-diverging"
+    work.mkdir()
+    proc = emit(BIG, "--emit", "slurm", "--cores", 1, "--hours", 1)
+    assert proc.returncode == 0, proc.stderr
+    script = bash_n(proc.stdout, work, "job.sh")
+    out = work / "diverging.h5"
+    array = slurm.sbatch(script, DATA / "diverging.toml", out, cwd=work, env={**slurm.env, "RCSWEEP": ""})
+    elements = slurm.wait(array)
+    logs = "\n".join(f.read_text() for f in sorted(work.glob(f"rcsweep-{array}_*.out")))
+    assert all(r["JobState"] == "COMPLETED" and r["ExitCode"] == "0:0" for r in elements), f"{elements}\n{logs}"
+    assert "diverged (X non-finite) and" in logs and "rcsweep exit code 0" in logs, logs
+    (merge,) = re.findall(r"submitted the merge job (\d+)", logs)
+    (record,) = slurm.wait(merge)
+    log = (work / f"rcsweep-merge-{merge}.out").read_text()
+    assert record["JobState"] == "COMPLETED", f"{record}\n{log}"
+    with h5py.File(out, "r") as f:
+        status = f["tasks"]["status"][...]
+    assert {1, 3, 5} <= set(status.tolist()), status  # done, diverged and vanished, all merged
+    assert_same_results(out, reference("diverging"))

@@ -208,8 +208,8 @@ CASES = [
     ("bit flip in a dataset's data", flip(chunk_offset, 6),
      (0, "100.0% finished: 4 done"), (0, "")),
     ("invalid status in /tasks", invalid_status,
-     (2, STORE + "task 1 has an invalid status (not one of 0=pending,1=done,2=failed,3=diverged,4=not_needed))"),
-     (2, STORE + "task 1 has an invalid status (not one of 0=pending,1=done,2=failed,3=diverged,4=not_needed))")),
+     (2, STORE + "task 1 has an invalid status (not one of 0=pending,1=done,2=failed,3=diverged,4=not_needed,5=vanished))"),
+     (2, STORE + "task 1 has an invalid status (not one of 0=pending,1=done,2=failed,3=diverged,4=not_needed,5=vanished))")),
     # The host name attribute's global heap object. HDF5 1.10 copies a global heap object of
     # corrupted size out of bounds (SIGSEGV), so info, and run before a resume, read the store in a
     # child process and report such a crash as damage. (damage None: build() finds the object

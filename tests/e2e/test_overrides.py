@@ -117,6 +117,17 @@ def test_bad_override_exits_2_naming_it_before_any_store_is_created(files, overr
     assert sorted(p.name for p in files.iterdir()) == ["edited.toml", "sweep.toml"]
 
 
+def test_a_malformed_override_is_reported_with_every_other_problem(files):
+    """Every problem at once: the malformed overrides, and the file's with the others applied."""
+    proc = rcsweep("plan", files / "sweep.toml", "axes.lambda=[0,", "model.depht=3", "sweep.replicates=-1", "model.T",
+                   check=2)
+    lines = proc.stderr.splitlines()
+    assert any(ln.startswith("error: axes.lambda: command-line override 'axes.lambda=[0,'") for ln in lines), lines
+    assert any("command-line override 'model.T': no '='" in ln for ln in lines), lines
+    assert "model.depht: unknown parameter 'depht', did you mean 'depth'? (set on the command line" in proc.stderr
+    assert "sweep.replicates: must be an integer >= 1, got -1 (set on the command line" in proc.stderr
+
+
 def test_resume_needs_the_same_sweep_after_overrides(files):
     store = files / "out.h5"
     rcsweep("run", files / "sweep.toml", "model.depth=2", "-o", store, "-q", "--shard", "0/2", check=0)

@@ -86,8 +86,8 @@ def test_tasks(f, sizes):
     assert t.shape == (n_tasks,)
     assert set(t.dtype.names) == {"id", "point", "replicate", "status", "wall_s", "rank", "message"}
     assert h5py.check_enum_dtype(f["tasks"].dtype["status"]) == {
-        "pending": 0, "done": 1, "failed": 2, "diverged": 3, "not_needed": 4}
-    assert f["tasks"].attrs["status_values"] == "0=pending,1=done,2=failed,3=diverged,4=not_needed"
+        "pending": 0, "done": 1, "failed": 2, "diverged": 3, "not_needed": 4, "vanished": 5}
+    assert f["tasks"].attrs["status_values"] == "0=pending,1=done,2=failed,3=diverged,4=not_needed,5=vanished"
     np.testing.assert_array_equal(t["id"], np.arange(n_tasks))
     assert set(np.unique(t["status"])) <= {PENDING, DONE, FAILED, DIVERGED}
     assert (t["point"] < n_points).all()

@@ -150,8 +150,7 @@ TEST(Memory, RefusalsNameTheLimitAndTheEstimate) {
     ASSERT_EQ(e.issues().size(), 1u);
     EXPECT_EQ(e.issues()[0].key, "--mem-per-rank");
     const std::string& text = e.issues()[0].problem;
-    EXPECT_NE(text.find("the largest bundle (3 tasks with T = 4, d = 4, 100000 layers) needs about"),
-              std::string::npos)
+    EXPECT_NE(text.find("the largest bundle (3 tasks with T = 4, d = 4, 100000 layers) needs about"), std::string::npos)
         << text;
     EXPECT_NE(text.find("more than the budget of 64.0 MiB (--mem-per-rank 64M)"), std::string::npos) << text;
     EXPECT_NE(text.find("the results of its 100001 layers per task take"), std::string::npos) << text;

@@ -26,12 +26,15 @@
 #include "models/theory.hpp"
 #include "plan/plan.hpp"
 #include "store/store.hpp"
+#include "store_test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace rcsweep;
 using store::Store;
 using store::TaskResult;
 using store::TaskStatus;
+using test::H5Id;
+using test::store_error_of;
 
 namespace {
 
@@ -56,17 +59,7 @@ config::SweepSpec make_spec(config::Spectra spectra, double lambda1 = 0.5, int r
   return spec;
 }
 
-store::Provenance prov() {
-  store::Provenance p;
-  p.rcsweep_version = "0.1.0-test";
-  p.git_commit = "abc123";
-  p.created = "2026-01-01T00:00:00Z";
-  p.host = "testhost";
-  p.blas = "OpenBLAS 0.3.21";
-  p.mpi_ranks = 3;
-  p.threads = 1;
-  return p;
-}
+store::Provenance prov() { return test::test_provenance(3); }
 
 /// A deterministic fake result: every value distinct and exactly representable.
 TaskResult fake_result(const plan::Plan& plan, std::uint64_t t, TaskStatus status = TaskStatus::done) {
@@ -96,15 +89,6 @@ bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == s
 
 // ---- plain HDF5 C API readers (independent of the store's own layer) ----------------------
 
-struct H5Id {
-  hid_t id;
-  explicit H5Id(hid_t i) : id(i) {}
-  ~H5Id() {
-    if (id >= 0) H5Idec_ref(id);
-  }
-  H5Id(const H5Id&) = delete;
-  H5Id& operator=(const H5Id&) = delete;
-};
 
 std::vector<hsize_t> dims_of(hid_t file, const char* path) {
   H5Id d(H5Dopen2(file, path, H5P_DEFAULT));
@@ -152,34 +136,8 @@ std::int64_t read_int_attr(hid_t obj, const char* name) {
   return v;
 }
 
-class StoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) /
-           ("rcsweep_store_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  fs::path path(const std::string& name) const { return dir_ / name; }
-  fs::path dir_;
-};
+class StoreTest : public test::StoreDirTest {};
 
-template <class F>
-std::string store_error_of(F&& f) {
-  try {
-    f();
-  } catch (const StoreError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("WRONG EXCEPTION TYPE: ") + e.what();
-  }
-  return "NO EXCEPTION";
-}
 
 }  // namespace
 

@@ -19,24 +19,18 @@
 #include "config/params.hpp"
 #include "plan/plan.hpp"
 #include "store/store.hpp"
+#include "store_test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace rcsweep;
 using store::Store;
 using store::TaskResult;
 using store::TaskStatus;
+using test::H5Id;
+using test::store_error_of;
 
 namespace {
 
-struct H5Id {
-  hid_t id;
-  explicit H5Id(hid_t i) : id(i) {}
-  ~H5Id() {
-    if (id >= 0) H5Idec_ref(id);
-  }
-  H5Id(const H5Id&) = delete;
-  H5Id& operator=(const H5Id&) = delete;
-};
 
 /// 2 lambda points x `replicates` replicates, depth 2, no spectra; with `adaptive_min` > 0 an
 /// adaptive rule (min `adaptive_min`, step 1) whose target is never met.
@@ -58,17 +52,7 @@ plan::Plan make_test_plan(int replicates = 2, int adaptive_min = 0) {
   return plan::make_plan(std::move(spec));
 }
 
-store::Provenance prov() {
-  store::Provenance p;
-  p.rcsweep_version = "0.1.0-test";
-  p.git_commit = "abc123";
-  p.created = "2026-01-01T00:00:00Z";
-  p.host = "testhost";
-  p.blas = "OpenBLAS 0.3.21";
-  p.mpi_ranks = 1;
-  p.threads = 1;
-  return p;
-}
+store::Provenance prov() { return test::test_provenance(1); }
 
 TaskResult done_result(const plan::Plan& plan, std::uint64_t t) {
   TaskResult r;
@@ -90,17 +74,6 @@ std::string bytes_of(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-template <class F>
-std::string store_error_of(F&& f) {
-  try {
-    f();
-  } catch (const StoreError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("WRONG EXCEPTION TYPE: ") + e.what();
-  }
-  return "NO EXCEPTION";
-}
 
 /// The status byte of task `t` set to `value` through a one-field memory type (any value, also
 /// one the store's own writer would not write).
@@ -127,21 +100,8 @@ void replace_dataset(hid_t f, const char* name, hid_t type, std::vector<hsize_t>
   ASSERT_GE(d.id, 0) << name;
 }
 
-class StoreValidation : public ::testing::Test {
+class StoreValidation : public test::StoreDirTest {
  protected:
-  void SetUp() override {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) /
-           ("rcsweep_validation_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  fs::path path(const std::string& name) const { return dir_ / name; }
-
   /// A store of `plan` with task 0 done and the others pending.
   fs::path make_store(const std::string& name, const plan::Plan& plan) {
     const fs::path p = path(name);
@@ -170,8 +130,6 @@ class StoreValidation : public ::testing::Test {
       EXPECT_TRUE(bytes_of(files[i]) == before[i]) << files[i] << " was changed by a refusal";
     EXPECT_EQ(H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), H5F_OBJ_ALL), open_before) << "HDF5 objects left open";
   }
-
-  fs::path dir_;
 };
 
 }  // namespace
