@@ -358,7 +358,7 @@ MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* produc
   return r;
 }
 
-std::array<double, n_layer_metrics> to_row(const SignalMetrics& x, const MixerMetrics& m) {
+LayerRow to_row(const SignalMetrics& x, const MixerMetrics& m) {
   return {x.fro, x.log_fro, x.s1, x.s2, x.sr_cov, x.sr_x, x.mu, x.mu_rel, x.res_rel, m.m_s1, m.m_s2, m.m_gap, m.m_fro};
 }
 

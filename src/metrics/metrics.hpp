@@ -75,6 +75,8 @@ SpectralSummary spectral_summary(const Matrix& A, bool want_all);
 inline constexpr std::array<std::string_view, 13> layer_metric_names = {
     "fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1", "m_s2", "m_gap", "m_fro"};
 inline constexpr std::size_t n_layer_metrics = layer_metric_names.size();
+/// One layer's metrics, in layer_metric_names order (a row of /layers/<metric>).
+using LayerRow = std::array<double, n_layer_metrics>;
 
 /// Position of `name` in layer_metric_names (n_layer_metrics for an unknown name).
 constexpr std::size_t metric_index(std::string_view name) {
@@ -84,6 +86,6 @@ constexpr std::size_t metric_index(std::string_view name) {
 }
 
 /// The values of one layer in layer_metric_names order.
-std::array<double, n_layer_metrics> to_row(const SignalMetrics& x, const MixerMetrics& m);
+LayerRow to_row(const SignalMetrics& x, const MixerMetrics& m);
 
 }  // namespace rcsweep::metrics

@@ -118,7 +118,7 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
   RandomSource random(plan.spec.seed, first.replicate, m0.T, m0.d);
   const int L = plan.max_depth;
   const auto nan_row = [] {
-    std::array<double, metrics::n_layer_metrics> row;
+    metrics::LayerRow row;
     row.fill(metrics::nan);
     return row;
   }();

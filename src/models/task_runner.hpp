@@ -27,7 +27,7 @@ struct TaskOutput {
   double seconds = 0.0;  ///< compute time spent on this task (its share of shared draws included)
   /// layers[l]: metrics of layer l = 0..L_max, in metrics::layer_metric_names order
   /// (mixer metrics are NaN at layer 0; every value is NaN past a divergence).
-  std::vector<std::array<double, metrics::n_layer_metrics>> layers;
+  std::vector<metrics::LayerRow> layers;
   /// spectra[l]: singular values of X_l / ||X_l||_F when plan.spectrum_at(l), else empty.
   std::vector<std::vector<double>> spectra;
   /// mixer_sv[l]: all T singular values of head 0's M of layer l (after gap_fix), descending, and

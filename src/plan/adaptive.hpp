@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "metrics/metrics.hpp"
 #include "plan/plan.hpp"
 
 namespace rcsweep::plan {
@@ -32,7 +33,7 @@ bool target_met(const config::ReplicateTarget& target, const MeanSe& s);
 /// The values a task's targets are decided on: target k's metric at its layer (-1: the last)
 /// from a result's layers (NaN when the task has no such layer, e.g. it diverged before it).
 std::vector<double> target_values(const config::AdaptiveReplicates& rule, int max_depth,
-                                  const std::vector<std::array<double, 13>>& layers);
+                                  const std::vector<metrics::LayerRow>& layers);
 
 /// Smallest and largest total flops of the tasks `tasks` may run: every point at min, or at max
 /// replicates. For a plan without a rule both are the tasks' flops.

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "metrics/metrics.hpp"
 #include "models/theory.hpp"
 #include "plan/plan.hpp"
 #include "store/writer_lock.hpp"
@@ -46,7 +47,7 @@ struct TaskResult {
   std::string message;  ///< e.g. "diverged at layer 7: non-finite X" (at most 255 bytes kept)
   Platform platform;    ///< who computed it (/provenance); empty: not recorded
   /// layers[l][k]: metric k (metrics::layer_metric_names order) of layer l = 0..L_max.
-  std::vector<std::array<double, 13>> layers;
+  std::vector<metrics::LayerRow> layers;
   /// spectra[l]: singular values of layer l when plan.spectrum_at(l), else empty.
   std::vector<std::vector<double>> spectra;
   /// mixer_sv[l]: all singular values of head 0's mixer M of layer l (after gap_fix), descending,

@@ -26,8 +26,6 @@
 #include "store/task_status.hpp"
 
 namespace rcsweep::store {
-static_assert(std::tuple_size_v<decltype(TaskResult::layers)::value_type> == metrics::n_layer_metrics,
-              "TaskResult::layers rows must hold every layer metric");
 static_assert(std::tuple_size_v<decltype(TaskResult::theory)> == models::n_theory,
               "TaskResult::theory must hold every theory quantity");
 

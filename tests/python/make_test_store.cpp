@@ -50,7 +50,7 @@ store::TaskResult fake(const plan::Plan& plan, std::uint64_t t, store::TaskStatu
   const int layers = status == store::TaskStatus::diverged ? 2 : plan.max_depth + 1;
   if (status == store::TaskStatus::diverged) r.message = "diverged at layer 2: non-finite X";
   for (int l = 0; l < layers; ++l) {
-    std::array<double, 13> row{};
+    metrics::LayerRow row{};
     for (std::size_t k = 0; k < row.size(); ++k)
       row[k] = 1.0 + static_cast<double>(t) + 0.1 * l + 0.001 * static_cast<double>(k);
     r.layers.push_back(row);

@@ -192,7 +192,7 @@ TEST(ReplicateRule, ReplayedResultsCascadeLikeTheRunThatMadeThem) {
 
 TEST(Adaptive, TargetValuesAndCostRange) {
   const Plan plan = adaptive_plan(3, 2, 6, 2);
-  std::vector<std::array<double, 13>> layers(3);
+  std::vector<metrics::LayerRow> layers(3);
   for (std::size_t l = 0; l < 3; ++l) layers[l].fill(static_cast<double>(l) + 0.5);
   const auto s1 = metrics::metric_index("s1");
   layers[1][s1] = 7.0;

@@ -45,8 +45,8 @@ class StoreDirTest : public ::testing::Test {
   void SetUp() override {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::path(::testing::TempDir()) / ("rcsweep_" + std::string(info->test_suite_name()) + "_" +
-                                                          info->name() + "_" + std::to_string(::getpid()));
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("rcsweep_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }

@@ -72,7 +72,7 @@ TaskResult fake_result(const plan::Plan& plan, std::uint64_t t, TaskStatus statu
   const int L1 = plan.max_depth + 1;
   const int n_layers = status == TaskStatus::done ? L1 : 2;  // a diverged task stops early
   for (int l = 0; l < n_layers; ++l) {
-    std::array<double, 13> row{};
+    metrics::LayerRow row{};
     for (std::size_t k = 0; k < row.size(); ++k)
       row[k] = static_cast<double>(t) * 1000.0 + l * 10.0 + static_cast<double>(k) + 1.0 / 3.0;
     r.layers.push_back(row);

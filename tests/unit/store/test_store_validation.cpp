@@ -61,7 +61,7 @@ TaskResult done_result(const plan::Plan& plan, std::uint64_t t) {
   r.wall_s = 0.5;
   r.rank = 0;
   for (int l = 0; l <= plan.max_depth; ++l) {
-    std::array<double, 13> row{};
+    metrics::LayerRow row{};
     for (std::size_t k = 0; k < row.size(); ++k) row[k] = static_cast<double>(t) + 0.125 * static_cast<double>(k);
     r.layers.push_back(row);
     r.spectra.emplace_back();

@@ -27,7 +27,7 @@ store::TaskResult sample(std::uint64_t t) {
   r.rank = static_cast<int>(t) + 2;
   r.message = t == 1 ? "diverged at layer 1: non-finite X" : "";
   for (int l = 0; l < 3; ++l) {
-    std::array<double, 13> row{};
+    metrics::LayerRow row{};
     for (std::size_t k = 0; k < row.size(); ++k)
       row[k] = static_cast<double>(t) + 0.1 * l + 1e-3 * static_cast<double>(k);
     r.layers.push_back(row);
