@@ -1,6 +1,9 @@
 """Docs that cannot drift: the README's "Using it" block runs as written; docs/SCHEMA.md names every
 dataset and every /points field of a real store; docs/CONFIG.md's parameter table has the engine's
-parameters in registry order, with its defaults and its choices."""
+parameters in registry order, with its defaults and its choices; every cross-reference of the docs and
+of the comments (`NAME.md`, `NAME.md "Section"`, `NAME.md#anchor`, markdown links) points inside the
+repository, to a file and a heading that exist."""
+import functools
 import os
 import re
 import subprocess
@@ -111,3 +114,108 @@ def test_one_version_everywhere():
     import rcsweep_tools
     program = subprocess.run([BIN, "--version"], capture_output=True, text=True, check=True).stdout.split()[0]
     assert cmake == pyproject == changelog == rcsweep_tools.__version__ == program
+
+
+# Cross-references: every `NAME.md`, `NAME.md "Section"`, `NAME.md#anchor` and markdown link in the
+# README, docs/*.md and the files of src/, tests/, bench/ and scripts/ points inside the repository.
+REF_DIRS = ("src", "tests", "bench", "scripts")
+TEXT_SUFFIXES = {".cpp", ".hpp", ".py", ".sh", ".md", ".txt", ".toml", ".cmake", ".supp", ".dict"}
+OUTSIDE = re.compile(r"\.\./shared|shared/(?:docs|seeds)|/work/|design documents")
+MD_NAME = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*)([A-Za-z][\w-]*\.md)\b")
+SECTION = re.compile(r"\b([A-Z][A-Z_]*\.md),?\s+\"([^\"]{1,120})\"")
+ANCHOR = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[A-Za-z][\w-]*\.md)#([\w-]+)|\]\(#([\w-]+)\)")
+LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+COMMENT_LEAD = re.compile(r"\n[ \t]*(?://+|#+|\*)?[ \t]*")
+
+
+def reference_files():
+    """(path, text) of the files whose references are checked; test_docs.py itself names bad ones."""
+    files = [SOURCE / "README.md", *sorted(DOCS.glob("*.md"))]
+    for top in REF_DIRS:
+        for path in sorted((SOURCE / top).rglob("*")):
+            if path.is_file() and (path.suffix in TEXT_SUFFIXES or path.name in ("CMakeLists.txt", "rcsweep-plot")) \
+                    and path.name != "test_docs.py" and "corpus" not in path.parts:
+                files.append(path)
+    return [(p, p.read_text(errors="replace")) for p in files]
+
+
+def strip_md(text):
+    return re.sub(r"\s+", " ", re.sub(r"[`*_]", "", text)).strip()
+
+
+@functools.lru_cache(maxsize=None)
+def headings(path):
+    """The headings of a markdown file (fenced code skipped), as text and as GitHub anchors."""
+    titles, anchors, fenced = [], set(), False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            title = line.lstrip("#").strip()
+            titles.append(strip_md(title))
+            slug = re.sub(r"[^\w\- ]", "", title.lower().replace("`", "")).replace(" ", "-")
+            n = 0
+            while (slug if n == 0 else f"{slug}-{n}") in anchors:
+                n += 1
+            anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return titles, anchors
+
+
+def resolve_md(prefix, name, here):
+    """The markdown file a reference names: a path from the repository's root or from the citing
+    file's folder, or a bare NAME.md in docs/ or at the top level."""
+    candidates = [SOURCE / prefix / name, here / prefix / name] if prefix else \
+        [here / name, DOCS / name, SOURCE / name]
+    for c in candidates:
+        c = c.resolve()
+        if c.is_file() and c.is_relative_to(SOURCE.resolve()):
+            return c
+    return None
+
+
+def reference_problems(path, text):
+    here = path.parent
+    joined = COMMENT_LEAD.sub(" ", text)  # a quoted section may run over a comment's line break
+    where = path.relative_to(SOURCE)
+    problems = [f"{where}: names a path outside the repository: {m.group(0)!r}" for m in OUTSIDE.finditer(text)]
+    for m in MD_NAME.finditer(text):
+        top = m.group(1).split("/")[0]
+        if m.group(1) and top != ".." and not (SOURCE / top).exists() and not (here / top).exists():
+            continue  # a path of an installation or a run (share/doc/rcsweep/README.md), not of the repository
+        if resolve_md(m.group(1), m.group(2), here) is None:
+            problems.append(f"{where}: {m.group(0)} is not a file of the repository")
+    for m in SECTION.finditer(joined):
+        target = resolve_md("", m.group(1), here)
+        section = strip_md(m.group(2))
+        if target and not any(t == section or t.startswith(section) and not t[len(section)].isalnum()
+                              for t in headings(target)[0]):
+            problems.append(f"{where}: {m.group(1)} has no section {m.group(2)!r}")
+    for m in ANCHOR.finditer(text):
+        ref, anchor = m.group(1), m.group(2) or m.group(3)
+        prefix, _, name = (ref or "").rpartition("/")
+        target = resolve_md(prefix, name, here) if ref else path
+        if target and anchor not in headings(target)[1]:
+            problems.append(f"{where}: {ref or path.name}#{anchor} names no heading")
+    if path.suffix == ".md":
+        for m in LINK.finditer(text):
+            target = m.group(1)
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            file = (here / target.split("#")[0]).resolve()
+            if not file.exists() or not file.is_relative_to(SOURCE.resolve()):
+                problems.append(f"{where}: link ({target}) points to no file of the repository")
+    return problems
+
+
+def test_cross_references_point_inside_the_repository():
+    problems = [p for path, text in reference_files() for p in reference_problems(path, text)]
+    assert not problems, "\n".join(problems)
+
+
+def test_cross_reference_check_finds_broken_ones():
+    src = SOURCE / "src" / "base" / "error.hpp"
+    for bad in ('// See MODELS.md "No such section".', "// See NOSUCH.md.", "// See MODELS.md#no-such-anchor.",
+                "// The paper (../shared/seeds/000.txt).", "// See STYLE.md."):
+        assert reference_problems(src, bad), bad
+    assert reference_problems(DOCS / "X.md", "[a](no/such/file.md)")
+    assert not reference_problems(src, '// MODELS.md "Randomness", docs/GUARANTEES.md "One writer per\n// store".')
