@@ -219,3 +219,35 @@ def test_cross_reference_check_finds_broken_ones():
         assert reference_problems(src, bad), bad
     assert reference_problems(DOCS / "X.md", "[a](no/such/file.md)")
     assert not reference_problems(src, '// MODELS.md "Randomness", docs/GUARANTEES.md "One writer per\n// store".')
+
+
+# docs/ARCHITECTURE.md "Modules": the order in which modules may include each other, and where
+# each outside library may be included.
+MODULE_ORDER = ["base", "rng", "linalg", "metrics", "config", "plan", "models", "store", "sweep", "cli"]
+SAME_TIER = {("rng", "linalg"), ("linalg", "rng")}
+LIBRARY_HOME = {"hdf5.h": {"store"}, "H5DSpublic.h": {"store"}, "cblas.h": {"linalg"}, "lapacke.h": {"linalg"},
+                "mpi.h": {"sweep", "cli"}, "omp.h": {"base"}, "toml++/toml.h": {"config", "plan"},
+                "Random123/philox.h": {"rng"}, "CLI/CLI.hpp": {"cli"}}
+
+
+def module_include_problems(module, text):
+    problems = []
+    for header in re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', text, re.M):
+        used = header.split("/")[0]
+        if used in MODULE_ORDER and MODULE_ORDER.index(used) > MODULE_ORDER.index(module) \
+                and (module, used) not in SAME_TIER:
+            problems.append(f"src/{module} includes {header}, of a later module")
+        if header in LIBRARY_HOME and module not in LIBRARY_HOME[header]:
+            problems.append(f"src/{module} includes {header}, which only {sorted(LIBRARY_HOME[header])} may")
+    return problems
+
+
+def test_modules_include_only_earlier_modules_and_their_own_libraries():
+    arch = (DOCS / "ARCHITECTURE.md").read_text()
+    assert "  <-  ".join(["base", "rng, linalg", *MODULE_ORDER[3:]]) in arch
+    assert sorted(p.name for p in (SOURCE / "src").iterdir() if p.is_dir()) == sorted(MODULE_ORDER)
+    problems = [p for module in MODULE_ORDER for f in sorted((SOURCE / "src" / module).glob("*.[ch]pp"))
+                for p in module_include_problems(module, f.read_text())]
+    assert not problems, "\n".join(problems)
+    assert module_include_problems("metrics", '#include "models/layer.hpp"')  # the check can fail
+    assert module_include_problems("models", "#include <hdf5.h>")
