@@ -246,6 +246,10 @@ def test_modules_include_only_earlier_modules_and_their_own_libraries():
     arch = (DOCS / "ARCHITECTURE.md").read_text()
     assert "  <-  ".join(["base", "rng, linalg", *MODULE_ORDER[3:]]) in arch
     assert sorted(p.name for p in (SOURCE / "src").iterdir() if p.is_dir()) == sorted(MODULE_ORDER)
+    readme = (SOURCE / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    for module in MODULE_ORDER:  # the README's layout block names every module, as does ARCHITECTURE.md's map
+        assert f"src/{module} " in layout and f"| `{module}` |" in arch, module
     problems = [p for module in MODULE_ORDER for f in sorted((SOURCE / "src" / module).glob("*.[ch]pp"))
                 for p in module_include_problems(module, f.read_text())]
     assert not problems, "\n".join(problems)
