@@ -1,8 +1,8 @@
 """Docs that cannot drift: the README's "Using it" block runs as written; docs/SCHEMA.md names every
 dataset and every /points field of a real store; docs/CONFIG.md's parameter table has the engine's
-parameters in registry order, with its defaults and its choices; every cross-reference of the docs and
-of the comments (`NAME.md`, `NAME.md "Section"`, `NAME.md#anchor`, markdown links) points inside the
-repository, to a file and a heading that exist."""
+parameters in registry order, with its defaults and its choices; every cross-reference of the docs
+and of the comments (`NAME.md`, `NAME.md "Section"`, `NAME.md#anchor`, file paths, markdown links)
+names a file and a heading of the repository; src/ keeps docs/ARCHITECTURE.md's include rules."""
 import functools
 import os
 import re
@@ -116,8 +116,8 @@ def test_one_version_everywhere():
     assert cmake == pyproject == changelog == rcsweep_tools.__version__ == program
 
 
-# Cross-references: every `NAME.md`, `NAME.md "Section"`, `NAME.md#anchor` and markdown link in the
-# README, docs/*.md and the files of src/, tests/, bench/ and scripts/ points inside the repository.
+# Cross-references: every `NAME.md`, `NAME.md "Section"`, `NAME.md#anchor`, file path and markdown link
+# in the README, docs/*.md and the files of src/, tests/, bench/ and scripts/ points inside the repository.
 REF_DIRS = ("src", "tests", "bench", "scripts")
 TEXT_SUFFIXES = {".cpp", ".hpp", ".py", ".sh", ".md", ".txt", ".toml", ".cmake", ".supp", ".dict"}
 OUTSIDE = re.compile(r"\.\./shared|shared/(?:docs|seeds)|/work/|design documents")
@@ -126,6 +126,11 @@ SECTION = re.compile(r"\b([A-Z][A-Z_]*\.md),?\s+\"([^\"]{1,120})\"")
 ANCHOR = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[A-Za-z][\w-]*\.md)#([\w-]+)|\]\(#([\w-]+)\)")
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 COMMENT_LEAD = re.compile(r"\n[ \t]*(?://+|#+|\*)?[ \t]*")
+# A file path from the repository's root or from src/ (`src/plan/plan.cpp`, `plan/schedule.hpp`,
+# `src/models/s4d.{hpp,cpp}`), with an extension: placeholders and build products have none.
+PATH_TOP = "src|docs|tests|bench|scripts|jobs|cmake|base|rng|linalg|metrics|config|plan|models|store|sweep|cli"
+FILE_PATH = re.compile(rf"(?<![\w./$<{{-])((?:{PATH_TOP})/[\w.+{{}},/-]*"
+                       r"(?:\.(?:md|hpp|cpp|py|sh|toml|txt|cmake|in|json|dict|supp|h5)|\.\{[\w,]+\}))(?![\w.])")
 
 
 def reference_files():
@@ -173,6 +178,12 @@ def resolve_md(prefix, name, here):
     return None
 
 
+def expand_braces(path):
+    m = re.search(r"\{([^{}]*)\}", path)
+    return [path] if not m else \
+        [p for alt in m.group(1).split(",") for p in expand_braces(path[:m.start()] + alt + path[m.end():])]
+
+
 def reference_problems(path, text):
     here = path.parent
     joined = COMMENT_LEAD.sub(" ", text)  # a quoted section may run over a comment's line break
@@ -196,6 +207,10 @@ def reference_problems(path, text):
         target = resolve_md(prefix, name, here) if ref else path
         if target and anchor not in headings(target)[1]:
             problems.append(f"{where}: {ref or path.name}#{anchor} names no heading")
+    for m in FILE_PATH.finditer(text):
+        for named in expand_braces(m.group(1)):
+            if not any(p.exists() for p in (SOURCE / named, here / named, SOURCE / "src" / named)):
+                problems.append(f"{where}: {named} is not a file of the repository")
     if path.suffix == ".md":
         for m in LINK.finditer(text):
             target = m.group(1)
@@ -218,6 +233,8 @@ def test_cross_reference_check_finds_broken_ones():
                 "// The paper (../shared/seeds/000.txt).", "// See STYLE.md."):
         assert reference_problems(src, bad), bad
     assert reference_problems(DOCS / "X.md", "[a](no/such/file.md)")
+    assert reference_problems(src, "// Priced in src/plan/no_such.cpp (plan/nor_this.hpp).")
+    assert len(reference_problems(src, "// src/models/s4d.{hpp,cpp,txt}")) == 1
     assert not reference_problems(src, '// MODELS.md "Randomness", docs/GUARANTEES.md "One writer per\n// store".')
 
 
