@@ -1,4 +1,4 @@
-"""Closed-form T -> infinity limits (derivations in docs/ANALYTIC.md, "The perp Markov stack as T -> infinity").
+"""Closed-form T -> infinity limits (derivations in docs/ANALYTIC.md, "The perp Markov stack").
 
 The model: i.i.d. Markov attention with perp (A^perp = A - (1/T) 1 1^T, Mind the Gap eq. (16)),
 Gaussian W_V, orthonormal input, lambda = 0, no norm, gate or MLP, one head; gamma = T / d in (0, 1].

@@ -55,7 +55,7 @@ Matrix make_input(const ModelParams& model, RandomSource& random) {
       for (double& x : X.values()) x *= s;
       return X;
     }
-    case config::InputKind::matrix:  // the [model] input_matrix (MODELS.md "Input")
+    case config::InputKind::matrix:  // the [model] input_matrix (MODELS.md "Inputs")
     case config::InputKind::file:    // the dataset read by the CLI (store::read_matrix)
       return given_matrix(model.input_matrix.get(), T, d,
                           model.input == config::InputKind::matrix ? "input = \"matrix\" (input_matrix)"

@@ -12,7 +12,7 @@
 
 namespace rcsweep::models {
 
-/// Input X_0 (T x d) of MODELS.md "Input": orthonormal rows (thin QR of a d x T Gaussian with
+/// Input X_0 (T x d) of MODELS.md "Inputs": orthonormal rows (thin QR of a d x T Gaussian with
 /// the sign fix, transposed), unit-norm Gaussian rows ("sphere"), or N(0, 1/d) entries.
 Matrix make_input(const config::ModelParams& model, RandomSource& random);
 

@@ -1,4 +1,4 @@
-// Per-task quantities of lambda-skip Theorem 4.1 (MODELS.md "Per-task theory quantities").
+// Per-task quantities of lambda-skip Theorem 4.1 (MODELS.md "Per-task theory").
 #pragma once
 #include <array>
 #include <cstddef>

@@ -1,7 +1,7 @@
 // The memory of a rank: what `rcsweep plan` prints as peak memory and address space, and what
 // `rcsweep run` checks against --mem-per-rank (or its share of the node) and against the
 // address-space limit (RLIMIT_AS, `ulimit -v`) before any work. Pure: no MPI, no I/O; the constants
-// are measured (docs/BENCHMARKS.md "Memory: estimate against peak RSS and ulimit -v").
+// are measured (docs/BENCHMARKS.md "Memory against depth and the address-space limit").
 #pragma once
 #include <cstddef>
 #include <optional>

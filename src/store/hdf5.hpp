@@ -1,4 +1,4 @@
-// A thin checked RAII layer over the HDF5 C API, in the spirit of HighFive (STYLE.md): one
+// A thin checked RAII layer over the HDF5 C API, in the spirit of HighFive (highfive-devs/highfive): one
 // owning handle type, every call checked, HDF5's error stack turned into a StoreError whose text
 // is the innermost HDF5 message, HDF5's own error printing silenced. Internal to rcsweep_store.
 #pragma once

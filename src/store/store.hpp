@@ -1,4 +1,4 @@
-// The HDF5 store, schema version 1 (ARCHITECTURE.md "HDF5 schema"). Only this module sees HDF5.
+// The HDF5 store, schema version 1 (docs/SCHEMA.md). Only this module sees HDF5.
 // One writer (rank 0) with serial HDF5; every dataset is created at start-up with its final
 // shape; per batch of finished tasks: write rows, H5Fflush, set status, H5Fflush.
 #pragma once

@@ -1,4 +1,4 @@
-"""Hybrid layouts (docs/GUARANTEES.md "Layouts: ranks x threads"): MPI ranks, each with
+"""Hybrid layouts (docs/GUARANTEES.md "Layouts"): MPI ranks, each with
 `rcsweep run --threads N` OpenMP threads. On one BLAS kernel a store is bitwise the same for every
 layout, and for a run stopped under one layout and resumed under another.
 

@@ -13,7 +13,7 @@ namespace {
 
 using I = std::int64_t;
 
-// The example of ARCHITECTURE.md "The sweep file".
+// The example at the top of docs/CONFIG.md.
 constexpr const char* example = R"(
 [sweep]
 name = "width-collapse"

@@ -1,5 +1,5 @@
 // metrics: each metric against a naive implementation and against hand cases (MODELS.md
-// "Metrics per layer").
+// "Metrics").
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -163,7 +163,7 @@ TEST(MetricsSignal, RankOneHasStableRankOne) {
 }
 
 TEST(MetricsSignal, OrthonormalRowsHaveStableRankT) {
-  // Rows of an identity slice, and the default input X_0 = Q^T from a thin QR (MODELS.md "Input").
+  // Rows of an identity slice, and the default input X_0 = Q^T from a thin QR (MODELS.md "Inputs").
   const std::size_t t = 5, d = 9;
   Matrix slice(t, d);
   for (std::size_t i = 0; i < t; ++i) slice(i, i + 2) = 1.0;
