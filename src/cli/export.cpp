@@ -9,6 +9,8 @@
 #include <system_error>
 #include <vector>
 
+#include "cli/command_line.hpp"
+
 namespace rcsweep::cli {
 
 int export_command(const std::vector<std::string>& args) {
@@ -33,6 +35,16 @@ int export_command(const std::vector<std::string>& args) {
   ::execv(argv[0], argv.data());
   std::fprintf(stderr, "error: cannot run %s: %s\n", argv[0], std::strerror(errno));
   return 1;
+}
+
+CLI::App* add_export_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "export", "Write a store as csv (one row per task and layer), netcdf or parquet (the Python toolkit).");
+  cmd->prefix_command();  // every argument goes to rcsweep-export
+  cmd->footer("rcsweep export STORE [-o FILE] [--format csv|parquet|netcdf]\n"
+              "Runs the toolkit's rcsweep-export (next to this program when installed, scripts/ in a checkout)\n"
+              "with Debian's /usr/bin/python3; `rcsweep export STORE --help` shows its options.");
+  return cmd;
 }
 
 }  // namespace rcsweep::cli

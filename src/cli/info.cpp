@@ -8,6 +8,7 @@
 
 #include "base/error.hpp"
 #include "cli/cli_internal.hpp"
+#include "cli/command_line.hpp"
 #include "config/overrides.hpp"
 #include "store/store.hpp"
 
@@ -118,6 +119,14 @@ int info_command(const std::filesystem::path& path, bool json) {
   if (const auto rc = in_child([&] { return print_info_or_refuse(path, json); }, crash)) return *rc;
   std::fprintf(stderr, "error: %s\n", crashed_message(path, crash).c_str());
   return 2;
+}
+
+CLI::App* add_info_command(CLI::App& app, InfoCommandLine& line) {
+  auto* cmd = app.add_subcommand("info", "Show what a store holds: provenance, progress, datasets.");
+  cmd->add_option("store", line.store, "rcsweep HDF5 store")->required();
+  cmd->add_flag("--json", line.json,
+                "print one JSON object (provenance, task counts, platforms, overrides, datasets, config)");
+  return cmd;
 }
 
 }  // namespace rcsweep::cli

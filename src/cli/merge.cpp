@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "cli/cli_internal.hpp"
+#include "cli/command_line.hpp"
 #include "rcsweep/version.hpp"
 #include "store/store.hpp"
 #include "sweep/stop.hpp"
@@ -89,6 +90,17 @@ int merge_command(const MergeArgs& args) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   }
+}
+
+CLI::App* add_merge_command(CLI::App& app, MergeArgs& args) {
+  auto* cmd = app.add_subcommand(
+      "merge", "Join the stores of an array job (run --shard i/n) into one store, equal to a single run's.");
+  cmd->add_option("output", args.output, "merged store to create (HDF5)")->required();
+  cmd->add_option("shards", args.shards, "the shard stores, in any order")->required()->check(CLI::ExistingFile);
+  cmd->add_flag("--overwrite", args.overwrite, "replace an existing output store");
+  cmd->footer("The shards must come from the same sweep file (plan hash) and together finish every task exactly\n"
+              "once; otherwise nothing is written and the exit code is 2. /dump groups are not merged.");
+  return cmd;
 }
 
 }  // namespace rcsweep::cli

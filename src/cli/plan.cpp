@@ -13,6 +13,7 @@
 #include "base/units.hpp"
 #include "cli/calibrate.hpp"
 #include "cli/cli_internal.hpp"
+#include "cli/command_line.hpp"
 #include "config/overrides.hpp"
 #include "metrics/metrics.hpp"
 #include "plan/adaptive.hpp"
@@ -331,6 +332,75 @@ int plan_command(const PlanArgs& args) {
     std::printf("warning       %s\n", warning.c_str());
   if (!args.output.empty()) print_store_outlook(args.output, plan);
   return 0;
+}
+
+CLI::App* add_plan_command(CLI::App& app, PlanCommandLine& line) {
+  auto* cmd = app.add_subcommand("plan", "Show what a sweep would compute, its cost and memory; computes nothing.");
+  cmd->add_option("sweep", line.args.sweep_file, "sweep file (TOML)")->required()->check(sweep_file_check());
+  cmd->add_option("overrides", line.args.overrides, overrides_help());
+  cmd->footer(overrides_footer("plan"));
+  cmd->add_option("--shard", line.shard, "plan only shard i/n");
+  cmd->add_option("-o,--output", line.args.output,
+                  "a store to run into: say what `run -o` would do with it (start, resume with N tasks\n"
+                  "left, grow it to this sweep copying N finished tasks, or refuse it and why)");
+  cmd->add_option("--cores", line.args.cores,
+                  "cores to plan for: of this machine, or with --emit of one compute node (default: this\n"
+                  "machine's; with --emit the scheduler's nodes', from sinfo or pbsnodes -a, else refused)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--mem-per-rank", line.args.mem_per_rank,
+                  "memory budget of one rank (e.g. 4G), whatever the layout; refused (exit 2) if the largest\n"
+                  "bundle does not fit. Default: --mem-per-node / ranks per node");
+  cmd->add_option("--mem-per-node", line.args.mem_per_node,
+                  "memory of one node (e.g. 256G), shared by its ranks: the layout gives a rank whose largest\n"
+                  "bundle does not fit its share threads instead of cores (default: this machine's memory)");
+  cmd->add_option("--threads", line.args.threads,
+                  "OpenMP threads per rank: plan this layout (cores / N ranks per node) instead of choosing\n"
+                  "one (default: one rank per core, or threads for big tasks, few tasks or little memory)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--emit", line.args.emit,
+                  "print a job script for slurm or pbs (jobs/slurm, jobs/pbs) sized from the cost model: ranks,\n"
+                  "walltime with margin, memory per rank, and an array of --shard jobs when the sweep does\n"
+                  "not fit --hours (docs/CLUSTER.md); what it was sized for goes to stderr");
+  cmd->add_option("--nodes", line.args.nodes, "with --emit: nodes per job (default 1); --cores is then cores per node");
+  cmd->add_option("--hours", line.args.hours, "with --emit: the longest walltime a job may ask for (default 24)");
+  cmd->add_option("--account", line.args.site.account,
+                  "with --emit: the account charged (#SBATCH --account=A, #PBS -A A)")
+      ->option_text("A");
+  cmd->add_option("--partition", line.args.site.partition,
+                  "with --emit: the partition (#SBATCH --partition=P) or PBS queue (#PBS -q P)")
+      ->option_text("P");
+  cmd->add_option("--qos", line.args.site.qos,
+                  "with --emit slurm: the quality of service (#SBATCH --qos=Q); PBS has none, refused (exit 2)")
+      ->option_text("Q");
+  cmd->add_option("--directive", line.args.site.directives,
+                  "with --emit: one more scheduler line, as given after \"#SBATCH \" or \"#PBS \" (repeatable,\n"
+                  "in order; e.g. --directive=--constraint=zen4 --directive='-l place=scatter'); values\n"
+                  "with a line break or a leading '#' are refused (exit 2)")
+      ->allow_extra_args(false);
+  cmd->add_flag("--exclusive", line.args.site.exclusive,
+                "with --emit: whole nodes for the job (#SBATCH --exclusive, #PBS -l place=excl); without\n"
+                "it the job asks only for its ranks' cores and memory");
+  cmd->add_option("--launcher", line.args.site.launcher,
+                  "with --emit slurm: the script's default LAUNCHER, mpiexec (the default) or srun")
+      ->option_text("L");
+  cmd->add_option("--mpi", line.args.site.mpi,
+                  "with --emit: the script's default MPI_FLAVOUR, openmpi, mpich or intel: mpiexec's binding\n"
+                  "and environment flags (default auto: the MPI `mpiexec --version` names, when the job runs)")
+      ->option_text("FLAVOUR");
+  cmd->add_option("--srun-mpi", line.args.site.srun_mpi,
+                  "with --emit slurm: the script's default SRUN_MPI, srun's --mpi plugin (pmix, pmi2, ...) or\n"
+                  "default for none (default auto: pmix, else pmi2, of `srun --mpi=list`, when the job runs)")
+      ->option_text("PLUGIN");
+  cmd->add_option("--setup", line.args.setup,
+                  "with --emit: a file the script sources before anything runs (module load, environment),\n"
+                  "its default RCSWEEP_SETUP (absolute path); must exist (exit 2 otherwise)")
+      ->option_text("FILE");
+  return cmd;
+}
+
+int plan_from_command_line(PlanCommandLine& line) {
+  line.args.shard = parse_shard(line.shard);
+  return plan_command(line.args);
 }
 
 }  // namespace rcsweep::cli

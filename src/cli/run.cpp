@@ -18,6 +18,7 @@
 #include "base/units.hpp"
 #include "cli/calibrate.hpp"
 #include "cli/cli_internal.hpp"
+#include "cli/command_line.hpp"
 #include "cli/launch.hpp"
 #include "plan/memory.hpp"
 #include "store/dump.hpp"
@@ -274,6 +275,100 @@ int run_command(const RunArgs& args) {
     if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
   }
+}
+
+CLI::App* add_run_command(CLI::App& app, RunCommandLine& line) {
+  auto* cmd = app.add_subcommand("run",
+                                 "Run a sweep into an HDF5 store (resumes an existing store of the same sweep).");
+  cmd->footer("Run with one MPI rank per core, e.g.\n"
+              "  rcsweep run -n 4 sweep.toml -o out.h5            (starts mpiexec -n 4 itself)\n"
+              "  mpiexec -n 4 rcsweep run sweep.toml -o out.h5\n"
+              "or as a single process. Killing the run at any time keeps every finished task; running the same\n"
+              "command again computes only what is missing. A store made from an earlier version of the sweep\n"
+              "file (more replicates, axis values or zip entries now) grows in place, keeping every finished task.\n"
+              "SIGTERM, SIGINT (Ctrl-C), SIGUSR1/2 (and SIGHUP with -n) stop it cleanly: no new tasks, running\n"
+              "ones kept if they finish within --grace, store flushed, exit code 4 (a second SIGINT/SIGTERM stops\n"
+              "at once). Under a plain mpiexec send SIGUSR1, which it forwards to every rank: Open MPI's mpiexec\n"
+              "answers SIGINT and SIGTERM with SIGTERM to the ranks and SIGKILL odls_base_sigkill_timeout (1 s)\n"
+              "later, so they stop at once, and exits 1. Ranks whose mpiexec dies (kill -9) stop at once.\n"
+              "Exit codes: 0 every task ran to an outcome: done, diverged (X non-finite) or vanished (X exactly\n"
+              "zero, a complete collapse), each recorded in /tasks; 1 runtime error; 2 usage/config error or store\n"
+              "refused; 3 finished, but some tasks failed (an error, recorded with its message; --retry-failed\n"
+              "reruns them), or with --fail-on-diverged some diverged or vanished; 4 stopped early by a signal or\n"
+              "the time limit (resumable: run the same command again).\n" +
+              overrides_footer("run"));
+  cmd->add_option("sweep", line.args.sweep_file, "sweep file (TOML)")->required()->check(sweep_file_check());
+  cmd->add_option("overrides", line.args.overrides, overrides_help());
+  auto* ranks_opt = cmd->add_option(
+                           "-n,--ranks", line.args.ranks,
+                           "run on N MPI ranks: starts `mpiexec -n N` itself, so that Ctrl-C and SIGTERM stop the\n"
+                           "run cleanly with exit code 4 (under mpiexec: the job must have N ranks)")
+                        ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--mpiexec", line.mpiexec,
+                  "with -n: the mpiexec command with its options, split at spaces, e.g.\n"
+                  "\"mpiexec --oversubscribe --allow-run-as-root\" (default: $RCSWEEP_MPIEXEC, else mpiexec)")
+      ->needs(ranks_opt);
+  cmd->add_option("-o,--output", line.args.options.output, "output store (HDF5); default: <sweep name>.h5");
+  auto* resume_flag = cmd->add_flag("--resume", line.args.options.require_existing,
+                                    "require an existing store and continue it (the default when it exists)");
+  cmd->add_flag("--overwrite", line.args.options.overwrite, "replace an existing store")->excludes(resume_flag);
+  cmd->add_option(
+      "--shard", line.shard,
+      "run only tasks with id % n == i (array jobs; adaptive replicates: points with point % n == i), as i/n");
+  line.args.options.threads = parallel::threads_from_environment();
+  cmd->add_option("--threads", line.args.options.threads,
+                  "OpenMP threads per rank (default: OMP_NUM_THREADS, else 1). Results are bitwise the same\n"
+                  "for every ranks x threads layout; threads pay off for big tasks (T or d in the\n"
+                  "thousands) and bundles too big for one rank per core (docs/CLUSTER.md)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--blas-threads", line.args.options.blas_threads,
+                  "BLAS threads per OpenMP thread (default 1). Above 1 results depend on the layout and\n"
+                  "--threads must be 1: use --threads instead")
+      ->check(CLI::Range(1, 256));
+  cmd->add_flag("-q,--quiet", line.args.quiet, "no progress on stderr");
+  cmd->add_option("--mem-per-rank", line.args.mem_per_rank,
+                  "memory budget of one rank (e.g. 4G, 512M); a sweep whose largest bundle would not fit is\n"
+                  "refused before any work (exit 2). Default: physical memory / ranks on the node");
+  cmd->add_flag("--retry-failed", line.args.options.retry_failed,
+                "run failed, diverged and vanished tasks of the store again");
+  cmd->add_flag("--fail-on-diverged", line.args.options.fail_on_diverged,
+                "exit 3 when some task diverged or vanished (by default they are outcomes: exit 0)");
+  cmd->add_option("--reuse", line.args.options.reuse,
+                  "copy the finished results of this older store (repeatable) into the tasks they fit instead\n"
+                  "of computing them: tasks with the same parameters, replicate, seed, largest depth and\n"
+                  "[output] (docs/CONFIG.md \"Growing a sweep\"); e.g. more replicates or axis values into a new -o")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--grace", line.args.options.grace_s,
+                  "seconds that running tasks get to finish after a stop signal (default 30)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--time-limit", line.args.time_limit,
+                  "stop cleanly before this wall time (e.g. 90s, 90m, 2h, 1h30m, or as Slurm's --time: 90 = 90 min,\n"
+                  "1:30 = 1 min 30 s, 1:30:00, 2-12 = 2 days 12 h): no unit of work is started\n"
+                  "whose estimated time would overrun it (at this machine's rates once `rcsweep calibrate` has run);\n"
+                  "SLURM_JOB_END_TIME and PBS_WALLTIME are also honoured");
+  cmd->add_flag("--dump-weights", line.args.dump_weights,
+                "after the sweep, write every done task's X_l and weights into /dump of the store, for\n"
+                "scripts/rcsweep_recompute.py (small sweeps only: refused with exit code 2, before any\n"
+                "work, when the dump would exceed " +
+                    std::to_string(store::dump_limit_bytes >> 20) + " MiB)");
+  return cmd;
+}
+
+int run_from_command_line(RunCommandLine& line, int argc, char** argv) {
+  RunArgs& run = line.args;
+  run.shard = parse_shard(line.shard);
+  if (!run.time_limit.empty()) run.options.time_limit_s = sweep::parse_duration(run.time_limit, "--time-limit");
+  run.options.progress = !run.quiet;
+  if (run.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
+    check_run(run);  // a sweep that cannot run is refused here, before any rank starts
+    const char* env = std::getenv("RCSWEEP_MPIEXEC");
+    return launch_run(run.ranks, run.options.threads,
+                      !line.mpiexec.empty() ? line.mpiexec
+                      : env && *env         ? env
+                                            : "mpiexec",
+                      argc, argv);
+  }
+  return run_command(run);
 }
 
 }  // namespace rcsweep::cli
