@@ -116,6 +116,173 @@ void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
 
 void check_run(const RunArgs& args) { plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard); }
 
+namespace {
+/// The option checks that need the MPI job: --blas-threads with --threads, -n against its size.
+void check_run_options(const RunArgs& args, int size) {
+  if (args.options.threads > 1 && args.options.blas_threads > 1)
+    throw ConfigError({{"--blas-threads", std::to_string(args.options.blas_threads) + " with " +
+                                              std::to_string(args.options.threads) +
+                                              " OpenMP threads per rank (--threads, else OMP_NUM_THREADS): "
+                                              "BLAS threads inside OpenMP threads would oversubscribe the "
+                                              "cores; use --threads alone (results independent of the layout)"}});
+  if (args.ranks > 0 && args.ranks != size)
+    throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " + std::to_string(size) +
+                                       " ranks (-n starts the run without mpiexec)"}});
+}
+
+/// Every rank checks the same plan against its node's budget: all refuse together. Returns the
+/// ranks on this node; `needs_bytes` is set to the plan's estimate of a rank's memory.
+int check_node_memory(const RunArgs& args, const plan::Plan& plan, int size, double& needs_bytes) {
+  MPI_Comm node;
+  mpi::check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  const int on_node = mpi::comm_size(node);
+  MPI_Comm_free(&node);
+  std::string source;
+  const plan::RankSetup setup = run_setup(args, plan, size);
+  needs_bytes = plan::rank_memory(plan, setup).resident();
+  plan::check_memory(plan, setup, memory_budget(args.mem_per_rank, on_node, source), source, std::nullopt);
+  return on_node;
+}
+
+/// A store to resume is first read in a child process (rank 0): a file that crashes HDF5 is
+/// refused like any damaged store instead of taking the job down.
+/// So are the stores of --reuse.
+void check_stores_readable(const sweep::RunOptions& opt, int rank) {
+  std::vector<std::filesystem::path> to_read = opt.reuse;
+  if (!opt.overwrite && std::filesystem::is_regular_file(opt.output)) to_read.insert(to_read.begin(), opt.output);
+  for (const auto& path : to_read) {
+    std::string crash;
+    if (rank == 0)
+      in_child(
+          [&] {
+            try {  // only a crash matters here: errors are reported by the real open below
+              store::read_info(path);
+            } catch (const std::exception&) {
+            }
+            return 0;
+          },
+          crash);
+    crash = mpi::bcast(crash, 0, MPI_COMM_WORLD);
+    if (!crash.empty()) throw sweep::StoreRefused(crashed_message(path, crash));
+  }
+}
+
+/// --dump-weights: this shard's tasks, ascending; nullopt (rank 0 says why) when their dump would
+/// exceed store::dump_limit_bytes. Every rank sees the same plan: all refuse together, before any work.
+std::optional<std::vector<std::uint64_t>> dump_tasks_within_limit(const plan::Plan& plan, int rank) {
+  std::vector<std::uint64_t> dump_tasks;
+  for (const auto& b : plan.bundles) dump_tasks.insert(dump_tasks.end(), b.tasks.begin(), b.tasks.end());
+  std::sort(dump_tasks.begin(), dump_tasks.end());
+  const auto bytes = store::dump_bytes(plan, dump_tasks);
+  if (bytes > store::dump_limit_bytes) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "error: --dump-weights: the dump of %zu tasks would take about %s, more than the limit of "
+                   "%s; dump a smaller sweep (fewer tasks, or smaller T, d, heads or depth)\n",
+                   dump_tasks.size(), human_bytes(static_cast<double>(bytes)).c_str(),
+                   human_bytes(static_cast<double>(store::dump_limit_bytes)).c_str());
+    return std::nullopt;
+  }
+  return dump_tasks;
+}
+
+/// What rank 0 says at the end of a run (not with --quiet): this run's outcomes and the store's.
+void report_run(const sweep::RunSummary& s, const std::filesystem::path& output) {
+  std::fprintf(stderr, "[rcsweep] %s after %s: %llu done, %llu diverged, %llu vanished, %llu failed this run",
+               s.exit_code() == 4 ? "stopped" : "finished", human_seconds(s.wall_s).c_str(),
+               static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(s.diverged),
+               static_cast<unsigned long long>(s.vanished), static_cast<unsigned long long>(s.failed));
+  if (s.not_needed) std::fprintf(stderr, ", %llu replicates not needed", static_cast<unsigned long long>(s.not_needed));
+  if (s.skipped) std::fprintf(stderr, " (%llu were already finished)", static_cast<unsigned long long>(s.skipped));
+  std::fprintf(stderr, "; store %s\n", output.c_str());
+  if (s.ended_first_layer >= 0)
+    std::fprintf(stderr, "[rcsweep] this run's diverged and vanished tasks ended at layers %d to %d\n",
+                 s.ended_first_layer, s.ended_last_layer);
+  if (s.store_diverged + s.store_vanished > 0)
+    std::fprintf(stderr,
+                 "[rcsweep] the store holds %llu diverged (X non-finite) and %llu vanished (X exactly zero) tasks: "
+                 "outcomes of the stack, recorded with the layers before (/tasks/message)%s\n",
+                 static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_vanished),
+                 s.fail_on_diverged ? "; --fail-on-diverged: exit code 3" : "");
+  if (s.store_failed > 0)
+    std::fprintf(stderr,
+                 "[rcsweep] the store holds %llu failed tasks (errors, see /tasks/message; --retry-failed runs "
+                 "them again)\n",
+                 static_cast<unsigned long long>(s.store_failed));
+}
+
+/// Why a run stopped early and how to go on (rank 0, even with --quiet: the user must know).
+void report_stop(const sweep::RunSummary& s, const std::filesystem::path& output) {
+  const std::string why = s.lost_rank > 0   ? "stopped because rank " + std::to_string(s.lost_rank) + " was lost"
+                          : s.launcher_gone ? "stopped because " + sweep::launcher_name() + " is gone"
+                          : s.stop_signal
+                              ? "stopped by " + sweep::signal_name(s.stop_signal) +
+                                    (sweep::launcher_teardown() ? " from " + sweep::launcher_name() : std::string())
+                              : "time limit of " + human_seconds(s.time_limit_s) + " reached";
+  std::fprintf(stderr, "[rcsweep] %s: %llu tasks left, every finished task is in %s; resume with the same command\n",
+               why.c_str(), static_cast<unsigned long long>(s.store_pending), output.c_str());
+}
+
+/// --dump-weights after the sweep: rank 0 records and writes the tapes into the closed store; the
+/// others wait for it without busy-polling (and end with `exit_code` if the launcher goes).
+void write_dump_weights(const RunArgs& args, const std::filesystem::path& output, const plan::Plan& plan,
+                        const std::vector<std::uint64_t>& tasks, int rank, int size, int exit_code) {
+  if (rank == 0) {
+    const auto d = store::write_dump(output, plan, tasks);
+    if (!args.quiet) {
+      const std::string skipped = d.skipped ? "; " + std::to_string(d.skipped) + " tasks not done (no dump)"
+                                            : std::string();
+      std::fprintf(stderr, "[rcsweep] --dump-weights: /dump holds %llu tasks (%s)%s\n",
+                   static_cast<unsigned long long>(d.written), human_bytes(static_cast<double>(d.bytes)).c_str(),
+                   skipped.c_str());
+    }
+  }
+  if (size > 1) {
+    MPI_Request request;
+    mpi::check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+    for (int done = 0;;) {
+      mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) break;
+      if (sweep::launcher_gone()) std::_Exit(exit_code);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+/// The sweep on this rank, from the plan to the exit code; `needs_bytes` is set as soon as the plan
+/// estimates a rank's memory (for an out-of-memory message).
+int run_on_rank(const RunArgs& args, int rank, int size, double& needs_bytes) {
+  check_run_options(args, size);
+  plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+  const int on_node = check_node_memory(args, plan, size, needs_bytes);
+  warn_if_threads_share_cores(args.options.threads, rank, on_node);
+  sweep::RunOptions opt = args.options;
+  opt.silence_s = silence_s();
+  if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
+  check_store_path(opt.output);
+  // Bundle time estimates for the time limit at this machine's measured rates, when stored.
+  if (rank == 0) opt.calibration = load_calibration(calibration_path());
+  check_stores_readable(opt, rank);
+  std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
+  if (args.dump_weights) {
+    auto tasks = dump_tasks_within_limit(plan, rank);
+    if (!tasks) return 2;
+    dump_tasks = std::move(*tasks);
+  }
+  const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
+  if (rank == 0 && !args.quiet) report_run(s, opt.output);
+  if (rank == 0 && s.exit_code() == 4) report_stop(s, opt.output);
+  // The launcher is gone (MPI_Finalize would fail) or killing the job (MPI_Finalize would block
+  // until the SIGKILL): the store is closed, end here.
+  if (sweep::exit_without_finalize()) {
+    std::fflush(nullptr);
+    std::_Exit(s.exit_code());
+  }
+  if (args.dump_weights) write_dump_weights(args, opt.output, plan, dump_tasks, rank, size, s.exit_code());
+  return exit_code_for_launcher(s.exit_code());
+}
+}  // namespace
+
 int run_command(const RunArgs& args) {
   // Before MPI_Init: a singleton MPI_Init looks like a launched rank, and a stop signal that comes
   // while MPI starts (mpiexec forwards SIGUSR1 at once) must not kill the rank.
@@ -126,134 +293,7 @@ int run_command(const RunArgs& args) {
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   double needs_bytes = 0.0;  // the plan's estimate of a rank's memory, for an out-of-memory message
   try {
-    if (args.options.threads > 1 && args.options.blas_threads > 1)
-      throw ConfigError({{"--blas-threads", std::to_string(args.options.blas_threads) + " with " +
-                                                std::to_string(args.options.threads) +
-                                                " OpenMP threads per rank (--threads, else OMP_NUM_THREADS): "
-                                                "BLAS threads inside OpenMP threads would oversubscribe the "
-                                                "cores; use --threads alone (results independent of the layout)"}});
-    if (args.ranks > 0 && args.ranks != size)
-      throw ConfigError({{"--ranks", "-n " + std::to_string(args.ranks) + " but the MPI job has " +
-                                         std::to_string(size) + " ranks (-n starts the run without mpiexec)"}});
-    plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
-    int on_node = 1;
-    {  // every rank checks the same plan against its node's budget: all refuse together
-      MPI_Comm node;
-      mpi::check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                 "MPI_Comm_split_type");
-      on_node = mpi::comm_size(node);
-      MPI_Comm_free(&node);
-      std::string source;
-      const plan::RankSetup setup = run_setup(args, plan, size);
-      needs_bytes = plan::rank_memory(plan, setup).resident();
-      plan::check_memory(plan, setup, memory_budget(args.mem_per_rank, on_node, source), source, std::nullopt);
-    }
-    warn_if_threads_share_cores(args.options.threads, rank, on_node);
-    sweep::RunOptions opt = args.options;
-    opt.silence_s = silence_s();
-    if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
-    check_store_path(opt.output);
-    // Bundle time estimates for the time limit at this machine's measured rates, when stored.
-    if (rank == 0) opt.calibration = load_calibration(calibration_path());
-    // A store to resume is first read in a child process (rank 0): a file that crashes HDF5 is
-    // refused like any damaged store instead of taking the job down.
-    // So are the stores of --reuse.
-    std::vector<std::filesystem::path> to_read = opt.reuse;
-    if (!opt.overwrite && std::filesystem::is_regular_file(opt.output)) to_read.insert(to_read.begin(), opt.output);
-    for (const auto& path : to_read) {
-      std::string crash;
-      if (rank == 0)
-        in_child(
-            [&] {
-              try {  // only a crash matters here: errors are reported by the real open below
-                store::read_info(path);
-              } catch (const std::exception&) {
-              }
-              return 0;
-            },
-            crash);
-      crash = mpi::bcast(crash, 0, MPI_COMM_WORLD);
-      if (!crash.empty()) throw sweep::StoreRefused(crashed_message(path, crash));
-    }
-    std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
-    if (args.dump_weights) {                // every rank sees the same plan: all refuse together, before any work
-      for (const auto& b : plan.bundles) dump_tasks.insert(dump_tasks.end(), b.tasks.begin(), b.tasks.end());
-      std::sort(dump_tasks.begin(), dump_tasks.end());
-      const auto bytes = store::dump_bytes(plan, dump_tasks);
-      if (bytes > store::dump_limit_bytes) {
-        if (rank == 0)
-          std::fprintf(stderr,
-                       "error: --dump-weights: the dump of %zu tasks would take about %s, more than the limit of "
-                       "%s; dump a smaller sweep (fewer tasks, or smaller T, d, heads or depth)\n",
-                       dump_tasks.size(), human_bytes(static_cast<double>(bytes)).c_str(),
-                       human_bytes(static_cast<double>(store::dump_limit_bytes)).c_str());
-        return 2;
-      }
-    }
-    const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
-    if (rank == 0 && !args.quiet) {
-      std::fprintf(stderr, "[rcsweep] %s after %s: %llu done, %llu diverged, %llu vanished, %llu failed this run",
-                   s.exit_code() == 4 ? "stopped" : "finished", human_seconds(s.wall_s).c_str(),
-                   static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(s.diverged),
-                   static_cast<unsigned long long>(s.vanished), static_cast<unsigned long long>(s.failed));
-      if (s.not_needed)
-        std::fprintf(stderr, ", %llu replicates not needed", static_cast<unsigned long long>(s.not_needed));
-      if (s.skipped) std::fprintf(stderr, " (%llu were already finished)", static_cast<unsigned long long>(s.skipped));
-      std::fprintf(stderr, "; store %s\n", opt.output.c_str());
-      if (s.ended_first_layer >= 0)
-        std::fprintf(stderr, "[rcsweep] this run's diverged and vanished tasks ended at layers %d to %d\n",
-                     s.ended_first_layer, s.ended_last_layer);
-      if (s.store_diverged + s.store_vanished > 0)
-        std::fprintf(stderr,
-                     "[rcsweep] the store holds %llu diverged (X non-finite) and %llu vanished (X exactly zero) tasks: "
-                     "outcomes of the stack, recorded with the layers before (/tasks/message)%s\n",
-                     static_cast<unsigned long long>(s.store_diverged),
-                     static_cast<unsigned long long>(s.store_vanished),
-                     s.fail_on_diverged ? "; --fail-on-diverged: exit code 3" : "");
-      if (s.store_failed > 0)
-        std::fprintf(stderr,
-                     "[rcsweep] the store holds %llu failed tasks (errors, see /tasks/message; --retry-failed runs "
-                     "them again)\n",
-                     static_cast<unsigned long long>(s.store_failed));
-    }
-    if (rank == 0 && s.exit_code() == 4) {  // even with --quiet: the user must know how to go on
-      const std::string why = s.lost_rank > 0   ? "stopped because rank " + std::to_string(s.lost_rank) + " was lost"
-                              : s.launcher_gone ? "stopped because " + sweep::launcher_name() + " is gone"
-                              : s.stop_signal
-                                  ? "stopped by " + sweep::signal_name(s.stop_signal) +
-                                        (sweep::launcher_teardown() ? " from " + sweep::launcher_name() : std::string())
-                                  : "time limit of " + human_seconds(s.time_limit_s) + " reached";
-      std::fprintf(stderr,
-                   "[rcsweep] %s: %llu tasks left, every finished task is in %s; resume with the same command\n",
-                   why.c_str(), static_cast<unsigned long long>(s.store_pending), opt.output.c_str());
-    }
-    // The launcher is gone (MPI_Finalize would fail) or killing the job (MPI_Finalize would block
-    // until the SIGKILL): the store is closed, end here.
-    if (sweep::exit_without_finalize()) {
-      std::fflush(nullptr);
-      std::_Exit(s.exit_code());
-    }
-    if (args.dump_weights && rank == 0) {  // the store is closed: rank 0 records and writes the tapes
-      const auto d = store::write_dump(opt.output, plan, dump_tasks);
-      if (!args.quiet) {
-        const std::string skipped = d.skipped ? "; " + std::to_string(d.skipped) + " tasks not done (no dump)"
-                                              : std::string();
-        std::fprintf(stderr, "[rcsweep] --dump-weights: /dump holds %llu tasks (%s)%s\n",
-                     static_cast<unsigned long long>(d.written), human_bytes(static_cast<double>(d.bytes)).c_str(),
-                     skipped.c_str());
-      }
-    }
-    if (args.dump_weights && size > 1) {  // the others wait for rank 0's dump without busy-polling
-      MPI_Request request;
-      mpi::check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
-      for (int done = 0;;) {
-        mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-        if (done) break;
-        if (sweep::launcher_gone()) std::_Exit(s.exit_code());
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-    }
-    return exit_code_for_launcher(s.exit_code());
+    return run_on_rank(args, rank, size, needs_bytes);
   } catch (const ConfigError& e) {  // every rank read the same file: report once
     const bool option = !e.issues().empty() && e.issues().front().key.starts_with("--");
     if (rank == 0 && option) std::fprintf(stderr, "error: %s\n", e.what());
