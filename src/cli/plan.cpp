@@ -190,21 +190,10 @@ void print_store_outlook(const std::filesystem::path& path, const plan::Plan& pl
 }
 }  // namespace
 
-int plan_command(const PlanArgs& args) {
-  const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
-  if (!args.output.empty()) check_store_path(args.output);
-  const auto& spec = plan.spec;
-  std::size_t shard_tasks = 0;
-  for (const auto& b : plan.bundles) shard_tasks += b.tasks.size();
-  const double flops = plan.total_flops();
-  // Time from the cost model at this machine's measured rates (rcsweep calibrate), or rough rates.
-  const auto stored = load_calibration(calibration_path());
-  const plan::Calibration rates = stored ? *stored : plan::default_calibration();
-  double core_s = 0.0;
-  std::vector<plan::BundleWork> work;
-  for (const auto& b : plan.bundles) core_s += work.emplace_back(plan::bundle_work(plan, b.tasks, rates)).seconds();
-  // Ranks per node x threads per rank (plan/layout.hpp): one rank per core when that fits and pays,
-  // no more ranks than tasks (a bundle may be cut into slices, a task not).
+namespace {
+/// What `plan` lays out ranks and threads for: the cores and nodes, --threads, and the memory of a
+/// node and of a rank.
+plan::LayoutRequest layout_request(const PlanArgs& args) {
   const int cores = planned_cores(args);
   plan::LayoutRequest request;
   request.cores_per_node = std::max(cores, 1);  // 0: not known, refused by size_job
@@ -219,17 +208,12 @@ int plan_command(const PlanArgs& args) {
     request.memory_source = args.mem_per_node.empty() ? "this machine's memory; set --mem-per-node"
                                                       : "--mem-per-node " + args.mem_per_node;
   }
-  const plan::Layout layout = plan::choose_layout(plan, work, request);
-  const auto& chosen = layout.chosen;
-  const int ranks = chosen.ranks, threads = chosen.threads;
-  if (!args.emit.empty())
-    return emit_job_script(
-        args, plan, {core_s, plan::longest_task_seconds(plan, work, threads), shard_tasks, chosen.bytes_per_rank},
-        layout);
+  return request;
+}
 
-  std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
-              static_cast<unsigned long long>(spec.seed));
-  if (!spec.overrides.empty()) std::printf("overrides     %s\n", config::overrides_line(spec.overrides).c_str());
+/// The swept axes of the grid, one line each, and the depth axis.
+void print_grid(const plan::Plan& plan) {
+  const auto& spec = plan.spec;
   std::printf("grid:\n");
   if (spec.dims.empty()) std::printf("  (no swept axes: one point)\n");
   for (const auto& dim : spec.dims) {
@@ -243,6 +227,11 @@ int plan_command(const PlanArgs& args) {
   }
   if (!spec.depth_axis.empty())
     std::printf("  depth: layers 0..%d recorded once per task (depth is not a task dimension)\n", plan.max_depth);
+}
+
+/// Points, replicates and tasks (of the shard), bundles, layers and spectra.
+void print_tasks(const plan::Plan& plan, const plan::Shard& shard, std::size_t shard_tasks) {
+  const auto& spec = plan.spec;
   if (spec.adaptive.enabled())
     std::printf("points        %zu x %d to %d replicates (adaptive, step %d) = %zu to %zu tasks", plan.points.size(),
                 spec.adaptive.min, spec.replicates, spec.adaptive.step,
@@ -250,15 +239,21 @@ int plan_command(const PlanArgs& args) {
   else
     std::printf("points        %zu x %d replicates = %zu tasks", plan.points.size(), spec.replicates,
                 plan.tasks.size());
-  if (args.shard.count > 1) std::printf(" (shard %d/%d: %zu tasks)", args.shard.index, args.shard.count, shard_tasks);
+  if (shard.count > 1) std::printf(" (shard %d/%d: %zu tasks)", shard.index, shard.count, shard_tasks);
   std::printf("\nbundles       %zu (tasks with the same replicate, T and d share their random weights)\n",
               plan.bundles.size());
   std::printf("layers        0..%d per task; spectra of X: %s\n", plan.max_depth,
               spec.output.spectra == config::Spectra::none   ? "none"
               : spec.output.spectra == config::Spectra::last ? "last layer"
                                                              : "all layers");
-  const std::string rates_text = stored ? "rates of this machine from " + calibration_path().string()
-                                        : "rough: this machine is not calibrated, run `rcsweep calibrate` once";
+}
+
+/// The work in FLOPs and one core's time at `rates` (a range with adaptive replicates).
+void print_work(const plan::Plan& plan, const plan::Calibration& rates, bool calibrated, double core_s) {
+  const auto& spec = plan.spec;
+  const double flops = plan.total_flops();
+  const std::string rates_text = calibrated ? "rates of this machine from " + calibration_path().string()
+                                            : "rough: this machine is not calibrated, run `rcsweep calibrate` once";
   if (spec.adaptive.enabled()) {
     // The least work: every point stops at min replicates; the most: every point needs max.
     double min_core_s = 0.0;
@@ -278,6 +273,14 @@ int plan_command(const PlanArgs& args) {
     std::printf("work          %.3g GFLOP, about %s on one core (%s)\n", flops / 1e9, human_seconds(core_s).c_str(),
                 rates_text.c_str());
   }
+}
+
+/// A rank's peak memory and address space in the chosen layout, and the budget it is checked against.
+void print_memory(const PlanArgs& args, const plan::Plan& plan, const plan::Layout& layout,
+                  const plan::LayoutRequest& request) {
+  const auto& spec = plan.spec;
+  const auto& chosen = layout.chosen;
+  const int ranks = chosen.ranks, threads = chosen.threads;
   // What `run` checks (plan/memory.hpp): resident bytes against the budget, address space against ulimit -v.
   const plan::RankMemory memory = plan::rank_memory(plan,
                                                     {threads, 1, ranks, blas_load_threads(), spec.adaptive.enabled()});
@@ -305,6 +308,14 @@ int plan_command(const PlanArgs& args) {
                                               (chosen.ranks_per_node == 1 ? "" : "s") +
                                               "; set --mem-per-node or --mem-per-rank";
   std::printf("memory budget %s per rank (%s)\n", human_bytes(chosen.budget_per_rank).c_str(), budget_source.c_str());
+}
+
+/// The store's size, the layout with the command that runs it, and the ranks' balance.
+void print_layout(const PlanArgs& args, const plan::Plan& plan, const plan::Layout& layout,
+                  const std::vector<plan::BundleWork>& work) {
+  const auto& spec = plan.spec;
+  const auto& chosen = layout.chosen;
+  const int ranks = chosen.ranks, threads = chosen.threads;
   const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) *
                                         static_cast<double>(metrics::n_layer_metrics) +
                                     static_cast<double>(plan.spectrum_total()));
@@ -330,6 +341,39 @@ int plan_command(const PlanArgs& args) {
   const auto balance = threads == 1 ? layout.schedule : plan::make_schedule(work, ranks);
   if (const auto warning = plan::idle_warning(balance, work); !warning.empty())
     std::printf("warning       %s\n", warning.c_str());
+}
+}  // namespace
+
+int plan_command(const PlanArgs& args) {
+  const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+  if (!args.output.empty()) check_store_path(args.output);
+  std::size_t shard_tasks = 0;
+  for (const auto& b : plan.bundles) shard_tasks += b.tasks.size();
+  // Time from the cost model at this machine's measured rates (rcsweep calibrate), or rough rates.
+  const auto stored = load_calibration(calibration_path());
+  const plan::Calibration rates = stored ? *stored : plan::default_calibration();
+  double core_s = 0.0;
+  std::vector<plan::BundleWork> work;
+  for (const auto& b : plan.bundles) core_s += work.emplace_back(plan::bundle_work(plan, b.tasks, rates)).seconds();
+  // Ranks per node x threads per rank (plan/layout.hpp): one rank per core when that fits and pays,
+  // no more ranks than tasks (a bundle may be cut into slices, a task not).
+  const plan::LayoutRequest request = layout_request(args);
+  const plan::Layout layout = plan::choose_layout(plan, work, request);
+  const auto& chosen = layout.chosen;
+  if (!args.emit.empty())
+    return emit_job_script(
+        args, plan,
+        {core_s, plan::longest_task_seconds(plan, work, chosen.threads), shard_tasks, chosen.bytes_per_rank}, layout);
+
+  const auto& spec = plan.spec;
+  std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
+              static_cast<unsigned long long>(spec.seed));
+  if (!spec.overrides.empty()) std::printf("overrides     %s\n", config::overrides_line(spec.overrides).c_str());
+  print_grid(plan);
+  print_tasks(plan, args.shard, shard_tasks);
+  print_work(plan, rates, stored.has_value(), core_s);
+  print_memory(args, plan, layout, request);
+  print_layout(args, plan, layout, work);
   if (!args.output.empty()) print_store_outlook(args.output, plan);
   return 0;
 }
