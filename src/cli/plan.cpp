@@ -68,6 +68,38 @@ int planned_cores(const PlanArgs& args) {
   return scheduler_cores_per_node(plan::parse_scheduler(args.emit), args.site.partition);
 }
 
+/// What a job script was sized for (in the script, and on stderr): the sweep, the layout and the
+/// job; for an array of shards, how to submit it and merge the shards into `out`.
+std::string job_summary(const PlanArgs& args, const plan::Plan& plan, const plan::WorkEstimate& work,
+                        const plan::Layout& layout, const plan::JobSizing& s, int cores, const std::string& out) {
+  const int threads = layout.chosen.threads;
+  const auto scheduler = plan::parse_scheduler(args.emit);
+  const std::string per_rank = threads > 1 ? " x " + std::to_string(threads) + " threads" : "";
+  char line[768];
+  std::snprintf(line, sizeof line,
+                "sweep \"%s\" (plan %s): %zu tasks in %zu bundles, about %s on one core (rough cost model)\n"
+                "layout %s per node: %s\n"
+                "sized for --nodes %d --cores %d --hours %g: %d ranks%s on %d node(s) per job, %d shard(s),\n"
+                "about %s each; asking %s and %.0f MiB per rank",
+                plan.spec.name.c_str(), plan.hash.c_str(), plan.tasks.size(), plan.bundles.size(),
+                human_seconds(work.core_seconds).c_str(), plan::describe(layout.chosen).c_str(), layout.reason.c_str(),
+                args.nodes, cores, args.hours, s.ranks, per_rank.c_str(), s.nodes, s.shards,
+                human_seconds(s.estimate_s).c_str(), plan::format_walltime(s.walltime_s).c_str(), s.mem_per_rank_mib);
+  std::string summary = line;
+  const bool slurm = scheduler == plan::Scheduler::slurm;
+  if (s.shards > 1)
+    summary += std::string("\nsubmit this script alone (") + (slurm ? "sbatch" : "qsub") +
+               " FILE; the shipped script's own notes below name submit_array.sh):\n"
+               "the merge of the shards is in the script: its first element to start submits it to run\n"
+               "after the array (" +
+               (slurm ? "sbatch --dependency=afterok" : "qsub -W depend=afterok") +
+               "); with MERGE_JOB=none, merge after the array yourself: " +
+               (slurm ? "sbatch --dependency=afterok:ARRAY_JOB_ID jobs/slurm/merge_job.sh "
+                      : "qsub -W depend=afterok:ARRAY_JOB_ID -v SWEEP=..,OUT=.. jobs/pbs/merge_job.sh ") +
+               plan::shell_quote(std::filesystem::absolute(args.sweep_file).string()) + " " + out;
+  return summary;
+}
+
 /// `plan --emit`: the job script on stdout, what it was sized for on stderr.
 int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::WorkEstimate& work,
                     const plan::Layout& layout) {
@@ -86,30 +118,8 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
   const auto s = plan::size_job(work, {args.nodes, cores, args.hours, threads});
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::string per_rank = threads > 1 ? " x " + std::to_string(threads) + " threads" : "";
-  char line[768];
-  std::snprintf(line, sizeof line,
-                "sweep \"%s\" (plan %s): %zu tasks in %zu bundles, about %s on one core (rough cost model)\n"
-                "layout %s per node: %s\n"
-                "sized for --nodes %d --cores %d --hours %g: %d ranks%s on %d node(s) per job, %d shard(s),\n"
-                "about %s each; asking %s and %.0f MiB per rank",
-                plan.spec.name.c_str(), plan.hash.c_str(), plan.tasks.size(), plan.bundles.size(),
-                human_seconds(work.core_seconds).c_str(), plan::describe(layout.chosen).c_str(), layout.reason.c_str(),
-                args.nodes, cores, args.hours, s.ranks, per_rank.c_str(), s.nodes, s.shards,
-                human_seconds(s.estimate_s).c_str(), plan::format_walltime(s.walltime_s).c_str(), s.mem_per_rank_mib);
-  std::string summary = line;
-  const bool slurm = scheduler == plan::Scheduler::slurm;
   const std::string out = plan.spec.name + ".h5";
-  if (s.shards > 1)
-    summary += std::string("\nsubmit this script alone (") + (slurm ? "sbatch" : "qsub") +
-               " FILE; the shipped script's own notes below name submit_array.sh):\n"
-               "the merge of the shards is in the script: its first element to start submits it to run\n"
-               "after the array (" +
-               (slurm ? "sbatch --dependency=afterok" : "qsub -W depend=afterok") +
-               "); with MERGE_JOB=none, merge after the array yourself: " +
-               (slurm ? "sbatch --dependency=afterok:ARRAY_JOB_ID jobs/slurm/merge_job.sh "
-                      : "qsub -W depend=afterok:ARRAY_JOB_ID -v SWEEP=..,OUT=.. jobs/pbs/merge_job.sh ") +
-               plan::shell_quote(std::filesystem::absolute(args.sweep_file).string()) + " " + out;
+  const std::string summary = job_summary(args, plan, work, layout, s, cores, out);
   const plan::ScriptNames names{std::filesystem::absolute(args.sweep_file).string(),
                                 out,
                                 plan.spec.name,
