@@ -1,3 +1,4 @@
+// A store read in a child process, so that a damaged file that crashes HDF5 cannot end the program.
 #include "cli/cli_internal.hpp"
 
 #include <sys/wait.h>
@@ -13,7 +14,6 @@
 
 namespace rcsweep::cli {
 namespace {
-
 /// How long reading a store may take in in_child (RCSWEEP_STORE_READ_TIMEOUT overrides, for tests).
 unsigned read_timeout_s() {
   const char* v = std::getenv("RCSWEEP_STORE_READ_TIMEOUT");

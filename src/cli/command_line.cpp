@@ -1,3 +1,4 @@
+// What the options of run and plan share: the check of the sweep file and the help of the overrides.
 #include "cli/command_line.hpp"
 
 #include "config/sweep_spec.hpp"

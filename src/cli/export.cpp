@@ -1,3 +1,4 @@
+// `rcsweep export`: the Python toolkit's rcsweep-export, run in place of this program.
 #include "cli/commands.hpp"
 
 #include <unistd.h>

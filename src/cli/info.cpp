@@ -1,3 +1,4 @@
+// `rcsweep info`: what a store holds, as text or one JSON object (--json).
 #include "cli/commands.hpp"
 
 #include <algorithm>
@@ -14,7 +15,6 @@
 
 namespace rcsweep::cli {
 namespace {
-
 int print_info(const std::filesystem::path& path) {
   const auto info = store::read_info(path);
   std::printf("store         %s\n", path.c_str());

@@ -1,3 +1,4 @@
+// What the commands need to know of this machine: its memory and the threads OpenBLAS started.
 #include "cli/cli_internal.hpp"
 
 #include <unistd.h>

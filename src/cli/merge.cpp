@@ -1,3 +1,4 @@
+// `rcsweep merge`: the stores of the shards of one sweep joined into one store.
 #include "cli/commands.hpp"
 
 #include <algorithm>
@@ -16,7 +17,6 @@
 
 namespace rcsweep::cli {
 namespace {
-
 int merge_stores(const MergeArgs& args) {
   // The output's one writer from here on; it is built beside the output and put in place only
   // when complete, so a failure or a kill leaves whatever was there as it was.

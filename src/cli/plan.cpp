@@ -1,3 +1,5 @@
+// `rcsweep plan`: what a sweep would compute, its cost, memory and layout, what a run would do with
+// a store (-o), and the job script of --emit.
 #include "cli/commands.hpp"
 
 #include <algorithm>
@@ -27,7 +29,6 @@
 
 namespace rcsweep::cli {
 namespace {
-
 std::string join_values(const std::vector<config::ParamValue>& values, std::size_t max_shown = 8) {
   std::string out;
   for (std::size_t i = 0; i < values.size() && i < max_shown; ++i) out += (i ? ", " : "") + config::to_text(values[i]);
@@ -198,9 +199,7 @@ void print_store_outlook(const std::filesystem::path& path, const plan::Plan& pl
       crash);
   if (!rc) std::printf("store         %s\n", crashed_message(path, crash).c_str());
 }
-}  // namespace
 
-namespace {
 /// What `plan` lays out ranks and threads for: the cores and nodes, --threads, and the memory of a
 /// node and of a rank.
 plan::LayoutRequest layout_request(const PlanArgs& args) {

@@ -1,3 +1,5 @@
+// `rcsweep run`: a sweep on the ranks of MPI_COMM_WORLD, what it checks before any work, and what
+// it reports at the end.
 #include "cli/commands.hpp"
 
 #include <unistd.h>
@@ -28,7 +30,6 @@
 
 namespace rcsweep::cli {
 namespace {
-
 /// The memory budget of one rank: --mem-per-rank, else this node's physical memory shared by
 /// `ranks_on_node` ranks. `source` says which, for messages.
 double memory_budget(const std::string& mem_per_rank, int ranks_on_node, std::string& source) {
@@ -112,11 +113,7 @@ void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
                  "or threads\n",
                  ranks_on_node, threads, online);
 }
-}  // namespace
 
-void check_run(const RunArgs& args) { plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard); }
-
-namespace {
 /// The option checks that need the MPI job: --blas-threads with --threads, -n against its size.
 void check_run_options(const RunArgs& args, int size) {
   if (args.options.threads > 1 && args.options.blas_threads > 1)
@@ -282,6 +279,8 @@ int run_on_rank(const RunArgs& args, int rank, int size, double& needs_bytes) {
   return exit_code_for_launcher(s.exit_code());
 }
 }  // namespace
+
+void check_run(const RunArgs& args) { plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard); }
 
 int run_command(const RunArgs& args) {
   // Before MPI_Init: a singleton MPI_Init looks like a launched rank, and a stop signal that comes

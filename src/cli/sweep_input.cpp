@@ -1,3 +1,4 @@
+// A sweep file read with its command-line overrides and its input file, and the check of a store path.
 #include "cli/cli_internal.hpp"
 
 #include <cstdint>
@@ -12,7 +13,6 @@
 
 namespace rcsweep::cli {
 namespace {
-
 /// input = "file": read model.input_path (relative to the sweep file's folder) into the spec, and
 /// check its shape against T and d at every grid point that uses it. Problems are ConfigErrors on
 /// model.input_path (exit 2, before any work).
