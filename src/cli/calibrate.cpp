@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "cli/command_line.hpp"
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
 #include "models/layer.hpp"
@@ -184,6 +185,17 @@ int calibrate_command(const std::filesystem::path& output) {
   }
   std::printf("stored in %s (rcsweep plan uses it on this machine)\n", path.c_str());
   return 0;
+}
+
+CLI::App* add_calibrate_command(CLI::App& app, std::filesystem::path& output) {
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "Measure this machine's rates (about 3 s) for the time estimates of `rcsweep plan`.");
+  cmd->add_option("-o,--output", output,
+                  "where to store them (default: $RCSWEEP_CALIBRATION, else ~/.cache/rcsweep/calibration.toml)");
+  cmd->footer("Measures dgemm at n = 16..1024, the per-layer metrics, dgesdd, random normals and entrywise passes\n"
+              "on one core with one BLAS thread; `rcsweep plan` prices a sweep's work with them. Run it on an\n"
+              "otherwise idle machine; it is reused until the CPU or BLAS changes.");
+  return cmd;
 }
 
 }  // namespace rcsweep::cli

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <algorithm>
 #include <thread>
@@ -95,9 +96,10 @@ void add_open_mpi_permissions(std::vector<std::string>& cmd, int ranks) {
   }
   std::fprintf(stderr, "[rcsweep] passing Open MPI's mpiexec%s\n", added.c_str());
 }
-}  // namespace
 
-int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv) {
+/// MPIEXEC split at spaces, with Open MPI's permissions, the placement of `threads` per rank (unless
+/// MPIEXEC places them itself), -n ranks, this program and its arguments argv[1..argc).
+std::vector<std::string> mpiexec_command(int ranks, int threads, const std::string& mpiexec, int argc, char** argv) {
   std::vector<std::string> cmd = split_words(mpiexec);
   if (cmd.empty()) throw ConfigError({ConfigIssue{"--mpiexec", "empty command"}});
   add_open_mpi_permissions(cmd, ranks);
@@ -117,16 +119,16 @@ int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, cha
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   cmd.insert(cmd.end(), {"-n", std::to_string(ranks), ec ? std::string(argv[0]) : self.string()});
   for (int i = 1; i < argc; ++i) cmd.emplace_back(argv[i]);  // the ranks see -n too: they check the job's size
+  return cmd;
+}
+
+/// Start `cmd` (mpiexec) in a child process of its own group, with this process's signal mask `old`
+/// and the exit file in its environment. Returns its pid, or nullopt (after saying why, with the
+/// signal mask `old` restored) when it could not be started.
+std::optional<pid_t> start_mpiexec(std::vector<std::string>& cmd, const ExitFile& exit_file, const sigset_t& old) {
   std::vector<char*> cargv;
   for (auto& w : cmd) cargv.push_back(w.data());
   cargv.push_back(nullptr);
-  ExitFile exit_file;
-
-  // The signals are taken with sigtimedwait: blocked from before the fork on, so none is lost.
-  sigset_t set, old;
-  sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGCHLD}) sigaddset(&set, sig);
-  sigprocmask(SIG_BLOCK, &set, &old);
   int exec_error[2];
   if (pipe2(exec_error, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
   const pid_t launcher = getpid();
@@ -160,10 +162,15 @@ int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, cha
     sigprocmask(SIG_SETMASK, &old, nullptr);
     std::fprintf(stderr, "error: cannot run '%s': %s (set --mpiexec or RCSWEEP_MPIEXEC)\n", cmd[0].c_str(),
                  std::strerror(e));
-    return 2;
+    return std::nullopt;
   }
+  return child;
+}
 
-  int stops = 0, hard = 0;  // stop signals taken; the second SIGINT/SIGTERM (stop at once)
+/// Wait for mpiexec (`child`) while forwarding the signals of `set` to it; returns its wait status.
+/// `hard` is the second SIGINT or SIGTERM taken (0 if none): the run was stopped at once.
+int wait_forwarding_signals(pid_t child, const sigset_t& set, int& hard) {
+  int stops = 0;  // stop signals taken
   int status = 0;
   for (;;) {
     timespec tick{0, 200'000'000};
@@ -198,6 +205,23 @@ int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, cha
       default: break;
     }
   }
+  return status;
+}
+}  // namespace
+
+int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv) {
+  std::vector<std::string> cmd = mpiexec_command(ranks, threads, mpiexec, argc, argv);
+  ExitFile exit_file;
+
+  // The signals are taken with sigtimedwait: blocked from before the fork on, so none is lost.
+  sigset_t set, old;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGCHLD}) sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, &old);
+  const auto child = start_mpiexec(cmd, exit_file, old);
+  if (!child) return 2;
+  int hard = 0;  // the second SIGINT/SIGTERM (stop at once)
+  const int status = wait_forwarding_signals(*child, set, hard);
   sigprocmask(SIG_SETMASK, &old, nullptr);
   if (hard != 0) {  // stopped at once: end as a single process does, by the signal
     std::fflush(nullptr);
