@@ -14,7 +14,7 @@ enum class Scheduler { slurm, pbs };
 /// "slurm" or "pbs"; ConfigError on key --emit otherwise.
 Scheduler parse_scheduler(const std::string& text);
 
-/// What the cost model says of a sweep (cli/commands.cpp computes it from the plan).
+/// What the cost model says of a sweep (cli/plan.cpp computes it from the plan).
 struct WorkEstimate {
   double core_seconds = 0.0;  ///< the whole sweep on one core
   /// The longest task with its bundle's shared work on a rank's threads (plan/layout.hpp,

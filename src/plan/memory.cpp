@@ -4,13 +4,14 @@
 
 #include "base/error.hpp"
 #include "base/units.hpp"
+#include "metrics/metrics.hpp"
 #include "plan/threads.hpp"
 
 namespace rcsweep::plan {
 namespace {
 
 // Metrics per layer (metrics::layer_metric_names).
-constexpr double metrics_per_layer = 13.0;
+constexpr double metrics_per_layer = static_cast<double>(metrics::n_layer_metrics);
 // glibc's bookkeeping of one heap block, and a std::vector's own three pointers.
 constexpr double block_overhead = 16.0, vector_bytes = 24.0;
 // A /tasks row in memory (store::TaskRow: ids, status, time, rank and a 256-byte message).
