@@ -9,6 +9,7 @@
 
 #include "metrics/metrics.hpp"
 #include "models/gradients.hpp"
+#include "models/task_values.hpp"
 #include "models/theory.hpp"
 #include "plan/plan.hpp"
 
@@ -19,27 +20,12 @@ namespace rcsweep::models {
 /// are outcomes of the stack, not errors: the layers before are recorded.
 enum class Outcome { done, diverged, vanished };
 
-/// What one task computed.
-struct TaskOutput {
+/// What one task computed: how it ended and its values.
+struct TaskOutput : TaskValues {
   std::uint64_t task = 0;
   Outcome outcome = Outcome::done;
   std::string message;   ///< why it ended early ("" when done)
   double seconds = 0.0;  ///< compute time spent on this task (its share of shared draws included)
-  /// layers[l]: metrics of layer l = 0..L_max, in metrics::layer_metric_names order
-  /// (mixer metrics are NaN at layer 0; every value is NaN past a divergence).
-  std::vector<metrics::LayerRow> layers;
-  /// spectra[l]: singular values of X_l / ||X_l||_F when plan.spectrum_at(l), else empty.
-  std::vector<std::vector<double>> spectra;
-  /// mixer_sv[l]: all T singular values of head 0's M of layer l (after gap_fix), descending, and
-  /// mixer_eig_re/im[l]: its T eigenvalues (linalg::eigenvalues order), when
-  /// plan.mixer_spectrum_at(l) and the task reached layer l, else empty.
-  std::vector<std::vector<double>> mixer_sv, mixer_eig_re, mixer_eig_im;
-  /// lambda-skip Theorem 4.1 quantities (models::theory_names order); NaN unless done.
-  TheoryRow theory = nan_theory();
-  /// Gradient norms when [output] gradients is set: grad_log10[k * L_max + l - 1] = log10 g_{L,l}
-  /// for L = plan.gradient_depths()[k], l = 1..L (NaN for l > L or unless done), and the standard
-  /// error of each (0 on the exact route). Empty when no gradients are asked for.
-  std::vector<double> grad_log10, grad_stderr;
 };
 
 /// Thrown by run_bundle when its `cancelled` callback says so: the bundle was abandoned; tasks

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "metrics/metrics.hpp"
-#include "models/theory.hpp"
+#include "models/task_values.hpp"
 #include "plan/plan.hpp"
 #include "store/writer_lock.hpp"
 
@@ -38,32 +38,15 @@ struct Platform {
   friend bool operator==(const Platform&, const Platform&) = default;
 };
 
-/// Everything a finished task contributes to the store.
-struct TaskResult {
+/// Everything a finished task contributes to the store: its values (models::TaskValues) and how
+/// and where it ended.
+struct TaskResult : models::TaskValues {
   std::uint64_t task = 0;
   TaskStatus status = TaskStatus::done;
   double wall_s = 0.0;
   int rank = 0;
   std::string message;  ///< e.g. "diverged at layer 7: non-finite X" (at most 255 bytes kept)
   Platform platform;    ///< who computed it (/provenance); empty: not recorded
-  /// layers[l][k]: metric k (metrics::layer_metric_names order) of layer l = 0..L_max.
-  std::vector<metrics::LayerRow> layers;
-  /// spectra[l]: singular values of layer l when plan.spectrum_at(l), else empty.
-  std::vector<std::vector<double>> spectra;
-  /// mixer_sv[l]: all singular values of head 0's mixer M of layer l (after gap_fix), descending,
-  /// when plan.mixer_spectrum_at(l), else empty (or absent); mixer_eig_re/im[l]: its eigenvalues
-  /// (linalg::eigenvalues order), same lengths.
-  std::vector<std::vector<double>> mixer_sv, mixer_eig_re, mixer_eig_im;
-  /// Per-task quantities of lambda-skip Theorem 4.1, in models::theory_names order
-  /// (/theory/<name>); NaN where not computed (e.g. a failed task).
-  models::TheoryRow theory = [] {
-    models::TheoryRow t;
-    t.fill(std::numeric_limits<double>::quiet_NaN());
-    return t;
-  }();
-  /// Gradient norms ([output] gradients): grad_log10[k * L_max + l - 1] = log10 g_{L,l} for
-  /// L = plan.gradient_depths()[k], and their standard errors; empty when not asked for (or failed).
-  std::vector<double> grad_log10, grad_stderr;
 };
 
 /// Whether an error message (an HDF5 write failure) says the file system is full (ENOSPC).

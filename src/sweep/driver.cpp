@@ -782,14 +782,7 @@ store::TaskResult to_result(models::TaskOutput&& out, int rank) {
   r.wall_s = out.seconds;
   r.rank = rank;
   r.message = std::move(out.message);
-  r.layers = std::move(out.layers);
-  r.spectra = std::move(out.spectra);
-  r.mixer_sv = std::move(out.mixer_sv);
-  r.mixer_eig_re = std::move(out.mixer_eig_re);
-  r.mixer_eig_im = std::move(out.mixer_eig_im);
-  r.theory = out.theory;
-  r.grad_log10 = std::move(out.grad_log10);
-  r.grad_stderr = std::move(out.grad_stderr);
+  static_cast<models::TaskValues&>(r) = std::move(static_cast<models::TaskValues&>(out));
   return r;
 }
 
