@@ -73,8 +73,8 @@ struct GramTop {
 GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0);
 /// From this order k on, gram_top finds the two eigenvalues by symmetric Lanczos (top_eigenvalues,
 /// to 1e-13 relative) instead of the tridiagonalisation, which decides when Lanczos does not
-/// converge in 200 steps. Measured crossover for Gaussian signals (bench_metrics BM_gram_eig_*):
-/// Lanczos 807 us against 749 at k = 200, 1.35 ms against 1.54 at k = 256.
+/// converge in 200 steps. The crossover is measured for Gaussian signals by bench_metrics
+/// BM_gram_eig_* (docs/BENCHMARKS.md "Metric kernels").
 inline constexpr std::size_t gram_lanczos_min_order = 224;
 /// From this order k on, gram_top forms G in column parts on the rank's threads (one GEMM per
 /// part, a partition fixed by the shapes) instead of one dsyrk.
