@@ -855,7 +855,6 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
       const bool exists = std::filesystem::exists(std::filesystem::symlink_status(lock.path(), ec));
       if (opt.require_existing && !exists)
         throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");
-      if (!exists || opt.overwrite) store::check_output(lock, opt.overwrite);
       for (const auto& from : opt.reuse) {  // before anything is written
         if (store::same_file(from, lock.path()))
           throw StoreError("--reuse " + from.string() +
