@@ -2,6 +2,7 @@
 // attributes and fill values (read back with the plain HDF5 C API), refuses an existing file
 // without overwrite, and Store::build keeps a store under a temporary name until publish().
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "metrics/metrics.hpp"
 #include "plan/plan.hpp"
 #include "store/store.hpp"
+#include "store/writer_lock.hpp"
 #include "store_test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -202,4 +204,65 @@ TEST_F(StoreTest, MixerSpectraNoneHasPlaceholderDatasets) {
     EXPECT_EQ(dims_of(f.id, p), (std::vector<hsize_t>{1})) << p;
   const auto off = read_dataset<std::int64_t>(f.id, "/spectra/m_offset", H5T_NATIVE_INT64);
   EXPECT_TRUE(std::all_of(off.begin(), off.end(), [](std::int64_t o) { return o == -1; }));
+}
+
+// ---- check_output, create through a symlink, is_disk_full ---------------------------------------
+
+// check_output refuses before any work what create would refuse, with the same message, and
+// neither touches what is at the path.
+TEST_F(StoreTest, CheckOutputRefusesWhatCreateRefuses) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::none));
+  const auto refusals = [&](const fs::path& p, bool overwrite) {
+    const auto lock = store::WriterLock::acquire(p);
+    const std::string early = store_error_of([&] { store::check_output(lock, overwrite); });
+    const std::string late = store_error_of([&] { Store::create(lock, plan, prov(), overwrite); });
+    EXPECT_EQ(early, late) << p;
+    return early;
+  };
+  EXPECT_EQ(refusals(path("new.h5"), false), "NO EXCEPTION");  // made by create
+  EXPECT_EQ(refusals(path("new.h5"), false),
+            path("new.h5").string() + " exists; pass --resume to continue it or --overwrite to replace it");
+  EXPECT_EQ(refusals(path("new.h5"), true), "NO EXCEPTION");
+  fs::create_directories(path("dir.h5"));
+  EXPECT_EQ(refusals(path("dir.h5"), false),
+            path("dir.h5").string() + " exists; pass --resume to continue it or --overwrite to replace it");
+  EXPECT_EQ(refusals(path("dir.h5"), true),
+            path("dir.h5").string() + " is a directory, not a store; --overwrite replaces only a file");
+  EXPECT_TRUE(fs::is_directory(path("dir.h5")));
+  ASSERT_EQ(::mkfifo(path("fifo.h5").c_str(), 0600), 0);
+  EXPECT_EQ(refusals(path("fifo.h5"), true),
+            path("fifo.h5").string() + " is not a regular file; --overwrite replaces only a store");
+  EXPECT_TRUE(fs::is_fifo(path("fifo.h5")));
+  for (const auto& e : fs::directory_iterator(dir_))  // no temporary left behind
+    EXPECT_EQ(e.path().filename().string().find(".partial-"), std::string::npos) << e.path();
+}
+
+// A store written through a symlink replaces the link's target and keeps the link.
+TEST_F(StoreTest, CreateThroughASymlinkReplacesItsTarget) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::none));
+  {
+    Store s = Store::create(path("target.h5"), plan, prov(), false);
+    s.write(std::vector<TaskResult>{fake_result(plan, 0)});
+  }
+  fs::create_symlink(path("target.h5"), path("link.h5"));
+  EXPECT_NE(store_error_of([&] {
+              Store::create(path("link.h5"), plan, prov(), false);
+            }).find(path("link.h5").string() + " exists"),
+            std::string::npos);
+  { Store::create(path("link.h5"), plan, prov(), true); }
+  EXPECT_TRUE(fs::is_symlink(path("link.h5")));
+  EXPECT_EQ(fs::read_symlink(path("link.h5")), path("target.h5"));
+  EXPECT_EQ(store::read_info(path("target.h5")).n_done, 0u);  // replaced
+  EXPECT_EQ(store::read_info(path("target.h5")).n_pending, plan.tasks.size());
+}
+
+TEST(StoreDiskFull, IsRecognisedByTheErrnoTextOrNumber) {
+  EXPECT_TRUE(store::is_disk_full("H5Dwrite: file write failed: time = ..., errno = 28, error message = 'No space "
+                                  "left on device'"));
+  EXPECT_TRUE(store::is_disk_full("write failed: No space left on device"));
+  EXPECT_TRUE(store::is_disk_full("errno = 28"));
+  EXPECT_FALSE(store::is_disk_full("errno = 5, error message = 'Input/output error'"));
+  EXPECT_FALSE(store::is_disk_full("errno = 2"));
+  EXPECT_FALSE(store::is_disk_full("no space left on device"));  // the system's text, as written
+  EXPECT_FALSE(store::is_disk_full(""));
 }

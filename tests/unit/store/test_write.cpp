@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <random>
 #include <span>
 #include <string>
@@ -30,6 +31,7 @@
 #include "store/store.hpp"
 #include "store_test_support.hpp"
 
+namespace fs = std::filesystem;
 using namespace rcsweep;
 using store::Store;
 using store::TaskResult;
@@ -467,4 +469,156 @@ TEST_F(StoreTest, GradientNormsCreatedAndWrittenBitwise) {
   { Store s = Store::create(path("nog.h5"), plan, prov(), false); }
   H5Id f(H5Fopen(path("nog.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   EXPECT_EQ(H5Lexists(f.id, "/grad", H5P_DEFAULT), 0);
+}
+
+// ---- read_results, note_reused, the status names ----------------------------------------------
+
+namespace {
+
+/// The bytes of every dataset below /layers, /spectra, /theory, /grad and of /tasks, each read in
+/// its own file type (no conversion), by path.
+std::map<std::string, std::string> result_bytes(const fs::path& p) {
+  H5Id f(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  EXPECT_GE(f.id, 0) << p;
+  std::vector<std::string> paths = {"/tasks"};
+  for (const char* group : {"/layers", "/spectra", "/theory", "/grad"}) {
+    if (H5Lexists(f.id, group, H5P_DEFAULT) <= 0) continue;
+    H5Id g(H5Gopen2(f.id, group, H5P_DEFAULT));
+    H5G_info_t info{};
+    H5Gget_info(g.id, &info);
+    for (hsize_t i = 0; i < info.nlinks; ++i) {
+      char name[256] = {};
+      H5Lget_name_by_idx(g.id, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+      paths.push_back(std::string(group) + "/" + name);
+    }
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& path : paths) {
+    H5Id d(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT));
+    H5Id type(H5Dget_type(d.id));
+    H5Id space(H5Dget_space(d.id));
+    std::string bytes(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space.id)) * H5Tget_size(type.id), '\0');
+    EXPECT_GE(H5Dread(d.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), 0) << path;
+    out[path] = std::move(bytes);
+  }
+  return out;
+}
+
+}  // namespace
+
+// What read_results gives, written into another store of the same plan, reproduces every row
+// bitwise: layers, X and mixer spectra, theory, gradients, the task table (NaN, message, wall time
+// and rank included), and each task's platform.
+TEST_F(StoreTest, ReadResultsWrittenElsewhereReproduceTheRowsBitwise) {
+  auto spec = mixer_spec(config::Spectra::all);
+  spec.output.spectra = config::Spectra::all;
+  spec.output.gradients = config::Spectra::all;
+  spec.output.grad_probes = 5;
+  const auto plan = plan::make_plan(spec);
+  const std::size_t L = static_cast<std::size_t>(plan.max_depth);
+  std::vector<TaskResult> batch;
+  const std::vector<std::uint64_t> ids = {6, 0, 3, 12, 9, 4};
+  for (const auto t : ids) {
+    const TaskStatus status = t == 3    ? TaskStatus::diverged
+                              : t == 12 ? TaskStatus::vanished
+                              : t == 9  ? TaskStatus::failed
+                                        : TaskStatus::done;
+    TaskResult r = fake_result(plan, t, status);
+    if (status == TaskStatus::failed) {  // no rows at all
+      r.layers.clear();
+      r.spectra.clear();
+      r.message = "failed: out of memory";
+    } else {
+      add_fake_mixer(plan, r);
+      r.theory = fake_theory(t);
+    }
+    if (status == TaskStatus::done)
+      for (std::size_t i = 0; i < L * L; ++i) {
+        r.grad_log10.push_back(static_cast<double>(t) - 0.125 * static_cast<double>(i));
+        r.grad_stderr.push_back(std::numeric_limits<double>::quiet_NaN());
+      }
+    r.platform = {"kernel " + std::to_string(t % 2), "cpu", "host" + std::to_string(t)};
+    batch.push_back(std::move(r));
+  }
+  batch[1].rank = 7;
+  batch[1].wall_s = std::numeric_limits<double>::quiet_NaN();
+  { Store::create(path("a.h5"), plan, prov(), false).write(batch); }
+  std::vector<TaskResult> back;
+  {
+    Store a = Store::open_read(path("a.h5"), plan);
+    back = a.read_results(ids);
+  }
+  ASSERT_EQ(back.size(), ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(back[i].task, ids[i]);
+    EXPECT_EQ(back[i].status, batch[i].status) << ids[i];
+    EXPECT_EQ(back[i].message, batch[i].message) << ids[i];
+    EXPECT_EQ(back[i].platform, batch[i].platform) << ids[i];
+    EXPECT_EQ(back[i].layers.size(), L + 1) << ids[i];  // every layer, NaN where not reached
+  }
+  { Store::create(path("b.h5"), plan, prov(), false).write(back); }
+  const auto a = result_bytes(path("a.h5")), b = result_bytes(path("b.h5"));
+  for (const char* name :
+       {"/tasks", "/spectra/x_sv", "/spectra/m_sv", "/spectra/m_eig_re", "/spectra/m_eig_im", "/grad/log10_g",
+        "/grad/stderr", "/grad/log10_g_all", "/grad/stderr_all", "/theory/lambda_min", "/layers/sr_cov"})
+    EXPECT_EQ(a.count(name), 1u) << name;
+  EXPECT_GE(a.size(), 1 + metrics::n_layer_metrics + models::n_theory + 4 + 4);
+  for (const auto& [name, bytes] : a) {
+    ASSERT_EQ(b.count(name), 1u) << name;
+    EXPECT_TRUE(bytes == b.at(name)) << name << " differs";
+  }
+  Store s = Store::open_read(path("b.h5"), plan);
+  const auto again = s.read_results(ids);
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(again[i].platform, batch[i].platform) << ids[i];
+}
+
+TEST_F(StoreTest, ReadResultsOfAPendingTaskAndOfNoTask) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::last));
+  Store s = Store::create(path("p.h5"), plan, prov(), false);
+  const auto r = s.read_results(std::vector<std::uint64_t>{5});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].task, 5u);
+  EXPECT_EQ(r[0].status, TaskStatus::pending);
+  EXPECT_EQ(r[0].rank, -1);
+  EXPECT_TRUE(std::isnan(r[0].wall_s));
+  EXPECT_EQ(r[0].message, "");
+  EXPECT_TRUE(r[0].platform.empty());
+  ASSERT_EQ(r[0].layers.size(), static_cast<std::size_t>(plan.max_depth) + 1);
+  for (const auto& row : r[0].layers)
+    for (const double v : row) EXPECT_TRUE(std::isnan(v));
+  EXPECT_TRUE(s.read_results(std::vector<std::uint64_t>{}).empty());
+  EXPECT_EQ(store_error_of([&] {
+              s.read_results(std::vector<std::uint64_t>{3, 16});
+            }),
+            "read_results: task 16 is not in the store");
+}
+
+TEST_F(StoreTest, NoteReusedAppendsOneLinePerCall) {
+  const auto plan = plan::make_plan(make_spec(config::Spectra::none));
+  {
+    Store s = Store::create(path("r.h5"), plan, prov(), false);
+    EXPECT_TRUE(store::read_info(path("r.h5")).reused.empty());
+    s.note_reused("3 tasks from a.h5 (sweep 'x', plan hash 1)");
+    s.note_reused("1 tasks from b.h5 (sweep 'y', plan hash 2)");
+  }
+  EXPECT_EQ(store::read_info(path("r.h5")).reused,
+            (std::vector<std::string>{"3 tasks from a.h5 (sweep 'x', plan hash 1)",
+                                      "1 tasks from b.h5 (sweep 'y', plan hash 2)"}));
+  H5Id f(H5Fopen(path("r.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  EXPECT_EQ(read_str_attr(f.id, "reused"),
+            "3 tasks from a.h5 (sweep 'x', plan hash 1)\n1 tasks from b.h5 (sweep 'y', plan hash 2)\n");
+}
+
+TEST(StoreNames, TaskStatusesAndTheHdf5Version) {
+  EXPECT_STREQ(store::to_string(TaskStatus::pending), "pending");
+  EXPECT_STREQ(store::to_string(TaskStatus::done), "done");
+  EXPECT_STREQ(store::to_string(TaskStatus::failed), "failed");
+  EXPECT_STREQ(store::to_string(TaskStatus::diverged), "diverged");
+  EXPECT_STREQ(store::to_string(TaskStatus::not_needed), "not needed");
+  EXPECT_STREQ(store::to_string(TaskStatus::vanished), "vanished");
+  EXPECT_STREQ(store::to_string(static_cast<TaskStatus>(9)), "unknown");
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  EXPECT_EQ(store::hdf5_library_version(),
+            std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release));
 }
