@@ -1,8 +1,8 @@
 // What the store's unit tests share: an owner of plain HDF5 ids and readers written with the HDF5
 // C API (the tests read and edit files independently of the store's own layer), a provenance, a
-// fresh folder per test, the message of the StoreError a call throws, and the sweep and fake
-// results of the tests of the store's source units (test_schema.cpp, test_write.cpp,
-// test_open.cpp, test_platforms.cpp, test_reuse.cpp, test_dump.cpp).
+// fresh folder per test, the message of the StoreError a call throws, and the sweep, fake results
+// and fixture that the tests of the store's source units (test_<unit>.cpp beside this file) write
+// stores with.
 #pragma once
 #include <hdf5.h>
 #include <unistd.h>
