@@ -189,7 +189,7 @@ TEST_F(StoreTest, BadResultIsRefusedBeforeAnythingIsWritten) {
   EXPECT_TRUE(std::all_of(st.begin(), st.end(), [](TaskStatus x) { return x == TaskStatus::pending; }));
 }
 
-TEST_F(StoreTest, LargeShuffledBatchIsOneCheapWrite) {
+TEST_F(StoreTest, LargeShuffledBatchInOneWrite) {
   const auto plan = plan::make_plan(make_spec(config::Spectra::all, 0.5, /*replicates=*/250, /*depth=*/20));
   const std::size_t n = plan.tasks.size();
   ASSERT_EQ(n, 2000u);
@@ -198,13 +198,10 @@ TEST_F(StoreTest, LargeShuffledBatchIsOneCheapWrite) {
   std::shuffle(ids.begin(), ids.end(), std::mt19937_64(7));
   std::vector<TaskResult> batch;
   for (auto t : ids) batch.push_back(fake_result(plan, t));
+  // One call writes the whole shuffled batch (its speed is measured by bench/bench_writer.cpp,
+  // docs/BENCHMARKS.md, not here).
   Store s = Store::create(path("big.h5"), plan, prov(), false);
-  const auto t0 = std::chrono::steady_clock::now();
   s.write(batch);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("wrote %zu results (%zu layers each, spectra all) in %.3f s\n", batch.size(),
-              static_cast<std::size_t>(plan.max_depth + 1), secs);
-  EXPECT_LT(secs, 10.0);
   const auto st = s.task_status();
   EXPECT_EQ(static_cast<std::size_t>(std::count(st.begin(), st.end(), TaskStatus::done)), ids.size());
   H5Id f(H5Fopen(path("big.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
