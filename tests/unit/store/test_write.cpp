@@ -9,7 +9,6 @@
 #include <csignal>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
