@@ -10,14 +10,17 @@ namespace rcsweep {
 /// out[i] = in[i] * 2^k, correctly rounded like std::ldexp (exact unless the result is
 /// subnormal) but a multiplication per element instead of a libm call. When 2^k is not a normal
 /// double it is applied as two factors that both move values away from the subnormal range, so
-/// there is no double rounding. `in` and `out` may alias.
+/// there is no double rounding; beyond what two normal factors reach (|k| > 2044, never in the
+/// metrics) by std::ldexp itself. `in` and `out` may alias.
 inline void scale_pow2(std::span<const double> in, std::span<double> out, int k) {
   if (k >= -1022 && k <= 1023) {
     const double f = std::ldexp(1.0, k);
     for (std::size_t i = 0; i < in.size(); ++i) out[i] = in[i] * f;
-  } else {
+  } else if (k >= -2044 && k <= 2044) {
     const double f1 = std::ldexp(1.0, k / 2), f2 = std::ldexp(1.0, k - k / 2);
     for (std::size_t i = 0; i < in.size(); ++i) out[i] = (in[i] * f1) * f2;
+  } else {
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = std::ldexp(in[i], k);
   }
 }
 
