@@ -10,6 +10,8 @@
 namespace rcsweep::config::parsing {
 namespace {
 
+/// The [[zip]] table number `k`: one dimension whose lists move together, kept (in st.zip_dims) only
+/// when every list is valid, the lists are equally long and no entry repeats.
 void parse_zip(ParseState& st, const toml::table& table, std::size_t k) {
   const std::string place = "zip[" + std::to_string(k) + "]";
   if (table.empty()) {
