@@ -1,5 +1,6 @@
 // A validated sweep: its grid (points, dimensions), canonical text and plan hash. Parsing and
-// validation of the file: sweep_parser.cpp.
+// validation of the file: sweep_parser.cpp (its tables: sweep_tables.hpp; the checks of the whole
+// sweep: sweep_checks.hpp); reading it: sweep_file.cpp.
 #include "config/sweep_spec.hpp"
 
 #include <algorithm>

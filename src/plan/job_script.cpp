@@ -229,18 +229,27 @@ std::string_view merge_template(Scheduler scheduler) {
   return scheduler == Scheduler::slurm ? job_template_slurm_merge_job_sh : job_template_pbs_merge_job_sh;
 }
 
-std::string merge_script(Scheduler scheduler, const ScriptNames& names) {
-  std::string text(merge_template(scheduler));
-  if (scheduler == Scheduler::slurm)
-    replace_line(text, "#SBATCH --job-name=", "#SBATCH --job-name=" + names.job_name + "-merge");
-  else
-    replace_line(text, "#PBS -N ", "#PBS -N " + pbs_name(names.job_name).substr(0, 9) + "-merge");
+namespace {
+
+/// The defaults of the sweep file, the output, the rcsweep program and the setup file.
+void fill_paths(std::string& text, const ScriptNames& names) {
   replace_line(text, "SWEEP=${1:-${SWEEP:-", "SWEEP=${1:-${SWEEP:-" + shell_quote(names.sweep_file) + "}}");
   replace_line(text, "OUT=${2:-${OUT:-", "OUT=${2:-${OUT:-" + shell_quote(names.output) + "}}");
   replace_line(text, "RCSWEEP=${RCSWEEP:-", "RCSWEEP=${RCSWEEP:-" + shell_quote(names.rcsweep) + "}");
   if (!names.setup.empty())
     replace_line(text, "RCSWEEP_SETUP=${RCSWEEP_SETUP:-",
                  "RCSWEEP_SETUP=${RCSWEEP_SETUP:-" + shell_quote(names.setup) + "}");
+}
+
+}  // namespace
+
+std::string merge_script(Scheduler scheduler, const ScriptNames& names) {
+  std::string text(merge_template(scheduler));
+  if (scheduler == Scheduler::slurm)
+    replace_line(text, "#SBATCH --job-name=", "#SBATCH --job-name=" + names.job_name + "-merge");
+  else
+    replace_line(text, "#PBS -N ", "#PBS -N " + pbs_name(names.job_name).substr(0, 9) + "-merge");
+  fill_paths(text, names);
   auto site = names.site;
   site.exclusive = false;  // one process
   const std::string lines = site_directives(scheduler, site);
@@ -252,55 +261,53 @@ std::string merge_script(Scheduler scheduler, const ScriptNames& names) {
   return text;
 }
 
-std::string fill_job_template(std::string_view script, Scheduler scheduler, bool array, const JobSizing& sizing,
-                              const ScriptNames& names) {
-  check_site(scheduler, names.site);
-  std::string text(script);
+namespace {
+
+/// The Slurm directives and defaults of a job of `sizing`.
+void size_slurm(std::string& text, bool array, const JobSizing& sizing, const ScriptNames& names) {
   const int threads = std::max(sizing.threads_per_rank, 1);
   // Slurm's --mem-per-cpu counts every CPU of a rank (--cpus-per-task)
   const std::string mem_per_cpu = std::to_string(static_cast<long long>(std::ceil(sizing.mem_per_rank_mib / threads)));
   const std::string cpus = threads > 1 ? "\n#SBATCH --cpus-per-task=" + std::to_string(threads) : "";
-  const std::string walltime = format_walltime(sizing.walltime_s);
-  const std::string last = std::to_string(sizing.shards - 1);
-  if (scheduler == Scheduler::slurm) {
-    replace_line(text, "#SBATCH --job-name=", "#SBATCH --job-name=" + names.job_name);
-    replace_line(text, "#SBATCH --time=", "#SBATCH --time=" + walltime);
-    if (array) {
-      replace_line(text, "#SBATCH --array=", "#SBATCH --array=0-" + last);
-      replace_line(text, "#SBATCH --ntasks=",
-                   "#SBATCH --nodes=" + std::to_string(sizing.nodes) + "\n#SBATCH --ntasks-per-node=" +
-                       std::to_string(sizing.ranks_per_node) + "\n#SBATCH --mem-per-cpu=" + mem_per_cpu + "M");
-      replace_line(text, "#SBATCH --cpus-per-task=", "#SBATCH --cpus-per-task=" + std::to_string(threads));
-      replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");
-    } else {
-      replace_line(text, "#SBATCH --nodes=",
-                   "#SBATCH --nodes=" + std::to_string(sizing.nodes) + "\n#SBATCH --ntasks-per-node=" +
-                       std::to_string(sizing.ranks_per_node) + cpus + "\n#SBATCH --mem-per-cpu=" + mem_per_cpu + "M");
-    }
-    replace_line(text, "THREADS=${THREADS:-",
-                 "THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-" + std::to_string(threads) + "}}");
+  replace_line(text, "#SBATCH --job-name=", "#SBATCH --job-name=" + names.job_name);
+  replace_line(text, "#SBATCH --time=", "#SBATCH --time=" + format_walltime(sizing.walltime_s));
+  if (array) {
+    replace_line(text, "#SBATCH --array=", "#SBATCH --array=0-" + std::to_string(sizing.shards - 1));
+    replace_line(text, "#SBATCH --ntasks=",
+                 "#SBATCH --nodes=" + std::to_string(sizing.nodes) + "\n#SBATCH --ntasks-per-node=" +
+                     std::to_string(sizing.ranks_per_node) + "\n#SBATCH --mem-per-cpu=" + mem_per_cpu + "M");
+    replace_line(text, "#SBATCH --cpus-per-task=", "#SBATCH --cpus-per-task=" + std::to_string(threads));
+    replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");
   } else {
-    const std::string ncpus = std::to_string(sizing.ranks_per_node * threads);
-    const std::string mpiprocs = std::to_string(sizing.ranks_per_node);
-    const std::string ompthreads = threads > 1 ? ":ompthreads=" + std::to_string(threads) : "";
-    replace_line(text, "#PBS -N ", "#PBS -N " + pbs_name(names.job_name));
-    replace_line(text, "#PBS -l walltime=", "#PBS -l walltime=" + walltime);
-    replace_line(
-        text, "#PBS -l select=",
-        "#PBS -l select=" + std::to_string(sizing.nodes) + ":ncpus=" + ncpus + ":mpiprocs=" + mpiprocs + ompthreads +
-            ":mem=" + std::to_string(static_cast<long long>(sizing.mem_per_rank_mib) * sizing.ranks_per_node) + "mb");
-    replace_line(text, "THREADS=${THREADS:-", "THREADS=${THREADS:-" + std::to_string(threads) + "}");
-    if (array) {
-      replace_line(text, "#PBS -J ", "#PBS -J 0-" + last);
-      replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");
-    }
+    replace_line(text, "#SBATCH --nodes=",
+                 "#SBATCH --nodes=" + std::to_string(sizing.nodes) + "\n#SBATCH --ntasks-per-node=" +
+                     std::to_string(sizing.ranks_per_node) + cpus + "\n#SBATCH --mem-per-cpu=" + mem_per_cpu + "M");
   }
-  replace_line(text, "SWEEP=${1:-${SWEEP:-", "SWEEP=${1:-${SWEEP:-" + shell_quote(names.sweep_file) + "}}");
-  replace_line(text, "OUT=${2:-${OUT:-", "OUT=${2:-${OUT:-" + shell_quote(names.output) + "}}");
-  replace_line(text, "RCSWEEP=${RCSWEEP:-", "RCSWEEP=${RCSWEEP:-" + shell_quote(names.rcsweep) + "}");
-  if (!names.setup.empty())
-    replace_line(text, "RCSWEEP_SETUP=${RCSWEEP_SETUP:-",
-                 "RCSWEEP_SETUP=${RCSWEEP_SETUP:-" + shell_quote(names.setup) + "}");
+  replace_line(text, "THREADS=${THREADS:-",
+               "THREADS=${THREADS:-${SLURM_CPUS_PER_TASK:-" + std::to_string(threads) + "}}");
+}
+
+/// The PBS directives and defaults of a job of `sizing`.
+void size_pbs(std::string& text, bool array, const JobSizing& sizing, const ScriptNames& names) {
+  const int threads = std::max(sizing.threads_per_rank, 1);
+  const std::string ncpus = std::to_string(sizing.ranks_per_node * threads);
+  const std::string mpiprocs = std::to_string(sizing.ranks_per_node);
+  const std::string ompthreads = threads > 1 ? ":ompthreads=" + std::to_string(threads) : "";
+  replace_line(text, "#PBS -N ", "#PBS -N " + pbs_name(names.job_name));
+  replace_line(text, "#PBS -l walltime=", "#PBS -l walltime=" + format_walltime(sizing.walltime_s));
+  replace_line(
+      text, "#PBS -l select=",
+      "#PBS -l select=" + std::to_string(sizing.nodes) + ":ncpus=" + ncpus + ":mpiprocs=" + mpiprocs + ompthreads +
+          ":mem=" + std::to_string(static_cast<long long>(sizing.mem_per_rank_mib) * sizing.ranks_per_node) + "mb");
+  replace_line(text, "THREADS=${THREADS:-", "THREADS=${THREADS:-" + std::to_string(threads) + "}");
+  if (array) {
+    replace_line(text, "#PBS -J ", "#PBS -J 0-" + std::to_string(sizing.shards - 1));
+    replace_line(text, "SHARDS=${SHARDS:-", "SHARDS=${SHARDS:-" + std::to_string(sizing.shards) + "}");
+  }
+}
+
+/// The site's launcher settings, and the overrides after the run command's sweep file.
+void fill_launcher_and_overrides(std::string& text, Scheduler scheduler, const ScriptNames& names) {
   if (!names.site.launcher.empty() && scheduler == Scheduler::slurm)
     replace_line(text, "LAUNCHER=${LAUNCHER:-", "LAUNCHER=${LAUNCHER:-" + names.site.launcher + "}");
   if (!names.site.mpi.empty())
@@ -315,24 +322,24 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
     if (at == std::string::npos) throw std::logic_error("job script template has no `" + run + "` command");
     text.replace(at, run.size(), with);
   }
+}
 
-  const std::string directive = scheduler == Scheduler::slurm ? "#SBATCH " : "#PBS ";
-  drop_line(text, "#SBATCH --exclusive");  // mpi_job.sh by hand takes whole nodes; emitted, only when asked
-  const std::string site = site_directives(scheduler, names.site);
-  if (!site.empty()) insert_after_last(text, directive, site);
-  if (array) {  // the array carries its merge job, which its first element submits
-    const std::string merge = merge_script(scheduler, names);
-    const std::string end = "RCSWEEP_MERGE_JOB";
-    if (("\n" + merge).find("\n" + end + "\n") != std::string::npos)
-      throw std::logic_error("merge job template holds the line " + end);
-    replace_line(text, "MERGE_JOB=${MERGE_JOB:-", "MERGE_JOB=${MERGE_JOB:-built-in}");
-    replace_line(text, "merge_job_text() {",
-                 "merge_job_text() {  # built-in: the merge job `rcsweep plan --emit` wrote with this array\n"
-                 "  if [[ $MERGE_JOB != built-in ]]; then cat -- \"$MERGE_JOB\"; return; fi\n"
-                 "  cat <<'" +
-                     end + "'\n" + merge + (merge.ends_with('\n') ? "" : "\n") + end + "\n}");
-  }
+/// An array job carries its merge job, which its first element submits.
+void add_merge_job(std::string& text, Scheduler scheduler, const ScriptNames& names) {
+  const std::string merge = merge_script(scheduler, names);
+  const std::string end = "RCSWEEP_MERGE_JOB";
+  if (("\n" + merge).find("\n" + end + "\n") != std::string::npos)
+    throw std::logic_error("merge job template holds the line " + end);
+  replace_line(text, "MERGE_JOB=${MERGE_JOB:-", "MERGE_JOB=${MERGE_JOB:-built-in}");
+  replace_line(text, "merge_job_text() {",
+               "merge_job_text() {  # built-in: the merge job `rcsweep plan --emit` wrote with this array\n"
+               "  if [[ $MERGE_JOB != built-in ]]; then cat -- \"$MERGE_JOB\"; return; fi\n"
+               "  cat <<'" +
+                   end + "'\n" + merge + (merge.ends_with('\n') ? "" : "\n") + end + "\n}");
+}
 
+/// The summary, as comments right under the shebang.
+void add_summary(std::string& text, Scheduler scheduler, const ScriptNames& names) {
   std::string summary = "# Written by `rcsweep plan --emit " +
                         std::string(scheduler == Scheduler::slurm ? "slurm" : "pbs") + "` from the shipped script:\n";
   std::size_t at = 0;
@@ -343,6 +350,27 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
   }
   const std::size_t shebang = text.find('\n');  // the summary goes right under it
   text.insert(shebang == std::string::npos ? text.size() : shebang + 1, summary + "#\n");
+}
+
+}  // namespace
+
+std::string fill_job_template(std::string_view script, Scheduler scheduler, bool array, const JobSizing& sizing,
+                              const ScriptNames& names) {
+  check_site(scheduler, names.site);
+  std::string text(script);
+  if (scheduler == Scheduler::slurm)
+    size_slurm(text, array, sizing, names);
+  else
+    size_pbs(text, array, sizing, names);
+  fill_paths(text, names);
+  fill_launcher_and_overrides(text, scheduler, names);
+
+  const std::string directive = scheduler == Scheduler::slurm ? "#SBATCH " : "#PBS ";
+  drop_line(text, "#SBATCH --exclusive");  // mpi_job.sh by hand takes whole nodes; emitted, only when asked
+  const std::string site = site_directives(scheduler, names.site);
+  if (!site.empty()) insert_after_last(text, directive, site);
+  if (array) add_merge_job(text, scheduler, names);
+  add_summary(text, scheduler, names);
   return text;
 }
 

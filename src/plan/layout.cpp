@@ -119,8 +119,10 @@ LayoutEstimate estimate_layout(const Plan& plan, const std::vector<BundleWork>& 
   return e;
 }
 
-Layout choose_layout(const Plan& plan, const std::vector<BundleWork>& work, const LayoutRequest& request) {
-  check_work(plan, work);
+namespace {
+
+/// Throws ConfigError naming each option of `request` out of range.
+void check_request(const LayoutRequest& request) {
   std::vector<ConfigIssue> issues;
   if (request.cores_per_node < 1)
     issues.push_back({"--cores", std::to_string(request.cores_per_node) + ": at least 1 core per node"});
@@ -131,6 +133,35 @@ Layout choose_layout(const Plan& plan, const std::vector<BundleWork>& work, cons
   if (!(request.mem_per_node > 0) && !(request.mem_per_rank > 0))
     issues.push_back({"--mem-per-node", "no memory per node or per rank given"});
   if (!issues.empty()) throw ConfigError(std::move(issues));
+}
+
+/// The flops of the largest layer of this shard's tasks.
+double largest_layer_flops(const Plan& plan) {
+  double largest_flops = 0.0;
+  for (const auto& b : plan.bundles)
+    for (const auto id : b.tasks)
+      largest_flops = std::max(largest_flops, layer_flops(plan.models.at(plan.tasks.at(id).point)));
+  return largest_flops;
+}
+
+/// The first layout (fewest threads) within layout_tie of the shortest estimated makespan.
+const LayoutEstimate* fastest(const std::vector<const LayoutEstimate*>& fitting) {
+  double shortest = fitting.front()->makespan_s;
+  for (const auto* e : fitting) shortest = std::min(shortest, e->makespan_s);
+  const LayoutEstimate* pick = fitting.front();
+  for (const auto* e : fitting)
+    if (e->makespan_s <= (1.0 + layout_tie) * shortest) {
+      pick = e;
+      break;
+    }
+  return pick;
+}
+
+}  // namespace
+
+Layout choose_layout(const Plan& plan, const std::vector<BundleWork>& work, const LayoutRequest& request) {
+  check_work(plan, work);
+  check_request(request);
 
   Layout out;
   const auto finish = [&](const LayoutEstimate& e, std::string reason) {
@@ -166,10 +197,7 @@ Layout choose_layout(const Plan& plan, const std::vector<BundleWork>& work, cons
     throw memory_error(plan, request, *closest);
   }
 
-  double largest_flops = 0.0;
-  for (const auto& b : plan.bundles)
-    for (const auto id : b.tasks)
-      largest_flops = std::max(largest_flops, layer_flops(plan.models.at(plan.tasks.at(id).point)));
+  const double largest_flops = largest_layer_flops(plan);
   const bool big = largest_flops >= layer_split_min_flops;
   const long long cores = static_cast<long long>(request.cores_per_node) * request.nodes;
   if (one.fits() && static_cast<long long>(tasks) >= cores && !big)
@@ -178,14 +206,7 @@ Layout choose_layout(const Plan& plan, const std::vector<BundleWork>& work, cons
                            " GFLOP or more, the largest bundle needs " + use(one));
 
   // Threads may pay: the shortest estimated makespan of the layouts that fit, ties to fewer threads.
-  double shortest = fitting.front()->makespan_s;
-  for (const auto* e : fitting) shortest = std::min(shortest, e->makespan_s);
-  const LayoutEstimate* pick = fitting.front();
-  for (const auto* e : fitting)
-    if (e->makespan_s <= (1.0 + layout_tie) * shortest) {
-      pick = e;
-      break;
-    }
+  const LayoutEstimate* pick = fastest(fitting);
   std::string why;
   if (!one.fits())
     why = "one rank per core does not fit in memory (the largest bundle needs " + use(one) + ")";

@@ -223,14 +223,10 @@ double Plan::total_flops() const {
   return total;
 }
 
-Plan make_plan(config::SweepSpec spec, Shard shard) {
-  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
-    throw Error("shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count) + " is out of range");
-  Plan plan;
-  plan.spec = std::move(spec);
-  plan.max_depth = plan.spec.max_depth();
-  plan.hash = plan.spec.plan_hash();
+namespace {
 
+/// Every grid point's parameters and model.
+void add_points(Plan& plan) {
   const std::size_t n_points = plan.spec.n_points();
   plan.points.reserve(n_points);
   plan.models.reserve(n_points);
@@ -238,12 +234,12 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     plan.points.push_back(plan.spec.point(p));
     plan.models.push_back(plan.spec.model(plan.points.back()));  // resolve + the spec's matrices
   }
+}
 
-  choose_qk_product(plan.models);
-
-  int mixer_layers = 0;  // layers with a stored mixer spectrum (the same for every task)
-  for (int l = 0; l <= plan.max_depth; ++l) mixer_layers += plan.mixer_spectrum_at(l) ? 1 : 0;
-
+/// Every task (points x replicates, in id order) with its flops; `mixer_layers` layers store a
+/// mixer spectrum.
+void add_tasks(Plan& plan, int mixer_layers) {
+  const std::size_t n_points = plan.points.size();
   const int R = plan.spec.replicates;
   plan.tasks.reserve(n_points * R);
   for (std::size_t p = 0; p < n_points; ++p) {
@@ -253,26 +249,24 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
                                         plan.spec.output.grad_probes);
     for (int r = 0; r < R; ++r) plan.tasks.push_back({plan.tasks.size(), p, r, flops});
   }
+}
 
-  // Spectra layout: every task (not only this shard's), in id order, its stored layers in order.
-  int stored_layers = 0;
-  for (int l = 0; l <= plan.max_depth; ++l) stored_layers += plan.spectrum_at(l) ? 1 : 0;
-  plan.spectrum_start_.resize(plan.tasks.size());
+/// Where each task's first stored spectrum starts in one flat vector: every task (not only this
+/// shard's), in id order, `layers` spectra of `length` values each. Returns the vector's length.
+std::int64_t spectrum_starts(const Plan& plan, int layers, std::size_t (Plan::*length)(std::uint64_t) const,
+                             std::vector<std::int64_t>& start) {
+  start.resize(plan.tasks.size());
   std::int64_t offset = 0;
   for (const auto& t : plan.tasks) {
-    plan.spectrum_start_[t.id] = offset;
-    offset += stored_layers * static_cast<std::int64_t>(plan.spectrum_length(t.id));
+    start[t.id] = offset;
+    offset += layers * static_cast<std::int64_t>((plan.*length)(t.id));
   }
-  plan.spectrum_total_ = offset;
-  plan.mixer_spectrum_start_.resize(plan.tasks.size());
-  offset = 0;
-  for (const auto& t : plan.tasks) {
-    plan.mixer_spectrum_start_[t.id] = offset;
-    offset += mixer_layers * static_cast<std::int64_t>(plan.mixer_spectrum_length(t.id));
-  }
-  plan.mixer_spectrum_total_ = offset;
+  return offset;
+}
 
-  // Bundles: tasks of this shard that draw the same random tensors (replicate, T, d).
+/// Bundles: tasks of this shard that draw the same random tensors (replicate, T, d), with their
+/// flops and memory.
+void add_bundles(Plan& plan, Shard shard) {
   std::map<std::tuple<int, int, int>, std::size_t> bundle_of;
   std::vector<std::array<std::size_t, MemoryEstimate::n_parts>> shared_parts;  // per bundle, by kind
   for (const auto& t : plan.tasks) {
@@ -302,6 +296,32 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     auto& b = plan.bundles[i];
     b.shared_bytes = e.shared() + (b.tasks.size() > 1 ? e.shared_parts[MemoryEstimate::layer1_part] : 0);
   }
+}
+
+}  // namespace
+
+Plan make_plan(config::SweepSpec spec, Shard shard) {
+  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
+    throw Error("shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count) + " is out of range");
+  Plan plan;
+  plan.spec = std::move(spec);
+  plan.max_depth = plan.spec.max_depth();
+  plan.hash = plan.spec.plan_hash();
+  add_points(plan);
+  choose_qk_product(plan.models);
+
+  int mixer_layers = 0;  // layers with a stored mixer spectrum (the same for every task)
+  for (int l = 0; l <= plan.max_depth; ++l) mixer_layers += plan.mixer_spectrum_at(l) ? 1 : 0;
+  add_tasks(plan, mixer_layers);
+
+  // Spectra layout: every task (not only this shard's), in id order, its stored layers in order.
+  int stored_layers = 0;
+  for (int l = 0; l <= plan.max_depth; ++l) stored_layers += plan.spectrum_at(l) ? 1 : 0;
+  plan.spectrum_total_ = spectrum_starts(plan, stored_layers, &Plan::spectrum_length, plan.spectrum_start_);
+  plan.mixer_spectrum_total_ = spectrum_starts(plan, mixer_layers, &Plan::mixer_spectrum_length,
+                                               plan.mixer_spectrum_start_);
+
+  add_bundles(plan, shard);
   std::stable_sort(plan.bundles.begin(), plan.bundles.end(),
                    [](const Bundle& a, const Bundle& b) { return a.flops > b.flops; });
   return plan;

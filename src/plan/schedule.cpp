@@ -5,6 +5,7 @@
 #include <functional>
 #include <numeric>
 #include <queue>
+#include <utility>
 
 namespace rcsweep::plan {
 namespace {
@@ -79,28 +80,23 @@ double hand_out_makespan(const std::vector<double>& seconds, int ranks) {
   return makespan;
 }
 
-Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
-  ranks = std::max(ranks, 1);
-  Schedule out;
-  out.ranks = ranks;
-  std::vector<std::size_t> k(bundles.size(), 0);
-  std::vector<std::vector<Slice>> slices(bundles.size());
-  for (std::size_t b = 0; b < bundles.size(); ++b) {
-    if (bundles[b].tasks.empty()) continue;
-    k[b] = 1;
-    slices[b] = cut(bundles[b], 1);
-    out.bundle_work_s += slices[b][0].seconds;
-    out.tasks += bundles[b].tasks.size();
-    ++out.bundles;
-  }
-  const auto largest_slice = [](const std::vector<Slice>& v) {
-    double m = 0.0;
-    for (const auto& x : v) m = std::max(m, x.seconds);
-    return m;
-  };
-  // The bundle holding the largest unit that can still be cut, and that unit's seconds; then the
-  // fewest more slices of it that make its largest one smaller.
-  const auto pick_largest = [&] {
+namespace {
+
+double largest_slice(const std::vector<Slice>& v) {
+  double m = 0.0;
+  for (const auto& x : v) m = std::max(m, x.seconds);
+  return m;
+}
+
+/// The bundles as they are cut: k[b] slices of bundle b (0 for an empty bundle), and the slices.
+struct Cuts {
+  const std::vector<BundleWork>& bundles;
+  std::vector<std::size_t> k;
+  std::vector<std::vector<Slice>> slices;
+
+  /// The bundle holding the largest unit that can still be cut, and that unit's seconds (the
+  /// bundle is bundles.size() when every bundle is cut into single tasks).
+  std::pair<std::size_t, double> pick_largest() const {
     std::size_t pick = bundles.size();
     double largest = -1.0;
     for (std::size_t b = 0; b < bundles.size(); ++b) {
@@ -108,56 +104,71 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
       if (const double m = largest_slice(slices[b]); m > largest) largest = m, pick = b;
     }
     return std::make_pair(pick, largest);
-  };
-  const auto cut_smaller = [&](std::size_t pick, double largest) {
+  }
+
+  /// The fewest more slices of bundle `pick` that make its largest one smaller than `largest`.
+  void cut_smaller(std::size_t pick, double largest) {
     do {
       slices[pick] = cut(bundles[pick], ++k[pick]);
     } while (k[pick] < bundles[pick].tasks.size() && largest_slice(slices[pick]) >= largest);
-  };
-  // Cut further while it may pay: the bundle holding the largest unit gets the fewest more slices
-  // that make its largest one smaller. The best makespan found is kept, and the search goes on
-  // through as many cuts that do not improve it as there are bundles, + 8 (bundles whose largest
-  // slices are equal only pay once all of them are cut). A gain under 1 % is not worth a cut:
-  // slices also repeat work the cost model does not price (their hand-out, allocations).
-  double best = hand_out_makespan(unit_seconds(slices), ranks);
-  std::vector<std::size_t> best_k = k;
+  }
+};
+
+/// Cut further while it may pay: the bundle holding the largest unit gets the fewest more slices
+/// that make its largest one smaller. The best makespan found is kept, and the search goes on
+/// through as many cuts that do not improve it as there are bundles, + 8 (bundles whose largest
+/// slices are equal only pay once all of them are cut). A gain under 1 % is not worth a cut:
+/// slices also repeat work the cost model does not price (their hand-out, allocations). Returns
+/// the cuts of the best makespan, and that makespan in `best`.
+std::vector<std::size_t> cut_for_makespan(Cuts& c, const Schedule& out, int ranks, double& best) {
+  best = hand_out_makespan(unit_seconds(c.slices), ranks);
+  std::vector<std::size_t> best_k = c.k;
   const auto patience = static_cast<int>(out.bundles) + 8;
   for (int stale = 0; ranks > 1 && stale <= patience && best > 1.01 * out.bundle_work_s / ranks;) {
-    const auto [pick, largest] = pick_largest();
-    if (pick == bundles.size()) break;  // every bundle is cut into single tasks
-    cut_smaller(pick, largest);
-    const double m = hand_out_makespan(unit_seconds(slices), ranks);
+    const auto [pick, largest] = c.pick_largest();
+    if (pick == c.bundles.size()) break;  // every bundle is cut into single tasks
+    c.cut_smaller(pick, largest);
+    const double m = hand_out_makespan(unit_seconds(c.slices), ranks);
     if (m < 0.99 * best) {
       best = m;
-      best_k = k;
+      best_k = c.k;
       stale = 0;
     } else {
       ++stale;
     }
   }
-  // Then, where that costs little, smaller units: a rank slowed by what the model does not see
-  // (another process on its core, a task slower than estimated) leaves its later units to the
-  // others when every rank has several to take. Cut on while there are fewer than
-  // `units_per_rank` units per rank and the slices repeat under `repeat_budget` of the work; the
-  // last cut that leaves the estimated makespan within 1 % of the best wins.
+  return best_k;
+}
+
+/// Then, where that costs little, smaller units: a rank slowed by what the model does not see
+/// (another process on its core, a task slower than estimated) leaves its later units to the
+/// others when every rank has several to take. Cut on (from `best_k`) while there are fewer than
+/// `units_per_rank` units per rank and the slices repeat under `repeat_budget` of the work; the
+/// last cut that leaves the estimated makespan within 1 % of `best` wins (into `best_k`).
+void cut_for_balance(Cuts& c, const Schedule& out, int ranks, double best, std::vector<std::size_t>& best_k) {
   constexpr std::size_t units_per_rank = 4;
   constexpr double repeat_budget = 0.02;
-  k = best_k;
-  for (std::size_t b = 0; b < bundles.size(); ++b)
-    if (k[b] > 0) slices[b] = cut(bundles[b], k[b]);
+  c.k = best_k;
+  for (std::size_t b = 0; b < c.bundles.size(); ++b)
+    if (c.k[b] > 0) c.slices[b] = cut(c.bundles[b], c.k[b]);
   for (const double limit = 1.01 * best; ranks > 1;) {
-    if (std::accumulate(k.begin(), k.end(), std::size_t{0}) >= units_per_rank * static_cast<std::size_t>(ranks)) break;
-    const auto [pick, largest] = pick_largest();
-    if (pick == bundles.size()) break;
-    cut_smaller(pick, largest);
-    const auto seconds = unit_seconds(slices);
+    if (std::accumulate(c.k.begin(), c.k.end(), std::size_t{0}) >= units_per_rank * static_cast<std::size_t>(ranks))
+      break;
+    const auto [pick, largest] = c.pick_largest();
+    if (pick == c.bundles.size()) break;
+    c.cut_smaller(pick, largest);
+    const auto seconds = unit_seconds(c.slices);
     if (std::accumulate(seconds.begin(), seconds.end(), 0.0) > (1.0 + repeat_budget) * out.bundle_work_s) break;
-    if (hand_out_makespan(seconds, ranks) <= limit) best_k = k;  // else the next cut may even it out
+    if (hand_out_makespan(seconds, ranks) <= limit) best_k = c.k;  // else the next cut may even it out
   }
+}
+
+/// The units of bundles cut into k[b] slices each, largest first, and their makespan.
+void add_units(Schedule& out, const std::vector<BundleWork>& bundles, const std::vector<std::size_t>& k) {
   for (std::size_t b = 0; b < bundles.size(); ++b) {
-    if (best_k[b] == 0) continue;
-    out.split_bundles += best_k[b] > 1;
-    for (const auto& s : cut(bundles[b], best_k[b])) {
+    if (k[b] == 0) continue;
+    out.split_bundles += k[b] > 1;
+    for (const auto& s : cut(bundles[b], k[b])) {
       WorkUnit u;
       u.bundle = b;
       u.seconds = s.seconds;
@@ -171,7 +182,28 @@ Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
                    [](const WorkUnit& a, const WorkUnit& b) { return a.seconds > b.seconds; });
   std::vector<double> seconds;
   for (const auto& u : out.units) seconds.push_back(u.seconds);
-  out.makespan_s = hand_out_makespan(seconds, ranks);
+  out.makespan_s = hand_out_makespan(seconds, out.ranks);
+}
+
+}  // namespace
+
+Schedule make_schedule(const std::vector<BundleWork>& bundles, int ranks) {
+  ranks = std::max(ranks, 1);
+  Schedule out;
+  out.ranks = ranks;
+  Cuts c{bundles, std::vector<std::size_t>(bundles.size(), 0), std::vector<std::vector<Slice>>(bundles.size())};
+  for (std::size_t b = 0; b < bundles.size(); ++b) {
+    if (bundles[b].tasks.empty()) continue;
+    c.k[b] = 1;
+    c.slices[b] = cut(bundles[b], 1);
+    out.bundle_work_s += c.slices[b][0].seconds;
+    out.tasks += bundles[b].tasks.size();
+    ++out.bundles;
+  }
+  double best = 0.0;
+  std::vector<std::size_t> best_k = cut_for_makespan(c, out, ranks, best);
+  cut_for_balance(c, out, ranks, best, best_k);
+  add_units(out, bundles, best_k);
   return out;
 }
 

@@ -234,153 +234,164 @@ void Store::Impl::write_points(const plan::Plan& plan) {
                "resolved to 1/sqrt(d)), and idx_<dim>, the point's index along each grid dimension");
 }
 
-void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
+/// /tasks, all pending.
+void Store::Impl::create_tasks() {
+  const hid_t f = file.id();
+  std::vector<TaskRow> rows(n_tasks);
+  for (std::uint64_t t = 0; t < n_tasks; ++t) {
+    TaskRow& r = rows[t];
+    std::memset(&r, 0, sizeof r);
+    r.id = t;
+    r.point = task_point[t];
+    r.replicate = task_replicate[t];
+    r.status = static_cast<std::int8_t>(TaskStatus::pending);
+    r.wall_s = nan;
+    r.rank = -1;
+  }
+  tasks = h5::create_dataset(f, "tasks", types.file.id(), {n_tasks});
+  h5::write_all(tasks.id(), types.mem.id(), rows.data());
+  h5::set_attr(tasks.id(), "status_values", status_values);
+  h5::set_attr(tasks.id(), "description",
+               "one row per task (id = point * replicates + replicate); wall_s in seconds (NaN until "
+               "run), rank = MPI rank that ran it (-1 until run)");
+}
+
+/// /layers/<metric>: NaN-filled by the fill value; chunks of whole rows.
+void Store::Impl::create_layers() {
   const hid_t f = file.id();
   const std::size_t L1 = n_layers;
+  h5::Handle layers_group = h5::create_group(f, "layers");
+  h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
+  constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
+  const std::size_t rows = std::max<std::size_t>(
+      1, std::min<std::size_t>({n_tasks, 64, max_chunk_bytes / (L1 * sizeof(double))}));
+  h5::DatasetOptions opt;
+  opt.chunk = {rows, L1};
+  opt.fill = &nan;
+  opt.fill_type = H5T_NATIVE_DOUBLE;
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    const std::string name(metrics::layer_metric_names[k]);
+    layers[k] = h5::create_dataset(layers_group.id(), name, H5T_IEEE_F64LE, {n_tasks, L1}, opt);
+    h5::set_attr(layers[k].id(), "description", metric_description(name));
+    h5::attach_scale(layers[k].id(), layer_axis.id(), 1);
+  }
+}
+
+/// /theory/<name>: one NaN-filled value per task.
+void Store::Impl::create_theory() {
+  const hid_t f = file.id();
+  h5::Handle theory_group = h5::create_group(f, "theory");
+  h5::set_attr(theory_group.id(), "description",
+               "per-task quantities of lambda-skip Theorem 4.1 (MODELS.md \"Per-task theory quantities\")");
+  h5::DatasetOptions opt;
+  opt.chunk = {std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, 65536))};
+  opt.fill = &nan;
+  opt.fill_type = H5T_NATIVE_DOUBLE;
+  for (std::size_t k = 0; k < theory.size(); ++k) {
+    const std::string name(models::theory_names[k]);
+    theory[k] = h5::create_dataset(theory_group.id(), name, H5T_IEEE_F64LE, {n_tasks}, opt);
+    h5::set_attr(theory[k].id(), "description", theory_description(name));
+  }
+}
+
+/// /grad: gradient norms, NaN-filled, only when asked for.
+void Store::Impl::create_gradients(const plan::Plan& plan) {
+  const hid_t f = file.id();
+  const std::size_t L = n_layers - 1;
+  h5::Handle g = h5::create_group(f, "grad");
+  static constexpr std::array<const char*, 3> methods = {"auto", "exact", "hutchinson"};
+  h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.gradients));
+  h5::set_attr(g.id(), "method", methods.at(static_cast<std::size_t>(plan.spec.output.grad_method)));
+  h5::set_attr_i32(g.id(), "probes", plan.spec.output.grad_probes);
+  h5::set_attr(g.id(), "description",
+               "g_{L,l} = ||dX_L/dW_{V,l}||_F^2 (MODELS.md \"Gradient norms\"): exact (Kronecker) on linear "
+               "stacks when method is auto or exact (stderr 0), else Hutchinson's estimate with `probes` probes");
+  const auto make = [&](const std::string& name, std::vector<hsize_t> dims, const std::string& text) {
+    h5::DatasetOptions opt;
+    opt.chunk = dims;
+    opt.chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, std::max<hsize_t>(1, 65536 / (L * dims.size()))));
+    opt.fill = &nan;
+    opt.fill_type = H5T_NATIVE_DOUBLE;
+    h5::Handle d = h5::create_dataset(g.id(), name, H5T_IEEE_F64LE, dims, opt);
+    h5::set_attr(d.id(), "description", text);
+    return d;
+  };
+  grad_log10 = make("log10_g", {n_tasks, L},
+                    "log10 g_{L,l} at the output depth L = L_max, column l - 1 for layer l = 1..L_max");
+  grad_stderr = make("stderr", {n_tasks, L},
+                     "standard error of log10_g (Hutchinson: relative standard error of the mean over probes "
+                     "/ ln 10; 0 when exact)");
+  if (n_grad_depths > 1) {
+    grad_log10_all = make("log10_g_all", {n_tasks, L, L},
+                          "log10 g_{L,l} for every output depth: [t, L - 1, l - 1]; NaN for l > L");
+    grad_stderr_all = make("stderr_all", {n_tasks, L, L}, "standard error of log10_g_all, same layout");
+  }
+}
+
+/// /spectra: one flat NaN-filled vector plus where each task's layer spectrum starts.
+void Store::Impl::create_spectra(const plan::Plan& plan) {
+  const hid_t f = file.id();
+  const std::size_t L1 = n_layers;
+  h5::Handle g = h5::create_group(f, "spectra");
+  h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.spectra));
+  const auto total = static_cast<hsize_t>(sv_total);
+  h5::DatasetOptions opt;
+  opt.chunk = {std::min<hsize_t>(total, 65536)};
+  opt.fill = &nan;
+  opt.fill_type = H5T_NATIVE_DOUBLE;
+  x_sv = h5::create_dataset(g.id(), "x_sv", H5T_IEEE_F64LE, {total}, opt);
+  h5::set_attr(x_sv.id(), "description",
+               "singular values of X_l / ||X_l||_F (unit Frobenius norm), descending; task t's layer l "
+               "spectrum is x_sv[x_sv_offset[t,l] : x_sv_offset[t,l] + x_sv_length[t]]");
+  h5::Handle off = h5::create_dataset(g.id(), "x_sv_offset", H5T_STD_I64LE, {n_tasks, L1});
+  h5::write_all(off.id(), H5T_NATIVE_INT64, sv_offset.data());
+  h5::set_attr(off.id(), "description", "start of task t's layer-l spectrum in x_sv, -1 when not stored");
+  h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
+  h5::attach_scale(off.id(), layer_axis.id(), 1);
+  h5::Handle len = h5::create_dataset(g.id(), "x_sv_length", H5T_STD_I64LE, {n_tasks});
+  h5::write_all(len.id(), H5T_NATIVE_INT64, sv_length.data());
+  h5::set_attr(len.id(), "description", "length of each of task t's stored spectra: min(T, d)");
+
+  // Mixer spectra: head 0's M of layers >= 1, T values each; m_sv, m_eig_re and m_eig_im
+  // share m_offset and m_length.
+  h5::set_attr(g.id(), "mixer_stored", spectra_name(plan.spec.output.mixer_spectra));
+  const auto m_n = static_cast<hsize_t>(m_total);
+  h5::DatasetOptions m_opt = opt;
+  m_opt.chunk = {std::min<hsize_t>(m_n, 65536)};
+  const std::string where = "; task t's layer l values are [m_offset[t,l] : m_offset[t,l] + m_length[t]]";
+  m_sv = h5::create_dataset(g.id(), "m_sv", H5T_IEEE_F64LE, {m_n}, m_opt);
+  h5::set_attr(m_sv.id(), "description",
+               "all singular values of head 0's mixer matrix M of layer l (after gap_fix), descending" + where);
+  m_eig_re = h5::create_dataset(g.id(), "m_eig_re", H5T_IEEE_F64LE, {m_n}, m_opt);
+  h5::set_attr(m_eig_re.id(), "description",
+               "real parts of the eigenvalues of head 0's mixer matrix M of layer l (after gap_fix), by "
+               "descending modulus, then real part, then imaginary part" +
+                   where);
+  m_eig_im = h5::create_dataset(g.id(), "m_eig_im", H5T_IEEE_F64LE, {m_n}, m_opt);
+  h5::set_attr(m_eig_im.id(), "description", "imaginary parts of the eigenvalues, same order as m_eig_re" + where);
+  h5::Handle moff = h5::create_dataset(g.id(), "m_offset", H5T_STD_I64LE, {n_tasks, L1});
+  h5::write_all(moff.id(), H5T_NATIVE_INT64, m_offset.data());
+  h5::set_attr(moff.id(), "description",
+               "start of task t's layer-l mixer spectrum in m_sv, m_eig_re and m_eig_im; -1 when not stored "
+               "(always at layer 0, which has no mixer)");
+  h5::attach_scale(moff.id(), layer_axis.id(), 1);
+  h5::Handle mlen = h5::create_dataset(g.id(), "m_length", H5T_STD_I64LE, {n_tasks});
+  h5::write_all(mlen.id(), H5T_NATIVE_INT64, m_length.data());
+  h5::set_attr(mlen.id(), "description", "length of each of task t's stored mixer spectra: T");
+}
+
+void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
+  const hid_t f = file.id();
   write_root_attrs(plan, prov);
   write_axes(plan);
   write_points(plan);
-
-  // /tasks, all pending.
   types = task_types();
-  {
-    std::vector<TaskRow> rows(n_tasks);
-    for (std::uint64_t t = 0; t < n_tasks; ++t) {
-      TaskRow& r = rows[t];
-      std::memset(&r, 0, sizeof r);
-      r.id = t;
-      r.point = task_point[t];
-      r.replicate = task_replicate[t];
-      r.status = static_cast<std::int8_t>(TaskStatus::pending);
-      r.wall_s = nan;
-      r.rank = -1;
-    }
-    tasks = h5::create_dataset(f, "tasks", types.file.id(), {n_tasks});
-    h5::write_all(tasks.id(), types.mem.id(), rows.data());
-    h5::set_attr(tasks.id(), "status_values", status_values);
-    h5::set_attr(tasks.id(), "description",
-                 "one row per task (id = point * replicates + replicate); wall_s in seconds (NaN until "
-                 "run), rank = MPI rank that ran it (-1 until run)");
-  }
+  create_tasks();
   platforms = detail::PlatformColumn::create(f, n_tasks);
-
-  // /layers/<metric>: NaN-filled by the fill value; chunks of whole rows.
-  {
-    h5::Handle layers_group = h5::create_group(f, "layers");
-    h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
-    constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
-    const std::size_t rows = std::max<std::size_t>(
-        1, std::min<std::size_t>({n_tasks, 64, max_chunk_bytes / (L1 * sizeof(double))}));
-    h5::DatasetOptions opt;
-    opt.chunk = {rows, L1};
-    opt.fill = &nan;
-    opt.fill_type = H5T_NATIVE_DOUBLE;
-    for (std::size_t k = 0; k < layers.size(); ++k) {
-      const std::string name(metrics::layer_metric_names[k]);
-      layers[k] = h5::create_dataset(layers_group.id(), name, H5T_IEEE_F64LE, {n_tasks, L1}, opt);
-      h5::set_attr(layers[k].id(), "description", metric_description(name));
-      h5::attach_scale(layers[k].id(), layer_axis.id(), 1);
-    }
-  }
-
-  // /theory/<name>: one NaN-filled value per task.
-  {
-    h5::Handle theory_group = h5::create_group(f, "theory");
-    h5::set_attr(theory_group.id(), "description",
-                 "per-task quantities of lambda-skip Theorem 4.1 (MODELS.md \"Per-task theory quantities\")");
-    h5::DatasetOptions opt;
-    opt.chunk = {std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, 65536))};
-    opt.fill = &nan;
-    opt.fill_type = H5T_NATIVE_DOUBLE;
-    for (std::size_t k = 0; k < theory.size(); ++k) {
-      const std::string name(models::theory_names[k]);
-      theory[k] = h5::create_dataset(theory_group.id(), name, H5T_IEEE_F64LE, {n_tasks}, opt);
-      h5::set_attr(theory[k].id(), "description", theory_description(name));
-    }
-  }
-
-  // /grad: gradient norms, NaN-filled, only when asked for.
-  if (n_grad_depths > 0) {
-    const std::size_t L = n_layers - 1;
-    h5::Handle g = h5::create_group(f, "grad");
-    static constexpr std::array<const char*, 3> methods = {"auto", "exact", "hutchinson"};
-    h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.gradients));
-    h5::set_attr(g.id(), "method", methods.at(static_cast<std::size_t>(plan.spec.output.grad_method)));
-    h5::set_attr_i32(g.id(), "probes", plan.spec.output.grad_probes);
-    h5::set_attr(g.id(), "description",
-                 "g_{L,l} = ||dX_L/dW_{V,l}||_F^2 (MODELS.md \"Gradient norms\"): exact (Kronecker) on linear "
-                 "stacks when method is auto or exact (stderr 0), else Hutchinson's estimate with `probes` probes");
-    const auto make = [&](const std::string& name, std::vector<hsize_t> dims, const std::string& text) {
-      h5::DatasetOptions opt;
-      opt.chunk = dims;
-      opt.chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, std::max<hsize_t>(1, 65536 / (L * dims.size()))));
-      opt.fill = &nan;
-      opt.fill_type = H5T_NATIVE_DOUBLE;
-      h5::Handle d = h5::create_dataset(g.id(), name, H5T_IEEE_F64LE, dims, opt);
-      h5::set_attr(d.id(), "description", text);
-      return d;
-    };
-    grad_log10 = make("log10_g", {n_tasks, L},
-                      "log10 g_{L,l} at the output depth L = L_max, column l - 1 for layer l = 1..L_max");
-    grad_stderr = make("stderr", {n_tasks, L},
-                       "standard error of log10_g (Hutchinson: relative standard error of the mean over probes "
-                       "/ ln 10; 0 when exact)");
-    if (n_grad_depths > 1) {
-      grad_log10_all = make("log10_g_all", {n_tasks, L, L},
-                            "log10 g_{L,l} for every output depth: [t, L - 1, l - 1]; NaN for l > L");
-      grad_stderr_all = make("stderr_all", {n_tasks, L, L}, "standard error of log10_g_all, same layout");
-    }
-  }
-
-  // /spectra: one flat NaN-filled vector plus where each task's layer spectrum starts.
-  {
-    h5::Handle g = h5::create_group(f, "spectra");
-    h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.spectra));
-    const auto total = static_cast<hsize_t>(sv_total);
-    h5::DatasetOptions opt;
-    opt.chunk = {std::min<hsize_t>(total, 65536)};
-    opt.fill = &nan;
-    opt.fill_type = H5T_NATIVE_DOUBLE;
-    x_sv = h5::create_dataset(g.id(), "x_sv", H5T_IEEE_F64LE, {total}, opt);
-    h5::set_attr(x_sv.id(), "description",
-                 "singular values of X_l / ||X_l||_F (unit Frobenius norm), descending; task t's layer l "
-                 "spectrum is x_sv[x_sv_offset[t,l] : x_sv_offset[t,l] + x_sv_length[t]]");
-    h5::Handle off = h5::create_dataset(g.id(), "x_sv_offset", H5T_STD_I64LE, {n_tasks, L1});
-    h5::write_all(off.id(), H5T_NATIVE_INT64, sv_offset.data());
-    h5::set_attr(off.id(), "description", "start of task t's layer-l spectrum in x_sv, -1 when not stored");
-    h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
-    h5::attach_scale(off.id(), layer_axis.id(), 1);
-    h5::Handle len = h5::create_dataset(g.id(), "x_sv_length", H5T_STD_I64LE, {n_tasks});
-    h5::write_all(len.id(), H5T_NATIVE_INT64, sv_length.data());
-    h5::set_attr(len.id(), "description", "length of each of task t's stored spectra: min(T, d)");
-
-    // Mixer spectra: head 0's M of layers >= 1, T values each; m_sv, m_eig_re and m_eig_im
-    // share m_offset and m_length.
-    h5::set_attr(g.id(), "mixer_stored", spectra_name(plan.spec.output.mixer_spectra));
-    const auto m_n = static_cast<hsize_t>(m_total);
-    h5::DatasetOptions m_opt = opt;
-    m_opt.chunk = {std::min<hsize_t>(m_n, 65536)};
-    const std::string where = "; task t's layer l values are [m_offset[t,l] : m_offset[t,l] + m_length[t]]";
-    m_sv = h5::create_dataset(g.id(), "m_sv", H5T_IEEE_F64LE, {m_n}, m_opt);
-    h5::set_attr(m_sv.id(), "description",
-                 "all singular values of head 0's mixer matrix M of layer l (after gap_fix), descending" + where);
-    m_eig_re = h5::create_dataset(g.id(), "m_eig_re", H5T_IEEE_F64LE, {m_n}, m_opt);
-    h5::set_attr(m_eig_re.id(), "description",
-                 "real parts of the eigenvalues of head 0's mixer matrix M of layer l (after gap_fix), by "
-                 "descending modulus, then real part, then imaginary part" +
-                     where);
-    m_eig_im = h5::create_dataset(g.id(), "m_eig_im", H5T_IEEE_F64LE, {m_n}, m_opt);
-    h5::set_attr(m_eig_im.id(), "description", "imaginary parts of the eigenvalues, same order as m_eig_re" + where);
-    h5::Handle moff = h5::create_dataset(g.id(), "m_offset", H5T_STD_I64LE, {n_tasks, L1});
-    h5::write_all(moff.id(), H5T_NATIVE_INT64, m_offset.data());
-    h5::set_attr(moff.id(), "description",
-                 "start of task t's layer-l mixer spectrum in m_sv, m_eig_re and m_eig_im; -1 when not stored "
-                 "(always at layer 0, which has no mixer)");
-    h5::attach_scale(moff.id(), layer_axis.id(), 1);
-    h5::Handle mlen = h5::create_dataset(g.id(), "m_length", H5T_STD_I64LE, {n_tasks});
-    h5::write_all(mlen.id(), H5T_NATIVE_INT64, m_length.data());
-    h5::set_attr(mlen.id(), "description", "length of each of task t's stored mixer spectra: T");
-  }
+  create_layers();
+  create_theory();
+  if (n_grad_depths > 0) create_gradients(plan);
+  create_spectra(plan);
 
   // Written last: a file that lacks it (creation interrupted) is not taken for a store.
   h5::set_attr(f, "format", "rcsweep");

@@ -102,48 +102,11 @@ std::vector<std::pair<Platform, std::uint64_t>> Store::finished_by_platform() co
   return impl_->platforms.count(finished(task_status()));
 }
 
-void Store::write(std::span<const TaskResult> results) {
-  if (results.empty()) return;
-  h5::init();
-  Impl& s = *impl_;
-  const std::size_t L1 = s.n_layers;
+namespace {
 
-  // Validate everything before writing anything.
-  for (const TaskResult& r : results) {
-    if (r.task >= s.n_tasks)
-      throw StoreError("result for task " + std::to_string(r.task) + ", but the store has " +
-                       std::to_string(s.n_tasks) + " tasks");
-    if (r.layers.size() > L1 || r.spectra.size() > L1 || r.mixer_sv.size() > L1 || r.mixer_eig_re.size() > L1 ||
-        r.mixer_eig_im.size() > L1)
-      throw StoreError("result for task " + std::to_string(r.task) + " has more than " + std::to_string(L1) +
-                       " layers");
-    for (std::size_t l = 0; l < r.spectra.size(); ++l) {
-      if (r.spectra[l].empty()) continue;
-      const std::int64_t off = s.sv_offset[r.task * L1 + l];
-      if (off < 0 || static_cast<std::int64_t>(r.spectra[l].size()) != s.sv_length[r.task])
-        throw StoreError("result for task " + std::to_string(r.task) + ": layer " + std::to_string(l) +
-                         " spectrum has " + std::to_string(r.spectra[l].size()) + " values, the store expects " +
-                         (off < 0 ? std::string("none") : std::to_string(s.sv_length[r.task])));
-    }
-    const auto at = [](const std::vector<std::vector<double>>& v, std::size_t l) {
-      return l < v.size() ? v[l].size() : 0;
-    };
-    for (std::size_t l = 0; l < L1; ++l) {
-      const std::size_t n = at(r.mixer_sv, l);
-      if (n == 0 && at(r.mixer_eig_re, l) == 0 && at(r.mixer_eig_im, l) == 0) continue;
-      const std::int64_t off = s.m_offset[r.task * L1 + l];
-      const auto want = static_cast<std::size_t>(s.m_length[r.task]);
-      if (off < 0 || n != want || at(r.mixer_eig_re, l) != want || at(r.mixer_eig_im, l) != want)
-        throw StoreError("result for task " + std::to_string(r.task) + ": layer " + std::to_string(l) +
-                         " mixer spectrum has " + std::to_string(n) + " singular values and " +
-                         std::to_string(at(r.mixer_eig_re, l)) + "/" + std::to_string(at(r.mixer_eig_im, l)) +
-                         " eigenvalue parts, the store expects " +
-                         (off < 0 ? std::string("none") : std::to_string(want)));
-    }
-  }
-
-  // Rows in ascending task order (a hyperslab selection is written in file order); a task given
-  // twice keeps its last result.
+/// Which results a batch writes: the last result of each task, in ascending task order (a
+/// hyperslab selection is written in file order).
+std::vector<std::size_t> last_of_each_task(std::span<const TaskResult> results) {
   std::vector<std::size_t> order(results.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
@@ -151,7 +114,11 @@ void Store::write(std::span<const TaskResult> results) {
   std::vector<std::size_t> sel;
   for (std::size_t i = 0; i < order.size(); ++i)
     if (i + 1 == order.size() || results[order[i + 1]].task != results[order[i]].task) sel.push_back(order[i]);
+  return sel;
+}
 
+/// The runs of consecutive task rows that the selected results fill.
+std::vector<h5::RowRun> task_runs(std::span<const TaskResult> results, const std::vector<std::size_t>& sel) {
   std::vector<h5::RowRun> runs;
   for (std::size_t i : sel) {
     const hsize_t t = results[i].task;
@@ -160,100 +127,163 @@ void Store::write(std::span<const TaskResult> results) {
     else
       runs.push_back({t, 1});
   }
+  return runs;
+}
 
-  // 1. Layer rows, one H5Dwrite per metric.
+}  // namespace
+
+void Store::Impl::check_result(const TaskResult& r) const {
+  const std::size_t L1 = n_layers;
+  if (r.task >= n_tasks)
+    throw StoreError("result for task " + std::to_string(r.task) + ", but the store has " + std::to_string(n_tasks) +
+                     " tasks");
+  if (r.layers.size() > L1 || r.spectra.size() > L1 || r.mixer_sv.size() > L1 || r.mixer_eig_re.size() > L1 ||
+      r.mixer_eig_im.size() > L1)
+    throw StoreError("result for task " + std::to_string(r.task) + " has more than " + std::to_string(L1) + " layers");
+  for (std::size_t l = 0; l < r.spectra.size(); ++l) {
+    if (r.spectra[l].empty()) continue;
+    const std::int64_t off = sv_offset[r.task * L1 + l];
+    if (off < 0 || static_cast<std::int64_t>(r.spectra[l].size()) != sv_length[r.task])
+      throw StoreError("result for task " + std::to_string(r.task) + ": layer " + std::to_string(l) + " spectrum has " +
+                       std::to_string(r.spectra[l].size()) + " values, the store expects " +
+                       (off < 0 ? std::string("none") : std::to_string(sv_length[r.task])));
+  }
+  const auto at = [](const std::vector<std::vector<double>>& v, std::size_t l) {
+    return l < v.size() ? v[l].size() : 0;
+  };
+  for (std::size_t l = 0; l < L1; ++l) {
+    const std::size_t n = at(r.mixer_sv, l);
+    if (n == 0 && at(r.mixer_eig_re, l) == 0 && at(r.mixer_eig_im, l) == 0) continue;
+    const std::int64_t off = m_offset[r.task * L1 + l];
+    const auto want = static_cast<std::size_t>(m_length[r.task]);
+    if (off < 0 || n != want || at(r.mixer_eig_re, l) != want || at(r.mixer_eig_im, l) != want)
+      throw StoreError("result for task " + std::to_string(r.task) + ": layer " + std::to_string(l) +
+                       " mixer spectrum has " + std::to_string(n) + " singular values and " +
+                       std::to_string(at(r.mixer_eig_re, l)) + "/" + std::to_string(at(r.mixer_eig_im, l)) +
+                       " eigenvalue parts, the store expects " +
+                       (off < 0 ? std::string("none") : std::to_string(want)));
+  }
+}
+
+void Store::Impl::write_metric_rows(const WriteBatch& b) {
+  const std::size_t L1 = n_layers;
+  const auto& results = b.results;
+  const auto& sel = b.sel;
+  // Layer rows, one H5Dwrite per metric.
   std::vector<double> buf(sel.size() * L1);
-  for (std::size_t k = 0; k < s.layers.size(); ++k) {
+  for (std::size_t k = 0; k < layers.size(); ++k) {
     std::fill(buf.begin(), buf.end(), nan);
     for (std::size_t j = 0; j < sel.size(); ++j) {
-      const auto& layers = results[sel[j]].layers;
-      for (std::size_t l = 0; l < layers.size(); ++l) buf[j * L1 + l] = layers[l][k];
+      const auto& task_layers = results[sel[j]].layers;
+      for (std::size_t l = 0; l < task_layers.size(); ++l) buf[j * L1 + l] = task_layers[l][k];
     }
-    h5::write_rows(s.layers[k].id(), H5T_NATIVE_DOUBLE, runs, buf.data());
+    h5::write_rows(layers[k].id(), H5T_NATIVE_DOUBLE, b.runs, buf.data());
   }
-
-  // 1b. Theory values, one H5Dwrite per quantity.
+  // Theory values, one H5Dwrite per quantity.
   std::vector<double> tbuf(sel.size());
-  for (std::size_t k = 0; k < s.theory.size(); ++k) {
+  for (std::size_t k = 0; k < theory.size(); ++k) {
     for (std::size_t j = 0; j < sel.size(); ++j) tbuf[j] = results[sel[j]].theory[k];
-    h5::write_rows(s.theory[k].id(), H5T_NATIVE_DOUBLE, runs, tbuf.data());
+    h5::write_rows(theory[k].id(), H5T_NATIVE_DOUBLE, b.runs, tbuf.data());
   }
+}
 
-  // 1c. Gradient norms: the last output depth into log10_g, all of them into log10_g_all.
-  if (s.n_grad_depths > 0) {
-    const std::size_t L = L1 - 1, block = s.n_grad_depths * L;
-    std::vector<double> gbuf;
-    const auto write_grad = [&](const h5::Handle& dset, std::vector<double> TaskResult::*field, bool all) {
-      if (!dset) return;
-      const std::size_t row = all ? block : L;
-      gbuf.assign(sel.size() * row, nan);
-      for (std::size_t j = 0; j < sel.size(); ++j) {
-        const auto& v = results[sel[j]].*field;
-        if (v.size() != block) continue;  // none computed (failed task): NaN
-        std::copy(v.end() - static_cast<std::ptrdiff_t>(row), v.end(),
-                  gbuf.begin() + static_cast<std::ptrdiff_t>(j * row));
-      }
-      h5::write_rows(dset.id(), H5T_NATIVE_DOUBLE, runs, gbuf.data());
-    };
-    write_grad(s.grad_log10, &TaskResult::grad_log10, false);
-    write_grad(s.grad_stderr, &TaskResult::grad_stderr, false);
-    write_grad(s.grad_log10_all, &TaskResult::grad_log10, true);
-    write_grad(s.grad_stderr_all, &TaskResult::grad_stderr, true);
-  }
-
-  // 2. Spectra: per dataset, segments sorted by offset, adjacent ones merged, one H5Dwrite.
-  const auto write_spectra = [&](hid_t dset, const std::vector<std::int64_t>& offsets,
-                                 std::vector<std::vector<double>> TaskResult::*field) {
-    struct Segment {
-      std::int64_t offset;
-      const std::vector<double>* values;
-    };
-    std::vector<Segment> segs;
-    for (std::size_t i : sel) {
-      const TaskResult& r = results[i];
-      const auto& per_layer = r.*field;
-      for (std::size_t l = 0; l < per_layer.size(); ++l)
-        if (!per_layer[l].empty()) segs.push_back({offsets[r.task * L1 + l], &per_layer[l]});
+void Store::Impl::write_gradients(const WriteBatch& b) {
+  if (n_grad_depths == 0) return;
+  const std::size_t L = n_layers - 1, block = n_grad_depths * L;
+  std::vector<double> gbuf;
+  const auto write_grad = [&](const h5::Handle& dset, std::vector<double> TaskResult::*field, bool all) {
+    if (!dset) return;
+    const std::size_t row = all ? block : L;
+    gbuf.assign(b.sel.size() * row, nan);
+    for (std::size_t j = 0; j < b.sel.size(); ++j) {
+      const auto& v = b.results[b.sel[j]].*field;
+      if (v.size() != block) continue;  // none computed (failed task): NaN
+      std::copy(v.end() - static_cast<std::ptrdiff_t>(row), v.end(),
+                gbuf.begin() + static_cast<std::ptrdiff_t>(j * row));
     }
-    if (segs.empty()) return;
-    std::sort(segs.begin(), segs.end(), [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
-    std::vector<h5::RowRun> sv_runs;
-    std::vector<double> sv;
-    for (const Segment& g : segs) {
-      const auto start = static_cast<hsize_t>(g.offset);
-      const hsize_t n = g.values->size();
-      if (!sv_runs.empty() && sv_runs.back().start + sv_runs.back().count == start)
-        sv_runs.back().count += n;
-      else
-        sv_runs.push_back({start, n});
-      sv.insert(sv.end(), g.values->begin(), g.values->end());
-    }
-    h5::write_rows(dset, H5T_NATIVE_DOUBLE, sv_runs, sv.data());
+    h5::write_rows(dset.id(), H5T_NATIVE_DOUBLE, b.runs, gbuf.data());
   };
-  write_spectra(s.x_sv.id(), s.sv_offset, &TaskResult::spectra);
-  write_spectra(s.m_sv.id(), s.m_offset, &TaskResult::mixer_sv);
-  write_spectra(s.m_eig_re.id(), s.m_offset, &TaskResult::mixer_eig_re);
-  write_spectra(s.m_eig_im.id(), s.m_offset, &TaskResult::mixer_eig_im);
-  std::vector<const Platform*> platforms;
-  for (std::size_t i : sel) platforms.push_back(&results[i].platform);
-  s.platforms.write(runs, platforms);
-  h5::flush(s.file.id());
+  write_grad(grad_log10, &TaskResult::grad_log10, false);
+  write_grad(grad_stderr, &TaskResult::grad_stderr, false);
+  write_grad(grad_log10_all, &TaskResult::grad_log10, true);
+  write_grad(grad_stderr_all, &TaskResult::grad_stderr, true);
+}
 
-  // 3. Only now the statuses: a task marked done always has its rows on disk.
-  std::vector<TaskRow> rows(sel.size());
-  for (std::size_t j = 0; j < sel.size(); ++j) {
-    const TaskResult& r = results[sel[j]];
+void Store::Impl::write_spectra(const WriteBatch& b, hid_t dset, const std::vector<std::int64_t>& offsets,
+                                std::vector<std::vector<double>> TaskResult::*field) const {
+  struct Segment {
+    std::int64_t offset;
+    const std::vector<double>* values;
+  };
+  std::vector<Segment> segs;
+  for (std::size_t i : b.sel) {
+    const TaskResult& r = b.results[i];
+    const auto& per_layer = r.*field;
+    for (std::size_t l = 0; l < per_layer.size(); ++l)
+      if (!per_layer[l].empty()) segs.push_back({offsets[r.task * n_layers + l], &per_layer[l]});
+  }
+  if (segs.empty()) return;
+  std::sort(segs.begin(), segs.end(), [](const Segment& x, const Segment& y) { return x.offset < y.offset; });
+  std::vector<h5::RowRun> sv_runs;
+  std::vector<double> sv;
+  for (const Segment& g : segs) {
+    const auto start = static_cast<hsize_t>(g.offset);
+    const hsize_t n = g.values->size();
+    if (!sv_runs.empty() && sv_runs.back().start + sv_runs.back().count == start)
+      sv_runs.back().count += n;
+    else
+      sv_runs.push_back({start, n});
+    sv.insert(sv.end(), g.values->begin(), g.values->end());
+  }
+  h5::write_rows(dset, H5T_NATIVE_DOUBLE, sv_runs, sv.data());
+}
+
+void Store::Impl::write_statuses(const WriteBatch& b) {
+  std::vector<TaskRow> rows(b.sel.size());
+  for (std::size_t j = 0; j < b.sel.size(); ++j) {
+    const TaskResult& r = b.results[b.sel[j]];
     TaskRow& row = rows[j];
     std::memset(&row, 0, sizeof row);
     row.id = r.task;
-    row.point = s.task_point[r.task];
-    row.replicate = s.task_replicate[r.task];
+    row.point = task_point[r.task];
+    row.replicate = task_replicate[r.task];
     row.status = static_cast<std::int8_t>(r.status);
     row.wall_s = r.wall_s;
     row.rank = r.rank;
     copy_message(row.message, r.message);
   }
-  h5::write_rows(s.tasks.id(), s.types.mem.id(), runs, rows.data());
+  h5::write_rows(tasks.id(), types.mem.id(), b.runs, rows.data());
+}
+
+void Store::write(std::span<const TaskResult> results) {
+  if (results.empty()) return;
+  h5::init();
+  Impl& s = *impl_;
+
+  // Validate everything before writing anything.
+  for (const TaskResult& r : results) s.check_result(r);
+
+  // A task given twice keeps its last result.
+  Impl::WriteBatch b{results, last_of_each_task(results), {}};
+  b.runs = task_runs(results, b.sel);
+
+  // 1. Layer rows and theory values; gradient norms: the last output depth into log10_g, all of
+  // them into log10_g_all.
+  s.write_metric_rows(b);
+  s.write_gradients(b);
+
+  // 2. Spectra: per dataset, segments sorted by offset, adjacent ones merged, one H5Dwrite.
+  s.write_spectra(b, s.x_sv.id(), s.sv_offset, &TaskResult::spectra);
+  s.write_spectra(b, s.m_sv.id(), s.m_offset, &TaskResult::mixer_sv);
+  s.write_spectra(b, s.m_eig_re.id(), s.m_offset, &TaskResult::mixer_eig_re);
+  s.write_spectra(b, s.m_eig_im.id(), s.m_offset, &TaskResult::mixer_eig_im);
+  std::vector<const Platform*> platforms;
+  for (std::size_t i : b.sel) platforms.push_back(&results[i].platform);
+  s.platforms.write(b.runs, platforms);
+  h5::flush(s.file.id());
+
+  // 3. Only now the statuses: a task marked done always has its rows on disk.
+  s.write_statuses(b);
   h5::flush(s.file.id());
 }
 

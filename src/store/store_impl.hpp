@@ -1,6 +1,7 @@
 // The store's internals shared by its source files (store.cpp: writes and reads; schema.cpp: a new
-// store's datasets and descriptions; open.cpp: identity checks, resume and `info`). Private to
-// src/store: HDF5 ids and row layouts.
+// store's datasets and descriptions; open.cpp: identity checks, resume and `info`; store_impl.cpp:
+// the plan's layout of rows and spectra, the datasets opened). Private to src/store: HDF5 ids and
+// row layouts.
 #pragma once
 #include <hdf5.h>
 
@@ -296,83 +297,39 @@ struct Store::Impl {
   std::vector<std::int64_t> m_length;      // [n_tasks]
   std::int64_t sv_total = 0, m_total = 0;  // lengths of x_sv and m_sv (>= 1)
 
-  void load_plan(const plan::Plan& plan) {
-    n_tasks = plan.tasks.size();
-    n_layers = static_cast<std::size_t>(plan.max_depth) + 1;
-    n_grad_depths = plan.gradient_depths().size();
-    task_point.resize(n_tasks);
-    task_replicate.resize(n_tasks);
-    sv_offset.assign(n_tasks * n_layers, -1);
-    sv_length.assign(n_tasks, 0);
-    m_offset.assign(n_tasks * n_layers, -1);
-    m_length.assign(n_tasks, 0);
-    sv_total = std::max<std::int64_t>(plan.spectrum_total(), 1);
-    m_total = std::max<std::int64_t>(plan.mixer_spectrum_total(), 1);
-    std::vector<int> stored, m_stored;  // layers with a spectrum (the offsets cost O(L) per call)
-    for (std::size_t l = 0; l < n_layers; ++l) {
-      if (plan.spectrum_at(static_cast<int>(l))) stored.push_back(static_cast<int>(l));
-      if (plan.mixer_spectrum_at(static_cast<int>(l))) m_stored.push_back(static_cast<int>(l));
-    }
-    for (std::uint64_t t = 0; t < n_tasks; ++t) {
-      if (plan.tasks[t].id != t)
-        throw StoreError("plan task " + std::to_string(t) + " has id " + std::to_string(plan.tasks[t].id));
-      task_point[t] = plan.tasks[t].point;
-      task_replicate[t] = plan.tasks[t].replicate;
-      sv_length[t] = static_cast<std::int64_t>(plan.spectrum_length(t));
-      for (int l : stored) sv_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.spectrum_offset(t, l);
-      m_length[t] = static_cast<std::int64_t>(plan.mixer_spectrum_length(t));
-      for (int l : m_stored) m_offset[t * n_layers + static_cast<std::size_t>(l)] = plan.mixer_spectrum_offset(t, l);
-    }
-  }
-
-  void open_datasets() {
-    types = task_types();
-    tasks = h5::open_dataset(file.id(), "/tasks");
-    platforms = detail::PlatformColumn::open(file.id(), n_tasks);
-    x_sv = h5::open_dataset(file.id(), "/spectra/x_sv");
-    m_sv = h5::open_dataset(file.id(), "/spectra/m_sv");
-    m_eig_re = h5::open_dataset(file.id(), "/spectra/m_eig_re");
-    m_eig_im = h5::open_dataset(file.id(), "/spectra/m_eig_im");
-    for (std::size_t k = 0; k < layers.size(); ++k)
-      layers[k] = h5::open_dataset(file.id(), "/layers/" + std::string(metrics::layer_metric_names[k]));
-    for (std::size_t k = 0; k < theory.size(); ++k)
-      theory[k] = h5::open_dataset(file.id(), "/theory/" + std::string(models::theory_names[k]));
-    if (n_grad_depths > 0) {
-      grad_log10 = h5::open_dataset(file.id(), "/grad/log10_g");
-      grad_stderr = h5::open_dataset(file.id(), "/grad/stderr");
-    }
-    if (n_grad_depths > 1) {
-      grad_log10_all = h5::open_dataset(file.id(), "/grad/log10_g_all");
-      grad_stderr_all = h5::open_dataset(file.id(), "/grad/stderr_all");
-    }
-  }
-
+  /// The plan's tasks and where each task's rows and spectra lie (store_impl.cpp).
+  void load_plan(const plan::Plan& plan);
+  /// The datasets of an existing store (store_impl.cpp).
+  void open_datasets();
   /// Resume: the spectra datasets have the plan's lengths and the mixer offsets are the plan's.
-  void check_spectra_layout() const {
-    const auto n_of = [&](const char* name) {
-      h5::Handle d = h5::open_dataset(file.id(), std::string("/spectra/") + name);
-      return h5::dataset_dims(d.id());
-    };
-    if (n_of("x_sv") != std::vector<hsize_t>{static_cast<hsize_t>(sv_total)})
-      throw StoreError("/spectra/x_sv has the wrong length");
-    for (const char* name : {"m_sv", "m_eig_re", "m_eig_im"})
-      if (n_of(name) != std::vector<hsize_t>{static_cast<hsize_t>(m_total)})
-        throw StoreError("/spectra/" + std::string(name) + " has the wrong length");
-    if (n_of("m_offset") != std::vector<hsize_t>{n_tasks, n_layers} ||
-        n_of("m_length") != std::vector<hsize_t>{n_tasks})
-      throw StoreError("/spectra/m_offset or m_length has the wrong shape");
-    std::vector<std::int64_t> off(m_offset.size()), len(m_length.size());
-    h5::Handle o = h5::open_dataset(file.id(), "/spectra/m_offset");
-    h5::read_all(o.id(), H5T_NATIVE_INT64, off.data());
-    h5::Handle l = h5::open_dataset(file.id(), "/spectra/m_length");
-    h5::read_all(l.id(), H5T_NATIVE_INT64, len.data());
-    if (off != m_offset || len != m_length) throw StoreError("/spectra/m_offset or m_length differs from the plan");
-  }
+  void check_spectra_layout() const;
 
+  // A new store's objects (schema.cpp), created in this order by create_all.
   void write_axes(const plan::Plan& plan);
   void write_points(const plan::Plan& plan);
   void write_root_attrs(const plan::Plan& plan, const Provenance& prov);
   void create_all(const plan::Plan& plan, const Provenance& prov);
+  void create_tasks();
+  void create_layers();
+  void create_theory();
+  void create_gradients(const plan::Plan& plan);
+  void create_spectra(const plan::Plan& plan);
+
+  // Store::write, step by step (store.cpp).
+  /// A batch of results: the last result of each task in ascending task order (`sel`, indices into
+  /// `results`) and the runs of task rows they fill.
+  struct WriteBatch {
+    std::span<const TaskResult> results;
+    std::vector<std::size_t> sel;
+    std::vector<h5::RowRun> runs;
+  };
+  /// Throws StoreError when a result does not fit the store.
+  void check_result(const TaskResult& r) const;
+  void write_metric_rows(const WriteBatch& b);
+  void write_gradients(const WriteBatch& b);
+  void write_spectra(const WriteBatch& b, hid_t dset, const std::vector<std::int64_t>& offsets,
+                     std::vector<std::vector<double>> TaskResult::*field) const;
+  void write_statuses(const WriteBatch& b);
 };
 
 }  // namespace rcsweep::store

@@ -28,6 +28,34 @@ inline std::string dump(const std::vector<ConfigIssue>& issues) {
   return out;
 }
 
+/// A minimal valid sweep file.
+inline const std::string good = R"(
+[sweep]
+name = "ok"
+[model]
+T = 4
+d = 8
+depth = 2
+)";
+
+/// `text` (by default `good`) with `from` replaced by `to`.
+inline std::string with(const std::string& from, const std::string& to, std::string text = good) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+/// The single issue of parse_sweep(text, "bad.toml", overrides).
+inline ConfigIssue only_issue(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_sweep(text, "bad.toml", overrides);
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.issues().size(), 1u) << e.what();
+    return e.issues().at(0);
+  }
+  ADD_FAILURE() << "no ConfigError";
+  return {};
+}
+
 /// Exactly one issue, on `key`, whose message contains every fragment.
 inline void expect_only(const std::string& text, const std::string& key, std::initializer_list<std::string> fragments) {
   const auto issues = issues_of(text);

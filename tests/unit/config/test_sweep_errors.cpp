@@ -98,30 +98,6 @@ TEST(SweepErrors, ParameterInModelAndAxes) {
               {"given in both axes and zip[0]"});
 }
 
-TEST(SweepErrors, OrthonormalWithTAboveDInAnAxis) {
-  const auto issues = issues_of(head +
-                                "[model]\ninput = \"orthonormal\"\nd = 8\ndepth = 2\n[axes]\nT = [4, 8, 16, 32]\n");
-  ASSERT_EQ(issues.size(), 1u) << dump(issues);
-  EXPECT_EQ(issues[0].key, "axes.T");
-  EXPECT_NE(issues[0].problem.find("T <= d"), std::string::npos) << dump(issues);
-  EXPECT_NE(issues[0].problem.find("2 of 4 grid points"), std::string::npos) << dump(issues);
-  EXPECT_NE(issues[0].problem.find("point 2 (T = 16)"), std::string::npos) << dump(issues);
-}
-
-TEST(SweepErrors, GridCheckVisitsEveryPointOfTwoAxes) {
-  // Only (T, d) = (16, 8) of the 2 x 2 grid is bad: the third point in row-major order.
-  expect_only(head + "[model]\ndepth = 2\n[axes]\nT = [4, 16]\nd = [8, 32]\n", "axes.T",
-              {"at 1 of 4 grid points, e.g. point 2 (T = 16, d = 8)"});
-}
-
-TEST(SweepErrors, OrthonormalWithTAboveDInModelBlamesInput) {
-  expect_only(head + "[model]\nT = 16\nd = 8\ndepth = 2\n", "model.input", {"T = 16 > d = 8"});
-}
-
-TEST(SweepErrors, OrthonormalProblemInZipBlamesTheZip) {
-  expect_only(head + "[model]\ndepth = 2\n[[zip]]\nT = [4, 16]\nd = [8, 8]\n", "zip[0].T", {"T <= d"});
-}
-
 TEST(SweepErrors, MissingRequiredParameters) {
   const auto issues = issues_of(head + "[model]\nd = 8\n");
   ASSERT_EQ(issues.size(), 2u) << dump(issues);
@@ -182,26 +158,6 @@ TEST(SweepErrors, TopLevelParameter) {
   expect_only(head + "T = 4\n[model]\nd = 8\ndepth = 1\n", "sweep.T", {"unknown key 'T' in [sweep]", "[model]"});
 }
 
-TEST(SweepErrors, TooLargeGrid) {
-  // 100 x 100 x 100 x 11 = 11 million points.
-  std::string axes = "[axes]\n";
-  for (const char* name : {"sigma_qk", "sigma_A", "sigma_v"}) {
-    axes += std::string(name) + " = [";
-    for (int i = 1; i <= 100; ++i) axes += (i > 1 ? ", " : "") + std::to_string(i);
-    axes += "]\n";
-  }
-  axes += "heads = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]\n";
-  expect_only(head + model + axes, "axes", {"more than 1000000 points"});
-}
-
-TEST(SweepErrors, TooManyTasks) {
-  std::string axes = "[axes]\nsigma_A = [";
-  for (int i = 1; i <= 1000; ++i) axes += (i > 1 ? ", " : "") + std::to_string(i);
-  axes += "]\n";
-  expect_only("[sweep]\nname = \"x\"\nreplicates = 1001\n" + model + axes, "sweep.replicates",
-              {"1000 points x 1001 replicates is more than 1000000 tasks"});
-}
-
 TEST(SweepErrors, AllProblemsReportedAtOnce) {
   const auto issues = issues_of(R"(
 [sweep]
@@ -252,24 +208,6 @@ TEST(SweepErrors, GradientOptions) {
   expect_only(head + model + "[output]\ngrad_probe = 4\n", "output.grad_probe", {"did you mean 'grad_probes'?"});
   expect_only(head + "[model]\nT = 4\nd = 8\ndepth = 0\n[output]\ngradients = \"all\"\n", "output.gradients",
               {"depth >= 1"});
-}
-
-TEST(SweepErrors, ExactGradientsNeedLinearStacksAtEveryPoint) {
-  // the softmax point of the zip is not a linear stack; the Markov points are
-  const std::string text = head + model +
-                           "[[zip]]\nmixer = [\"markov\", \"softmax\"]\n[output]\ngradients = \"last\"\n"
-                           "grad_method = \"exact\"\n";
-  expect_only(text, "output.grad_method", {"needs a linear stack", "1 of 2 grid points", "mixer = softmax"});
-  const auto spec = parse_sweep(head + model +
-                                    "[[zip]]\nmixer = [\"markov\", \"lti\"]\n[output]\n"
-                                    "gradients = \"all\"\ngrad_method = \"exact\"\ngrad_probes = 3\n",
-                                "ok.toml");
-  EXPECT_EQ(spec.output.gradients, Spectra::all);
-  EXPECT_EQ(spec.output.grad_method, GradMethod::exact);
-  EXPECT_EQ(spec.output.grad_probes, 3);
-  // the gradient options are part of the plan; without them the canonical text is unchanged
-  EXPECT_NE(spec.canonical_toml().find("grad_probes = 3"), std::string::npos);
-  EXPECT_EQ(parse_sweep(head + model, "a.toml").canonical_toml().find("grad"), std::string::npos);
 }
 
 }  // namespace

@@ -329,26 +329,5 @@ TEST(SweepSpec, HashIsFnv1aOfCanonicalText) {
   EXPECT_EQ(spec.plan_hash(), std::string(buf));
 }
 
-TEST(SweepSpec, LoadSweepReadsAFileAndReportsMissingOnes) {
-  const auto dir = std::filesystem::temp_directory_path() / "rcsweep_test_config";
-  std::filesystem::create_directories(dir);
-  const auto path = dir / "sweep.toml";
-  {
-    std::ofstream out(path);
-    out << example;
-  }
-  EXPECT_EQ(load_sweep(path).plan_hash(), parse_sweep(example).plan_hash());
-  try {
-    load_sweep(dir / "missing.toml");
-    FAIL() << "no exception";
-  } catch (const ConfigError& e) {
-    ASSERT_EQ(e.issues().size(), 1u);
-    EXPECT_EQ(e.issues()[0].key, "");
-    EXPECT_NE(e.issues()[0].problem.find("missing.toml"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(load_sweep(dir), ConfigError);
-  std::filesystem::remove_all(dir);
-}
-
 }  // namespace
 }  // namespace rcsweep::config

@@ -1,0 +1,20 @@
+// Checks of a whole sweep document once its tables are read into a ParseState (parse_state.hpp).
+// Internal to the config library.
+#pragma once
+#include "config/parse_state.hpp"
+
+namespace rcsweep::config::parsing {
+
+/// The extra [model] keys against the input and mixer they belong to.
+void check_model_extras(ParseState& st);
+
+/// The grid's points, its tasks (points x replicates) and its rows of per-layer metrics against
+/// the limits.
+void check_size(ParseState& st);
+
+/// Runs check_model() on every grid point (an odometer over the dims: only the changed
+/// dimension's values are rewritten) and reports each distinct problem once; then the stored
+/// spectra and gradient norms against the limits.
+void check_grid(ParseState& st);
+
+}  // namespace rcsweep::config::parsing
