@@ -65,13 +65,16 @@ PlatformColumn PlatformColumn::open(hid_t file, std::uint64_t n_tasks) {
   c.column_ = h5::open_dataset(c.group_.id(), "platform");
   if (h5::dataset_dims(c.column_.id()) != std::vector<hsize_t>{n_tasks})
     throw StoreError("/provenance/platform does not have one entry per task");
-  const auto kernels = split_lines(h5::get_attr_string(c.group_.id(), "blas_kernels"));
-  const auto cpus = split_lines(h5::get_attr_string(c.group_.id(), "cpus"));
-  if (kernels.size() != cpus.size())
-    throw StoreError("/provenance: blas_kernels and cpus list different numbers of platforms");
-  // hosts: absent in stores written before hosts were recorded; empty also when the only host is ""
+  auto kernels = split_lines(h5::get_attr_string(c.group_.id(), "blas_kernels"));
+  auto cpus = split_lines(h5::get_attr_string(c.group_.id(), "cpus"));
+  // hosts: absent in stores written before hosts were recorded
   auto hosts = h5::has_attr(c.group_.id(), "hosts") ? split_lines(h5::get_attr_string(c.group_.id(), "hosts"))
                                                     : std::vector<std::string>{};
+  // A table of one platform with a field empty writes that attribute as "": one empty line, not none.
+  if (std::max({kernels.size(), cpus.size(), hosts.size()}) == 1)
+    for (auto* lines : {&kernels, &cpus, &hosts}) lines->resize(1);
+  if (kernels.size() != cpus.size())
+    throw StoreError("/provenance: blas_kernels and cpus list different numbers of platforms");
   if (hosts.empty()) hosts.resize(kernels.size());
   if (hosts.size() != kernels.size())
     throw StoreError("/provenance: blas_kernels and hosts list different numbers of platforms");

@@ -344,11 +344,9 @@ TEST_F(PlatformColumnTest, MoreThan32767PlatformsAreRefused) {
 }
 
 // A platform with some fields empty (but not all) is recorded; a table of one such platform is
-// written with an empty `blas_kernels` (or `cpus`) attribute, which open() reads as no line at all:
-// the file it just wrote is then refused ("list different numbers of platforms"), and with it the
-// store (read_info, resume). linalg::blas_kernel() and cpu_model() never return "" today, so a run
-// does not reach it; the contract of write() (only an empty Platform writes -1) does.
-TEST_F(PlatformColumnTest, DISABLED_PlatformWithAnEmptyFieldReadsBack) {
+// written with an empty `blas_kernels` (or `cpus`) attribute, which must read back as one empty
+// line, not as no platform (else the store it was just written to is refused).
+TEST_F(PlatformColumnTest, PlatformWithAnEmptyFieldReadsBack) {
   H5Id f = new_file("c.h5");
   const Platform no_kernel{"", "some CPU", "node1"};
   {
