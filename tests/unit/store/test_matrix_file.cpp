@@ -47,7 +47,9 @@ class MatrixFile : public test::StoreDirTest {
                             : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
     H5Id d(H5Dcreate2(f.id, name, file_type, space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT));
     ASSERT_GE(d.id, 0) << name;
-    if (data) ASSERT_GE(H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0) << name;
+    if (data) {
+      ASSERT_GE(H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0) << name;
+    }
   }
   /// "input file 'P'" as the messages name the file.
   std::string where(const fs::path& p) const { return "input file '" + p.string() + "'"; }
