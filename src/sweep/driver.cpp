@@ -97,8 +97,9 @@ store::Store open_or_create(const RunContext& c, const store::WriterLock& lock, 
     const auto grown = store::grow_in_place(lock, c.plan, prov);
     if (opt.progress) notice_grown(opt.output, store::describe(grown), grown.copied);
   }
+  store::Store store = store::Store::open_resume(lock, c.plan, prov);
   c.summary.resumed = true;
-  return store::Store::open_resume(lock, c.plan, prov);
+  return store;
 }
 
 /// Rank 0: take the writer lock, then open or create the store and copy the --reuse results.
