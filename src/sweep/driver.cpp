@@ -102,6 +102,15 @@ store::Store open_or_create(const RunContext& c, const store::WriterLock& lock, 
   return store;
 }
 
+/// --reuse: the finished results of other stores copied into the pending tasks they fit
+/// (store/reuse.hpp), before any work.
+void reuse(const RunContext& c, store::Store& store) {
+  for (const auto& from : c.opt.reuse) {
+    const auto r = store::reuse_results(from, store, c.plan);
+    if (c.opt.progress) notice_reused(from, r.copied, r.not_in_sweep, r.other_shards);
+  }
+}
+
 /// Rank 0: take the writer lock, then open or create the store and copy the --reuse results.
 store::Store open_store(const RunContext& c) {
   const auto& opt = c.opt;
@@ -121,10 +130,7 @@ store::Store open_store(const RunContext& c) {
   check_reuse_sources(opt, lock, c.plan);
   store::Store store = open_or_create(c, lock, prov, exists);
   if (!lock.enforced() && opt.progress) notice_no_flock(opt.output);
-  for (const auto& from : opt.reuse) {
-    const auto r = store::reuse_results(from, store, c.plan);
-    if (opt.progress) notice_reused(from, r.copied, r.not_in_sweep, r.other_shards);
-  }
+  reuse(c, store);
   return store;
 }
 
@@ -145,7 +151,16 @@ std::optional<store::Store> open_store_everywhere(const RunContext& c) {
   return store;
 }
 
-/// Phase 2 (rank 0): the pending work (with --retry-failed also failed, diverged and vanished
+/// Phase 2 (rank 0), adaptive replicates: the decisions the store's finished tasks allow already
+/// (replayed on a resume); only the replicates needed so far run now, the others when results
+/// release them. Nothing without adaptive replicates.
+std::optional<plan::ReplicateRule> replay(const RunContext& c, store::Store& store,
+                                          const std::vector<store::TaskStatus>& status) {
+  if (!c.plan.spec.adaptive.enabled()) return std::nullopt;
+  return replay_decisions(c.plan, store, status, c.opt.retry_failed);
+}
+
+/// Phase 3 (rank 0): the pending work (with --retry-failed also failed, diverged and vanished
 /// tasks), largest unit first, and what this run says about it.
 PendingWork schedule(const RunContext& c, const Runnable& runnable, const plan::ReplicateRule* rule,
                      const UnitPricer& pricer) {
@@ -198,7 +213,7 @@ void compute_at_rank0(const RunContext& c, WorkQueue& queue, ResultQueue& local,
   }
 }
 
-/// Phase 3 (rank 0): compute here while the service thread feeds the workers and writes results.
+/// Phase 4 (rank 0): compute here while the service thread feeds the workers and writes results.
 void serve_and_work(const RunContext& c, Service& service, WorkQueue& queue, ResultQueue& local,
                     const StopState& stop) {
   std::atomic<bool> local_finished{false};
@@ -217,7 +232,7 @@ void serve_and_work(const RunContext& c, Service& service, WorkQueue& queue, Res
   if (service_error) std::rethrow_exception(service_error);
 }
 
-/// Phase 4 (rank 0): the final state of the whole store; "finished" only when this run's shard is
+/// Phase 5 (rank 0): the final state of the whole store; "finished" only when this run's shard is
 /// complete. The store is closed (and its lock released) before the others are told.
 void finish(const RunContext& c, std::optional<store::Store>& store, const StopState& stop, WorkQueue& queue) {
   auto& summary = c.summary;
@@ -236,14 +251,11 @@ void finish(const RunContext& c, std::optional<store::Store>& store, const StopS
   store.reset();
 }
 
-/// Rank 0 from the store's statuses to its final state: replay, schedule, serve and work, finish.
+/// Rank 0 after the store is open: replay, schedule, serve and work, finish.
 void run_rank0(const RunContext& c, std::optional<store::Store>& store, std::vector<store::Platform> platforms) {
   const auto status = store->task_status();
   const Runnable runnable{status, c.opt.retry_failed};
-  // Adaptive replicates: the decisions the store's finished tasks allow already (replayed on a
-  // resume); only the replicates needed so far run now, the others when results release them.
-  std::optional<plan::ReplicateRule> rule;
-  if (c.plan.spec.adaptive.enabled()) rule.emplace(replay_decisions(c.plan, *store, status, c.opt.retry_failed));
+  std::optional<plan::ReplicateRule> rule = replay(c, *store, status);
   // The units handed out: whole bundles, or slices of bundles where that shortens the estimated
   // makespan on `size` ranks (plan/schedule.hpp), priced at this machine's rates or rough ones.
   const UnitPricer pricer{c.plan, c.opt.calibration, c.opt.assumed_flop_rate};
@@ -281,7 +293,7 @@ RunSummary ended_alone(RunSummary summary, int rank) {
   return summary;
 }
 
-/// Phase 5: every rank returns the same exit code: rank 0's counts to all. Workers that finished
+/// Phase 6: every rank returns the same exit code: rank 0's counts to all. Workers that finished
 /// early wait without spinning (a blocking MPI_Bcast busy-polls and would steal the core of a rank
 /// still computing). If the launcher dies meanwhile, the others may never join: the buffer is
 /// left to MPI (leaked), and false is returned.
