@@ -23,6 +23,7 @@
 #include "store/store.hpp"
 #include "sweep/driver.hpp"
 #include "sweep/message.hpp"
+#include "sweep/worker.hpp"
 
 namespace rcsweep {
 namespace {

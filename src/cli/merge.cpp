@@ -13,6 +13,7 @@
 #include "cli/command_line.hpp"
 #include "rcsweep/version.hpp"
 #include "store/store.hpp"
+#include "sweep/provenance.hpp"
 #include "sweep/stop.hpp"
 
 namespace rcsweep::cli {

@@ -1,4 +1,4 @@
-// The units of work rank 0 hands out (src/sweep/driver.cpp): whole bundles, or slices of a bundle
+// The units of work rank 0 hands out (src/sweep/units.cpp): whole bundles, or slices of a bundle
 // when there are fewer bundles than ranks or the last bundles would leave ranks idle. A slice
 // repeats its bundle's shared work (the random weights, shared mixers, layer 0 and 1 on X_0: each
 // rank draws them itself, bitwise the same), so a bundle is split only where the estimated makespan

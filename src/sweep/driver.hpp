@@ -1,6 +1,8 @@
 // The MPI task farm: every rank computes; units of tasks (bundles, or slices of a bundle when that
 // is faster: plan/schedule.hpp) are handed out dynamically, largest first; rank 0 also owns the
-// store (one writer, serial HDF5) in a service thread.
+// store (one writer, serial HDF5) in a service thread. Its parts: the units (units.hpp,
+// work_queue.hpp), rank 0's service (service.hpp) and its adaptive decisions (decisions.hpp),
+// the workers (worker.hpp), provenance (provenance.hpp) and the messages on stderr (notices.hpp).
 #pragma once
 #include <mpi.h>
 
@@ -102,14 +104,6 @@ class StoreRefused : public StoreError {
  public:
   using StoreError::StoreError;
 };
-
-/// The stored form of a finished task computed on `rank`: done or diverged, its layers, spectra,
-/// gradients and theory values (the worker packs it for the writer: message.hpp).
-store::TaskResult to_result(models::TaskOutput&& out, int rank);
-
-/// The current UTC time as ISO 8601 ("2026-11-22T04:32:25Z"), and this host's name (provenance).
-std::string utc_now();
-std::string hostname();
 
 /// Run `plan` into the store at opt.output, collectively on `comm`. Throws StoreRefused (on every
 /// rank) when the store cannot be created or belongs to another plan; any other exception is

@@ -19,7 +19,7 @@ void install_stop_handlers();
 
 /// How many times this process was continued after being stopped (SIGCONT after SIGSTOP or
 /// SIGTSTP: Ctrl-Z then `fg`, `kill -STOP` then `-CONT`, mpiexec forwarding them). While a whole job
-/// is stopped its ranks are silent; that is no failure (driver.cpp, the heartbeats).
+/// is stopped its ranks are silent; that is no failure (service.cpp, the heartbeats).
 unsigned times_continued() noexcept;
 
 // The launcher (docs/GUARANTEES.md "The launcher"). Under mpiexec every rank is a child of mpiexec
