@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from .events import ProgressBar, parse_event
 from .load import load
 
 
@@ -404,7 +405,7 @@ class Sweep:
     def run(self, store, ranks=1, *, threads=None, blas_threads=None, mpiexec=None, overrides=None,
             resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False,
             fail_on_diverged=False, time_limit=None, grace=None, mem_per_rank=None, dump_weights=False,
-            progress=False, quiet=None, args=(), load=True, **unknown):
+            progress=False, quiet=None, args=(), on_event=None, load=True, **unknown):
         """Run the sweep into `store` (`rcsweep run`, the sweep file written next to it); returns
         the store loaded (an xarray.Dataset; `load=False`: its Path). A store of this sweep is
         resumed, one of an earlier version grown.
@@ -434,8 +435,12 @@ class Sweep:
         mem_per_rank  memory budget of one rank, "4G" or bytes (`--mem-per-rank`): a sweep that
                       cannot fit is refused before any work
         dump_weights  write every done task's X_l and weights into /dump (`--dump-weights`)
-        progress      show rcsweep's progress and ETA (on this process's stderr, as they come);
-                      default: quiet (`-q`). `quiet=False` is the same as progress=True
+        progress      show a progress bar of the run's work with rcsweep's ETA (tqdm's: a widget in a
+                      notebook; a line on stderr without tqdm) and its notes on this process's stderr, as
+                      they come; default: quiet (`-q`). `quiet=False` is the same as progress=True
+        on_event      a function called with each event of the run as a dict ({"event": "progress",
+                      "fraction": 0.4, ...}: `rcsweep run --progress json`, docs/EVENTS.md), in a reader
+                      thread, as they come; an exception it raises is raised by run when rcsweep ends
         args          more command-line arguments, passed as given
         load          return the loaded Dataset (default) or, False, the store's Path
 
@@ -445,7 +450,7 @@ class Sweep:
         RunStopped (stopped early by a signal or the time limit: the same call resumes); 1 or
         another code RcsweepError. An unknown keyword raises TypeError.
         """
-        _reject_unknown("run", unknown, _RUN_OPTIONS + ("load",))
+        _reject_unknown("run", unknown, _RUN_OPTIONS + ("on_event", "load"))
         store = Path(store)
         cmd = self.run_command(store, ranks, threads=threads, blas_threads=blas_threads, mpiexec=mpiexec,
                                overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
@@ -454,7 +459,16 @@ class Sweep:
                                mem_per_rank=mem_per_rank, dump_weights=dump_weights, progress=progress,
                                quiet=quiet, args=args)
         self._file_for(store)
-        proc = _run_engine(cmd, echo="-q" not in cmd)
+        show = "-q" not in cmd
+        if show or on_event is not None:  # events as JSON lines on stdout, the notes stay text on stderr
+            cmd = [a for a in cmd if a != "-q"] + ["--progress", "json"]
+        bar = ProgressBar() if show else None
+        handlers = [h for h in (bar, on_event) if h is not None]
+        try:
+            proc = _run_engine(cmd, echo=show, on_event=(lambda ev: [h(ev) for h in handlers]) if handlers else None)
+        finally:
+            if bar is not None:
+                bar.close()
         return _finished(proc, "rcsweep run", store, want_load=load, pending=shard is None,
                          outcomes=fail_on_diverged)
 
@@ -625,12 +639,19 @@ class Job:
         raise RcsweepError(what, code if code else state, message)
 
 
-def _run_engine(cmd, echo=False):
+def _run_engine(cmd, echo=False, on_event=None):
     """Run rcsweep; capture stdout and stderr, also copied to sys.stdout/sys.stderr as they come
-    when `echo`. An interrupt (KeyboardInterrupt: Ctrl-C, a notebook's stop button) stops rcsweep
-    cleanly (it keeps every finished task; exit 4) before it is raised; a second one at once."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    when `echo`. With `on_event`, stdout carries events (`--progress json`): each is given to
+    on_event as a dict (from a reader thread; its first exception is raised when rcsweep ends), the
+    other lines are echoed. Progress events come every second (RCSWEEP_PROGRESS_INTERVAL unless
+    set). An interrupt (KeyboardInterrupt: Ctrl-C, a notebook's stop button) stops rcsweep cleanly
+    (it keeps every finished task; exit 4) before it is raised; a second one at once."""
+    env = None
+    if on_event is not None and "RCSWEEP_PROGRESS_INTERVAL" not in os.environ:
+        env = dict(os.environ, RCSWEEP_PROGRESS_INTERVAL="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
     chunks = {"out": [], "err": []}
+    failures = []
 
     def pump(stream, key, sink):
         for line in iter(lambda: stream.read(1) if echo else stream.read(65536), ""):
@@ -641,8 +662,25 @@ def _run_engine(cmd, echo=False):
                     sink.flush()
         stream.close()
 
-    readers = [threading.Thread(target=pump, args=(proc.stdout, "out", sys.stdout), daemon=True),
-               threading.Thread(target=pump, args=(proc.stderr, "err", sys.stderr), daemon=True)]
+    def pump_events(stream, sink):
+        for line in iter(stream.readline, ""):
+            chunks["out"].append(line)
+            ev = parse_event(line)
+            if ev is None:
+                if echo:
+                    sink.write(line)
+                    sink.flush()
+            elif not failures:
+                try:
+                    on_event(ev)
+                except Exception as e:  # raised in the caller's thread once rcsweep ends
+                    failures.append(e)
+        stream.close()
+
+    out_reader = (threading.Thread(target=pump_events, args=(proc.stdout, sys.stdout), daemon=True)
+                  if on_event is not None else
+                  threading.Thread(target=pump, args=(proc.stdout, "out", sys.stdout), daemon=True))
+    readers = [out_reader, threading.Thread(target=pump, args=(proc.stderr, "err", sys.stderr), daemon=True)]
     for r in readers:
         r.start()
     try:
@@ -662,6 +700,8 @@ def _run_engine(cmd, echo=False):
     finally:
         for r in readers:
             r.join()
+    if failures:
+        raise failures[0]
     return subprocess.CompletedProcess(cmd, proc.returncode, "".join(chunks["out"]), "".join(chunks["err"]))
 
 

@@ -16,7 +16,8 @@ struct RunArgs {
   std::vector<std::string> overrides;  ///< KEY=VALUE after the sweep file (config/overrides.hpp)
   sweep::RunOptions options;
   plan::Shard shard;
-  bool quiet = false;
+  bool quiet = false;        ///< -q: only what the user must know on stderr (same as --progress none)
+  std::string progress;      ///< --progress: text (default), json (events on stdout: cli/run_events.hpp) or none
   std::string time_limit;    ///< --time-limit text (parsed into options.time_limit_s)
   std::string mem_per_rank;  ///< --mem-per-rank (default: physical memory / ranks on the node)
   /// --dump-weights: after the sweep, rank 0 writes /dump (store/dump.hpp) for the done tasks;

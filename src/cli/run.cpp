@@ -22,6 +22,7 @@
 #include "cli/cli_internal.hpp"
 #include "cli/command_line.hpp"
 #include "cli/launch.hpp"
+#include "cli/run_events.hpp"
 #include "plan/memory.hpp"
 #include "store/dump.hpp"
 #include "store/store.hpp"
@@ -183,56 +184,29 @@ std::optional<std::vector<std::uint64_t>> dump_tasks_within_limit(const plan::Pl
   return dump_tasks;
 }
 
-/// What rank 0 says at the end of a run (not with --quiet): this run's outcomes and the store's.
-void report_run(const sweep::RunSummary& s, const std::filesystem::path& output) {
-  std::fprintf(stderr, "[rcsweep] %s after %s: %llu done, %llu diverged, %llu vanished, %llu failed this run",
-               s.exit_code() == 4 ? "stopped" : "finished", human_seconds(s.wall_s).c_str(),
-               static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(s.diverged),
-               static_cast<unsigned long long>(s.vanished), static_cast<unsigned long long>(s.failed));
-  if (s.not_needed) std::fprintf(stderr, ", %llu replicates not needed", static_cast<unsigned long long>(s.not_needed));
-  if (s.skipped) std::fprintf(stderr, " (%llu were already finished)", static_cast<unsigned long long>(s.skipped));
-  std::fprintf(stderr, "; store %s\n", output.c_str());
-  if (s.ended_first_layer >= 0)
-    std::fprintf(stderr, "[rcsweep] this run's diverged and vanished tasks ended at layers %d to %d\n",
-                 s.ended_first_layer, s.ended_last_layer);
-  if (s.store_diverged + s.store_vanished > 0)
-    std::fprintf(stderr,
-                 "[rcsweep] the store holds %llu diverged (X non-finite) and %llu vanished (X exactly zero) tasks: "
-                 "outcomes of the stack, recorded with the layers before (/tasks/message)%s\n",
-                 static_cast<unsigned long long>(s.store_diverged), static_cast<unsigned long long>(s.store_vanished),
-                 s.fail_on_diverged ? "; --fail-on-diverged: exit code 3" : "");
-  if (s.store_failed > 0)
-    std::fprintf(stderr,
-                 "[rcsweep] the store holds %llu failed tasks (errors, see /tasks/message; --retry-failed runs "
-                 "them again)\n",
-                 static_cast<unsigned long long>(s.store_failed));
-}
-
-/// Why a run stopped early and how to go on (rank 0, even with --quiet: the user must know).
-void report_stop(const sweep::RunSummary& s, const std::filesystem::path& output) {
-  const std::string why = s.lost_rank > 0   ? "stopped because rank " + std::to_string(s.lost_rank) + " was lost"
-                          : s.launcher_gone ? "stopped because " + sweep::launcher_name() + " is gone"
-                          : s.stop_signal
-                              ? "stopped by " + sweep::signal_name(s.stop_signal) +
-                                    (sweep::launcher_teardown() ? " from " + sweep::launcher_name() : std::string())
-                              : "time limit of " + human_seconds(s.time_limit_s) + " reached";
-  std::fprintf(stderr, "[rcsweep] %s: %llu tasks left, every finished task is in %s; resume with the same command\n",
-               why.c_str(), static_cast<unsigned long long>(s.store_pending), output.c_str());
+/// Rank 0 reports the run's events (sweep/events.hpp) as text on stderr and, --progress json, as
+/// JSON lines on stdout (progress then only there); progress at most every second on a terminal,
+/// every 10 s otherwise (RCSWEEP_PROGRESS_INTERVAL, seconds, overrides).
+void report_events(const RunArgs& args, int rank, sweep::RunOptions& opt) {
+  if (rank != 0) return;
+  const bool json = args.progress == "json", tty = isatty(STDERR_FILENO) != 0;
+  opt.events = text_sink(stderr, TextStyle{args.quiet, tty, !json});
+  if (json) opt.events = both(json_sink(stdout), std::move(opt.events));
+  opt.progress_interval_s = tty && !json ? 1.0 : 10.0;
+  if (const char* v = std::getenv("RCSWEEP_PROGRESS_INTERVAL")) {
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    if (end != v && x > 0.0) opt.progress_interval_s = x;
+  }
 }
 
 /// --dump-weights after the sweep: rank 0 records and writes the tapes into the closed store; the
 /// others wait for it without busy-polling (and end with `exit_code` if the launcher goes).
-void write_dump_weights(const RunArgs& args, const std::filesystem::path& output, const plan::Plan& plan,
+void write_dump_weights(const sweep::EventSink& events, const std::filesystem::path& output, const plan::Plan& plan,
                         const std::vector<std::uint64_t>& tasks, int rank, int size, int exit_code) {
   if (rank == 0) {
     const auto d = store::write_dump(output, plan, tasks);
-    if (!args.quiet) {
-      const std::string skipped = d.skipped ? "; " + std::to_string(d.skipped) + " tasks not done (no dump)"
-                                            : std::string();
-      std::fprintf(stderr, "[rcsweep] --dump-weights: /dump holds %llu tasks (%s)%s\n",
-                   static_cast<unsigned long long>(d.written), human_bytes(static_cast<double>(d.bytes)).c_str(),
-                   skipped.c_str());
-    }
+    events(sweep::event::WeightsDumped{d.written, d.bytes, d.skipped});
   }
   if (size > 1) {
     MPI_Request request;
@@ -266,16 +240,15 @@ int run_on_rank(const RunArgs& args, int rank, int size, double& needs_bytes) {
     if (!tasks) return 2;
     dump_tasks = std::move(*tasks);
   }
+  report_events(args, rank, opt);
   const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
-  if (rank == 0 && !args.quiet) report_run(s, opt.output);
-  if (rank == 0 && s.exit_code() == 4) report_stop(s, opt.output);
   // The launcher is gone (MPI_Finalize would fail) or killing the job (MPI_Finalize would block
   // until the SIGKILL): the store is closed, end here.
   if (sweep::exit_without_finalize()) {
     std::fflush(nullptr);
     std::_Exit(s.exit_code());
   }
-  if (args.dump_weights) write_dump_weights(args, opt.output, plan, dump_tasks, rank, size, s.exit_code());
+  if (args.dump_weights) write_dump_weights(opt.events, opt.output, plan, dump_tasks, rank, size, s.exit_code());
   return exit_code_for_launcher(s.exit_code());
 }
 }  // namespace
@@ -364,7 +337,13 @@ CLI::App* add_run_command(CLI::App& app, RunCommandLine& line) {
                   "BLAS threads per OpenMP thread (default 1). Above 1 results depend on the layout and\n"
                   "--threads must be 1: use --threads instead")
       ->check(CLI::Range(1, 256));
-  cmd->add_flag("-q,--quiet", line.args.quiet, "no progress on stderr");
+  auto* quiet = cmd->add_flag("-q,--quiet", line.args.quiet,
+                              "no progress, notes or summary on stderr (stops and errors are still said)");
+  cmd->add_option("--progress", line.args.progress,
+                  "how the run reports what happens: text (default: lines on stderr), json (one JSON object\n"
+                  "per event on stdout, for programs: docs/EVENTS.md) or none (as -q)")
+      ->check(CLI::IsMember({"text", "json", "none"}))
+      ->excludes(quiet);
   cmd->add_option("--mem-per-rank", line.args.mem_per_rank,
                   "memory budget of one rank (e.g. 4G, 512M); a sweep whose largest bundle would not fit is\n"
                   "refused before any work (exit 2). Default: physical memory / ranks on the node");
@@ -397,7 +376,7 @@ int run_from_command_line(RunCommandLine& line, int argc, char** argv) {
   RunArgs& run = line.args;
   run.shard = parse_shard(line.shard);
   if (!run.time_limit.empty()) run.options.time_limit_s = sweep::parse_duration(run.time_limit, "--time-limit");
-  run.options.progress = !run.quiet;
+  if (run.progress == "none") run.quiet = true;
   if (run.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
     check_run(run);  // a sweep that cannot run is refused here, before any rank starts
     const char* env = std::getenv("RCSWEEP_MPIEXEC");

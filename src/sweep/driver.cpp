@@ -21,7 +21,7 @@
 #include "sweep/decisions.hpp"
 #include "sweep/farm.hpp"
 #include "sweep/mpi.hpp"
-#include "sweep/notices.hpp"
+#include "sweep/events.hpp"
 #include "sweep/provenance.hpp"
 #include "sweep/service.hpp"
 #include "sweep/stop.hpp"
@@ -95,7 +95,7 @@ store::Store open_or_create(const RunContext& c, const store::WriterLock& lock, 
   if (!exists || opt.overwrite) return store::Store::create(lock, c.plan, prov, opt.overwrite);
   if (store::read_info(opt.output).plan_hash != c.plan.hash) {
     const auto grown = store::grow_in_place(lock, c.plan, prov);
-    if (opt.progress) notice_grown(opt.output, store::describe(grown), grown.copied);
+    report(opt.events, event::StoreGrown{opt.output.string(), store::describe(grown), grown.copied});
   }
   store::Store store = store::Store::open_resume(lock, c.plan, prov);
   c.summary.resumed = true;
@@ -107,7 +107,7 @@ store::Store open_or_create(const RunContext& c, const store::WriterLock& lock, 
 void reuse(const RunContext& c, store::Store& store) {
   for (const auto& from : c.opt.reuse) {
     const auto r = store::reuse_results(from, store, c.plan);
-    if (c.opt.progress) notice_reused(from, r.copied, r.not_in_sweep, r.other_shards);
+    report(c.opt.events, event::Reused{from.string(), r.copied, r.not_in_sweep, r.other_shards});
   }
 }
 
@@ -118,18 +118,17 @@ store::Store open_store(const RunContext& c) {
                          "",      c.size,     opt.threads, opt.blas_threads};
   // The store's one writer from here to the end of the run (docs/GUARANTEES.md).
   // A run that is stopping (killed launcher, a signal) lets go within seconds: wait for it.
-  const store::WriterLock lock = store::WriterLock::acquire(opt.output, stopping_wait_s,
-                                                            [&](const std::string& holder) {
-                                                              if (opt.progress)
-                                                                notice_lock_wait(opt.output, holder, stopping_wait_s);
-                                                            });
+  const store::WriterLock lock = store::WriterLock::acquire(
+      opt.output, stopping_wait_s, [&](const std::string& holder) {
+        report(opt.events, event::WaitingForStore{opt.output.string(), holder, stopping_wait_s});
+      });
   std::error_code ec;
   const bool exists = std::filesystem::exists(std::filesystem::symlink_status(lock.path(), ec));
   if (opt.require_existing && !exists)
     throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");
   check_reuse_sources(opt, lock, c.plan);
   store::Store store = open_or_create(c, lock, prov, exists);
-  if (!lock.enforced() && opt.progress) notice_no_flock(opt.output);
+  if (!lock.enforced()) report(opt.events, event::NoFlock{opt.output.string()});
   reuse(c, store);
   return store;
 }
@@ -167,19 +166,17 @@ PendingWork schedule(const RunContext& c, const Runnable& runnable, const plan::
   PendingWork w = pending_work(c.plan, runnable, rule, pricer, c.size);
   c.summary.units = w.schedule.units.size();
   c.summary.skipped = w.skipped();
-  if (c.opt.progress) {
-    notice_plan({.resumed = c.summary.resumed,
-                 .output = c.opt.output,
-                 .pending_tasks = w.tasks,
-                 .possible_tasks = w.possible_tasks,
-                 .skipped = c.summary.skipped,
-                 .bundles = w.bundles.size(),
-                 .ranks = c.size,
-                 .threads = c.opt.threads});
-    if (c.size > 1) notice_units(c.size, plan::describe(w.schedule));
-    if (const auto warning = plan::idle_warning(w.schedule, w.bundles); !warning.empty())
-      notice_schedule_warning(warning);
-  }
+  report(c.opt.events, event::Started{.store = c.opt.output.string(),
+                                      .resumed = c.summary.resumed,
+                                      .tasks = w.tasks,
+                                      .possible_tasks = w.possible_tasks,
+                                      .bundles = w.bundles.size(),
+                                      .ranks = c.size,
+                                      .threads = c.opt.threads,
+                                      .already_finished = c.summary.skipped,
+                                      .schedule = c.size > 1 ? plan::describe(w.schedule) : std::string()});
+  if (const auto warning = plan::idle_warning(w.schedule, w.bundles); !warning.empty())
+    report(c.opt.events, event::Warning{warning});
   return w;
 }
 
@@ -207,7 +204,9 @@ void compute_at_rank0(const RunContext& c, WorkQueue& queue, ResultQueue& local,
       service.partial_progress(0.0);
     }
   } catch (const std::exception& e) {
-    notice_rank0_error(c.size, is_out_of_memory(e) ? out_of_memory_message("handing results over", e, 0.0) : e.what());
+    std::fprintf(stderr, "[rank 0/%d] error: %s\n", c.size,
+                 is_out_of_memory(e) ? out_of_memory_message("handing results over", e, 0.0).c_str() : e.what());
+    std::fflush(stderr);
     if (c.size > 1) MPI_Abort(c.comm, 1);
     std::_Exit(1);
   }
@@ -349,8 +348,9 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   auto platforms = gather_platforms(comm);
   auto store = open_store_everywhere(c);
   if (c.rank == 0)
-    note_new_kernels(platforms, summary.resumed ? store->finished_by_platform()
-                                                : std::vector<std::pair<store::Platform, std::uint64_t>>{});
+    note_new_kernels(
+        opt.events, platforms,
+        summary.resumed ? store->finished_by_platform() : std::vector<std::pair<store::Platform, std::uint64_t>>{});
   if (c.rank != 0)
     run_worker(runner, plan, opt, comm, c.rank, summary);
   else
@@ -360,8 +360,9 @@ RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm com
   // out the exit code (a rank may be dead with its node; mpiexec exits 1 anyway). The workers wait
   // for it: when one rank exits, Open MPI kills the others at once, so a worker must not end
   // before rank 0.
-  if (launcher_gone() || workers_lost() || (c.rank == 0 && launcher_teardown())) return ended_alone(summary, c.rank);
-  if (!share_outcome(summary, c.rank, comm)) return ended_alone(summary, c.rank);
+  const bool alone = launcher_gone() || workers_lost() || (c.rank == 0 && launcher_teardown());
+  if (alone || !share_outcome(summary, c.rank, comm)) summary = ended_alone(summary, c.rank);
+  if (c.rank == 0) report(opt.events, event::Finished{opt.output.string(), summary});
   return summary;
 }
 

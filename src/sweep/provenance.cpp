@@ -7,7 +7,6 @@
 
 #include "base/platform.hpp"
 #include "linalg/linalg.hpp"
-#include "sweep/notices.hpp"
 
 namespace rcsweep::sweep {
 
@@ -52,12 +51,10 @@ KernelComparison compare_kernels(const std::vector<store::Platform>& ranks,
   return c;
 }
 
-void note_new_kernels(const std::vector<store::Platform>& ranks,
+void note_new_kernels(const EventSink& events, const std::vector<store::Platform>& ranks,
                       const std::vector<std::pair<store::Platform, std::uint64_t>>& stored) {
   const KernelComparison c = compare_kernels(ranks, stored);
-  if (c.mixed) notice_mixed_kernels(c.kernels);
-  if (c.new_kernel) notice_new_kernels(c.kernels, c.stored);
-  if (c.mixed || c.new_kernel) notice_kernels_agree_to_rounding();
+  if (c.mixed || c.new_kernel) report(events, event::KernelsDiffer{c.kernels, c.stored, c.mixed, c.new_kernel});
 }
 
 }  // namespace rcsweep::sweep

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "store/store.hpp"
+#include "sweep/events.hpp"
 
 namespace rcsweep::sweep {
 
@@ -30,9 +31,9 @@ struct KernelComparison {
 KernelComparison compare_kernels(const std::vector<store::Platform>& ranks,
                                  const std::vector<std::pair<store::Platform, std::uint64_t>>& stored);
 
-/// Say when a run's BLAS kernels differ among its ranks or from those of the store's finished
-/// tasks: allowed, but such results agree only to rounding (docs/GUARANTEES.md).
-void note_new_kernels(const std::vector<store::Platform>& ranks,
+/// Report (event::KernelsDiffer) when a run's BLAS kernels differ among its ranks or from those of
+/// the store's finished tasks: allowed, but such results agree only to rounding (docs/GUARANTEES.md).
+void note_new_kernels(const EventSink& events, const std::vector<store::Platform>& ranks,
                       const std::vector<std::pair<store::Platform, std::uint64_t>>& stored);
 
 }  // namespace rcsweep::sweep

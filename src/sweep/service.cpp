@@ -13,7 +13,7 @@
 #include "sweep/decisions.hpp"
 #include "sweep/message.hpp"
 #include "sweep/mpi.hpp"
-#include "sweep/notices.hpp"
+#include "sweep/events.hpp"
 #include "sweep/stop.hpp"
 
 namespace rcsweep::sweep {
@@ -50,7 +50,7 @@ Service::Service(ServiceContext context)
       busy_(static_cast<std::size_t>(n_workers_) + 1, false),
       cancelled_(busy_),
       stopped_(busy_),
-      progress_(c_.progress_flops, c_.progress_tasks, c_.opt.progress),
+      progress_(c_.progress_flops, c_.progress_tasks, c_.opt.events, c_.opt.progress_interval_s),
       heard_(busy_.size(), steady::now()),
       patience_s_(busy_.size(), c_.opt.silence_s),
       polled_(steady::now()),
@@ -201,7 +201,11 @@ void Service::begin_stop(int sig) {
   stop_at_ = steady::now();
   update_grace();
   c_.stop.signal = sig;
-  notice_stopping(sig, grace, launcher_teardown());
+  const bool teardown = launcher_teardown();
+  report(c_.opt.events, event::Stopping{signal_name(sig), teardown ? launcher_name() : std::string(), grace,
+                                        teardown                          ? std::string()
+                                        : sig == SIGINT || sig == SIGTERM ? "the same signal again"
+                                                                          : "a SIGINT or SIGTERM"});
 }
 
 /// The launcher died (or the workers are lost): nobody waits for this run. Stop at once, take
@@ -216,7 +220,7 @@ void Service::launcher_died() {
     stop_at_ = gone_at_;
     c_.stop.signal = stop_signal() != 0 ? stop_signal() : SIGHUP;
   }
-  if (!workers_lost()) notice_launcher_gone(launcher_name());
+  if (!workers_lost()) report(c_.opt.events, event::LauncherGone{launcher_name()});
 }
 
 /// The layer where a diverged or vanished task ended: the first without a finite log ||X||_F.
@@ -243,7 +247,7 @@ void Service::listen_for_heartbeats() {
   if (const unsigned continued = times_continued(); continued != continued_ || gap > paused_share * c_.opt.silence_s) {
     continued_ = continued;
     std::fill(heard_.begin(), heard_.end(), now);
-    if (gap >= 1.0 && c_.opt.progress) notice_held_up(gap);
+    if (gap >= 1.0) report(c_.opt.events, event::Paused{gap});
   }
   for (int flag = 1;;) {
     MPI_Status status;
@@ -259,7 +263,8 @@ void Service::listen_for_heartbeats() {
     note_workers_lost();
     c_.summary.lost_rank = w;
     launcher_died();
-    notice_rank_lost(w, i < c_.rank_platform.size() ? c_.rank_platform[i].host : std::string("?"), silent);
+    report(c_.opt.events,
+           event::RankLost{w, i < c_.rank_platform.size() ? c_.rank_platform[i].host : std::string("?"), silent});
     return;
   }
 }
@@ -323,7 +328,8 @@ void Service::count(const store::TaskResult& r) {
     case store::TaskStatus::pending:
     case store::TaskStatus::not_needed: break;
   }
-  if (r.status != store::TaskStatus::done && c_.opt.progress) notice_task_ended(r.task, r.message);
+  if (r.status != store::TaskStatus::done)
+    report(c_.opt.events, event::TaskEnded{r.task, store::to_string(r.status), r.message});
 }
 
 /// Adaptive replicates: the decisions the written results allow. Replicates not needed are

@@ -27,7 +27,6 @@ inline MpiRun run_into_temp_store(const plan::Plan& plan, const std::string& ste
   sweep::RunOptions opt;
   opt.output = r.path;
   opt.overwrite = true;
-  opt.progress = false;
   r.summary = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
   MPI_Barrier(MPI_COMM_WORLD);
   return r;

@@ -9,7 +9,7 @@ their sweeps for one machine. Instead:
   machine. The rate is measured once per process: a short single-process run of the same sweep
   (`unit` small, then larger until its tasks take a measurable time), from the store's per-task
   wall_s (computation only: not MPI start-up nor store creation).
-- `Watched` runs rcsweep with rank 0's progress lines every 50 ms and reads them as they come, so
+- `Watched` runs rcsweep with rank 0's events (`--progress json`, progress every 50 ms) and reads them as they come, so
   that a test can stop the run once it has done a given share of its work (`wait_until`), instead
   of after a fixed sleep.
 
@@ -17,6 +17,7 @@ RCSWEEP_TEST_SPEED (to check the tests, not for normal runs): take the machine f
 faster than measured, e.g. 3 (workloads 3x longer than meant: a machine 3x slower than the
 measurement) or 1/3 (3x shorter: a machine 3x faster).
 """
+import json
 import os
 import re
 import subprocess
@@ -91,39 +92,60 @@ PROGRESS = re.compile(r"\[rcsweep\] (\d+)/(\d+) tasks, +([0-9.]+)% of work")
 
 
 class Watched:
-    """rcsweep started in its own session with stderr read line by line as it comes (rank 0's
-    progress every `interval` seconds, RCSWEEP_PROGRESS_INTERVAL): `done`/`total` tasks and `work`
-    (the fraction of this run's work) of the last progress line, `opened` once the store is open
-    ("writing"/"resuming" line), `err` everything so far. stdout is discarded."""
+    """rcsweep run started in its own session with `--progress json` (rank 0's events on stdout,
+    progress every `interval` seconds: RCSWEEP_PROGRESS_INTERVAL, docs/EVENTS.md) and both streams
+    read as they come: `events` so far, `done`/`total` tasks and `work` (the fraction of this
+    run's work) of the last progress event, `opened` once the store is open (the `started` event),
+    `finished` (the `finished` event, None before), `err` stderr so far."""
 
     def __init__(self, cmd, env=None, interval=0.05):
         env = {**os.environ, "RCSWEEP_PROGRESS_INTERVAL": str(interval), **(env or {})}
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True, env=env)
+        self.proc = subprocess.Popen([str(c) for c in cmd] + ["--progress", "json"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
         self.pid = self.proc.pid
         self.lines = []
+        self.events = []
         self.done = self.total = 0
         self.work = 0.0
-        self.opened = None  # seconds from the start to the "writing"/"resuming" line
+        self.opened = None  # seconds from the start to the `started` event
+        self.finished = None
         self._cond = threading.Condition()
-        self._eof = False
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self._open = 2  # streams not yet at their end
+        self._readers = [threading.Thread(target=self._read_events, daemon=True),
+                         threading.Thread(target=self._read_err, daemon=True)]
+        for r in self._readers:
+            r.start()
 
-    def _read(self):
+    def _read_events(self):
+        for line in self.proc.stdout:
+            ev = json.loads(line)
+            with self._cond:
+                self.events.append(ev)
+                if ev["event"] == "progress":
+                    self.done, self.total, self.work = ev["tasks_done"], ev["tasks_total"], ev["fraction"]
+                elif ev["event"] == "started" and self.opened is None:
+                    self.opened = time.monotonic() - self.started
+                elif ev["event"] == "finished":
+                    self.finished = ev
+                self._cond.notify_all()
+        self._closed()
+
+    def _read_err(self):
         for line in self.proc.stderr:
             with self._cond:
                 self.lines.append(line)
-                m = PROGRESS.search(line)
-                if m:
-                    self.done, self.total, self.work = int(m.group(1)), int(m.group(2)), float(m.group(3)) / 100
-                elif self.opened is None and re.match(r"\[rcsweep\] (writing|resuming) ", line):
-                    self.opened = time.monotonic() - self.started
-                self._cond.notify_all()
+        self._closed()
+
+    def _closed(self):
         with self._cond:
-            self._eof = True
+            self._open -= 1
             self._cond.notify_all()
+
+    def named(self, name):
+        """The events of this name so far."""
+        with self._cond:
+            return [e for e in self.events if e["event"] == name]
 
     @property
     def err(self):
@@ -131,12 +153,12 @@ class Watched:
             return "".join(self.lines)
 
     def wait_until(self, condition, timeout=300):
-        """Wait until `condition(self)` holds (True) or rcsweep has closed its stderr, i.e. ended
+        """Wait until `condition(self)` holds (True) or rcsweep has closed its output, i.e. ended
         (False)."""
         end = time.monotonic() + timeout
         with self._cond:
             while not condition(self):
-                if self._eof:
+                if self._open == 0:
                     return False
                 left = end - time.monotonic()
                 assert left > 0, f"timed out after {timeout} s waiting for rcsweep\n{''.join(self.lines)}"
@@ -159,7 +181,8 @@ class Watched:
     def wait(self, timeout=None):
         """Wait for the end; return (exit code, stderr)."""
         code = self.proc.wait(timeout=timeout)
-        self._reader.join(timeout=30)
+        for r in self._readers:
+            r.join(timeout=30)
         return code, self.err
 
 

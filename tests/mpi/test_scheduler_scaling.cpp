@@ -129,7 +129,6 @@ Run run_synthetic(const plan::Plan& plan, const std::vector<double>& seconds, co
   sweep::RunOptions opt;
   opt.output = r.path;
   opt.overwrite = true;
-  opt.progress = false;
   MPI_Barrier(MPI_COMM_WORLD);
   r.summary = sweep::run_sweep(plan, opt, MPI_COMM_WORLD,
                                test::sleeping_runner([&](std::uint64_t t) { return seconds[t]; }));

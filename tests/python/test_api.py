@@ -430,3 +430,42 @@ def test_an_interrupt_stops_the_run_cleanly(tmp_path):
     assert child.returncode == 0 and "KeyboardInterrupt: rcsweep stopped (exit 4)" in out, out
     counts = info(store)["tasks"]
     assert counts["done"] > 0 and counts["pending"] > 0 and counts["done"] + counts["pending"] == 120
+
+
+def test_on_event_gets_every_event_of_the_run_as_it_comes(tmp_path):
+    events = []
+    ds = tiny("events").run(tmp_path / "ev.h5", on_event=events.append)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "started" and kinds[-1] == "finished" and "progress" in kinds, kinds
+    assert events[0]["tasks"] == 4 and events[-1]["done"] == 4 and events[-1]["exit_code"] == 0
+    assert [e for e in events if e["event"] == "progress"][-1]["fraction"] == 1.0
+    assert int((ds.status == 1).sum()) == 4
+
+
+def test_an_error_in_on_event_is_raised_after_the_run(tmp_path):
+    def fail(ev):
+        raise KeyError("from the callback")
+
+    with pytest.raises(KeyError, match="from the callback"):
+        tiny("evfail").run(tmp_path / "evfail.h5", on_event=fail)
+    assert info(tmp_path / "evfail.h5")["tasks"]["done"] == 4  # the run itself went on
+
+
+def test_progress_true_draws_a_bar_from_the_events(tmp_path, capsys):
+    tiny("bar").run(tmp_path / "bar.h5", progress=True)
+    err = capsys.readouterr().err
+    assert "rcsweep: 100.0%|" in err and "4/4 tasks" in err, err  # tqdm's bar, at its end
+    assert "[rcsweep] writing" in err and "% of work" not in err  # the notes stay text
+
+
+def test_the_bar_without_tqdm_is_a_line_per_event():
+    from rcsweep_tools.events import ProgressBar
+    import io
+    out = io.StringIO()
+    bar = ProgressBar(stream=out, use_tqdm=False)
+    bar({"event": "started"})
+    bar({"event": "progress", "tasks_done": 1, "tasks_total": 4, "fraction": 0.25, "eta_s": 100.0,
+         "eta_is_bound": True, "last": False})
+    bar({"event": "progress", "tasks_done": 4, "tasks_total": 4, "fraction": 1.0, "eta_s": None, "last": True})
+    assert out.getvalue() == ("[rcsweep]  25.0% of work, 1/4 tasks, ETA at most 1m40s\n"
+                              "[rcsweep] 100.0% of work, 4/4 tasks, ETA ?\n")
