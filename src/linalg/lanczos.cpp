@@ -233,7 +233,7 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     // The two largest eigenvalues of T (size j + 1) and their eigenvectors' last components, by
     // dstemr (MRRR: O(j) per selected pair after the eigenvalues). With dsterf + dstein instead,
     // the checks stopped certifying on Markov layer outputs (lambda_1 / lambda_2 ~ 45) and Lanczos
-    // ran to its step limit (bench_layers: Markov 512 x 512 signal metrics 29 ms instead of 5).
+    // ran to its step limit (docs/BENCHMARKS.md "Metric kernels").
     const std::size_t nb = j + 1;
     if (!check_due(nb, steps, exhausted, next_check)) continue;
     if (nb < 2 && n >= 2 && !exhausted) continue;

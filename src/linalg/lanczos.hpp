@@ -45,9 +45,9 @@ TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max
 /// its upper triangle is read) by symmetric Lanczos with full reorthogonalisation, from the same
 /// fixed start vector, certified as top_singular_values (err_i = beta_j |e_last . y_i|, the
 /// residual of Ritz pair i, Golub & Van Loan §10.1; stop at rel_tol |lambda_i| or 16 eps ||S||).
-/// One product with S per step (dsymv, which reads half of S: 1.7-2.3x dgemv's speed at n = 300
-/// to 2048) instead of two: for a Gram matrix ~30 % fewer products than Golub–Kahan–Lanczos on
-/// the same matrix (bench/bench_metrics.cpp BM_gram_eig_*). n < 2 gives s2 = 0.
+/// One product with S per step (dsymv, which reads half of S) instead of two: for a Gram matrix
+/// fewer products than Golub–Kahan–Lanczos on the same matrix (bench/bench_metrics.cpp
+/// BM_gram_eig_*, docs/BENCHMARKS.md "Metric kernels"). n < 2 gives s2 = 0.
 TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps);
 
 }  // namespace rcsweep::linalg

@@ -400,9 +400,8 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
   }
   // Only the two largest eigenvalues: Householder tridiagonalisation (dsytrd), then bisection
   // with Sturm counts for the two of the tridiagonal T (top_two_tridiagonal). LAPACK's dsyevx
-  // does the same, but its bisection (dstebz, with a function call per NaN check) was 5% of the
-  // Mind the Gap grid for k <= 150, and its dsytrd is 1.2-1.8x slower there than the fused
-  // reduction (as fast at k = 300).
+  // does the same, but its bisection (dstebz, with a function call per NaN check) and its dsytrd
+  // are slower at the grids' orders than these (docs/BENCHMARKS.md "Metric kernels").
   std::vector<double> d(k), e(k - 1);
   householder_tridiagonal(G, d, e);
   const auto [l1, l2] = top_two_tridiagonal(d, e);

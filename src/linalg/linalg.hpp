@@ -84,8 +84,8 @@ inline constexpr std::size_t gram_split_min_order = 512;
 /// overwritten) to the tridiagonal Q^T A Q with diagonal d (n) and off-diagonal e (n - 1): what
 /// LAPACK's dsytrd computes (up to rounding and the signs of e), without Q. The rank-2 update of
 /// each step and the matrix-vector product of the next are one pass over the triangle, which
-/// makes it 1.8 / 1.5 / 1.2x faster than dsytrd at n = 60 / 100 / 150 and as fast at 300
-/// (bench_kernels BM_tridiagonal_own, BM_tridiagonal_dsytrd).
+/// makes it faster than dsytrd at the orders of the grids and as fast from a few hundred on
+/// (bench_kernels BM_tridiagonal_own against BM_tridiagonal_dsytrd: docs/BENCHMARKS.md "Metric kernels").
 void householder_tridiagonal(Matrix& A, std::span<double> d, std::span<double> e);
 
 /// The two largest eigenvalues (lambda_1 >= lambda_2) of the symmetric tridiagonal matrix with

@@ -161,8 +161,9 @@ bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r, linalg::Gra
 // A collapsed spectrum (s_2 / s_1 below what the Gram route resolves): s_1, s_2 by Lanczos on A
 // itself, to 1e-13 relative or the floor of a few eps s_1 (what dgesdd resolves of s_2 too), and
 // the sums from the trace and Frobenius norm `g` of A's Gram matrix (exact to ~k eps, as they are
-// dominated by s_1). Measured on collapsed Markov and softmax stacks at T = 150, d = 750: 4-40
-// steps, 0.2-1 ms against dgesdd's 3.7 ms. False when it does not converge in 100 steps.
+// dominated by s_1). A few to a few tens of steps on collapsed Markov and softmax stacks, far
+// cheaper than dgesdd (bench_metrics BM_route_lanczos against BM_route_dgesdd, docs/BENCHMARKS.md
+// "Metric kernels"). False when it does not converge in 100 steps.
 bool lanczos_summary(const Matrix& A, const linalg::GramTop& g, SpectralSummary& r) {
   if (!(g.trace > 0.0) || !std::isfinite(g.fro2)) return false;
   const linalg::TopSingular top = linalg::top_singular_values(A, 1e-13, 100);
