@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "base/error.hpp"
+#include "metrics/metrics.hpp"
 #include "plan/memory.hpp"
 
 namespace rcsweep::plan {
@@ -46,6 +47,12 @@ void choose_qk_product(std::vector<ModelParams>& models) {
 }
 }  // namespace
 
+double mixer_metrics_flops(double T) {
+  if (T < static_cast<double>(metrics::mixer_lanczos_min_order)) return svd_values_flops(T, T);
+  const double steps = mixer_lanczos_steps;
+  return steps * 4.0 * T * T + 8.0 * steps * steps * T + 2.0 * T * T;
+}
+
 double layer_flops(const ModelParams& m) {
   const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
   double f = 0.0;
@@ -73,6 +80,7 @@ double layer_flops(const ModelParams& m) {
     case Mixer::lti: f = H * (2.0 * T * T * d + normal_cost * 2.0 * N); break;
   }
   if (m.gap_fix == config::GapFix::outliers) f += H * 22.0 * T * T * T;  // SVD with vectors
+  if (m.gap_fix == config::GapFix::perp) f += H * T * T;                 // M - (1/T) 1 1^T
   if (m.gate == config::Gate::silu) f += 2.0 * T * d * d + normal_cost * d * d + exp_cost * T * d;
   if (m.mlp == config::Mlp::relu) {
     const double hidden = m.mlp_ratio * d;
@@ -80,17 +88,18 @@ double layer_flops(const ModelParams& m) {
   }
   f += 10.0 * T * d;                          // skip, norm, scaling
   f += svd_values_flops(T, d) + 8.0 * T * d;  // signal metrics
-  f += svd_values_flops(T, T);                // mixer metrics
+  f += mixer_metrics_flops(T);                // mixer metrics
   return f;
 }
 
 double gradient_flops(const ModelParams& m, int max_depth, const std::vector<int>& depths, bool exact, int probes) {
   if (depths.empty()) return 0.0;
   const double T = m.T, d = m.d, L = max_depth;
-  double f = L * (layer_flops(m) - svd_values_flops(T, d) - svd_values_flops(T, T));  // taped forward
+  const double forward = layer_flops(m) - svd_values_flops(T, d) - mixer_metrics_flops(T);  // without metrics
+  double f = L * forward;                                                                   // taped forward
   for (int depth : depths)
     f += exact ? depth * (2.0 * T * T * d + 2.0 * T * d * d + 2.0 * d * d * d)  // M Y, Z W, W R
-               : probes * depth * 2.0 * (layer_flops(m) - svd_values_flops(T, d) - svd_values_flops(T, T));
+               : probes * depth * 2.0 * forward;
   return f;
 }
 
