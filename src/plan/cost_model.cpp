@@ -135,18 +135,25 @@ double interpolate(const std::vector<std::pair<double, double>>& t, double x) {
 }
 
 namespace {
-// Seconds of the layer-1 work of `m` on X_0 that tasks sharing X_0 share (models::ProductCache):
-// X_0 W_V per head and, for an input-dependent mixer, the mixer M(X_0) with its metrics.
-double input_product_seconds(const ModelParams& m, const Pricer& p) {
+// Seconds of the layer-1 work of `m` on X_0 that tasks sharing X_0 share (models::ProductCache),
+// by what it is cached under: X_0 W_V per head (per value weight), X_0 W_Q W_K^T (per d_qk, with
+// qk_product), and an input-dependent mixer M(X_0) with its metrics (per mixer and every parameter
+// of it, gap_fix included: models' mixer_key).
+struct InputProducts {
+  double values = 0.0, qk = 0.0, mixer = 0.0;
+};
+InputProducts input_product_seconds(const ModelParams& m, const Pricer& p) {
   const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
-  double s = 0.0;
-  if (!m.ssm() && m.value_init != config::ValueInit::identity) s += H * p.gemm(T, d, d);
-  if (m.attention())
-    s += H * ((m.qk_product ? p.gemm(T, d, d) + p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
-              T * T / p.c.exp_rate) +
-         p.mixer_metrics(T);
+  InputProducts s;
+  if (!m.ssm() && m.value_init != config::ValueInit::identity) s.values = H * p.gemm(T, d, d);
+  if (m.attention()) {
+    if (m.qk_product) s.qk = H * p.gemm(T, d, d);
+    s.mixer = H * ((m.qk_product ? p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
+                   T * T / p.c.exp_rate) +
+              p.mixer_metrics(T);
+  }
   if (m.mixer == Mixer::ssd)
-    s += H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.c.pass_rate) + p.mixer_metrics(T);
+    s.mixer = H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.c.pass_rate) + p.mixer_metrics(T);
   return s;
 }
 }  // namespace
@@ -160,7 +167,9 @@ BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks
   // What tasks computed on the same X_0 share: layer 0's metrics (per input kind) and layer 1's
   // products with X_0 (per input kind and mixer or value weight). Tasks with a scaled input have their own.
   std::set<int> inputs;
-  std::set<std::tuple<int, int, int, double>> products;
+  std::set<std::tuple<int, int, double>> values;  // (input, value_init, sigma_v)
+  std::set<std::pair<int, int>> qk;               // (input, d_qk)
+  std::set<std::tuple<int, int, int, int, double, double, int, int, double, int>> mixers;  // input, mixer_key
   for (std::uint64_t id : tasks) {
     const ModelParams& m = plan.models[plan.tasks[id].point];
     models.push_back(&m);
@@ -179,10 +188,15 @@ BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks
       s -= p.signal_metrics(m.T, m.d);
       if (inputs.insert(input).second) w.shared_s += p.signal_metrics(m.T, m.d);
       if (m.depth >= 1) {
-        const double first = input_product_seconds(m, p);
-        s -= first;
-        if (products.insert({input, static_cast<int>(m.mixer), static_cast<int>(m.value_init), m.sigma_v}).second)
-          w.shared_s += first;
+        const InputProducts first = input_product_seconds(m, p);
+        s -= first.values + first.qk + first.mixer;
+        if (values.insert({input, static_cast<int>(m.value_init), m.sigma_v}).second) w.shared_s += first.values;
+        if (qk.insert({input, m.d_qk}).second) w.shared_s += first.qk;
+        if (mixers
+                .insert({input, static_cast<int>(m.mixer), static_cast<int>(m.gap_fix), m.outliers_r, m.sigma_A,
+                         m.sigma_qk, m.d_qk, m.state_dim, m.alpha, static_cast<int>(m.bc_init)})
+                .second)
+          w.shared_s += first.mixer;
       }
     }
     w.task_s.push_back(s);

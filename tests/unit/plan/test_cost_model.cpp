@@ -138,5 +138,35 @@ T = )" + std::to_string(T) + "\n",
   EXPECT_GT(plan::mixer_metrics_flops(128), 2.0 * 128 * 128 * 128);  // the dense route below Lanczos
 }
 
+// Layer 1's mixer of the shared X_0 is computed once per mixer (models' mixer_key: gap_fix and the
+// mixer's parameters included), so it is priced once per mixer: a scan of lambda shares it, tasks
+// with and without perp do not (one more mixer, its logits and metrics), while both share X_0 W_V.
+TEST(CostModel, LayerOneMixerIsSharedOnlyByTasksOfTheSameMixer) {
+  const plan::Calibration c = plan::default_calibration();
+  const auto bundle = [](const std::string& axes) {
+    return plan::make_plan(config::parse_sweep(R"(
+[sweep]
+name = "c"
+seed = 1
+replicates = 1
+[model]
+depth = 1
+T = 512
+d = 16
+input = "sphere"
+mixer = "softmax"
+[axes]
+)" + axes,
+                                               "test"));
+  };
+  const auto lambdas = bundle("lambda = [0.0, 1.0]\n"), fixes = bundle("gap_fix = [\"none\", \"perp\"]\n");
+  ASSERT_EQ(lambdas.bundles.size(), 1u);
+  ASSERT_EQ(fixes.bundles.size(), 1u);
+  const double extra = plan::plan_seconds(fixes, c) - plan::plan_seconds(lambdas, c);
+  const double one_mixer = plan::interpolate(c.mixer_s, 512) + 512.0 * 512.0 / c.exp_rate;
+  EXPECT_GT(extra, one_mixer);
+  EXPECT_LT(extra, 2.0 * one_mixer + 512.0 * 512.0 / c.pass_rate + 2.0 * 512 * 512 * 16 / 4e9);
+}
+
 }  // namespace
 }  // namespace rcsweep
