@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "base/error.hpp"
@@ -284,6 +285,14 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
   // Bundles: tasks of this shard that draw the same random tensors (replicate, T, d).
   std::map<std::tuple<int, int, int>, std::size_t> bundle_of;
   std::vector<std::array<std::size_t, MemoryEstimate::n_parts>> shared_parts;  // per bundle, by kind
+  // Per bundle, what layer 1 caches of the shared X_0 (models::ProductCache): X_0 W_V per value
+  // weight, and an input-dependent mixer M(X_0) per mixer (models' mixer_key, gap_fix included).
+  struct LayerOne {
+    std::set<std::tuple<int, int, double>> values;
+    std::set<std::tuple<int, int, int, int, double, double, int, int, double, int>> mixers;
+    std::size_t value_bytes = 0, mixer_bytes = 0, own_mixer_bytes = 0;
+  };
+  std::vector<LayerOne> layer_one;
   for (const auto& t : plan.tasks) {
     // An adaptive point's decisions need all its replicates in one shard.
     const std::uint64_t shard_key = plan.spec.adaptive.enabled() ? t.point : t.id;
@@ -303,13 +312,32 @@ Plan make_plan(config::SweepSpec spec, Shard shard) {
     b.results_bytes += static_cast<std::size_t>(task_result_bytes(plan, m));
     const std::size_t tape = plan.spec.output.gradients == config::Spectra::none ? 0 : tape_bytes(m, plan.max_depth);
     b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape);
+    if (layer_one.size() < plan.bundles.size()) layer_one.resize(plan.bundles.size());
+    auto& one = layer_one[it->second];
+    const std::size_t T = m.T, d = m.d, H = m.heads;
+    if (m.input_scale == 1.0 && !m.ssm() && m.value_init != config::ValueInit::identity &&
+        one.values.insert({static_cast<int>(m.input), static_cast<int>(m.value_init), m.sigma_v}).second)
+      one.value_bytes += 8 * H * T * d;
+    if (m.input_dependent_mixer()) {
+      one.own_mixer_bytes = 8 * T * T;  // the task's own mixer in its scratch, not yet allocated at layer 1
+      if (m.input_scale == 1.0 &&
+          one.mixers
+              .insert({static_cast<int>(m.input), static_cast<int>(m.mixer), static_cast<int>(m.gap_fix), m.outliers_r,
+                       m.sigma_A, m.sigma_qk, m.d_qk, m.state_dim, m.alpha, static_cast<int>(m.bc_init)})
+              .second)
+        one.mixer_bytes += 8 * H * T * T;
+    }
   }
   // Kinds of shared tensors add up; the layer-1 products exist only where several tasks share X_0.
+  // Their mixers M(X_0) stand at layer 1 where the tasks' own mixers (counted in the scratch) stand
+  // from layer 2 on: they add what exceeds one own mixer.
   for (std::size_t i = 0; i < plan.bundles.size(); ++i) {
     MemoryEstimate e;
     e.shared_parts = shared_parts[i];
     auto& b = plan.bundles[i];
-    b.shared_bytes = e.shared() + (b.tasks.size() > 1 ? e.shared_parts[MemoryEstimate::layer1_part] : 0);
+    const LayerOne& one = layer_one[i];
+    const std::size_t mixers = one.mixer_bytes > one.own_mixer_bytes ? one.mixer_bytes - one.own_mixer_bytes : 0;
+    b.shared_bytes = e.shared() + (b.tasks.size() > 1 ? one.value_bytes + mixers : 0);
   }
   std::stable_sort(plan.bundles.begin(), plan.bundles.end(),
                    [](const Bundle& a, const Bundle& b) { return a.flops > b.flops; });
