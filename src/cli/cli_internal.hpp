@@ -36,7 +36,8 @@ std::string crashed_message(const std::filesystem::path& path, const std::string
 
 // machine.cpp
 
-/// This machine's physical memory in bytes.
+/// This machine's physical memory in bytes, or the memory limit of its control group (a job's, a
+/// container's: base/platform.hpp) where that is smaller.
 double physical_memory_bytes();
 
 /// Threads OpenBLAS started when it was loaded (its thread count before any call sets it).

@@ -3,12 +3,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "base/platform.hpp"
 #include "linalg/linalg.hpp"
 
 namespace rcsweep::cli {
 
 double physical_memory_bytes() {
-  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  return std::min(physical, cgroup_memory_limit().value_or(physical));
 }
 
 int blas_load_threads() {

@@ -155,7 +155,7 @@ const Matrix& qk_weight(const ModelParams& model, int layer, int head, RandomSou
 // The attention logits X W_Q W_K^T X^T sigma_qk^2 / sqrt(d_qk) (Mind the Gap eq. (1)), from
 // standard-normal W_Q, W_K (the sigma_qk^2 is applied once to the product).
 Matrix attention_logits(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
-                        const ProductCache& products) {
+                        const ProductCache& products, Matrix storage) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   const auto dqk = static_cast<std::size_t>(model.d_qk);
   const double scale = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(dqk));
@@ -164,13 +164,15 @@ Matrix attention_logits(const ModelParams& model, int layer, int head, const Mat
     const ConstMatrixView XP = task_product(
         layer, head, products, qk_product_name(model), X,
         [&]() -> const Matrix& { return qk_weight(model, layer, head, random); }, random, own);
-    Matrix S(T, T, Matrix::uninitialized);
+    Matrix S = std::move(storage);
+    S.resize(T, T);  // every entry written below (beta = 0)
     linalg::gemm(scale, XP, Op::none, X, Op::trans, 0.0, S);
     return S;
   }
   const Matrix Q = linalg::matmul(X, random.normal(layer, Tensor::query, head, d, dqk));
   const Matrix K = linalg::matmul(X, random.normal(layer, Tensor::key, head, d, dqk));
-  Matrix S(T, T, Matrix::uninitialized);
+  Matrix S = std::move(storage);
+  S.resize(T, T);  // every entry written below (beta = 0)
   linalg::gemm(scale, Q, Op::none, K, Op::trans, 0.0, S);
   return S;
 }
@@ -224,13 +226,13 @@ Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::siz
 }
 
 Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
-                    const ProductCache& products, SsdFactors* factors) {
+                    const ProductCache& products, SsdFactors* factors, Matrix storage) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
   switch (model.mixer) {
     case Mixer::softmax:  // Mind the Gap eq. (1)
     case Mixer::relu:
     case Mixer::sigmoid: {
-      Matrix S = attention_logits(model, layer, head, X, random, products);
+      Matrix S = attention_logits(model, layer, head, X, random, products, std::move(storage));
       attention_map(model.mixer, S);
       return S;
     }
@@ -244,7 +246,8 @@ Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix&
     case Mixer::ssd: {
       // Selective SSM (Mamba-2 / SSD, lambda-skip §4.2.1, App. A.3): M = L(alpha) ⊙ (C B^T),
       // B = X W_B, C = X W_C (T x N); bc_init identity: W_B = W_C = I (N = d).
-      Matrix M(T, T, Matrix::uninitialized);
+      Matrix M = std::move(storage);
+      M.resize(T, T);  // every entry written below (beta = 0)
       if (model.bc_init == config::BcInit::identity) {
         linalg::gemm(1.0, X, Op::none, X, Op::trans, 0.0, M);
       } else {
@@ -391,22 +394,28 @@ double frobenius(const Matrix& A) {
   return std::sqrt(ss);
 }
 
-// Only head 0's metrics are reported (MODELS.md); every head's norm enters C_M.
+// Only head 0's metrics are reported (MODELS.md); every head's norm enters C_M. An input-dependent
+// M is built in `storage`'s allocation; `stage` (nullable) is called once M is formed and once its
+// metrics are (head 0).
 MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
-                          const ProductCache& products) {
+                          const ProductCache& products, Matrix storage = {},
+                          const std::function<void()>* stage = nullptr) {
   // The SSD mixer's metrics take its products from the scans (ssd_operator) where they use
   // Lanczos: O(T N) per product instead of O(T^2).
   const bool scans = head == 0 && model.mixer == Mixer::ssd && model.bc_init == config::BcInit::gaussian &&
                      model.gap_fix != config::GapFix::outliers &&
                      static_cast<std::size_t>(model.T) >= metrics::mixer_lanczos_min_order;
   SsdFactors factors;
-  MixedHead h{mixer_matrix(model, layer, head, X, random, products, scans ? &factors : nullptr), {}, 0.0};
+  MixedHead h{
+      mixer_matrix(model, layer, head, X, random, products, scans ? &factors : nullptr, std::move(storage)), {}, 0.0};
   apply_gap_fix(model.gap_fix, h.M, model.outliers_r);
   if (head == 0) {
+    if (stage) (*stage)();
     std::optional<linalg::LinearOperator> op;
     if (scans) op = ssd_operator(factors, model.alpha, model.gap_fix == config::GapFix::perp);
     h.metrics = metrics::mixer_metrics(h.M, op ? &*op : nullptr);
     h.fro = h.metrics.m_fro;
+    if (stage) (*stage)();
   } else {
     h.fro = frobenius(h.M);
   }
@@ -494,8 +503,17 @@ Matrix scaled_identity(std::size_t d, double scale) {
 }  // namespace
 
 void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
-                 const ProductCache& products, LayerTape* tape) {
+                 const ProductCache& products, LayerTape* tape, LayerScratch* lent) {
   const std::size_t T = X.rows(), d = X.cols();
+  // The stages passed (layer_stages in all, each reported once to lent->stage_done).
+  int stages = 0;
+  const std::function<void()> stage = [&] {
+    ++stages;
+    if (lent && lent->stage_done) lent->stage_done();
+  };
+  const auto stages_up_to = [&](int n) {
+    while (stages < n) stage();
+  };
   if (tape) {
     tape->X = X;
     tape->heads.assign(static_cast<std::size_t>(model.mixer == Mixer::s4d ? 1 : model.heads), HeadTape{});
@@ -534,9 +552,11 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
       mixed = &random.derived<MixedHead>(layer, mixer_key(model), h, mix);
     } else if (!products.key.empty()) {  // the same X for every task of the bundle: the same M
       mixed = &random.derived<MixedHead>(layer, products.key + mixer_key(model), h, mix);
-    } else {
-      own = mix();
+    } else {  // the task's own M, in the allocation lent
+      own = make_mixed_head(model, layer, h, X, random, products, lent ? std::move(lent->mixer) : Matrix{},
+                            h == 0 ? &stage : nullptr);
     }
+    if (h == 0) stages_up_to(2);  // M and its metrics (taken from the cache, or formed above)
 
     double alpha = model.skip_scale;
     double cv_fro = 0.0;  // ||C_V,h||_F including skip_scale (lambda-skip S)
@@ -586,7 +606,9 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
       linalg::gemm(alpha, mixed->M, Op::none, values, Op::none, beta, acc);
     }
     beta = 1.0;
+    if (lent && mixed == &own) lent->mixer = std::move(own.M);  // for the next head or layer
   }
+  stages_up_to(layer_stages);  // the mixing products
   if (gated) {
     apply_gate(layer, X, random, O, tape);
     for (std::size_t i = 0; i < Y.size(); ++i) Y.data()[i] = model.lambda * Y.data()[i] + O.data()[i];

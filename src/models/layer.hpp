@@ -1,6 +1,7 @@
 // One layer of MODELS.md "One layer", and its parts, as pure functions of the signal and the
 // bundle's random tensors.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,11 @@ struct SsdFactors {
 };
 
 /// The T x T mixer matrix of head `head` at layer `layer` (1-based) for signal X, before gap_fix.
-/// For ssd with Gaussian B, C, `factors` (when given) receives B and C.
+/// For ssd with Gaussian B, C, `factors` (when given) receives B and C. An input-dependent mixer
+/// (attention, ssd) is built in the allocation of `storage` (any contents; reused when large
+/// enough), the others ignore it.
 Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
-                    const ProductCache& products = {}, SsdFactors* factors = nullptr);
+                    const ProductCache& products = {}, SsdFactors* factors = nullptr, Matrix storage = {});
 
 /// The SSD mixer M = L(alpha) ⊙ (C B^T), minus (1/T) 1 1^T with `perp`, as an operator whose
 /// products are scans (lambda-skip §4.2.1, the recurrent form of the selective SSM):
@@ -112,14 +115,31 @@ struct LayerTape {
   Matrix W_1, W_2, H, U_mlp;    ///< MLP weights, its pre-ReLU hidden, its pre-norm sum (mlp = relu)
 };
 
+/// The stages of a layer after which apply_layer calls LayerScratch::stage_done, in order: head
+/// 0's mixer formed (logits or products, entrywise map, gap_fix), head 0's mixer metrics, the
+/// mixing products of every head. The rest of the layer (gate, norm, MLP) is cheap beside them.
+inline constexpr int layer_stages = 3;
+
+/// What the caller of apply_layer lends it from one layer to the next (models::run_bundle).
+struct LayerScratch {
+  /// A T x T allocation in which the layer builds its own input-dependent mixer, given back after
+  /// the layer (a mixer shared through `random`'s cache does not use it). Reused from layer to
+  /// layer, its pages are touched once per task: a fresh T x T block, above glibc's mmap
+  /// threshold, was mapped, faulted in and unmapped at every layer.
+  Matrix mixer;
+  /// Called after each of the layer_stages stages, on the thread that runs the layer; may throw
+  /// (the layer is then abandoned).
+  std::function<void()> stage_done;
+};
+
 /// One layer (MODELS.md "One layer"): X <- norm(lambda X + skip_scale sum_h gap_fix(M_h) X C_V,h),
 /// with C_V = W_V for attention and I for SSM mixers, the optional SiLU gate on the mixer branch
 /// and the optional MLP sub-block. `stats` (nullable) receives the mixer metrics and the norms of
 /// Theorem 4.1 (max-accumulated: initialise once per task). `products` says where the products of
 /// X with the layer's weights are cached (see ProductCache). The results are bitwise the same
-/// whether the products were shared or formed alone.
+/// whether the products were shared or formed alone, and whatever `lent` (nullable) lends.
 void apply_layer(const config::ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
-                 const ProductCache& products = {}, LayerTape* tape = nullptr);
+                 const ProductCache& products = {}, LayerTape* tape = nullptr, LayerScratch* lent = nullptr);
 
 /// The W_B (tensor ssm_b) or W_C (ssm_c) of the selective SSM, or b, c of the LTI gain: i.i.d.
 /// N(0, N^-1/2).

@@ -103,6 +103,48 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     const std::lock_guard lock(callback_mutex);
     if (cancelled && cancelled()) throw Cancelled();
   };
+  // The checks of a layer (checks_per_layer): under callback_mutex, the calls made in this layer and
+  // the stages its running tasks passed of the layer_stages each owes.
+  int layer_checks = 0;
+  double stages_passed = 0.0, stages_owed = 0.0;
+  const auto layer_check = [&] {  // callback_mutex held
+    ++layer_checks;
+    if (cancelled && cancelled()) throw Cancelled();
+  };
+  const auto begin_layer = [&](double running_tasks) {
+    const std::lock_guard lock(callback_mutex);
+    layer_checks = 0;
+    stages_passed = 0.0;
+    stages_owed = running_tasks * layer_stages;
+    layer_check();
+  };
+  // Check j (1 <= j < checks_per_layer) once j / (checks_per_layer - 1) of the owed stages are passed.
+  const auto stage_passed = [&] {
+    const std::lock_guard lock(callback_mutex);
+    stages_passed += 1.0;
+    while (layer_checks < checks_per_layer && layer_checks * stages_owed <= stages_passed * (checks_per_layer - 1))
+      layer_check();
+  };
+  const auto end_layer = [&] {
+    const std::lock_guard lock(callback_mutex);
+    while (layer_checks < checks_per_layer) layer_check();
+  };
+  // T x T allocations lent to the layers (LayerScratch::mixer), one per task computing at a time:
+  // taken for a task's layer and given back after it, so the layers reuse them.
+  std::vector<Matrix> spare_mixers;
+  const auto take_mixer = [&] {
+    const std::lock_guard lock(callback_mutex);
+    Matrix M;
+    if (!spare_mixers.empty()) {
+      M = std::move(spare_mixers.back());
+      spare_mixers.pop_back();
+    }
+    return M;
+  };
+  const auto give_mixer = [&](Matrix&& M) {
+    const std::lock_guard lock(callback_mutex);
+    if (!M.empty()) spare_mixers.push_back(std::move(M));
+  };
   // body(i) for every run i: in tasks mode concurrently, the threads taking them in
   // plan::task_order (while one builds a shared product, the others run tasks that do not wait for
   // it); else one after the other, each task's products split over the threads.
@@ -173,7 +215,7 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     return ProductCache{"input" + std::to_string(static_cast<int>(r.model->input))};
   };
   for (int layer = 1; layer <= L; ++layer) {
-    check_cancelled();
+    begin_layer(static_cast<double>(std::count_if(runs.begin(), runs.end(), [](const Running& r) { return r.alive; })));
     for_each_run(runs.size(), [&](std::size_t i) {
       Running& r = runs[i];
       if (!r.alive) return;
@@ -185,7 +227,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       } add_time{r, t0};
       LayerStats stats;
       stats.keep_head0 = plan.mixer_spectrum_at(layer);
-      apply_layer(*r.model, layer, random, r.X, &stats, product_cache(r, layer));
+      LayerScratch scratch{take_mixer(), stage_passed};
+      apply_layer(*r.model, layer, random, r.X, &stats, product_cache(r, layer), nullptr, &scratch);
+      give_mixer(std::move(scratch.mixer));
       r.C_M = std::max(r.C_M, stats.max_m_fro);
       r.S = std::max(r.S, stats.max_cv_fro);
       if (!all_finite(r.X)) {
@@ -212,7 +256,9 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     // the next layer allocates its own (and X_0 after layer 1), which bounds the peak memory.
     random.release();
     if (layer == 1) inputs.clear();
+    end_layer();
   }
+  spare_mixers.clear();
   const auto depths = plan.gradient_depths();
   for_each_run(runs.size(), [&](std::size_t i) {
     Running& r = runs[i];

@@ -9,6 +9,7 @@
 
 #include "metrics/metrics.hpp"
 #include "models/gradients.hpp"
+#include "models/layer.hpp"
 #include "models/task_values.hpp"
 #include "models/theory.hpp"
 #include "plan/plan.hpp"
@@ -34,11 +35,21 @@ struct Cancelled : std::exception {
   const char* what() const noexcept override { return "bundle abandoned (stop requested)"; }
 };
 
+/// How many times run_bundle asks its `cancelled` callback per layer, whatever the bundle's tasks
+/// and their outcomes: once before the layer, then once each time the bundle's tasks have passed
+/// another 1 / (checks_per_layer - 1) of the layer's stages (layer_stages per running task: after
+/// its mixer, its mixer metrics and its mixing products; for one task, after each of them), the
+/// rest at the end of the layer. So a caller that counts the calls sees the progress within a layer
+/// (a single big task's too): a bundle makes plan.max_depth * checks_per_layer calls, plus one
+/// before each task's gradients when gradients are stored.
+inline constexpr int checks_per_layer = 1 + layer_stages;
+
 /// Run the given tasks (all of one bundle: same replicate, T and d) to plan.max_depth.
 /// Tasks share their random tensors. `on_done` is called once per task after the last layer.
 /// Results are bitwise independent of which other tasks are in the call. `cancelled` (optional)
-/// is asked before every layer and every task's gradients; when it returns true the bundle is
-/// abandoned by throwing Cancelled.
+/// is asked checks_per_layer times per layer (before it and within it) and before every task's
+/// gradients, never concurrently; when it returns true the bundle is abandoned by throwing
+/// Cancelled. A task holds one T x T mixer at a time, in an allocation reused from layer to layer.
 void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
                 const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled = {});
 

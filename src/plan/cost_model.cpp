@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "base/error.hpp"
+#include "metrics/metrics.hpp"
 
 namespace rcsweep::plan {
 namespace {
@@ -27,6 +28,18 @@ struct Pricer {
     // signal_s(k) was measured on k x k; a k x n signal adds the Gram product's extra k^2 (n - k)
     return interpolate(c.signal_s, k) + (n > k ? gemm(k, k, (n - k) / 2) : 0.0);
   }
+  // The mixer metrics of a T x T mixer (mixer_metrics), measured up to the calibration's largest T.
+  // Beyond it (from mixer_lanczos_min_order on, Lanczos) a step costs T^2 (a product with M and
+  // one with M^T, bound by memory once M is out of cache) and the steps do not grow with T
+  // (plan::mixer_lanczos_steps): the last measurement times (T / T_last)^2, not the last segment's
+  // power law (which between an in-cache and an out-of-cache size is steeper than T^3).
+  double mixer_metrics(double T) const {
+    if (c.mixer_s.empty()) return 0.0;
+    const auto [last_T, last_s] = c.mixer_s.back();
+    if (T > last_T && last_T >= static_cast<double>(metrics::mixer_lanczos_min_order))
+      return last_s * (T / last_T) * (T / last_T);
+    return interpolate(c.mixer_s, T);
+  }
   double svd(double T, double d) const {
     const double k = std::min(T, d), n = std::max(T, d);
     return interpolate(c.svd_s, k) + (n > k ? gemm(k, k, 2.0 * (n - k)) : 0.0);  // R of a QR first when n >> k
@@ -43,7 +56,7 @@ double task_layer_seconds(const ModelParams& m, const Pricer& p) {
     case Mixer::sigmoid:
       s = H * ((m.qk_product ? p.gemm(T, d, d) + p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
                T * T / p.c.exp_rate + p.gemm(T, d, d) + p.gemm(T, d, T));
-      s += p.c.mixer_s.empty() ? 0.0 : interpolate(p.c.mixer_s, T);  // head 0's metrics, per task
+      s += p.mixer_metrics(T);  // head 0's metrics, per task
       break;
     case Mixer::markov: s = H * (p.gemm(T, d, d) + p.gemm(T, d, T)); break;
     case Mixer::identity:
@@ -52,8 +65,7 @@ double task_layer_seconds(const ModelParams& m, const Pricer& p) {
     case Mixer::uniform:
     case Mixer::matrix: s = H * (p.gemm(T, d, d) + p.gemm(T, d, T)); break;
     case Mixer::ssd:
-      s = H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + p.gemm(T, d, T) + T * T / p.c.pass_rate) +
-          interpolate(p.c.mixer_s, T);
+      s = H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + p.gemm(T, d, T) + T * T / p.c.pass_rate) + p.mixer_metrics(T);
       break;
     case Mixer::lti: s = H * p.gemm(T, d, T); break;
     case Mixer::s4d:  // the causal convolution: T (T + 1) / 2 multiply-adds per channel
@@ -61,6 +73,7 @@ double task_layer_seconds(const ModelParams& m, const Pricer& p) {
       break;
   }
   if (m.gap_fix == config::GapFix::outliers && m.input_dependent_mixer()) s += H * 3.0 * p.svd(T, T);
+  if (m.gap_fix == config::GapFix::perp && m.input_dependent_mixer()) s += H * T * T / p.c.pass_rate;  // M - 1/T
   if (m.gate == config::Gate::silu) s += p.gemm(T, d, d) + T * d / p.c.exp_rate;
   if (m.mlp == config::Mlp::relu) s += 2 * p.gemm(T, m.mlp_ratio * d, d) + 2 * T * m.mlp_ratio * d / p.c.pass_rate;
   s += 4 * T * d / p.c.pass_rate;  // skip, norm, scale
@@ -90,7 +103,7 @@ double shared_layer_seconds(const std::vector<const ModelParams*>& models, const
     if (!m->input_dependent_mixer() && m->mixer != Mixer::s4d &&
         fixed_mixers.insert({static_cast<int>(m->mixer), static_cast<int>(m->gap_fix), H}).second) {
       const double TT = static_cast<double>(T) * T;
-      s += TT / p.c.exp_rate + interpolate(p.c.mixer_s, T);
+      s += TT / p.c.exp_rate + p.mixer_metrics(T);
       if (m->gap_fix == config::GapFix::outliers) s += 3.0 * p.svd(T, T);
     }
     // The S4D kernels: T d N multiply-adds, vectorised across channels like the convolution but
@@ -122,18 +135,25 @@ double interpolate(const std::vector<std::pair<double, double>>& t, double x) {
 }
 
 namespace {
-// Seconds of the layer-1 work of `m` on X_0 that tasks sharing X_0 share (models::ProductCache):
-// X_0 W_V per head and, for an input-dependent mixer, the mixer M(X_0) with its metrics.
-double input_product_seconds(const ModelParams& m, const Pricer& p) {
+// Seconds of the layer-1 work of `m` on X_0 that tasks sharing X_0 share (models::ProductCache),
+// by what it is cached under: X_0 W_V per head (per value weight), X_0 W_Q W_K^T (per d_qk, with
+// qk_product), and an input-dependent mixer M(X_0) with its metrics (per mixer and every parameter
+// of it, gap_fix included: models' mixer_key).
+struct InputProducts {
+  double values = 0.0, qk = 0.0, mixer = 0.0;
+};
+InputProducts input_product_seconds(const ModelParams& m, const Pricer& p) {
   const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
-  double s = 0.0;
-  if (!m.ssm() && m.value_init != config::ValueInit::identity) s += H * p.gemm(T, d, d);
-  if (m.attention())
-    s += H * ((m.qk_product ? p.gemm(T, d, d) + p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
-              T * T / p.c.exp_rate) +
-         (p.c.mixer_s.empty() ? 0.0 : interpolate(p.c.mixer_s, T));
+  InputProducts s;
+  if (!m.ssm() && m.value_init != config::ValueInit::identity) s.values = H * p.gemm(T, d, d);
+  if (m.attention()) {
+    if (m.qk_product) s.qk = H * p.gemm(T, d, d);
+    s.mixer = H * ((m.qk_product ? p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
+                   T * T / p.c.exp_rate) +
+              p.mixer_metrics(T);
+  }
   if (m.mixer == Mixer::ssd)
-    s += H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.c.pass_rate) + interpolate(p.c.mixer_s, T);
+    s.mixer = H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.c.pass_rate) + p.mixer_metrics(T);
   return s;
 }
 }  // namespace
@@ -147,7 +167,9 @@ BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks
   // What tasks computed on the same X_0 share: layer 0's metrics (per input kind) and layer 1's
   // products with X_0 (per input kind and mixer or value weight). Tasks with a scaled input have their own.
   std::set<int> inputs;
-  std::set<std::tuple<int, int, int, double>> products;
+  std::set<std::tuple<int, int, double>> values;  // (input, value_init, sigma_v)
+  std::set<std::pair<int, int>> qk;               // (input, d_qk)
+  std::set<std::tuple<int, int, int, int, double, double, int, int, double, int>> mixers;  // input, mixer_key
   for (std::uint64_t id : tasks) {
     const ModelParams& m = plan.models[plan.tasks[id].point];
     models.push_back(&m);
@@ -166,10 +188,15 @@ BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks
       s -= p.signal_metrics(m.T, m.d);
       if (inputs.insert(input).second) w.shared_s += p.signal_metrics(m.T, m.d);
       if (m.depth >= 1) {
-        const double first = input_product_seconds(m, p);
-        s -= first;
-        if (products.insert({input, static_cast<int>(m.mixer), static_cast<int>(m.value_init), m.sigma_v}).second)
-          w.shared_s += first;
+        const InputProducts first = input_product_seconds(m, p);
+        s -= first.values + first.qk + first.mixer;
+        if (values.insert({input, static_cast<int>(m.value_init), m.sigma_v}).second) w.shared_s += first.values;
+        if (qk.insert({input, m.d_qk}).second) w.shared_s += first.qk;
+        if (mixers
+                .insert({input, static_cast<int>(m.mixer), static_cast<int>(m.gap_fix), m.outliers_r, m.sigma_A,
+                         m.sigma_qk, m.d_qk, m.state_dim, m.alpha, static_cast<int>(m.bc_init)})
+                .second)
+          w.shared_s += first.mixer;
       }
     }
     w.task_s.push_back(s);
@@ -193,7 +220,7 @@ Calibration default_calibration() {
   c.machine = "default (not measured)";
   c.gemm_rate = {{16, 4e9}, {32, 10e9}, {64, 20e9}, {128, 30e9}, {256, 36e9}, {512, 40e9}, {1024, 42e9}};
   c.signal_s = {{16, 1.2e-5}, {64, 8e-5}, {150, 5e-4}, {512, 4.2e-3}, {1024, 3.0e-2}};
-  c.mixer_s = {{16, 1.1e-5}, {64, 7.5e-5}, {150, 4.8e-4}, {512, 2.1e-3}, {1024, 2.1e-2}};
+  c.mixer_s = {{16, 1.1e-5}, {64, 7.5e-5}, {150, 4.8e-4}, {512, 2.1e-3}, {1024, 2.1e-2}, {2048, 1.3e-1}};
   c.svd_s = {{16, 3e-5}, {64, 2e-4}, {150, 1.3e-3}, {512, 4e-2}, {1024, 2.5e-1}};
   return c;
 }

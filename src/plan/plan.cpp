@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "base/error.hpp"
+#include "metrics/metrics.hpp"
 #include "plan/memory.hpp"
 
 namespace rcsweep::plan {
@@ -46,6 +48,12 @@ void choose_qk_product(std::vector<ModelParams>& models) {
 }
 }  // namespace
 
+double mixer_metrics_flops(double T) {
+  if (T < static_cast<double>(metrics::mixer_lanczos_min_order)) return svd_values_flops(T, T);
+  const double steps = mixer_lanczos_steps;
+  return steps * 4.0 * T * T + 8.0 * steps * steps * T + 2.0 * T * T;
+}
+
 double layer_flops(const ModelParams& m) {
   const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
   double f = 0.0;
@@ -73,6 +81,7 @@ double layer_flops(const ModelParams& m) {
     case Mixer::lti: f = H * (2.0 * T * T * d + normal_cost * 2.0 * N); break;
   }
   if (m.gap_fix == config::GapFix::outliers) f += H * 22.0 * T * T * T;  // SVD with vectors
+  if (m.gap_fix == config::GapFix::perp) f += H * T * T;                 // M - (1/T) 1 1^T
   if (m.gate == config::Gate::silu) f += 2.0 * T * d * d + normal_cost * d * d + exp_cost * T * d;
   if (m.mlp == config::Mlp::relu) {
     const double hidden = m.mlp_ratio * d;
@@ -80,17 +89,18 @@ double layer_flops(const ModelParams& m) {
   }
   f += 10.0 * T * d;                          // skip, norm, scaling
   f += svd_values_flops(T, d) + 8.0 * T * d;  // signal metrics
-  f += svd_values_flops(T, T);                // mixer metrics
+  f += mixer_metrics_flops(T);                // mixer metrics
   return f;
 }
 
 double gradient_flops(const ModelParams& m, int max_depth, const std::vector<int>& depths, bool exact, int probes) {
   if (depths.empty()) return 0.0;
   const double T = m.T, d = m.d, L = max_depth;
-  double f = L * (layer_flops(m) - svd_values_flops(T, d) - svd_values_flops(T, T));  // taped forward
+  const double forward = layer_flops(m) - svd_values_flops(T, d) - mixer_metrics_flops(T);  // without metrics
+  double f = L * forward;                                                                   // taped forward
   for (int depth : depths)
     f += exact ? depth * (2.0 * T * T * d + 2.0 * T * d * d + 2.0 * d * d * d)  // M Y, Z W, W R
-               : probes * depth * 2.0 * (layer_flops(m) - svd_values_flops(T, d) - svd_values_flops(T, T));
+               : probes * depth * 2.0 * forward;
   return f;
 }
 
@@ -269,6 +279,14 @@ std::int64_t spectrum_starts(const Plan& plan, int layers, std::size_t (Plan::*l
 void add_bundles(Plan& plan, Shard shard) {
   std::map<std::tuple<int, int, int>, std::size_t> bundle_of;
   std::vector<std::array<std::size_t, MemoryEstimate::n_parts>> shared_parts;  // per bundle, by kind
+  // Per bundle, what layer 1 caches of the shared X_0 (models::ProductCache): X_0 W_V per value
+  // weight, and an input-dependent mixer M(X_0) per mixer (models' mixer_key, gap_fix included).
+  struct LayerOne {
+    std::set<std::tuple<int, int, double>> values;
+    std::set<std::tuple<int, int, int, int, double, double, int, int, double, int>> mixers;
+    std::size_t value_bytes = 0, mixer_bytes = 0, own_mixer_bytes = 0;
+  };
+  std::vector<LayerOne> layer_one;
   for (const auto& t : plan.tasks) {
     // An adaptive point's decisions need all its replicates in one shard.
     const std::uint64_t shard_key = plan.spec.adaptive.enabled() ? t.point : t.id;
@@ -288,13 +306,32 @@ void add_bundles(Plan& plan, Shard shard) {
     b.results_bytes += static_cast<std::size_t>(task_result_bytes(plan, m));
     const std::size_t tape = plan.spec.output.gradients == config::Spectra::none ? 0 : tape_bytes(m, plan.max_depth);
     b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape);
+    if (layer_one.size() < plan.bundles.size()) layer_one.resize(plan.bundles.size());
+    auto& one = layer_one[it->second];
+    const std::size_t T = m.T, d = m.d, H = m.heads;
+    if (m.input_scale == 1.0 && !m.ssm() && m.value_init != config::ValueInit::identity &&
+        one.values.insert({static_cast<int>(m.input), static_cast<int>(m.value_init), m.sigma_v}).second)
+      one.value_bytes += 8 * H * T * d;
+    if (m.input_dependent_mixer()) {
+      one.own_mixer_bytes = 8 * T * T;  // the task's own mixer in its scratch, not yet allocated at layer 1
+      if (m.input_scale == 1.0 &&
+          one.mixers
+              .insert({static_cast<int>(m.input), static_cast<int>(m.mixer), static_cast<int>(m.gap_fix), m.outliers_r,
+                       m.sigma_A, m.sigma_qk, m.d_qk, m.state_dim, m.alpha, static_cast<int>(m.bc_init)})
+              .second)
+        one.mixer_bytes += 8 * H * T * T;
+    }
   }
   // Kinds of shared tensors add up; the layer-1 products exist only where several tasks share X_0.
+  // Their mixers M(X_0) stand at layer 1 where the tasks' own mixers (counted in the scratch) stand
+  // from layer 2 on: they add what exceeds one own mixer.
   for (std::size_t i = 0; i < plan.bundles.size(); ++i) {
     MemoryEstimate e;
     e.shared_parts = shared_parts[i];
     auto& b = plan.bundles[i];
-    b.shared_bytes = e.shared() + (b.tasks.size() > 1 ? e.shared_parts[MemoryEstimate::layer1_part] : 0);
+    const LayerOne& one = layer_one[i];
+    const std::size_t mixers = one.mixer_bytes > one.own_mixer_bytes ? one.mixer_bytes - one.own_mixer_bytes : 0;
+    b.shared_bytes = e.shared() + (b.tasks.size() > 1 ? one.value_bytes + mixers : 0);
   }
 }
 

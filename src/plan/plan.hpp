@@ -83,9 +83,20 @@ struct Plan {
 Plan make_plan(config::SweepSpec spec, Shard shard = {});
 
 /// Estimated flops of one layer of `model`: products, entrywise maps, random numbers (as flop
-/// equivalents), components, and the metrics priced as an SVD of X and of M (an upper bound: the
-/// Gram route is cheaper where it applies). A rough model, calibrated once (docs/BENCHMARKS.md).
+/// equivalents), components, and the metrics by the route they take: X's priced as an SVD (an
+/// upper bound: the Gram route is cheaper where it applies), M's as mixer_metrics_flops. A rough
+/// model, calibrated once (docs/BENCHMARKS.md).
 double layer_flops(const config::ModelParams& model);
+/// Golub–Kahan–Lanczos steps the mixer metrics take on a layer's T x T mixer (T >=
+/// metrics::mixer_lanczos_min_order): 24–55 measured on softmax stacks with and without `perp` at
+/// T = 1024 to 8192 (layernorm, d = 256, 4 layers), with no trend in T (docs/BENCHMARKS.md "Long
+/// context (T = 32768)"), so a step count independent of T.
+inline constexpr double mixer_lanczos_steps = 40.0;
+/// Flops of the mixer metrics of a T x T mixer: from metrics::mixer_lanczos_min_order on,
+/// mixer_lanczos_steps Golub–Kahan–Lanczos steps (a product with M and one with M^T, 4 T^2 each,
+/// and the reorthogonalisation, 8 j (T + T) at step j) and the pass for ||M||_F: O(T^2); below it
+/// the dense route, priced as an SVD of M: O(T^3).
+double mixer_metrics_flops(double T);
 /// Extra flops of one stored mixer spectrum (all singular values and eigenvalues of a T x T M).
 double mixer_spectrum_flops(const config::ModelParams& model);
 /// Extra flops of one task's gradient norms: a taped forward pass, then the exact route's

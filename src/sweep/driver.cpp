@@ -181,8 +181,9 @@ PendingWork schedule(const RunContext& c, const Runnable& runnable, const plan::
 }
 
 /// Rank 0's compute thread: units from `queue` until there are none, results to `local`. run_bundle
-/// asks `cancelled` before every layer and every task's gradients: counting the calls gives rank
-/// 0's progress within a bundle (a single big task shows its ETA too). Outside a bundle (out of
+/// asks `cancelled` models::checks_per_layer times per layer (before it and within it) and before
+/// every task's gradients: counting the calls gives rank 0's progress within a bundle, also within
+/// a layer (a single big task shows its ETA too). Outside a bundle (out of
 /// memory) an error ends the job at once, as after a kill.
 void compute_at_rank0(const RunContext& c, WorkQueue& queue, ResultQueue& local, const StopState& stop,
                       Service& service) {
@@ -199,7 +200,8 @@ void compute_at_rank0(const RunContext& c, WorkQueue& queue, ResultQueue& local,
       bundle_flops = 0.0;
       for (const auto id : *tasks) bundle_flops += c.plan.tasks[id].flops;
       checks = 0.0;
-      expected_checks = c.plan.max_depth + grad_checks * static_cast<double>(tasks->size()) + 1.0;
+      expected_checks = c.plan.max_depth * models::checks_per_layer + grad_checks * static_cast<double>(tasks->size()) +
+                        1.0;
       local.push(compute(c.runner, c.plan, *tasks, 0, cancelled));
       service.partial_progress(0.0);
     }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "linalg/linalg.hpp"
 #include "model_fixtures.hpp"
@@ -163,6 +164,43 @@ TEST(Layer, MatchesNaiveReference) {
   mm = stats.head0;
   EXPECT_LT(test::max_abs_diff(X, expect), 1e-12);
   EXPECT_TRUE(std::isfinite(mm.m_s1));
+}
+
+// A T x T allocation lent to the layer (LayerScratch, reused from layer to layer by run_bundle) is
+// invisible in the results whatever it holds (NaN garbage, a larger or a smaller matrix): the mixer
+// built in it is every entry written. The task's own mixer comes back in it; a mixer shared through
+// the cache leaves it alone. Each layer reports its layer_stages stages exactly once.
+TEST(Layer, LentMixerAllocationIsReusedAndInvisible) {
+  for (const auto mixer : {config::Mixer::softmax, config::Mixer::ssd, config::Mixer::markov, config::Mixer::s4d}) {
+    auto m = small_model(mixer, 12, 9);
+    m.heads = mixer == config::Mixer::s4d ? 1 : 2;
+    m.gap_fix = mixer == config::Mixer::s4d ? config::GapFix::none : config::GapFix::perp;
+    m.norm = config::Norm::layernorm;
+    m.lambda = 1.0;
+    m.input = config::InputKind::sphere;
+    RandomSource random(5, 2, m.T, m.d);
+    const Matrix X0 = models::make_input(m, random);
+    Matrix expect = X0;
+    models::LayerStats expect_stats;
+    models::apply_layer(m, 1, random, expect, &expect_stats);
+    for (const auto& [rows, cols] : {std::pair<std::size_t, std::size_t>{12, 12}, {30, 20}, {3, 4}, {0, 0}}) {
+      models::LayerScratch lent{Matrix(rows, cols, std::nan("")), {}};
+      int stages = 0;
+      lent.stage_done = [&] { ++stages; };
+      Matrix X = X0;
+      models::LayerStats stats;
+      models::apply_layer(m, 1, random, X, &stats, {}, nullptr, &lent);
+      EXPECT_EQ(X, expect) << static_cast<int>(mixer) << ": lent " << rows << " x " << cols;
+      EXPECT_EQ(std::memcmp(&stats.head0, &expect_stats.head0, sizeof stats.head0), 0);
+      EXPECT_EQ(stages, models::layer_stages);
+      if (m.input_dependent_mixer()) {  // the task's own mixer, given back
+        EXPECT_EQ(lent.mixer.rows(), 12u);
+        EXPECT_EQ(lent.mixer.cols(), 12u);
+      } else {
+        EXPECT_EQ(lent.mixer.rows(), rows);
+      }
+    }
+  }
 }
 
 TEST(Layer, OrthogonalValuesAreOrthogonalAndIdentityValuesSkipTheProduct) {

@@ -229,5 +229,48 @@ TEST(TaskRunner, ThreadsAreBitwiseInvisible) {
   linalg::set_blas_threads(blas);
 }
 
+// run_bundle asks `cancelled` checks_per_layer times per layer, whatever the bundle (one task, a
+// bundle of 8 run one after the other or concurrently, tasks that diverge early), and once more
+// per task before its gradients: a caller counting the calls knows the progress. One task's checks
+// fall within its layers: a stop asked at the second check of layer 1 ends the bundle before the
+// layer is done.
+TEST(TaskRunner, CancelledIsAskedAFixedNumberOfTimesPerLayer) {
+  const auto count = [](const plan::Plan& plan, const std::vector<std::uint64_t>& tasks, int threads) {
+    parallel::set_threads(threads);
+    int calls = 0, done = 0;
+    models::run_bundle(
+        plan, tasks, [&](models::TaskOutput&&) { ++done; },
+        [&] {
+          ++calls;
+          return false;
+        });
+    parallel::set_threads(1);
+    EXPECT_EQ(done, static_cast<int>(tasks.size()));
+    return calls;
+  };
+  const auto one = test::plan_from("mixer = \"softmax\"\nT = 8\nd = 12\ndepth = 5\nnorm = \"layernorm\"");
+  EXPECT_EQ(count(one, one.bundles.front().tasks, 1), 5 * models::checks_per_layer);
+  const auto eight = test::plan_from("T = 8\nd = 12\ndepth = 3\nheads = 2",
+                                     "mixer = [\"softmax\", \"markov\"]\nlambda = [0.0, 1.0]\n"
+                                     "sigma_v = [1.0, 1e200]");  // sigma_v = 1e200 without a norm: diverges
+  const auto bundle = eight.bundles.front().tasks;
+  ASSERT_EQ(bundle.size(), 8u);
+  bool diverged = false;
+  models::run_bundle(eight, bundle,
+                     [&](models::TaskOutput&& o) { diverged = diverged || o.outcome == models::Outcome::diverged; });
+  EXPECT_TRUE(diverged);
+  for (int threads : {1, 2, 3}) EXPECT_EQ(count(eight, bundle, threads), 3 * models::checks_per_layer) << threads;
+  auto grads = test::plan_from("mixer = \"softmax\"\nT = 4\nd = 6\ndepth = 2");
+  grads.spec.output.gradients = config::Spectra::last;
+  EXPECT_EQ(count(grads, grads.bundles.front().tasks, 1), 2 * models::checks_per_layer + 1);
+
+  int calls = 0, done = 0;
+  EXPECT_THROW(models::run_bundle(
+                   one, one.bundles.front().tasks, [&](models::TaskOutput&&) { ++done; }, [&] { return ++calls == 2; }),
+               models::Cancelled);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(done, 0);
+}
+
 }  // namespace
 }  // namespace rcsweep

@@ -96,5 +96,77 @@ mixer = "markov"
   EXPECT_NEAR(plan::plan_seconds(two, slow), 2.0 * s2, 1e-12 * s2);
 }
 
+// The mixer metrics of a long-context task take Lanczos (a step costs T^2, the steps do not grow with
+// T): beyond the calibration's largest mixer they are priced as its time times (T / T_last)^2, not
+// by the last segment's power law, which between an in-cache and an out-of-cache size is steeper
+// than T^3 (measured 0.015 s at 1024, 0.136 s at 2048 on Zen 4).
+TEST(CostModel, LanczosMixerMetricsBeyondTheCalibrationGrowLikeTSquared) {
+  plan::Calibration c = plan::default_calibration();
+  c.mixer_s = {{512, 1.6e-3}, {1024, 1.5e-2}, {2048, 1.36e-1}};
+  const auto one = [&](int T) {
+    return plan::make_plan(config::parse_sweep(R"(
+[sweep]
+name = "c"
+seed = 1
+replicates = 1
+[model]
+depth = 1
+d = 16
+mixer = "softmax"
+input = "sphere"
+T = )" + std::to_string(T) + "\n",
+                                               "test"));
+  };
+  // one layer's mixer metrics, the difference of a softmax task with and without them
+  const auto metrics_s = [&](int T) {
+    plan::Calibration none = c;
+    none.mixer_s.clear();
+    return plan::plan_seconds(one(T), c) - plan::plan_seconds(one(T), none);
+  };
+  EXPECT_NEAR(metrics_s(2048), 1.36e-1, 1e-9);
+  EXPECT_NEAR(metrics_s(8192), 1.36e-1 * 16, 1e-9);
+  EXPECT_NEAR(metrics_s(1448), plan::interpolate(c.mixer_s, 1448), 1e-9);  // measured range: as measured
+  // and the flops: O(T^2) per layer at fixed d, where the dense route's T^3 was
+  config::ModelParams m;
+  m.T = 8192;
+  m.d = m.d_qk = 256;
+  const double f = plan::layer_flops(m);
+  m.T = 16384;
+  EXPECT_LT(plan::layer_flops(m), 4.2 * f);
+  EXPECT_GT(plan::layer_flops(m), 3.5 * f);  // the T d^2 products grow like T
+  EXPECT_NEAR(plan::mixer_metrics_flops(16384) / plan::mixer_metrics_flops(8192), 4.0, 0.03);
+  EXPECT_GT(plan::mixer_metrics_flops(128), 2.0 * 128 * 128 * 128);  // the dense route below Lanczos
+}
+
+// Layer 1's mixer of the shared X_0 is computed once per mixer (models' mixer_key: gap_fix and the
+// mixer's parameters included), so it is priced once per mixer: a scan of lambda shares it, tasks
+// with and without perp do not (one more mixer, its logits and metrics), while both share X_0 W_V.
+TEST(CostModel, LayerOneMixerIsSharedOnlyByTasksOfTheSameMixer) {
+  const plan::Calibration c = plan::default_calibration();
+  const auto bundle = [](const std::string& axes) {
+    return plan::make_plan(config::parse_sweep(R"(
+[sweep]
+name = "c"
+seed = 1
+replicates = 1
+[model]
+depth = 1
+T = 512
+d = 16
+input = "sphere"
+mixer = "softmax"
+[axes]
+)" + axes,
+                                               "test"));
+  };
+  const auto lambdas = bundle("lambda = [0.0, 1.0]\n"), fixes = bundle("gap_fix = [\"none\", \"perp\"]\n");
+  ASSERT_EQ(lambdas.bundles.size(), 1u);
+  ASSERT_EQ(fixes.bundles.size(), 1u);
+  const double extra = plan::plan_seconds(fixes, c) - plan::plan_seconds(lambdas, c);
+  const double one_mixer = plan::interpolate(c.mixer_s, 512) + 512.0 * 512.0 / c.exp_rate;
+  EXPECT_GT(extra, one_mixer);
+  EXPECT_LT(extra, 2.0 * one_mixer + 512.0 * 512.0 / c.pass_rate + 2.0 * 512 * 512 * 16 / 4e9);
+}
+
 }  // namespace
 }  // namespace rcsweep

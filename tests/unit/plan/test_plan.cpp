@@ -96,8 +96,27 @@ TEST(Plan, BundleMemoryAddsSharedKindsAndLayerOneProductsOnlyWhenShared) {
   const std::size_t T = 32, d = 64;
   // W_V, W_Q W_K, P = W_Q W_K^T (2 softmax points at d = 2T: a tie, which goes to P), G + M, X_0
   const std::size_t weights = d * d + 2 * d * d + d * d + 2 * T * T + T * d;
-  const std::size_t layer1 = T * d + T * T;  // X_0 W_V, M(X_0)
+  // X_0 W_V, and the softmax mixer M(X_0) of the two lambdas: one, held at layer 1 where a task's own
+  // mixer (counted in its scratch) is held from layer 2 on, so it adds nothing beyond it
+  const std::size_t layer1 = T * d;
   EXPECT_EQ(b.shared_bytes, 8 * (weights + layer1));
+  EXPECT_GE(b.scratch_bytes, 8 * T * T);
+  // with and without perp the bundle caches two mixers M(X_0): one more than a task's own
+  const auto fixes = plan::make_plan(config::parse_sweep(R"(
+[sweep]
+name = "f"
+seed = 1
+replicates = 1
+[model]
+T = 32
+d = 64
+depth = 2
+[axes]
+gap_fix = ["none", "perp"]
+)",
+                                                         "test"));
+  // W_V, W_Q W_K, P (two attention points), X_0; X_0 W_V and the second mixer
+  EXPECT_EQ(fixes.bundles.front().shared_bytes, 8 * (d * d + 2 * d * d + d * d + T * d + T * d + T * T));
   EXPECT_EQ(b.state_bytes, 4 * 8 * T * d);  // per task: X between layers
   const auto alone = plan::make_plan(config::parse_sweep(R"(
 [sweep]
