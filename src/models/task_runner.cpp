@@ -90,84 +90,91 @@ void mark_ended(Running& r, int layer, Outcome outcome, const std::string& why) 
   r.out.layers[layer].fill(metrics::nan);
 }
 
-}  // namespace
+/// The calls of run_bundle's callbacks, under one lock (never concurrently): `cancelled`
+/// checks_per_layer times per layer (task_runner.hpp) and before each task's gradients, `on_done`
+/// once per task.
+class Callbacks {
+ public:
+  Callbacks(const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled)
+      : on_done_(on_done), cancelled_(cancelled) {}
 
-void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
-                const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled) {
-  if (tasks.empty()) return;
-  // With several threads the tasks of a small-task unit run concurrently (plan/threads.hpp); the
-  // callbacks are then called under this lock, never concurrently.
-  const plan::ThreadMode mode = plan::thread_mode(plan, tasks, parallel::threads());
-  std::mutex callback_mutex;
-  const auto check_cancelled = [&] {
-    const std::lock_guard lock(callback_mutex);
-    if (cancelled && cancelled()) throw Cancelled();
-  };
-  // The checks of a layer (checks_per_layer): under callback_mutex, the calls made in this layer and
-  // the stages its running tasks passed of the layer_stages each owes.
-  int layer_checks = 0;
-  double stages_passed = 0.0, stages_owed = 0.0;
-  const auto layer_check = [&] {  // callback_mutex held
-    ++layer_checks;
-    if (cancelled && cancelled()) throw Cancelled();
-  };
-  const auto begin_layer = [&](double running_tasks) {
-    const std::lock_guard lock(callback_mutex);
-    layer_checks = 0;
-    stages_passed = 0.0;
-    stages_owed = running_tasks * layer_stages;
-    layer_check();
-  };
-  // Check j (1 <= j < checks_per_layer) once j / (checks_per_layer - 1) of the owed stages are passed.
-  const auto stage_passed = [&] {
-    const std::lock_guard lock(callback_mutex);
-    stages_passed += 1.0;
-    while (layer_checks < checks_per_layer && layer_checks * stages_owed <= stages_passed * (checks_per_layer - 1))
-      layer_check();
-  };
-  const auto end_layer = [&] {
-    const std::lock_guard lock(callback_mutex);
-    while (layer_checks < checks_per_layer) layer_check();
-  };
-  // T x T allocations lent to the layers (LayerScratch::mixer), one per task computing at a time:
-  // taken for a task's layer and given back after it, so the layers reuse them.
-  std::vector<Matrix> spare_mixers;
-  const auto take_mixer = [&] {
-    const std::lock_guard lock(callback_mutex);
+  /// A layer begins with `running_tasks` tasks still alive: its first check.
+  void begin_layer(double running_tasks) {
+    const std::lock_guard lock(mutex_);
+    layer_checks_ = 0;
+    stages_passed_ = 0.0;
+    stages_owed_ = running_tasks * layer_stages;
+    check();
+  }
+  /// A task passed a stage of the layer: check j (1 <= j < checks_per_layer) once j /
+  /// (checks_per_layer - 1) of the owed stages are passed.
+  void stage_passed() {
+    const std::lock_guard lock(mutex_);
+    stages_passed_ += 1.0;
+    while (layer_checks_ < checks_per_layer && layer_checks_ * stages_owed_ <= stages_passed_ * (checks_per_layer - 1))
+      check();
+  }
+  /// The layer is over: the checks it still owes.
+  void end_layer() {
+    const std::lock_guard lock(mutex_);
+    while (layer_checks_ < checks_per_layer) check();
+  }
+  void before_gradients() {
+    const std::lock_guard lock(mutex_);
+    if (cancelled_ && cancelled_()) throw Cancelled();
+  }
+  void done(TaskOutput&& out) {
+    const std::lock_guard lock(mutex_);
+    on_done_(std::move(out));
+  }
+
+ private:
+  void check() {  // mutex_ held
+    ++layer_checks_;
+    if (cancelled_ && cancelled_()) throw Cancelled();
+  }
+  const std::function<void(TaskOutput&&)>& on_done_;
+  const std::function<bool()>& cancelled_;
+  std::mutex mutex_;
+  int layer_checks_ = 0;  ///< the checks made in this layer
+  double stages_passed_ = 0.0, stages_owed_ = 0.0;
+};
+
+/// T x T allocations lent to the layers (LayerScratch::mixer), one per task computing at a time:
+/// taken for a task's layer and given back after it, so the layers reuse them.
+class MixerPool {
+ public:
+  Matrix take() {
+    const std::lock_guard lock(mutex_);
     Matrix M;
-    if (!spare_mixers.empty()) {
-      M = std::move(spare_mixers.back());
-      spare_mixers.pop_back();
+    if (!spare_.empty()) {
+      M = std::move(spare_.back());
+      spare_.pop_back();
     }
     return M;
-  };
-  const auto give_mixer = [&](Matrix&& M) {
-    const std::lock_guard lock(callback_mutex);
-    if (!M.empty()) spare_mixers.push_back(std::move(M));
-  };
-  // body(i) for every run i: in tasks mode concurrently, the threads taking them in
-  // plan::task_order (while one builds a shared product, the others run tasks that do not wait for
-  // it); else one after the other, each task's products split over the threads.
-  const std::vector<std::size_t> order = plan::task_order(plan, tasks);
-  const auto for_each_run = [&](std::size_t count, const std::function<void(std::size_t)>& body) {
-    if (mode == plan::ThreadMode::tasks)
-      parallel::for_each(count, [&](std::size_t i) { body(order[i]); });
-    else
-      for (std::size_t i = 0; i < count; ++i) body(i);
-  };
+  }
+  void give(Matrix&& M) {
+    const std::lock_guard lock(mutex_);
+    if (!M.empty()) spare_.push_back(std::move(M));
+  }
+  void clear() { spare_.clear(); }
+
+ private:
+  std::mutex mutex_;
+  std::vector<Matrix> spare_;
+};
+
+/// The bundle's tasks, each starting from its input X_0: one X_0 per input kind in `inputs`,
+/// drawn from `random` and shared (a task with an input_scale has its own scaled copy).
+std::vector<Running> start_runs(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks, RandomSource& random,
+                                std::map<int, Matrix>& inputs) {
   const auto& first = plan.tasks.at(tasks.front());
   const auto& m0 = plan.models.at(first.point);
-  RandomSource random(plan.spec.seed, first.replicate, m0.T, m0.d);
   const int L = plan.max_depth;
-  const auto nan_row = [] {
-    metrics::LayerRow row;
-    row.fill(metrics::nan);
-    return row;
-  }();
-
+  metrics::LayerRow nan_row;
+  nan_row.fill(metrics::nan);
   std::vector<Running> runs;
   runs.reserve(tasks.size());
-  std::map<int, Matrix> inputs;  // one X_0 per input kind, shared by the bundle
   for (const auto id : tasks) {
     const auto& t = plan.tasks.at(id);
     const auto& model = plan.models.at(t.point);
@@ -182,20 +189,28 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     r.out.mixer_eig_im.assign(L + 1, {});
     auto [it, inserted] = inputs.try_emplace(static_cast<int>(model.input));
     if (inserted) it->second = make_input(model, random);
-    if (model.input_scale != 1.0) {  // not shared with unscaled tasks: its own copy
-      r.X = it->second;
-      for (double& x : r.X.values()) x *= model.input_scale;
-      runs.push_back(std::move(r));
-      continue;
-    }
     r.X = it->second;
+    if (model.input_scale != 1.0)  // not shared with unscaled tasks: its own copy
+      for (double& x : r.X.values()) x *= model.input_scale;
     runs.push_back(std::move(r));
   }
-  using clock = std::chrono::steady_clock;
-  // Layer 0: tasks with the same input kind and scale share X_0 and so its metrics.
+  return runs;
+}
+
+using Clock = std::chrono::steady_clock;
+
+/// Adds the time from its construction to its end to a task's seconds.
+struct AddTime {
+  Running& r;
+  Clock::time_point t0 = Clock::now();
+  ~AddTime() { r.out.seconds += std::chrono::duration<double>(Clock::now() - t0).count(); }
+};
+
+/// Layer 0: tasks with the same input kind and scale share X_0 and so its metrics.
+void record_layer0(const plan::Plan& plan, std::vector<Running>& runs) {
   std::map<std::pair<int, double>, const Running*> first_of_input;
   for (auto& r : runs) {
-    const auto t0 = clock::now();
+    const AddTime add_time{r};
     auto [it, inserted] = first_of_input.try_emplace(
         std::make_pair(static_cast<int>(r.model->input), r.model->input_scale), &r);
     if (inserted) {
@@ -204,8 +219,90 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
       r.out.layers[0] = it->second->out.layers[0];
       r.out.spectra[0] = it->second->out.spectra[0];
     }
-    r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count();
   }
+}
+
+/// One layer of a running task: X_{layer} from X_{layer-1}, its metrics, or the end of the task
+/// (diverged, vanished) there.
+void run_layer(const plan::Plan& plan, Running& r, int layer, RandomSource& random, const ProductCache& products,
+               Callbacks& calls, MixerPool& mixers) {
+  const AddTime add_time{r};
+  LayerStats stats;
+  stats.keep_head0 = plan.mixer_spectrum_at(layer);
+  LayerScratch scratch{mixers.take(), [&calls] { calls.stage_passed(); }};
+  apply_layer(*r.model, layer, random, r.X, &stats, products, nullptr, &scratch);
+  mixers.give(std::move(scratch.mixer));
+  r.C_M = std::max(r.C_M, stats.max_m_fro);
+  r.S = std::max(r.S, stats.max_cv_fro);
+  if (!all_finite(r.X)) {
+    if (stats.zero_rows_normed > 0)
+      mark_ended(r, layer, Outcome::vanished,
+                 std::to_string(stats.zero_rows_normed) +
+                     (stats.zero_rows_normed == 1 ? " row of X was" : " rows of X were") +
+                     " exactly zero before the rms norm (the signal collapsed completely)");
+    else
+      mark_ended(r, layer, Outcome::diverged, "non-finite values in X (the layer is not scale-invariant; add a norm)");
+    return;
+  }
+  if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
+  record(plan, r, layer, stats.head0);
+  constexpr auto log_fro = metrics::metric_index("log_fro");
+  if (!std::isfinite(r.out.layers[layer][log_fro])) {
+    mark_ended(r, layer, Outcome::vanished, "every entry of X is zero (the signal collapsed completely)");
+    return;
+  }
+  if (stats.keep_head0) record_mixer(r, layer, stats.head0_M);
+}
+
+/// After the last layer: a done task's theory quantities, every task's gradient norms (when the
+/// plan stores them), and the task handed over.
+void finish_task(const plan::Plan& plan, Running& r, const std::vector<int>& depths, Callbacks& calls) {
+  const int L = plan.max_depth;
+  if (r.out.outcome == Outcome::done) {
+    const auto& m = *r.model;
+    r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0), log_mu(r.out, L)});
+  }
+  if (!depths.empty()) {
+    calls.before_gradients();
+    const AddTime add_time{r};
+    r.out.grad_log10.assign(depths.size() * static_cast<std::size_t>(L), metrics::nan);
+    r.out.grad_stderr = r.out.grad_log10;
+    if (r.out.outcome == Outcome::done) {
+      const GradientNorms g = task_gradients(plan, r.out.task, depths);
+      for (std::size_t k = 0; k < depths.size(); ++k) {
+        std::copy(g.log10_g[k].begin(), g.log10_g[k].end(), r.out.grad_log10.begin() + k * L);
+        std::copy(g.stderr_log10[k].begin(), g.stderr_log10[k].end(), r.out.grad_stderr.begin() + k * L);
+      }
+    }
+  }
+  calls.done(std::move(r.out));
+}
+
+}  // namespace
+
+void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
+                const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled) {
+  if (tasks.empty()) return;
+  Callbacks calls(on_done, cancelled);
+  MixerPool mixers;
+  // body(i) for every run i: with several threads the tasks of a small-task unit run concurrently
+  // (plan/threads.hpp), the threads taking them in plan::task_order (while one builds a shared
+  // product, the others run tasks that do not wait for it); else one after the other, each task's
+  // products split over the threads.
+  const plan::ThreadMode mode = plan::thread_mode(plan, tasks, parallel::threads());
+  const std::vector<std::size_t> order = plan::task_order(plan, tasks);
+  const auto for_each_run = [&](std::size_t count, const std::function<void(std::size_t)>& body) {
+    if (mode == plan::ThreadMode::tasks)
+      parallel::for_each(count, [&](std::size_t i) { body(order[i]); });
+    else
+      for (std::size_t i = 0; i < count; ++i) body(i);
+  };
+  const auto& first = plan.tasks.at(tasks.front());
+  const auto& m0 = plan.models.at(first.point);
+  RandomSource random(plan.spec.seed, first.replicate, m0.T, m0.d);
+  std::map<int, Matrix> inputs;  // one X_0 per input kind, shared by the bundle
+  std::vector<Running> runs = start_runs(plan, tasks, random, inputs);
+  record_layer0(plan, runs);
 
   // Where a task's products X W are cached at `layer` (models::ProductCache): at layer 1 every task
   // still holds its bundle's X_0 bitwise and shares them with the others (a bundle of one task has
@@ -214,76 +311,21 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     if (runs.size() == 1 || layer != 1 || r.model->input_scale != 1.0) return ProductCache{};
     return ProductCache{"input" + std::to_string(static_cast<int>(r.model->input))};
   };
-  for (int layer = 1; layer <= L; ++layer) {
-    begin_layer(static_cast<double>(std::count_if(runs.begin(), runs.end(), [](const Running& r) { return r.alive; })));
+  for (int layer = 1; layer <= plan.max_depth; ++layer) {
+    calls.begin_layer(
+        static_cast<double>(std::count_if(runs.begin(), runs.end(), [](const Running& r) { return r.alive; })));
     for_each_run(runs.size(), [&](std::size_t i) {
-      Running& r = runs[i];
-      if (!r.alive) return;
-      const auto t0 = clock::now();
-      struct AddTime {
-        Running& r;
-        clock::time_point t0;
-        ~AddTime() { r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count(); }
-      } add_time{r, t0};
-      LayerStats stats;
-      stats.keep_head0 = plan.mixer_spectrum_at(layer);
-      LayerScratch scratch{take_mixer(), stage_passed};
-      apply_layer(*r.model, layer, random, r.X, &stats, product_cache(r, layer), nullptr, &scratch);
-      give_mixer(std::move(scratch.mixer));
-      r.C_M = std::max(r.C_M, stats.max_m_fro);
-      r.S = std::max(r.S, stats.max_cv_fro);
-      if (!all_finite(r.X)) {
-        if (stats.zero_rows_normed > 0)
-          mark_ended(r, layer, Outcome::vanished,
-                     std::to_string(stats.zero_rows_normed) +
-                         (stats.zero_rows_normed == 1 ? " row of X was" : " rows of X were") +
-                         " exactly zero before the rms norm (the signal collapsed completely)");
-        else
-          mark_ended(r, layer, Outcome::diverged,
-                     "non-finite values in X (the layer is not scale-invariant; add a norm)");
-        return;
-      }
-      if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
-      record(plan, r, layer, stats.head0);
-      constexpr auto log_fro = metrics::metric_index("log_fro");
-      if (!std::isfinite(r.out.layers[layer][log_fro])) {
-        mark_ended(r, layer, Outcome::vanished, "every entry of X is zero (the signal collapsed completely)");
-        return;
-      }
-      if (stats.keep_head0) record_mixer(r, layer, stats.head0_M);
+      if (runs[i].alive) run_layer(plan, runs[i], layer, random, product_cache(runs[i], layer), calls, mixers);
     });
     // The layer's weights, mixers and shared products are not needed any more: free them before
     // the next layer allocates its own (and X_0 after layer 1), which bounds the peak memory.
     random.release();
     if (layer == 1) inputs.clear();
-    end_layer();
+    calls.end_layer();
   }
-  spare_mixers.clear();
+  mixers.clear();
   const auto depths = plan.gradient_depths();
-  for_each_run(runs.size(), [&](std::size_t i) {
-    Running& r = runs[i];
-    if (r.out.outcome == Outcome::done) {
-      const auto& m = *r.model;
-      r.out.theory = theory_row(
-          {r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0), log_mu(r.out, L)});
-    }
-    if (!depths.empty()) {
-      check_cancelled();
-      const auto t0 = clock::now();
-      r.out.grad_log10.assign(depths.size() * static_cast<std::size_t>(L), metrics::nan);
-      r.out.grad_stderr = r.out.grad_log10;
-      if (r.out.outcome == Outcome::done) {
-        const GradientNorms g = task_gradients(plan, r.out.task, depths);
-        for (std::size_t k = 0; k < depths.size(); ++k) {
-          std::copy(g.log10_g[k].begin(), g.log10_g[k].end(), r.out.grad_log10.begin() + k * L);
-          std::copy(g.stderr_log10[k].begin(), g.stderr_log10[k].end(), r.out.grad_stderr.begin() + k * L);
-        }
-      }
-      r.out.seconds += std::chrono::duration<double>(clock::now() - t0).count();
-    }
-    const std::lock_guard lock(callback_mutex);
-    on_done(std::move(r.out));
-  });
+  for_each_run(runs.size(), [&](std::size_t i) { finish_task(plan, runs[i], depths, calls); });
 }
 
 TaskTape record_task(const plan::Plan& plan, std::uint64_t task) {
