@@ -107,8 +107,8 @@ double shared_layer_seconds(const std::vector<const ModelParams*>& models, const
       if (m->gap_fix == config::GapFix::outliers) s += 3.0 * p.svd(T, T);
     }
     // The S4D kernels: T d N multiply-adds, vectorised across channels like the convolution but
-    // with a dependent recurrence per lane: measured at about half its rate (bench_layers
-    // breakdown, 0.5 ms at T = d = 512, N = 16).
+    // with a dependent recurrence per lane: about half its rate (bench_layers breakdown,
+    // docs/BENCHMARKS.md "S4D causal convolution", the kernel build).
     if (m->mixer == Mixer::s4d) s += static_cast<double>(T) * d * m->state_dim / (0.5 * p.c.conv_rate);
   }
   double normals = 0.0;
