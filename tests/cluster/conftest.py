@@ -35,7 +35,8 @@ assert_same_results = e2e.assert_same_results
 
 # One core's seconds of computing of the sweeps made from long.toml: "long", about 20 s on two
 # cores, several times the shortest time limit the requeue tests give a run (test_slurm.py,
-# test_pbs.py); "medium", a multi-node run still running when a node is killed (test_multinode.py).
+# test_pbs.py, test_multinode.py); "medium", a multi-node run still running when a node is killed
+# (test_multinode.py).
 SIZED_SECONDS = {"long": 40.0, "medium": 10.0}
 
 

@@ -279,12 +279,13 @@ def test_slurm_array_shards_spread_over_the_nodes_and_the_merge(slurm_nodes, nod
 def test_slurm_multinode_job_stops_at_its_walltime_and_requeues(slurm_nodes, nodes, sweep, reference):
     """mpi_job.sh on three nodes with a one-minute limit and STOP_BEFORE=55: every run gets
     --time-limit of at most 5 s, stops cleanly (exit 4, or Slurm's warning signal forwarded) and the
-    job requeues itself onto the three nodes until the medium sweep (about 10 s of one core) is done;
+    job requeues itself onto the three nodes until the long sweep (about 40 s of one core, some 13 s
+    on the three nodes: several runs of at most 5 s, whatever the estimates of its units) is done;
     the store equals the direct run bitwise."""
     work = slurm_nodes.root / "work"
     out = work / "requeued.h5"
     jid = slurm_nodes.sbatch("-N", 3, "--ntasks-per-node=1", "-t", "1", "--signal=B:USR1@20", "--output=requeue-%j.out",
-                             JOBS / "slurm" / "mpi_job.sh", sweep("medium"), out,
+                             JOBS / "slurm" / "mpi_job.sh", sweep("long"), out,
                              env={**slurm_nodes.env, **tcp_env(nodes), "GRACE": "5", "STOP_BEFORE": "55"})
     (record,) = slurm_nodes.wait(jid, timeout=300)
     log = (work / f"requeue-{jid}.out").read_text()
@@ -297,7 +298,7 @@ def test_slurm_multinode_job_stops_at_its_walltime_and_requeues(slurm_nodes, nod
     assert len(limits) == len(runs) and all(1 <= x <= 5 for x in limits), log
     assert len(re.findall(r"requeueing job", log)) == len(runs) - 1, log
     assert set(hosts_of_tasks(out)) == set(nodes.hosts), "every node computed tasks over the runs"
-    assert_same_results(out, reference("medium"))
+    assert_same_results(out, reference("long"))
 
 
 def test_emitted_script_with_site_options_runs_across_the_nodes(slurm_nodes, nodes, reference, tmp_path):
