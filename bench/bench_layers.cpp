@@ -5,6 +5,8 @@
 //   bound = sum over the layer's GEMMs of the measured time of that GEMM shape
 //           (+ the measured dgesdd time of T x d when the spectrum of X is stored).
 // Then a breakdown (random numbers, products, elementwise, metrics) of every layer.
+// OMP_NUM_THREADS=N runs it all on N threads (one BLAS thread each), as `rcsweep run --threads N`
+// runs a big task: each part's time at 1 and 2 threads gives its serial share (docs/SCALING.md).
 //   bash bench/run_layer_bench.sh BUILD_DIR        (prints the Markdown table)
 //   BUILD_DIR/bench/bench_layers --benchmark_filter=layer/softmax
 //   BUILD_DIR/bench/bench_layers --benchmark_filter='^s4d/'   (the S4D convolution kernels alone)
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "base/allocator.hpp"
+#include "base/parallel.hpp"
 #include "bench_common.hpp"
 #include "config/params.hpp"
 #include "linalg/linalg.hpp"
@@ -578,6 +581,13 @@ void register_all() {
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
       }
+  // The big softmax task of docs/SCALING.md (T = 2048, d = 512): layer and breakdown only.
+  benchmark::RegisterBenchmark("layer/softmax/T=2048/d=512/spectra=0", BM_layer, Mixer::softmax, 2048, 512, false)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("breakdown/softmax/T=2048/d=512", BM_breakdown, Mixer::softmax, 2048, 512)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
   // (3) breakdown.
   for (auto [T, d] : sizes)
     for (Mixer m : all_mixers) {
@@ -613,10 +623,12 @@ void register_all() {
 
 int main(int argc, char** argv) {
   rcsweep::keep_freed_memory();  // as the rcsweep program does
+  rcsweep::parallel::set_threads(rcsweep::parallel::threads_from_environment());
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("blas", linalg::blas_info());
+  benchmark::AddCustomContext("threads", std::to_string(rcsweep::parallel::threads()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
