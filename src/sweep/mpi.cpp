@@ -1,10 +1,18 @@
 #include "sweep/mpi.hpp"
 
+#include <cstdlib>
+
+#include "sweep/stop.hpp"
+
 namespace rcsweep::mpi {
 
 Session::Session(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
+  // A process no launcher started is an MPI singleton, for which Open MPI starts a daemon of its
+  // own (orted: ~0.1 s of a run's start-up, docs/SCALING.md). Isolated, it runs without one; what
+  // that gives up (MPI_Comm_spawn, publish/lookup) rcsweep does not use. A value already set wins.
+  if (!initialized && !sweep::started_by_launcher()) ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
   if (!initialized)
     check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided_), "MPI_Init_thread");
   else
