@@ -313,9 +313,11 @@ void Service::write(std::vector<store::TaskResult>& batch) {
 /// A written result: its progress, its time (the time limit's estimates) and its outcome.
 void Service::count(const store::TaskResult& r) {
   progress_.add(c_.plan.tasks[r.task].flops);
-  if (r.status == store::TaskStatus::done) c_.work.calibrate(r.task, r.wall_s);
   switch (r.status) {
-    case store::TaskStatus::done: ++c_.summary.done; break;
+    case store::TaskStatus::done:
+      ++c_.summary.done;
+      c_.work.calibrate(r.task, r.wall_s);
+      return;
     case store::TaskStatus::failed: ++c_.summary.failed; break;
     case store::TaskStatus::diverged:
       ++c_.summary.diverged;
@@ -326,10 +328,9 @@ void Service::count(const store::TaskResult& r) {
       note_ended(r);
       break;
     case store::TaskStatus::pending:
-    case store::TaskStatus::not_needed: break;
+    case store::TaskStatus::not_needed: return;  // not results of a computation
   }
-  if (r.status != store::TaskStatus::done)
-    report(c_.opt.events, event::TaskEnded{r.task, store::to_string(r.status), r.message});
+  report(c_.opt.events, event::TaskEnded{r.task, store::to_string(r.status), r.message});
 }
 
 /// Adaptive replicates: the decisions the written results allow. Replicates not needed are
