@@ -25,7 +25,7 @@ struct GemmParts {
   bool columns = false;  ///< parts of C's columns (else of its rows)
   parallel::Parts parts;
 };
-inline constexpr double gemm_split_min_flops = 1073741824.0;  // 2^30: the Mind the Gap grid's are below
+inline constexpr double gemm_split_min_flops = 268435456.0;  // 2^28: a d = 512 W_Q W_K^T and larger
 inline constexpr std::size_t gemm_part_size = 256;
 GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k);
 
@@ -36,9 +36,9 @@ Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::
 /// overlapping. Large A (from gemv_split_min_entries entries) is read in parts of gemv_part_size
 /// rows, one dgemv each, on the rank's threads; A^T x then sums the parts' products in part
 /// order. The partition depends on the shape only: bitwise the same on any number of threads.
-/// 2^22 entries (T = 2048): smaller products take under a millisecond, where the threads' start
-/// and wait cost more than they gain, above all on a loaded machine.
-inline constexpr std::size_t gemv_split_min_entries = std::size_t{1} << 22;
+/// 2^20 entries (8 MiB, a 2048 x 512 X): a smaller product is read from cache in a few tens of
+/// microseconds, where the threads' start and wait cost more than they gain.
+inline constexpr std::size_t gemv_split_min_entries = std::size_t{1} << 20;
 inline constexpr std::size_t gemv_part_size = 256;
 parallel::Parts gemv_parts(std::size_t rows, std::size_t cols);
 void gemv(const Matrix& A, Op op, const double* x, double* y);

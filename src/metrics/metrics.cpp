@@ -1,11 +1,13 @@
 #include "metrics/metrics.hpp"
 
 #include "base/error.hpp"
+#include "base/parallel.hpp"
 #include "base/pow2.hpp"
 #include "base/sum.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numbers>
 
 #include "linalg/lanczos.hpp"
@@ -53,6 +55,44 @@ double max_abs(std::span<const double> v) {
   }
   for (; i < n; ++i) m0 = std::abs(v[i]) > m0 ? std::abs(v[i]) : m0;
   return std::max(std::max(m0, m1), std::max(m2, m3));
+}
+
+// Largest |v_i| and sum v_i^2 in one pass, with 4 independent lanes of each.
+std::pair<double, double> max_and_squares(std::span<const double> v) {
+  double m[4] = {0.0, 0.0, 0.0, 0.0}, ss[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t i = 0;
+  for (; i + 4 <= v.size(); i += 4)
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double a = std::abs(v[i + l]);
+      m[l] = a > m[l] ? a : m[l];
+      ss[l] += a * a;
+    }
+  for (; i < v.size(); ++i) {
+    const double a = std::abs(v[i]);
+    m[0] = a > m[0] ? a : m[0];
+    ss[0] += a * a;
+  }
+  return {std::max(std::max(m[0], m[1]), std::max(m[2], m[3])), (ss[0] + ss[1]) + (ss[2] + ss[3])};
+}
+
+// Rows of a rows x cols matrix in the parts the passes of the metrics sum over, fixed by the
+// shape (the sums are bitwise the same on any number of threads): one part below 2^20 entries,
+// which a pass reads in tens of microseconds, else parts of 256 rows, whose column sums are added
+// in part order.
+parallel::Parts pass_parts(std::size_t rows, std::size_t cols) {
+  if (rows * cols < (std::size_t{1} << 20) || rows < 512) return {rows, std::max<std::size_t>(rows, 1)};
+  return {rows, 256};
+}
+
+// Largest |x| of a matrix, over its pass parts on the rank's threads (a maximum: any partition
+// gives the same value).
+double max_abs(const Matrix& X) {
+  const parallel::Parts parts = pass_parts(X.rows(), X.cols());
+  std::vector<double> m(parts.count(), 0.0);
+  parallel::for_each(parts.count(), [&](std::size_t p) {
+    m[p] = max_abs(X.values().subspan(parts.begin(p) * X.cols(), parts.length(p) * X.cols()));
+  });
+  return m.empty() ? 0.0 : *std::max_element(m.begin(), m.end());
 }
 
 // The passes of signal_metrics over Y = X * f (f an exact power of two, applied on the fly so
@@ -112,26 +152,51 @@ struct SignalSums {
   double c_ss = 0.0, c_max_row = 0.0, c_max_col = 0.0;  // the same of C
 };
 
+// Per-column sums over the rows of each part (`vectors` d-vectors per part, side by side), then
+// added up in part order into part 0's: `pass(first, end, sums)` returns the parts' largest row
+// sum. One part is the plain pass in row order.
+double column_sums(const parallel::Parts& parts, std::size_t d, std::size_t vectors, std::vector<double>& work,
+                   const std::function<double(std::size_t, std::size_t, double*)>& pass) {
+  const std::size_t n = parts.count(), width = vectors * d;
+  work.assign(n * width, 0.0);
+  std::vector<double> max_row(n, 0.0);
+  parallel::for_each(n, [&](std::size_t p) {
+    max_row[p] = pass(parts.begin(p), parts.begin(p) + parts.length(p), work.data() + p * width);
+  });
+  for (std::size_t p = 1; p < n; ++p)
+    for (std::size_t j = 0; j < width; ++j) work[j] += work[p * width + j];
+  return n == 0 ? 0.0 : *std::max_element(max_row.begin(), max_row.end());
+}
+
 SignalSums signal_sums(const Matrix& X, double f) {
   const std::size_t T = X.rows(), d = X.cols();
+  const parallel::Parts parts = pass_parts(T, d);
   SignalSums s;
-  std::vector<double> work(3 * d, 0.0);
-  double* col = work.data();
-  double* sq = col + d;
-  double* shift = sq + d;
+  std::vector<double> work;
   const double* x0 = X.data();
-  for (std::size_t i = 0; i < T; ++i)
-    s.max_row = std::max(s.max_row, pass_moments(X.row(i).data(), x0, f, col, sq, shift, d));
-  s.ss = sum4({sq, d});
-  s.max_col = *std::max_element(col, col + d);
+  // Pass 1: col, sq, dif per part.
+  s.max_row = column_sums(parts, d, 3, work, [&](std::size_t first, std::size_t end, double* col) {
+    double m = 0.0;
+    for (std::size_t i = first; i < end; ++i)
+      m = std::max(m, pass_moments(X.row(i).data(), x0, f, col, col + d, col + 2 * d, d));
+    return m;
+  });
+  s.ss = sum4({work.data() + d, d});
+  s.max_col = *std::max_element(work.begin(), work.begin() + static_cast<std::ptrdiff_t>(d));
   if (!std::isfinite(s.ss)) return s;  // non-finite input: the caller returns NaN metrics
   const double inv_t = 1.0 / static_cast<double>(T);
-  for (std::size_t j = 0; j < d; ++j) shift[j] *= inv_t;
-  std::fill(col, col + 2 * d, 0.0);
-  for (std::size_t i = 0; i < T; ++i)
-    s.c_max_row = std::max(s.c_max_row, pass_centred(X.row(i).data(), x0, f, shift, col, sq, d));
-  s.c_ss = sum4({sq, d});
-  s.c_max_col = *std::max_element(col, col + d);
+  std::vector<double> shift(work.begin() + static_cast<std::ptrdiff_t>(2 * d),
+                            work.begin() + static_cast<std::ptrdiff_t>(3 * d));
+  for (double& x : shift) x *= inv_t;
+  // Pass 2: col, sq of the centred values per part.
+  s.c_max_row = column_sums(parts, d, 2, work, [&](std::size_t first, std::size_t end, double* col) {
+    double m = 0.0;
+    for (std::size_t i = first; i < end; ++i)
+      m = std::max(m, pass_centred(X.row(i).data(), x0, f, shift.data(), col, col + d, d));
+    return m;
+  });
+  s.c_ss = sum4({work.data() + d, d});
+  s.c_max_col = *std::max_element(work.begin(), work.begin() + static_cast<std::ptrdiff_t>(d));
   return s;
 }
 
@@ -239,7 +304,7 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
 
   // ||X||_F = nrm * 2^e without overflow: Y = X * 2^-e has max |entry| in [0.5, 1) (exact, except
   // that entries below 2^-1022 relative to the largest become subnormal: negligible).
-  const double amax = max_abs(X.values());  // skips NaN; those make the sums below NaN
+  const double amax = max_abs(X);  // skips NaN; those make the sums below NaN
   if (!std::isfinite(amax)) return r;
   if (amax == 0.0) {
     if (!all_finite(X.values())) return r;
@@ -285,9 +350,12 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
   SpectralSummary sv;
   linalg::GramTop g;
   if (spectrum || !gram_summary(B, (f * f) / sums.ss, sv, &g)) {
-    Matrix Xu = in_place ? Matrix(X.rows(), X.cols()) : std::move(Xs);
-    if (in_place) scale_pow2(X.values(), Xu.values(), -e);
-    for (double& x : Xu.values()) x /= nrm;  // unit Frobenius norm
+    Matrix Xu = in_place ? Matrix(X.rows(), X.cols(), Matrix::uninitialized) : std::move(Xs);
+    parallel::for_rows(X.rows(), X.cols(), [&](std::size_t first, std::size_t end) {
+      const std::size_t at = first * X.cols(), n = (end - first) * X.cols();
+      if (in_place) scale_pow2(X.values().subspan(at, n), Xu.values().subspan(at, n), -e);
+      for (double& x : Xu.values().subspan(at, n)) x /= nrm;  // unit Frobenius norm
+    });
     if (spectrum || !lanczos_summary(Xu, g, sv)) sv = svd_summary(Xu);
   }
   r.s1 = at_scale(sv.s1);  // s1 >= 1/sqrt(k) > 0 for unit Frobenius norm
@@ -312,21 +380,16 @@ MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* produc
   // squares neither overflow nor underflow harmfully, so the sum is ||M||_F^2 unless an entry is
   // non-finite (then it is NaN or inf). Otherwise: the finite check and the scaled two-pass norm.
   const std::span<const double> v = M.values();
-  double m[4] = {0.0, 0.0, 0.0, 0.0}, ss[4] = {0.0, 0.0, 0.0, 0.0};
-  std::size_t i = 0;
-  for (; i + 4 <= v.size(); i += 4)
-    for (std::size_t l = 0; l < 4; ++l) {
-      const double a = std::abs(v[i + l]);
-      m[l] = a > m[l] ? a : m[l];
-      ss[l] += a * a;
-    }
-  for (; i < v.size(); ++i) {
-    const double a = std::abs(v[i]);
-    m[0] = a > m[0] ? a : m[0];
-    ss[0] += a * a;
+  const parallel::Parts parts = pass_parts(M.rows(), M.cols());
+  std::vector<std::pair<double, double>> part(parts.count());  // (max |m|, sum m^2) per part
+  parallel::for_each(parts.count(), [&](std::size_t p) {
+    part[p] = max_and_squares(v.subspan(parts.begin(p) * M.cols(), parts.length(p) * M.cols()));
+  });
+  double amax = 0.0, sum_sq = 0.0;
+  for (const auto& [pm, pss] : part) {  // in part order
+    amax = std::max(amax, pm);
+    sum_sq += pss;
   }
-  const double amax = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
-  const double sum_sq = (ss[0] + ss[1]) + (ss[2] + ss[3]);
   constexpr double lo = 0x1p-400, hi = 0x1p400;
   double fro = 0.0;
   if (amax >= lo && amax <= hi && std::isfinite(sum_sq)) {

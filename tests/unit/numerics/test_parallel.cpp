@@ -1,6 +1,7 @@
 // base/parallel and the threaded linalg kernels: every index once, errors rethrown, and products,
 // matrix-vector products and Gram matrices bitwise the same on 1, 2 and 3 threads (fixed parts),
-// and equal to naive references within rounding.
+// the passes of the metrics bitwise the same on 1, 2 and 3 threads (fixed parts), and equal to
+// naive references within rounding.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 
 #include "base/parallel.hpp"
 #include "linalg/linalg.hpp"
+#include "metrics/metrics.hpp"
 
 namespace rcsweep {
 namespace {
@@ -91,7 +93,8 @@ TEST(ThreadCount, FromEnvironment) {
 }
 
 TEST(GemmParts, FixedByTheShapes) {
-  EXPECT_EQ(linalg::gemm_parts(750, 750, 750).parts.count(), 1u);  // the Mind the Gap grid's: one call
+  EXPECT_EQ(linalg::gemm_parts(150, 750, 750).parts.count(), 1u);  // the Mind the Gap grid's X W_V: one call
+  EXPECT_EQ(linalg::gemm_parts(512, 512, 512).parts.count(), 2u);  // a d = 512 W_Q W_K^T: 2 x 256 rows
   const auto tall = linalg::gemm_parts(1000, 800, 800);
   EXPECT_FALSE(tall.columns);
   EXPECT_EQ(tall.parts.size, linalg::gemm_part_size);
@@ -191,6 +194,64 @@ TEST_F(Threads, GramTopIsBitwiseTheSameOnAnyThreadCount) {
         EXPECT_EQ(std::memcmp(&g.fro2, &reference.fro2, sizeof(double)), 0) << threads;
       }
     }
+  }
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof(double)) == 0; }
+
+// A signal of over 2^20 entries (its passes in parts of 256 rows), spread and nearly collapsed (the
+// Lanczos route on a unit-norm copy), and a mixer of as many: every metric bitwise the same on 1,
+// 2 and 3 threads; ||X||_F, mu and ||M||_F equal to long-double sums.
+TEST_F(Threads, MetricsAreBitwiseTheSameOnAnyThreadCount) {
+  Matrix spread = random_matrix(1100, 1000, 7);
+  Matrix collapsed = random_matrix(1100, 1000, 8);
+  const Matrix row = random_matrix(1, 1000, 9);
+  for (std::size_t i = 0; i < collapsed.rows(); ++i)
+    for (std::size_t j = 0; j < collapsed.cols(); ++j) collapsed(i, j) = row(0, j) + 1e-9 * collapsed(i, j);
+  for (const Matrix* X : {&spread, &collapsed}) {
+    long double ss = 0, c_ss = 0;
+    std::vector<long double> mean(X->cols(), 0);
+    for (std::size_t i = 0; i < X->rows(); ++i)
+      for (std::size_t j = 0; j < X->cols(); ++j) {
+        ss += static_cast<long double>((*X)(i, j)) * (*X)(i, j);
+        mean[j] += (*X)(i, j) / static_cast<long double>(X->rows());
+      }
+    for (std::size_t i = 0; i < X->rows(); ++i)
+      for (std::size_t j = 0; j < X->cols(); ++j) c_ss += ((*X)(i, j) - mean[j]) * ((*X)(i, j) - mean[j]);
+    metrics::SignalMetrics reference;
+    for (int threads : {1, 2, 3}) {
+      parallel::set_threads(threads);
+      const metrics::SignalMetrics m = metrics::signal_metrics(*X, 0.0);
+      if (threads == 1) {
+        reference = m;
+        EXPECT_NEAR(m.fro, std::sqrt(static_cast<double>(ss)), 1e-13 * m.fro);
+        EXPECT_NEAR(m.mu, std::sqrt(static_cast<double>(c_ss)), 1e-9 * m.mu);
+        EXPECT_GE(m.s1, m.s2);
+        continue;
+      }
+      const metrics::LayerRow a = metrics::to_row(m, {}), b = metrics::to_row(reference, {});
+      for (std::size_t i = 0; i < metrics::n_layer_metrics; ++i)
+        EXPECT_TRUE(same_bits(a[i], b[i]) || (std::isnan(a[i]) && std::isnan(b[i])))
+            << metrics::layer_metric_names[i] << " on " << threads << " threads";
+    }
+  }
+  Matrix M = random_matrix(1100, 1100, 10);  // a dominant rank-2 part: Lanczos certifies s_1, s_2 early
+  for (std::size_t i = 0; i < M.rows(); ++i)
+    for (std::size_t j = 0; j < M.cols(); ++j) M(i, j) += 100.0 * row(0, j % 1000) + (i % 2 ? 30.0 : -30.0);
+  long double ss = 0;
+  for (double m : M.values()) ss += static_cast<long double>(m) * m;
+  metrics::MixerMetrics reference;
+  for (int threads : {1, 2, 3}) {
+    parallel::set_threads(threads);
+    const metrics::MixerMetrics m = metrics::mixer_metrics(M);
+    if (threads == 1) {
+      reference = m;
+      EXPECT_NEAR(m.m_fro, std::sqrt(static_cast<double>(ss)), 1e-13 * m.m_fro);
+      continue;
+    }
+    EXPECT_TRUE(same_bits(m.m_fro, reference.m_fro) && same_bits(m.m_s1, reference.m_s1) &&
+                same_bits(m.m_s2, reference.m_s2))
+        << threads;
   }
 }
 
