@@ -1,23 +1,35 @@
 #include "sweep/mpi.hpp"
 
 #include <cstdlib>
+#include <string_view>
 
 #include "sweep/stop.hpp"
 
 namespace rcsweep::mpi {
+namespace {
+
+// Whether every rank of the job runs on this node: no launcher started the process, or Open MPI's
+// launcher says so (the same on every rank: the job's size and the node's).
+bool job_on_one_node() {
+  if (!sweep::started_by_launcher()) return true;
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  return size && local && *size && std::string_view(size) == local;
+}
+
+}  // namespace
 
 Session::Session(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   // A process no launcher started is an MPI singleton, for which Open MPI starts a daemon of its
   // own (orted: ~0.1 s of a run's start-up, docs/SCALING.md). Isolated, it runs without one; what
-  // that gives up (MPI_Comm_spawn, publish/lookup) rcsweep does not use. Nor does it need a
-  // network: the matching transports (MTLs) psm, psm2 and ofi, whose libraries probe for their
-  // hardware and time a clock as they load (~0.2 s), are left out. A value already set wins.
-  if (!initialized && !sweep::started_by_launcher()) {
-    ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
-    ::setenv("OMPI_MCA_mtl", "^psm,psm2,ofi", 0);
-  }
+  // that gives up (MPI_Comm_spawn, publish/lookup) rcsweep does not use. A job on one node needs
+  // no network either (its ranks meet in shared memory): the matching transports (MTLs) psm, psm2
+  // and ofi, whose libraries probe for their hardware and time a clock as they load (~0.2 s per
+  // rank), are left out. Values already set win.
+  if (!initialized && !sweep::started_by_launcher()) ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+  if (!initialized && job_on_one_node()) ::setenv("OMPI_MCA_mtl", "^psm,psm2,ofi", 0);
   if (!initialized)
     check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided_), "MPI_Init_thread");
   else
