@@ -37,7 +37,7 @@ struct Product {
 // (X P) X^T with P = W_Q W_K^T once per bundle and layer. Layer 1's X W_V and X P are the
 // bundle's; so are its softmax mixers (one per gap_fix), and the Markov and identity mixers of
 // every layer. Each task's metrics form the Gram of X at layers 1..10 (layer 0: the bundle's), and
-// of each mixer formed.
+// of each mixer formed; the Gram of X has alpha = 1 / ||X||_F^2 (0.5 stands for it), that of M 1.
 std::vector<Product> grid_products(int T, int d) {
   const double R = 5, L = 10, scale_qk = 1.0 / (d * std::sqrt(double(d))), skip = 1.0 / std::sqrt(double(d));
   const double x_wv = R * (25 * (L - 1) + 1), x_p = R * (12 * (L - 1) + 1);
@@ -85,8 +85,9 @@ bool exact_call_jitted(const Product& p) {
   return libxsmm_dmmdispatch(p.n, p.m, p.k, &lda, &ldb, &ldc, &p.alpha, &p.beta, &flags, nullptr) != nullptr;
 }
 
-// LIBXSMM's route to the same product: B^T into a buffer if needed, the kernel with alpha = 1
-// (beta as given when alpha = 1, else 0 into a temporary), then alpha applied.
+// LIBXSMM's route to the same product: B^T into a buffer if needed, then the kernel with alpha = 1
+// and the product's beta; with alpha != 1 the kernel's beta is 0, and C is scaled (beta = 0) or
+// the product, formed in a temporary, added times alpha (beta = 1).
 struct XsmmRoute {
   libxsmm_dmmfunction kernel = nullptr;
   std::string text;
