@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages rcsweep needs (only those missing). Safe to run repeatedly.
+# Optional, not installed here: libxsmm-dev (bench/bench_small_gemm is built only where it is).
 set -euo pipefail
 
 packages=(
