@@ -67,9 +67,10 @@ print(f"sweep={shlex.quote(path)}")
 pairs = list(zip(zips[0]["T"], zips[0]["d"])) if len(zips) == 1 else []
 ts, gammas = list(dict.fromkeys(t for t, _ in pairs)), list(dict.fromkeys(t / d for t, d in pairs))
 if pairs and sorted(pairs) == sorted((t, int(1 / g * t)) for g in gammas for t in ts):
-    args = ["--list_gammas", *(f"{g:g}" for g in gammas), "--n_simulations", str(cfg["sweep"]["replicates"]),
-            "--n_layers", str(cfg["model"]["depth"]), "--list_n", *map(str, ts)]
-    print(f"mtg_args=({shlex.join(args)}) mtg_rows={len(pairs) * cfg['sweep']['replicates'] * cfg['model']['depth']}")
+    reps, depth = cfg.get("sweep", {}).get("replicates", 1), cfg.get("model", {}).get("depth", 1)
+    args = ["--list_gammas", *(f"{g:g}" for g in gammas), "--n_simulations", str(reps), "--n_layers", str(depth),
+            "--list_n", *map(str, ts)]
+    print(f"mtg_args=({shlex.join(args)}) mtg_rows={len(pairs) * reps * depth}")
 else:
     print("mtg_args=()")
 EOF
