@@ -24,6 +24,7 @@ max_t=""
 if [[ ${1:-} == --max-T ]]; then max_t=$2; shift 2; fi
 reps=${1:-2}
 sweep=${2:-bench/sweeps/mind_the_gap_stable_rank.toml}
+grid="$sweep${max_t:+, the points with T <= $max_t}"
 bin=./build/rcsweep
 shim=$PWD/build/bench/librcsweep_flop_count.so
 py=/usr/bin/python3
@@ -144,30 +145,38 @@ done
 median() { tr ', ' '\n\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 declare -A med
 for k in "${names[@]}"; do [[ -n ${times[$k]:-} ]] && med[$k]=$(echo "${times[$k]}" | median); done
-echo "sweep: $sweep ($points)"
+order="NumPy, rcsweep 1 rank, rcsweep 2 ranks" label="authors' code (PyTorch, float32)"
+[[ -n $mtg ]] && order="authors' code, $order" label="authors' code (PyTorch, float32, $torch_threads torch thread(s))"
+echo "sweep: $grid ($points)"
 echo "machine: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $($bin --version | grep -m1 '^BLAS kernel')"
 echo "date: $started; ended $(date -u '+%H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "numpy $("$py" -c 'import numpy; print(numpy.__version__)'), $("$py" --version 2>&1); $reps repetition(s), order per repetition: authors' code, NumPy, rcsweep 1 rank, rcsweep 2 ranks"
+echo "numpy $("$py" -c 'import numpy; print(numpy.__version__)'), $("$py" --version 2>&1); $reps repetition(s), order per repetition: $order"
 echo "dgemm at 512^3, 1 thread (rcsweep calibrate): $rate GFLOP/s"
 echo "products rcsweep performs (counted over the 2-rank run): $gflop GFLOP in all:"
 awk '{c[$1] += $2; f[$1] += $3} END {for (k in c) printf "  %-12s %10d calls %10.2f GFLOP\n", k, c[k], f[k] / 1e9}' "$out/flops.txt" | sort -k4 -gr
 for n in "${notes[@]}"; do echo "$n"; done
 if [[ -n $mtg ]]; then
-  echo "authors' code CPU (user + sys) per repetition: $mtg_cpu s; its CSVs (last run): $mtg_nan (expected $((configs * mtg_rows)) rows)"
+  echo "authors' code CPU (user + sys, its core-seconds below) per repetition: $mtg_cpu s; its CSVs (last run): $mtg_nan (expected $((configs * mtg_rows)) rows)"
 fi
 echo
 echo "| run | cores | wall times (s) | median (s) | core-seconds | authors' ÷ this, wall | NumPy ÷ this, per core | this ÷ GEMM floor on its cores |"
 echo "|---|---|---|---|---|---|---|---|"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-row() {  # key label cores
+row() {  # key label cores [core-seconds, else median x cores]
   local m=${med[$1]:-} c=$3
   if [[ -z $m ]]; then printf '| %s | | skipped | | | | | |\n' "$2"; return; fi
-  local core_s; core_s=$(awk -v m="$m" -v c="$c" 'BEGIN {print m * c}')
+  local core_s=${4:-$(awk -v m="$m" -v c="$c" 'BEGIN {print m * c}')}
   printf '| %s | %s | %s | %.2f | %.1f | %s | %s | %s |\n' "$2" "$c" "${times[$1]}" "$m" "$core_s" \
     "${med[mtg]:+$(ratio "${med[mtg]:-0}" "$m")}" "$(ratio "${med[numpy]}" "$core_s")" \
     "$([[ $1 == rc* ]] && ratio "$m" "$(awk -v g="$gflop" -v r="$rate" -v c="$c" 'BEGIN {print g / (r * c)}')")"
 }
-row mtg "authors' code (PyTorch, float32, ${torch_threads:-?} torch thread(s))" "${torch_threads:-1}"
+# The authors' code: its measured CPU time, as its BLAS may run threads of its own.
+if [[ -n ${med[mtg]:-} ]]; then
+  cpu=$(echo "$mtg_cpu" | median)
+  row mtg "$label" "$(ratio "$cpu" "${med[mtg]}") (CPU ÷ wall)" "$cpu"
+else
+  row mtg "$label" ""
+fi
 row numpy "NumPy baseline, 1 BLAS thread" 1
 row rc1 "rcsweep, mpiexec -n 1" 1
 row rc2 "rcsweep, mpiexec -n 2" 2
