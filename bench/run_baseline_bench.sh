@@ -87,7 +87,7 @@ elif [[ ${#mtg_args[@]} -eq 0 ]]; then
   notes+=("authors' code: skipped ($sweep is not a T x gamma grid of Mind the Gap)"); mtg=""
 else
   mtg=$(cd "$mtg" && pwd)
-  configs=$(cd "$mtg" && "${researcher[@]}" "$py" -c 'from configs import configs; print(len(configs))')
+  configs=$(cd "$mtg" && "${researcher[@]}" "$py" -c 'from configs import configs; print(len(configs))' || echo "?")
   torch_threads=$("${researcher[@]}" "$py" -c 'import torch; print(torch.get_num_threads())')
   notes+=("authors' code: $mtg ($(git -C "$mtg" log -1 --format='%h %cs' 2>/dev/null || echo 'not a git clone')), $configs configurations in configs.py, torch $("$py" -c 'import torch; print(torch.__version__)'), torch.get_num_threads() = $torch_threads (default threads), float32")
   notes+=("authors' command: python3 stable_ranks.py ${mtg_args[*]}")
@@ -123,7 +123,8 @@ for ((r = 1; r <= reps; r++)); do
     t=$(since "$start"); times[mtg]+="${times[mtg]:+, }$t"
     mtg_cpu+="${mtg_cpu:+, }$(awk 'END {printf "%.1f", $1 + $2}' "$out/mtg$r/cpu")"
     # its CSVs: one row per configuration, gamma, simulation, T and layer; NaN where svdvals failed
-    mtg_nan=$(find "$out/mtg$r/results" -name '*.csv' -exec awk -F, 'FNR > 1 {n++; if ($5 == "" || $5 ~ /nan/) b++} END {printf "%d of %d", b, n}' {} + 2>/dev/null | awk '{b += $1; n += $3} END {printf "%d NaN stable ranks in %d rows", b, n}')
+    mtg_nan=$(find "$out/mtg$r" -name '*.csv' -exec cat {} + | awk -F, '$1 != "gamma" {n++; if ($5 == "" || $5 ~ /nan/) b++}
+      END {printf "%d NaN stable ranks in %d rows", b, n}')
     [[ $rc -eq 0 ]] || notes+=("authors' code, run $r: exit $rc ($(tail -n1 "$out/mtg$r/log"))")
     rm -rf "$out/mtg$r/results"
     printf "run %d, authors' code: %.2f s\n" "$r" "$t" >&2
@@ -144,7 +145,7 @@ done
 
 median() { tr ', ' '\n\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 declare -A med
-for k in "${names[@]}"; do [[ -n ${times[$k]:-} ]] && med[$k]=$(echo "${times[$k]}" | median); done
+for k in "${names[@]}"; do if [[ -n ${times[$k]:-} ]]; then med[$k]=$(echo "${times[$k]}" | median); fi; done
 order="NumPy, rcsweep 1 rank, rcsweep 2 ranks" label="authors' code (PyTorch, float32)"
 [[ -n $mtg ]] && order="authors' code, $order" label="authors' code (PyTorch, float32, $torch_threads torch thread(s))"
 echo "sweep: $grid ($points)"
@@ -156,7 +157,7 @@ echo "products rcsweep performs (counted over the 2-rank run): $gflop GFLOP in a
 awk '{c[$1] += $2; f[$1] += $3} END {for (k in c) printf "  %-12s %10d calls %10.2f GFLOP\n", k, c[k], f[k] / 1e9}' "$out/flops.txt" | sort -k4 -gr
 for n in "${notes[@]}"; do echo "$n"; done
 if [[ -n $mtg ]]; then
-  echo "authors' code CPU (user + sys, its core-seconds below) per repetition: $mtg_cpu s; its CSVs (last run): $mtg_nan (expected $((configs * mtg_rows)) rows)"
+  echo "authors' code CPU (user + sys, its core-seconds below) per repetition: $mtg_cpu s; its CSVs (last run): $mtg_nan (expected $mtg_rows per configuration)"
 fi
 echo
 echo "| run | cores | wall times (s) | median (s) | core-seconds | authors' ÷ this, wall | NumPy ÷ this, per core | this ÷ GEMM floor on its cores |"
