@@ -22,7 +22,7 @@ for a in "$@"; do
   esac
 done
 pattern=('src/*.cpp' 'src/*.hpp' 'src/*.c' 'src/*.h' 'tests/*.cpp' 'tests/*.hpp' 'tests/*.c' 'tests/*.h'
-         'bench/*.cpp' 'bench/*.hpp')
+         'bench/*.cpp' 'bench/*.hpp' 'bench/*.c')
 if ((changed)); then
   mapfile -t files < <({ git diff --name-only --diff-filter=d HEAD -- "${pattern[@]}";
                          git ls-files --others --exclude-standard -- "${pattern[@]}"; } | sort -u)
