@@ -327,7 +327,7 @@ std::vector<std::complex<double>> eigenvalues(const Matrix& A) {
 }
 
 // The upper triangle of G = alpha A A^T (rows) or alpha A^T A, k x k. Small: one dsyrk. From
-// gram_split_min_order on (with enough work to share), in column parts of gemm_part_size, each
+// gram_split_min_order on (with enough work to share), in column parts of gram_part_size, each
 // the rectangle G[0:end, part] = one GEMM, on the rank's threads (largest first): the partition
 // is fixed by the shapes, so G is bitwise the same on any number of threads.
 void gram_upper(const Matrix& A, double alpha, bool rows, Matrix& G) {
@@ -338,7 +338,7 @@ void gram_upper(const Matrix& A, double alpha, bool rows, Matrix& G) {
                 A.data(), to_blas(lda), 0.0, G.data(), to_blas(k));
     return;
   }
-  const parallel::Parts parts{k, gemm_part_size};
+  const parallel::Parts parts{k, gram_part_size};
   parallel::for_each(parts.count(), [&](std::size_t p) {
     const std::size_t part = parts.count() - 1 - p;  // the tallest rectangles first
     const std::size_t first = parts.begin(part), count = parts.length(part), end = first + count;

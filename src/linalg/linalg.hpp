@@ -79,6 +79,10 @@ inline constexpr std::size_t gram_lanczos_min_order = 224;
 /// From this order k on, gram_top forms G in column parts on the rank's threads (one GEMM per
 /// part, a partition fixed by the shapes) instead of one dsyrk.
 inline constexpr std::size_t gram_split_min_order = 512;
+/// Columns per part of a split Gram matrix: its parts are rectangles G[0:end, part] of growing
+/// height, and at k = 512 four of them balance 2 threads (5 : 5 of 10 units; two parts of 256
+/// would be 3 : 1).
+inline constexpr std::size_t gram_part_size = 128;
 
 /// Householder reduction of the symmetric A (n x n; only its upper triangle is read, and it is
 /// overwritten) to the tridiagonal Q^T A Q with diagonal d (n) and off-diagonal e (n - 1): what
