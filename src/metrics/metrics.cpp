@@ -158,7 +158,7 @@ struct SignalSums {
 double column_sums(const parallel::Parts& parts, std::size_t d, std::size_t vectors, std::vector<double>& work,
                    const std::function<double(std::size_t, std::size_t, double*)>& pass) {
   const std::size_t n = parts.count(), width = vectors * d;
-  work.assign(n * width, 0.0);
+  work.assign(std::max<std::size_t>(n, 1) * width, 0.0);  // part 0 holds the sums, also of no rows
   std::vector<double> max_row(n, 0.0);
   parallel::for_each(n, [&](std::size_t p) {
     max_row[p] = pass(parts.begin(p), parts.begin(p) + parts.length(p), work.data() + p * width);
