@@ -38,8 +38,10 @@ double read_all(const Matrix& A) {
     const double* a = A.row(parts.begin(p)).data();
     const std::size_t n = parts.length(p) * A.cols();
     double s[8] = {};
-    for (std::size_t i = 0; i + 8 <= n; i += 8)
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
       for (std::size_t l = 0; l < 8; ++l) s[l] += a[i + l];
+    for (; i < n; ++i) s[0] += a[i];
     sums[p] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
   });
   double total = 0.0;
