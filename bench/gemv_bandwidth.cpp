@@ -18,9 +18,11 @@ using rcsweep::Matrix;
 namespace linalg = rcsweep::linalg;
 namespace parallel = rcsweep::parallel;
 
-// Best of 5 of f(), in seconds.
+// Best of 5 of f(), in seconds, after one call that is not timed (the threads' first parallel
+// region after a change of their number runs several times slower).
 template <class F>
 double best_seconds(F&& f) {
+  f();
   double best = 1e30;
   for (int r = 0; r < 5; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
