@@ -31,10 +31,12 @@ blasint to_blas(std::size_t n) {
 
 // Numbers of eigenvalues of the tridiagonal (d, e2 = e^2) below each of the points x_p: negative
 // pivots of the LDL^T factorisations of T - x_p I. The recurrence is a chain of divisions; the
-// points' chains are independent, so evaluating 8 together with AVX2 (4 doubles per division)
-// costs about what one does. The AVX2 and baseline clones give the same counts: every operation
+// points' chains are independent and one AVX2 division serves 4 of them. More points per pass cut
+// the passes but cost more per pass (the divider's throughput): 4 points took 44 us for both
+// eigenvalues at n = 150, 8 points 52 us, 16 points 85 us (bench_kernels BM_top_two_tridiagonal,
+// AMD EPYC Zen 4). The AVX2 and baseline clones give the same counts: every operation
 // is a correctly rounded subtraction or division, with nothing to contract into an FMA.
-constexpr std::size_t sturm_points = 8;
+constexpr std::size_t sturm_points = 4;
 __attribute__((target_clones("avx2", "default"))) void sturm_counts(const double* d, const double* e2, std::size_t n,
                                                                     double pivmin, const double (&x)[sturm_points],
                                                                     std::size_t (&count)[sturm_points]) {
@@ -444,8 +446,10 @@ std::pair<double, double> top_two_tridiagonal(std::span<const double> d_in, std:
     sturm_counts(d.data(), e2.data(), n, pivmin, x, count);
   };
   // The j-th smallest eigenvalue (1-based) lies in [a, b] while below(a) < j <= below(b):
-  // multisection (8 interior points, the interval shrinks 9-fold per pass) down to the accuracy of
-  // bisection, ~eps ||T||, as dstebz with abstol = 0.
+  // multisection (the interval shrinks (points + 1)-fold per pass) down to the accuracy of
+  // bisection, ~eps ||T||, as dstebz with abstol = 0. The counts of lambda_1's passes also narrow
+  // lambda_2's interval [a2, b2].
+  double a2 = lo, b2 = hi;
   const auto eigenvalue = [&](std::size_t j, double a, double b) {
     const double tol = 2.0 * eps * norm + pivmin;
     double x[points];
@@ -455,6 +459,12 @@ std::pair<double, double> top_two_tridiagonal(std::span<const double> d_in, std:
       for (std::size_t p = 0; p < points; ++p) x[p] = a + h * static_cast<double>(p + 1);
       if (!(x[0] > a) || !(x[points - 1] < b)) break;  // no representable point inside
       below(x, count);
+      for (std::size_t p = 0; p < points; ++p) {
+        if (count[p] + 1 < n)  // two or more eigenvalues above x[p]
+          a2 = std::max(a2, x[p]);
+        else
+          b2 = std::min(b2, x[p]);
+      }
       double na = a, nb = b;
       for (std::size_t p = 0; p < points; ++p) {
         if (count[p] >= j) {
@@ -469,7 +479,7 @@ std::pair<double, double> top_two_tridiagonal(std::span<const double> d_in, std:
     return 0.5 * (a + b);
   };
   const double l1 = eigenvalue(n, lo, hi);
-  const double l2 = n >= 2 ? eigenvalue(n - 1, lo, l1 + 2.0 * eps * norm + pivmin) : 0.0;
+  const double l2 = n >= 2 ? eigenvalue(n - 1, a2, std::min(b2, l1 + 2.0 * eps * norm + pivmin)) : 0.0;
   return {std::ldexp(l1, ex), std::ldexp(l2, ex)};
 }
 

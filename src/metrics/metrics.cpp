@@ -228,14 +228,15 @@ bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r, linalg::Gra
 // the sums from the trace and Frobenius norm `g` of A's Gram matrix (exact to ~k eps, as they are
 // dominated by s_1). A few to a few tens of steps on collapsed Markov and softmax stacks, far
 // cheaper than dgesdd (bench_metrics BM_route_lanczos against BM_route_dgesdd, docs/BENCHMARKS.md
-// "Metric kernels"). False when it does not converge in 100 steps.
-bool lanczos_summary(const Matrix& A, const linalg::GramTop& g, SpectralSummary& r) {
+// "Metric kernels"). Lanczos runs on A, the summary is that of c A (c > 0: no scaled copy of A).
+// False when it does not converge in 100 steps.
+bool lanczos_summary(const Matrix& A, double c, const linalg::GramTop& g, SpectralSummary& r) {
   if (!(g.trace > 0.0) || !std::isfinite(g.fro2)) return false;
   const linalg::TopSingular top = linalg::top_singular_values(A, 1e-13, 100);
   if (!top.converged || !(top.s1 > 0.0)) return false;
-  r.s1 = top.s1;
-  r.s2 = top.s2;
-  const double s1sq = top.s1 * top.s1;
+  r.s1 = c * top.s1;
+  r.s2 = c * top.s2;
+  const double s1sq = r.s1 * r.s1;
   r.sum2 = g.trace / s1sq;
   r.sum4 = g.fro2 / (s1sq * s1sq);
   r.route = SpectralSummary::Route::lanczos;
@@ -292,7 +293,7 @@ SpectralSummary spectral_summary(const Matrix& A, bool want_all) {
   // for s_1, for sum s^4 and for s_2 while s_2^2 >= gram_threshold s_1^2. Below that (a collapsed
   // signal) or when the whole spectrum is wanted, a singular-value decomposition is used.
   linalg::GramTop g;
-  if (!want_all && (gram_summary(A, 1.0, r, &g) || lanczos_summary(A, g, r))) return r;
+  if (!want_all && (gram_summary(A, 1.0, r, &g) || lanczos_summary(A, 1.0, g, r))) return r;
   return svd_summary(A);
 }
 
@@ -345,18 +346,19 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
   auto at_scale = [&](double rel) { return std::ldexp(rel * nrm * gain, shift); };
   r.fro = at_scale(1.0);
 
-  // Spectrum of the unit-norm Xu = Y / nrm: the Gram route needs no copy (dsyrk's alpha applies
-  // f^2 / nrm^2); the SVD route (whole spectrum wanted, or a collapsed signal) needs Xu itself.
+  // Spectrum of the unit-norm Xu = Y / nrm: the Gram route (dsyrk's alpha applies f^2 / nrm^2)
+  // and the Lanczos route of a collapsed signal (its singular values times f / nrm) need no copy;
+  // the SVD route (whole spectrum wanted, or Lanczos did not converge) needs Xu itself.
   SpectralSummary sv;
   linalg::GramTop g;
-  if (spectrum || !gram_summary(B, (f * f) / sums.ss, sv, &g)) {
+  if (spectrum || (!gram_summary(B, (f * f) / sums.ss, sv, &g) && !lanczos_summary(B, f / nrm, g, sv))) {
     Matrix Xu = in_place ? Matrix(X.rows(), X.cols(), Matrix::uninitialized) : std::move(Xs);
     parallel::for_rows(X.rows(), X.cols(), [&](std::size_t first, std::size_t end) {
       const std::size_t at = first * X.cols(), n = (end - first) * X.cols();
       if (in_place) scale_pow2(X.values().subspan(at, n), Xu.values().subspan(at, n), -e);
       for (double& x : Xu.values().subspan(at, n)) x /= nrm;  // unit Frobenius norm
     });
-    if (spectrum || !lanczos_summary(Xu, g, sv)) sv = svd_summary(Xu);
+    sv = svd_summary(Xu);
   }
   r.s1 = at_scale(sv.s1);  // s1 >= 1/sqrt(k) > 0 for unit Frobenius norm
   r.s2 = at_scale(sv.s2);
