@@ -1,7 +1,10 @@
 #include "sweep/mpi.hpp"
 
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <string_view>
+#include <system_error>
 
 #include "sweep/stop.hpp"
 
@@ -28,7 +31,22 @@ Session::Session(int* argc, char*** argv) {
   // no network either (its ranks meet in shared memory): the matching transports (MTLs) psm, psm2
   // and ofi, whose libraries probe for their hardware and time a clock as they load (~0.2 s per
   // rank), are left out. Values already set win.
-  if (!initialized && !sweep::started_by_launcher()) ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+  if (!initialized && !sweep::started_by_launcher()) {
+    ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+    // Every isolated singleton is job family 0 to Open MPI, so all of them on a node use the same
+    // session directory (<tmp>/ompi.<host>.<uid>/jf.0/1), which each creates and removes: two that
+    // start together (a job array's elements on one node) raced, and one failed in orte_init
+    // ("A call to mkdir was unable to create the desired directory"). Each gets a base of its own,
+    // unless the environment names one.
+    if (!std::getenv("OMPI_MCA_orte_tmpdir_base")) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/rcsweep-mpi-XXXXXX";
+      if (::mkdtemp(pattern.data())) {
+        session_base_ = pattern;
+        ::setenv("OMPI_MCA_orte_tmpdir_base", session_base_.c_str(), 1);
+      }
+    }
+  }
   if (!initialized && job_on_one_node()) ::setenv("OMPI_MCA_mtl", "^psm,psm2,ofi", 0);
   if (!initialized)
     check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided_), "MPI_Init_thread");
@@ -43,6 +61,10 @@ Session::~Session() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
+  if (!session_base_.empty()) {
+    std::error_code ignored;  // a leftover directory in TMPDIR is no reason to fail the run
+    std::filesystem::remove_all(session_base_, ignored);
+  }
 }
 
 }  // namespace rcsweep::mpi

@@ -82,6 +82,7 @@ class Session {
 
  private:
   int provided_ = 0;
+  std::string session_base_;  ///< an isolated singleton's own Open MPI session directory base, removed at the end
 };
 
 }  // namespace rcsweep::mpi
