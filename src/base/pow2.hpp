@@ -24,16 +24,22 @@ inline void scale_pow2(std::span<const double> in, std::span<double> out, int k)
   }
 }
 
-/// Scale x by the power of two that brings its largest |entry| into [1/2, 1) and return the
-/// exponent k with x_before = x_after * 2^k (0, leaving x alone, when x is all zero or not finite).
+/// Scale x, whose largest |entry| is `max_abs`, by the power of two that brings that into
+/// [1/2, 1), and return the exponent k with x_before = x_after * 2^k (0, leaving x alone, when
+/// max_abs is 0 or not finite).
+inline int renormalise_pow2(std::span<double> x, double max_abs) {
+  if (max_abs == 0.0 || !std::isfinite(max_abs)) return 0;
+  int shift = 0;
+  std::frexp(max_abs, &shift);
+  scale_pow2(x, x, -shift);
+  return shift;
+}
+
+/// The same, finding the largest |entry| first.
 inline int renormalise_pow2(std::span<double> x) {
   double mx = 0.0;
   for (double v : x) mx = std::max(mx, std::abs(v));
-  if (mx == 0.0 || !std::isfinite(mx)) return 0;
-  int shift = 0;
-  std::frexp(mx, &shift);
-  scale_pow2(x, x, -shift);
-  return shift;
+  return renormalise_pow2(x, mx);
 }
 
 }  // namespace rcsweep

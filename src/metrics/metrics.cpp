@@ -57,6 +57,26 @@ double max_abs(std::span<const double> v) {
   return std::max(std::max(m0, m1), std::max(m2, m3));
 }
 
+// Largest |v_i|, NaN when some v_i is not finite: 4 independent maxima, and the sums of v_i - v_i
+// (0 for a finite v_i, NaN else) in 4 more lanes; no early exit, so the loop vectorises.
+double finite_max_abs(std::span<const double> v) {
+  double m[4] = {0.0, 0.0, 0.0, 0.0}, z[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t i = 0;
+  for (; i + 4 <= v.size(); i += 4)
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double a = std::abs(v[i + l]);
+      m[l] = a > m[l] ? a : m[l];
+      z[l] += v[i + l] - v[i + l];
+    }
+  for (; i < v.size(); ++i) {
+    const double a = std::abs(v[i]);
+    m[0] = a > m[0] ? a : m[0];
+    z[0] += v[i] - v[i];
+  }
+  if ((z[0] + z[1]) + (z[2] + z[3]) != 0.0) return nan;
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+}
+
 // Largest |v_i| and sum v_i^2 in one pass, with 4 independent lanes of each.
 std::pair<double, double> max_and_squares(std::span<const double> v) {
   double m[4] = {0.0, 0.0, 0.0, 0.0}, ss[4] = {0.0, 0.0, 0.0, 0.0};
@@ -265,6 +285,17 @@ constexpr int in_place_exponent = 400;
 
 }  // namespace
 
+double finite_max_abs(const Matrix& X) {
+  const parallel::Parts parts = pass_parts(X.rows(), X.cols());
+  std::vector<double> m(parts.count(), 0.0);
+  parallel::for_each(parts.count(), [&](std::size_t p) {
+    m[p] = finite_max_abs(X.values().subspan(parts.begin(p) * X.cols(), parts.length(p) * X.cols()));
+  });
+  double r = 0.0;
+  for (double x : m) r = std::isnan(x) || std::isnan(r) ? nan : std::max(r, x);
+  return r;
+}
+
 double norm_1_inf(const Matrix& A) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();
@@ -297,7 +328,7 @@ SpectralSummary spectral_summary(const Matrix& A, bool want_all) {
   return svd_summary(A);
 }
 
-SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum) {
+SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum, double max_abs_x) {
   SignalMetrics r;
   const std::size_t k = std::min(X.rows(), X.cols());
   if (spectrum) spectrum->assign(k, nan);
@@ -305,7 +336,7 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
 
   // ||X||_F = nrm * 2^e without overflow: Y = X * 2^-e has max |entry| in [0.5, 1) (exact, except
   // that entries below 2^-1022 relative to the largest become subnormal: negligible).
-  const double amax = max_abs(X);  // skips NaN; those make the sums below NaN
+  const double amax = max_abs_x >= 0.0 ? max_abs_x : max_abs(X);  // skips NaN; those make the sums below NaN
   if (!std::isfinite(amax)) return r;
   if (amax == 0.0) {
     if (!all_finite(X.values())) return r;

@@ -43,7 +43,13 @@ struct MixerMetrics {
 /// Compute SignalMetrics of X * exp(log_scale). If `spectrum` is non-null it receives all
 /// min(T,d) singular values of X / ||X||_F (descending; unit Frobenius normalisation).
 /// A zero or non-finite X gives NaN metrics (the caller decides whether that is a divergence).
-SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum = nullptr);
+/// `max_abs_x` >= 0 is max |x| of X as finite_max_abs found it, which spares a pass over X.
+SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum = nullptr,
+                             double max_abs_x = -1.0);
+
+/// Largest |x| of X, NaN when an entry is not finite: one pass (over the metrics' row parts on the
+/// rank's threads) for a layer's finite check and its scale, which signal_metrics then takes.
+double finite_max_abs(const Matrix& X);
 
 /// Compute MixerMetrics of M. s_1, s_2 to 1e-12 relative: by Lanczos (linalg::top_singular_values)
 /// for T >= mixer_lanczos_min_order, else (or when Lanczos does not converge) by spectral_summary.

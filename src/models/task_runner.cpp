@@ -48,13 +48,19 @@ bool all_finite(const Matrix& X) {
 // MODELS.md "Scale": a layer that is linear in X and has no norm is carried at unit scale,
 // renormalised by an exact power of two so that its largest entry is in [1/2, 1) (no rounding,
 // bitwise reproducible); log2_scale keeps the true scale.
-void renormalise(Running& r) { r.log2_scale += renormalise_pow2(r.X.values()); }
+// `max_abs` is max |x| of X (finite); returns that of the renormalised X (exact).
+double renormalise(Running& r, double max_abs) {
+  const int k = renormalise_pow2(r.X.values(), max_abs);
+  r.log2_scale += k;
+  return std::ldexp(max_abs, -k);
+}
 
-void record(const plan::Plan& plan, Running& r, int layer, const metrics::MixerMetrics& mm) {
+// The layer's signal metrics; `max_abs` >= 0 is max |x| of X, known already (else found here).
+void record(const plan::Plan& plan, Running& r, int layer, const metrics::MixerMetrics& mm, double max_abs = -1.0) {
   const bool want_spectrum = plan.spectrum_at(layer);
   std::vector<double> spectrum;
   const auto sm = metrics::signal_metrics(r.X, static_cast<double>(r.log2_scale) * std::log(2.0),
-                                          want_spectrum ? &spectrum : nullptr);
+                                          want_spectrum ? &spectrum : nullptr, max_abs);
   r.out.layers[layer] = metrics::to_row(sm, mm);
   if (want_spectrum) r.out.spectra[layer] = std::move(spectrum);
 }
@@ -234,7 +240,8 @@ void run_layer(const plan::Plan& plan, Running& r, int layer, RandomSource& rand
   mixers.give(std::move(scratch.mixer));
   r.C_M = std::max(r.C_M, stats.max_m_fro);
   r.S = std::max(r.S, stats.max_cv_fro);
-  if (!all_finite(r.X)) {
+  double max_abs = metrics::finite_max_abs(r.X);  // NaN: an entry is not finite
+  if (std::isnan(max_abs)) {
     if (stats.zero_rows_normed > 0)
       mark_ended(r, layer, Outcome::vanished,
                  std::to_string(stats.zero_rows_normed) +
@@ -244,8 +251,8 @@ void run_layer(const plan::Plan& plan, Running& r, int layer, RandomSource& rand
       mark_ended(r, layer, Outcome::diverged, "non-finite values in X (the layer is not scale-invariant; add a norm)");
     return;
   }
-  if (r.model->norm == config::Norm::none && r.model->homogeneous()) renormalise(r);
-  record(plan, r, layer, stats.head0);
+  if (r.model->norm == config::Norm::none && r.model->homogeneous()) max_abs = renormalise(r, max_abs);
+  record(plan, r, layer, stats.head0, max_abs);
   constexpr auto log_fro = metrics::metric_index("log_fro");
   if (!std::isfinite(r.out.layers[layer][log_fro])) {
     mark_ended(r, layer, Outcome::vanished, "every entry of X is zero (the signal collapsed completely)");

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/parallel.hpp"
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
 
@@ -264,6 +265,35 @@ TEST(MetricsSignal, NonFiniteInputGivesNaN) {
     EXPECT_TRUE(std::isnan(m.fro));
     EXPECT_TRUE(std::isnan(m.log_fro));
     expect_all_nan_shape(m);
+  }
+}
+
+// finite_max_abs: max |x| against a naive loop, on matrices of one pass part and of several (from
+// 2^20 entries, 256-row parts), on 1 and 2 threads; NaN as soon as one entry, anywhere (first,
+// last, in a later part, in a row's tail), is NaN, inf or -inf. signal_metrics given that maximum
+// returns bitwise what it finds alone.
+TEST(MetricsSignal, FiniteMaxAbsFindsTheMaximumAndEveryNonFiniteEntry) {
+  for (const auto& [rows, cols] : {std::pair<std::size_t, std::size_t>{3, 5}, {1024, 1027}}) {
+    Matrix x = random_matrix(rows, cols, 81);
+    x(rows - 1, cols - 2) = -7.5;  // the largest |x|, in the last part
+    double naive = 0.0;
+    for (double v : x.values()) naive = std::max(naive, std::abs(v));
+    for (int threads : {1, 2}) {
+      parallel::set_threads(threads);
+      EXPECT_EQ(finite_max_abs(x), naive) << rows << " x " << cols << ", " << threads << " threads";
+      for (double bad : {inf, -inf, std::numeric_limits<double>::quiet_NaN()})
+        for (const auto& [i, j] :
+             {std::pair<std::size_t, std::size_t>{0, 0}, {rows - 1, cols - 1}, {rows / 2, cols - 1}, {rows - 1, 1}}) {
+          Matrix y = x;
+          y(i, j) = bad;
+          EXPECT_TRUE(std::isnan(finite_max_abs(y))) << bad << " at " << i << ", " << j;
+        }
+      parallel::set_threads(1);
+    }
+    const SignalMetrics alone = signal_metrics(x, 0.25), given = signal_metrics(x, 0.25, nullptr, naive);
+    const auto a = to_row(alone, {}), g = to_row(given, {});
+    for (std::size_t k = 0; k < a.size(); ++k)
+      if (!std::isnan(a[k])) EXPECT_EQ(a[k], g[k]) << "metric " << k;
   }
 }
 
