@@ -9,7 +9,8 @@
 // into an FMA: rcsweep_rng is compiled with -ffp-contract=off (src/rng/CMakeLists.txt). Written
 // as plain scalar code on doubles and uint64 bit patterns so that g++ -O3 auto-vectorises the
 // loop that calls them: with baseline SSE2 (2 doubles per instruction) in fill_normal_portable,
-// with AVX2 (4 doubles) in fill_normal_avx2, which fill_normal picks at run time.
+// with AVX2 (4 doubles) in fill_normal_avx2 and AVX-512 (8) in fill_normal_avx512, of which
+// fill_normal picks the widest the CPU runs.
 //
 // Accuracy (tests/unit/numerics/test_rng.cpp measures it against libm over millions of points):
 //   log_open_unit(u):   relative error < 2^-52 on the whole 53-bit grid of (0, 1) (fdlibm's
@@ -38,7 +39,8 @@ namespace rcsweep::rng::detail {
 
 // The ISA variants of fill_normal (philox.cpp). They give bitwise the same values (tested):
 // the same IEEE basic operations in the same order, never contracted into FMAs. fill_normal
-// calls fill_normal_avx2 when avx2_available() says that the CPU and the OS support AVX2, else
+// calls fill_normal_avx512 when avx512_available() says that the CPU and the OS support AVX-512
+// F, DQ and VL, else fill_normal_avx2 when avx2_available() says so for AVX2, else
 // fill_normal_portable (baseline x86-64: SSE2). Exposed for the unit test and the benchmark.
 void fill_normal_portable(const StreamKey& key, std::span<double> out);
 void fill_normal_avx2(const StreamKey& key, std::span<double> out);  ///< only if avx2_available()
@@ -46,6 +48,11 @@ void fill_normal_avx2(const StreamKey& key, std::span<double> out);  ///< only i
 void fill_normal_part_portable(const StreamKey& key, std::size_t first_block, std::span<double> out);
 void fill_normal_part_avx2(const StreamKey& key, std::size_t first_block, std::span<double> out);
 bool avx2_available();
+/// The AVX-512 (F, DQ, VL) variant, picked first where avx512_available() says so.
+void fill_normal_avx512(const StreamKey& key, std::span<double> out);
+void fill_normal_part_avx512(const StreamKey& key, std::size_t first_block, std::span<double> out);
+void box_muller_avx512(const std::uint64_t* a, const std::uint64_t* b, double* out, std::size_t pairs);
+bool avx512_available();
 // The Box–Muller step of each variant alone: out[2p], out[2p + 1] = the normals of the words
 // (a[p], b[p]), p < pairs (the unit test feeds it the extreme words).
 void box_muller_portable(const std::uint64_t* a, const std::uint64_t* b, double* out, std::size_t pairs);

@@ -160,6 +160,7 @@ std::vector<std::pair<const char*, FillFn>> variants() {
   std::vector<std::pair<const char*, FillFn>> v = {{"fill_normal", fill_normal},
                                                    {"portable", detail::fill_normal_portable}};
   if (detail::avx2_available()) v.emplace_back("avx2", detail::fill_normal_avx2);
+  if (detail::avx512_available()) v.emplace_back("avx512", detail::fill_normal_avx512);
   return v;
 }
 
@@ -268,6 +269,9 @@ TEST(RngDispatch, VariantsAreBitwiseEqual) {
       k.layer = static_cast<std::uint32_t>(n);
       const auto p = normals_with(detail::fill_normal_portable, k, n);
       ASSERT_TRUE(bitwise_equal(p, normals_with(detail::fill_normal_avx2, k, n))) << "seed " << seed << " n " << n;
+      if (detail::avx512_available())
+        ASSERT_TRUE(bitwise_equal(p, normals_with(detail::fill_normal_avx512, k, n)))
+            << "avx512, seed " << seed << " n " << n;
       ASSERT_TRUE(bitwise_equal(p, normals(k, n))) << "fill_normal, seed " << seed << " n " << n;
     }
   }
@@ -314,11 +318,15 @@ TEST(RngKernels, BoxMullerVariantsMatchLibmOnExtremeWords) {
   std::vector<std::uint64_t> a, b;
   extreme_words(a, b);
   const std::size_t pairs = a.size();
-  std::vector<double> z(2 * pairs), z_avx2(2 * pairs);
+  std::vector<double> z(2 * pairs), z_avx2(2 * pairs), z_avx512(2 * pairs);
   detail::box_muller_portable(a.data(), b.data(), z.data(), pairs);
   if (detail::avx2_available()) {
     detail::box_muller_avx2(a.data(), b.data(), z_avx2.data(), pairs);
     ASSERT_TRUE(bitwise_equal(z, z_avx2));
+  }
+  if (detail::avx512_available()) {
+    detail::box_muller_avx512(a.data(), b.data(), z_avx512.data(), pairs);
+    ASSERT_TRUE(bitwise_equal(z, z_avx512));
   }
   double worst = 0.0, largest = 0.0;
   for (std::size_t p = 0; p < pairs; ++p) {
