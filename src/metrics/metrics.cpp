@@ -40,23 +40,6 @@ double robust_norm(std::span<const double> v) {
   return std::ldexp(std::sqrt(ss), e);
 }
 
-// Largest |v_i|, with 4 independent maxima (no loop-carried latency chain). NaN entries are
-// skipped: the callers detect them through a sum of squares, which they make NaN.
-double max_abs(std::span<const double> v) {
-  double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0;
-  const std::size_t n = v.size();
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const double a0 = std::abs(v[i]), a1 = std::abs(v[i + 1]), a2 = std::abs(v[i + 2]), a3 = std::abs(v[i + 3]);
-    m0 = a0 > m0 ? a0 : m0;
-    m1 = a1 > m1 ? a1 : m1;
-    m2 = a2 > m2 ? a2 : m2;
-    m3 = a3 > m3 ? a3 : m3;
-  }
-  for (; i < n; ++i) m0 = std::abs(v[i]) > m0 ? std::abs(v[i]) : m0;
-  return std::max(std::max(m0, m1), std::max(m2, m3));
-}
-
 // Largest |v_i|, NaN when some v_i is not finite: 4 independent maxima, and the sums of v_i - v_i
 // (0 for a finite v_i, NaN else) in 4 more lanes; no early exit, so the loop vectorises.
 double finite_max_abs(std::span<const double> v) {
@@ -102,17 +85,6 @@ std::pair<double, double> max_and_squares(std::span<const double> v) {
 parallel::Parts pass_parts(std::size_t rows, std::size_t cols) {
   if (rows * cols < (std::size_t{1} << 20) || rows < 512) return {rows, std::max<std::size_t>(rows, 1)};
   return {rows, 256};
-}
-
-// Largest |x| of a matrix, over its pass parts on the rank's threads (a maximum: any partition
-// gives the same value).
-double max_abs(const Matrix& X) {
-  const parallel::Parts parts = pass_parts(X.rows(), X.cols());
-  std::vector<double> m(parts.count(), 0.0);
-  parallel::for_each(parts.count(), [&](std::size_t p) {
-    m[p] = max_abs(X.values().subspan(parts.begin(p) * X.cols(), parts.length(p) * X.cols()));
-  });
-  return m.empty() ? 0.0 : *std::max_element(m.begin(), m.end());
 }
 
 // The passes of signal_metrics over Y = X * f (f an exact power of two, applied on the fly so
@@ -336,11 +308,9 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
 
   // ||X||_F = nrm * 2^e without overflow: Y = X * 2^-e has max |entry| in [0.5, 1) (exact, except
   // that entries below 2^-1022 relative to the largest become subnormal: negligible).
-  const double amax = max_abs_x >= 0.0 ? max_abs_x : max_abs(X);  // skips NaN; those make the sums below NaN
+  const double amax = max_abs_x >= 0.0 ? max_abs_x : finite_max_abs(X);  // NaN: an entry is not finite
   if (!std::isfinite(amax)) return r;
-  if (amax == 0.0) {
-    if (!all_finite(X.values())) return r;
-    // exact zero (or empty): the norm is known, the shape metrics are not
+  if (amax == 0.0) {  // exact zero (or empty): the norm is known, the shape metrics are not
     r.fro = 0.0;
     r.log_fro = -inf;
     return r;
