@@ -169,10 +169,10 @@ using FillNormal = void (*)(const StreamKey&, std::size_t, std::span<double>);
 // RCSWEEP_RNG_ISA=portable forces the baseline variant, =avx2 at most the AVX2 one (for timing
 // them against each other in whole sweeps; the numbers are the same either way).
 FillNormal select_fill_normal() {
-  const char* isa = std::getenv("RCSWEEP_RNG_ISA");
-  if (isa != nullptr && std::string_view(isa) == "portable") return detail::fill_normal_part_portable;
-  if (detail::avx512_available() && !(isa != nullptr && std::string_view(isa) == "avx2"))
-    return detail::fill_normal_part_avx512;
+  const char* env = std::getenv("RCSWEEP_RNG_ISA");
+  const std::string_view isa = env ? env : "";
+  if (isa == "portable") return detail::fill_normal_part_portable;
+  if (isa != "avx2" && detail::avx512_available()) return detail::fill_normal_part_avx512;
   return detail::avx2_available() ? detail::fill_normal_part_avx2 : detail::fill_normal_part_portable;
 }
 
