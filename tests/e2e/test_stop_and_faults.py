@@ -192,7 +192,10 @@ def test_a_paused_job_is_not_a_failed_node(tmp_path, long_sweep):
     code, err = proc.wait(timeout=120)
     assert code == 0, f"exit {code}\n{err}"
     assert not proc.named("rank_lost") and "lost" not in err, err
-    assert len([e for e in proc.named("paused") if 4 <= e["seconds"] < 10]) == 2, proc.events
+    # A stop takes effect when the process next runs, a few ms after kill() on a busy machine:
+    # a pause of PAUSE_S can measure slightly less.
+    paused = proc.named("paused")
+    assert len([e for e in paused if PAUSE_S - 0.5 <= e["seconds"] < PAUSE_S + 6]) == 2, paused
     assert_same_results(store, reference)
 
 
