@@ -4,14 +4,16 @@
 #include <benchmark/benchmark.h>
 #include <lapacke.h>
 
+#include <algorithm>
 #include <cmath>
-
+#include <initializer_list>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "base/allocator.hpp"
 #include "base/exp.hpp"
+#include "base/parallel.hpp"
 #include "bench_common.hpp"
 
 #include "linalg/linalg.hpp"
@@ -49,6 +51,34 @@ void BM_dgesdd_values(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(rcsweep::linalg::singular_values(X));
 }
 BENCHMARK(BM_dgesdd_values)->Apply(shapes);
+
+// All singular values of a long X (T x d, threads): linalg::singular_values (R of a blocked QR
+// first) against LAPACK's dgesdd on the same row-major X (to LAPACK a wide matrix, reduced by LQ).
+void long_shapes(benchmark::internal::Benchmark* b, std::initializer_list<int> threads) {
+  for (auto [T, d] : {std::pair{2048, 512}, std::pair{512, 2048}, std::pair{8192, 1024}, std::pair{32768, 256}})
+    for (int t : threads) b->Args({T, d, t});
+  b->Unit(benchmark::kMillisecond);
+}
+void BM_singular_values(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  rcsweep::parallel::set_threads(static_cast<int>(state.range(2)));
+  const Matrix X = random_matrix(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)), 3);
+  for (auto _ : state) benchmark::DoNotOptimize(rcsweep::linalg::singular_values(X));
+  rcsweep::parallel::set_threads(1);
+}
+void BM_singular_values_dgesdd(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  const Matrix X = random_matrix(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)), 3);
+  const auto m = static_cast<lapack_int>(X.rows()), n = static_cast<lapack_int>(X.cols());
+  std::vector<double> s(static_cast<std::size_t>(std::min(m, n)));
+  for (auto _ : state) {
+    Matrix a = X;
+    benchmark::DoNotOptimize(
+        LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', n, m, a.data(), n, s.data(), nullptr, 1, nullptr, 1));
+  }
+}
+BENCHMARK(BM_singular_values)->Apply([](auto* b) { long_shapes(b, {1, 2}); });
+BENCHMARK(BM_singular_values_dgesdd)->Apply([](auto* b) { long_shapes(b, {1}); });
 
 // The Gram route: dsyrk + top eigenvalues.
 void BM_gram_top(benchmark::State& state) {

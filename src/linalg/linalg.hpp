@@ -44,7 +44,9 @@ parallel::Parts gemv_parts(std::size_t rows, std::size_t cols);
 void gemv(const Matrix& A, Op op, const double* x, double* y);
 
 /// All min(m, n) singular values of A, descending (dgesdd, values only). A is not modified.
-/// Throws LinalgError if LAPACK does not converge.
+/// From min(m, n) = 64 on, a matrix whose long side is at least twice its short side is first
+/// reduced to the triangle R of its QR factorisation, in fixed row blocks on the rank's threads
+/// (bitwise the same on any number of threads). Throws LinalgError if LAPACK does not converge.
 std::vector<double> singular_values(const Matrix& A);
 
 /// All n eigenvalues of the square matrix A (n x n), complex in general (dgeev, no

@@ -18,6 +18,7 @@
 
 #include "base/error.hpp"
 #include "base/exp.hpp"
+#include "base/parallel.hpp"
 #include "linalg/linalg.hpp"
 
 namespace rcsweep::linalg {
@@ -457,6 +458,64 @@ TEST(VectorisedExp, WithinOneUlpOfLibm) {
     const double got_sum = exp_affine_sum(x.data(), n, 0.7, 1.5);
     EXPECT_EQ(x, ref) << n;
     EXPECT_NEAR(got_sum, sum, 4e-16 * sum * static_cast<double>(n)) << n;
+  }
+}
+
+// A = U diag(s) V^T (m x n) with orthonormal U, V and the spectrum s, descending from 1 to 1e-10
+// with a pair 1e-9 apart at the top.
+Matrix with_spectrum(std::size_t m, std::size_t n, const std::vector<double>& s, unsigned seed) {
+  const std::size_t k = s.size();
+  const Matrix U = thin_q(random_matrix(std::max(m, n), k, seed)), V = thin_q(random_matrix(k, k, seed + 1));
+  Matrix tall(std::max(m, n), k);
+  for (std::size_t i = 0; i < tall.rows(); ++i)
+    for (std::size_t j = 0; j < k; ++j)
+      for (std::size_t c = 0; c < k; ++c) tall(i, j) += U(i, c) * s[c] * V(j, c);
+  return m >= n ? tall : naive_transpose(tall);
+}
+
+std::vector<double> test_spectrum(std::size_t k) {
+  std::vector<double> s(k);
+  for (std::size_t i = 0; i < k; ++i) s[i] = std::pow(1e-10, static_cast<double>(i) / static_cast<double>(k - 1));
+  s[1] = 1.0 - 1e-9;
+  return s;
+}
+
+// Long matrices (short side >= 64, long side >= twice it) take R of a blocked QR first: 1, 2, 5,
+// 15 and 16 blocks, tall and wide. Each singular value to 1e-13 of s_1, and as LAPACK's dgesdd on
+// A gives it.
+TEST(LinalgSvd, LongMatricesMatchTheirPrescribedSpectrum) {
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{130, 64},
+                      {64, 130},
+                      {300, 64},
+                      {1000, 100},
+                      {100, 1000},
+                      {1920, 64},
+                      {3000, 70}}) {
+    const std::vector<double> want = test_spectrum(std::min(m, n));
+    const Matrix a = with_spectrum(m, n, want, static_cast<unsigned>(m + 7 * n));
+    const std::vector<double> got = singular_values(a);
+    Matrix copy = a;
+    std::vector<double> lapack(want.size());
+    ASSERT_EQ(LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', static_cast<lapack_int>(n), static_cast<lapack_int>(m), copy.data(),
+                             static_cast<lapack_int>(n), lapack.data(), nullptr, 1, nullptr, 1),
+              0);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-13) << m << "x" << n << " s_" << i + 1;
+      EXPECT_NEAR(got[i], lapack[i], 1e-13) << m << "x" << n << " s_" << i + 1;
+    }
+  }
+}
+
+// The blocks are fixed by the shape: the same bits on 1 and 2 threads.
+TEST(LinalgSvd, LongMatricesGiveTheSameBitsOnAnyThreadCount) {
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{1000, 100}, {64, 2100}}) {
+    const Matrix a = random_matrix(m, n, 31);
+    const std::vector<double> one = singular_values(a);
+    parallel::set_threads(2);
+    const std::vector<double> two = singular_values(a);
+    parallel::set_threads(1);
+    EXPECT_EQ(one, two) << m << "x" << n;
   }
 }
 
