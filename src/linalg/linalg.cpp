@@ -290,17 +290,15 @@ Matrix matmul(const Matrix& A, const Matrix& B, Op opA, Op opB) {
 
 namespace {
 
-// A matrix whose long side is at least twice its short side k (from k = qr_first_min_order on)
-// gives its singular values as those of R, the k x k triangle of a QR factorisation of its long
-// view (A itself when tall, A^T when wide). The long view's rows are cut into a fixed number of
-// blocks that depends on the shape only (each of at least 2k rows, at most qr_first_max_blocks),
-// each block's R comes from dgeqrf on the rank's threads, and a binary tree of dtpqrt merges
-// them (tall-skinny QR); dgesdd then takes the k x k R. Bitwise the same on any number of
-// threads. Faster than dgesdd on A even on one thread: a row-major tall A is a wide matrix to
-// LAPACK, which then reduces it by LQ, more slowly than by QR (2048 x 512: 0.109 s dgesdd
-// against 0.077 s this way; 32768 x 256: 1.03 s against 0.25 s; bench_kernels BM_singular_values).
-constexpr std::size_t qr_first_min_order = 64;
-constexpr std::size_t qr_first_max_blocks = 16;
+// A matrix whose long side is at least twice its short side k (qr_first) gives its singular
+// values as those of R, the k x k triangle of a QR factorisation of its long view (A itself when
+// tall, A^T when wide). The long view's rows are cut into blocks fixed by the shape
+// (qr_first_blocks, each of at least 2k rows), each block's R comes from dgeqrf on the rank's
+// threads, and a binary tree of dtpqrt merges them (tall-skinny QR); dgesdd then takes the k x k
+// R. Bitwise the same on any number of threads. Faster than dgesdd on A even on one thread: a
+// row-major tall A is a wide matrix to LAPACK, which then reduces it by LQ, more slowly than by QR
+// (2048 x 512: 104 ms dgesdd against 76 ms this way; 32768 x 256: 963 against 250 ms;
+// bench_kernels BM_singular_values, docs/BENCHMARKS.md "Metric kernels").
 constexpr lapack_int tpqrt_block = 32;
 
 // Rows [r0, r0 + b) of the long view of A as a column-major b x k block (leading dimension b).
@@ -318,7 +316,7 @@ void long_view_rows(const Matrix& A, std::size_t r0, std::size_t b, double* c) {
 
 std::vector<double> singular_values_of_r(const Matrix& A) {
   const std::size_t k = std::min(A.rows(), A.cols()), n = std::max(A.rows(), A.cols());
-  const std::size_t count = std::min(n / (2 * k), qr_first_max_blocks);
+  const std::size_t count = qr_first_blocks(k, n);
   const parallel::Parts blocks{n, (n + count - 1) / count};
   const lapack_int lk = to_lapack(k);
   std::vector<std::vector<double>> R(count, std::vector<double>(k * k, 0.0));  // column-major, upper
@@ -355,7 +353,7 @@ std::vector<double> singular_values(const Matrix& A) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();
   const std::size_t k = std::min(m, n);
-  if (k >= qr_first_min_order && std::max(m, n) >= 2 * k) return singular_values_of_r(A);
+  if (qr_first(k, std::max(m, n))) return singular_values_of_r(A);
   std::vector<double> s(k);
   if (s.empty()) return s;
   // Row-major A (m x n) is column-major A^T (n x m): same singular values, and LAPACKE needs no

@@ -1,5 +1,6 @@
 // The only place that calls BLAS/LAPACK. All matrices are rcsweep::Matrix (row-major).
 #pragma once
+#include <algorithm>
 #include <complex>
 #include <span>
 #include <utility>
@@ -48,6 +49,16 @@ void gemv(const Matrix& A, Op op, const double* x, double* y);
 /// reduced to the triangle R of its QR factorisation, in fixed row blocks on the rank's threads
 /// (bitwise the same on any number of threads). Throws LinalgError if LAPACK does not converge.
 std::vector<double> singular_values(const Matrix& A);
+/// Whether singular_values reduces a matrix of short side k and long side n to R first, and into
+/// how many row blocks.
+constexpr bool qr_first(std::size_t k, std::size_t n) { return k >= 64 && n >= 2 * k; }
+constexpr std::size_t qr_first_blocks(std::size_t k, std::size_t n) { return std::min<std::size_t>(n / (2 * k), 16); }
+/// Doubles singular_values allocates for an m x n matrix besides its result, at most (every row
+/// block at once): a copy of the matrix, the blocks' R and about 4 k^2 + 8 n of LAPACK workspace.
+constexpr std::size_t singular_values_scratch(std::size_t m, std::size_t n) {
+  const std::size_t k = std::min(m, n), l = std::max(m, n);
+  return m * n + (qr_first(k, l) ? qr_first_blocks(k, l) * k * k : 0) + 4 * k * k + 8 * l;
+}
 
 /// All n eigenvalues of the square matrix A (n x n), complex in general (dgeev, no
 /// eigenvectors, on a copy: A is not modified). Order, deterministic for a given A: descending

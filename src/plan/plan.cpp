@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "base/error.hpp"
+#include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
 #include "plan/memory.hpp"
 
@@ -130,7 +131,7 @@ std::size_t MemoryEstimate::shared() const {
 // maximum RSS in docs/BENCHMARKS.md, bench/run_plan_accuracy.sh).
 MemoryEstimate memory_estimate(const ModelParams& m) {
   const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
-  const std::size_t hidden = m.mlp_ratio * d, k = std::min(T, d), n = std::max(T, d);
+  const std::size_t hidden = m.mlp_ratio * d, k = std::min(T, d);
   MemoryEstimate e;
   auto& p = e.shared_parts;
   if (!m.ssm() && m.value_init != config::ValueInit::identity)
@@ -148,7 +149,7 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   e.state = T * d;                                                                           // X between layers
   // One task's layer: Y, X W_V (or the scaled W_V), the logits' X P or Q and K, S = M, the mixer
   // metrics' Lanczos bases (about 100 steps of T + T) or Gram matrix, the signal metrics' Gram
-  // matrix and, for a collapsed signal or a stored spectrum, dgesdd's copy and workspace.
+  // matrix and, for a collapsed signal or a stored spectrum, what linalg::singular_values holds.
   std::size_t sc = 2 * T * d + (m.sigma_v != 1.0 ? d * d : 0);
   if (m.attention()) sc += m.qk_product ? T * d : 2 * T * dqk;
   if (m.mixer == Mixer::ssd) sc += 2 * T * N;
@@ -156,7 +157,7 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   if (m.gap_fix == config::GapFix::outliers) sc += 3 * T * T;
   if (m.gate == config::Gate::silu) sc += 2 * T * d;
   if (m.mlp == config::Mlp::relu) sc += T * hidden;
-  sc += std::max(k * k, T * d + 4 * k * k + 8 * n);
+  sc += std::max(k * k, linalg::singular_values_scratch(T, d));
   e.scratch = sc;
   for (auto& part : p) part *= 8;
   e.state *= 8;

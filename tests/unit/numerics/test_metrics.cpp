@@ -292,8 +292,11 @@ TEST(MetricsSignal, FiniteMaxAbsFindsTheMaximumAndEveryNonFiniteEntry) {
     }
     const SignalMetrics alone = signal_metrics(x, 0.25), given = signal_metrics(x, 0.25, nullptr, naive);
     const auto a = to_row(alone, {}), g = to_row(given, {});
-    for (std::size_t k = 0; k < a.size(); ++k)
-      if (!std::isnan(a[k])) EXPECT_EQ(a[k], g[k]) << "metric " << k;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      if (!std::isnan(a[k])) {
+        EXPECT_EQ(a[k], g[k]) << "metric " << k;
+      }
+    }
   }
 }
 
