@@ -10,6 +10,7 @@
 
 #include "base/error.hpp"
 #include "base/parallel.hpp"
+#include "base/pow2.hpp"
 #include "linalg/lanczos.hpp"
 
 namespace rcsweep::linalg {
@@ -297,21 +298,31 @@ namespace {
 // threads, and a binary tree of dtpqrt merges them (tall-skinny QR); dgesdd then takes the k x k
 // R. Bitwise the same on any number of threads. Faster than dgesdd on A even on one thread: a
 // row-major tall A is a wide matrix to LAPACK, which then reduces it by LQ, more slowly than by QR
-// (2048 x 512: 104 ms dgesdd against 76 ms this way; 32768 x 256: 963 against 250 ms;
+// (2048 x 512: 106 ms dgesdd against 79 ms this way; 32768 x 256: 1167 against 265 ms;
 // bench_kernels BM_singular_values, docs/BENCHMARKS.md "Metric kernels").
 constexpr lapack_int tpqrt_block = 32;
 
-// Rows [r0, r0 + b) of the long view of A as a column-major b x k block (leading dimension b).
-void long_view_rows(const Matrix& A, std::size_t r0, std::size_t b, double* c) {
+// Rows [r0, r0 + b) of the long view of A as a column-major b x k block (leading dimension b);
+// returns their largest |entry| (NaN entries aside).
+double long_view_rows(const Matrix& A, std::size_t r0, std::size_t b, double* c) {
+  double mx = 0.0;
   if (A.rows() >= A.cols()) {  // tall: rows of A, transposed into columns
     const std::size_t k = A.cols();
     for (std::size_t i = 0; i < b; ++i) {
       const double* row = A.row(r0 + i).data();
-      for (std::size_t j = 0; j < k; ++j) c[j * b + i] = row[j];
+      for (std::size_t j = 0; j < k; ++j) {
+        c[j * b + i] = row[j];
+        mx = std::max(mx, std::abs(row[j]));
+      }
     }
   } else {  // wide: columns r0.. of A, one contiguous stretch of each row
-    for (std::size_t j = 0; j < A.rows(); ++j) std::copy_n(A.row(j).data() + r0, b, c + j * b);
+    for (std::size_t j = 0; j < A.rows(); ++j) {
+      const double* row = A.row(j).data() + r0;
+      std::copy_n(row, b, c + j * b);
+      for (std::size_t i = 0; i < b; ++i) mx = std::max(mx, std::abs(row[i]));
+    }
   }
+  return mx;
 }
 
 std::vector<double> singular_values_of_r(const Matrix& A) {
@@ -319,15 +330,31 @@ std::vector<double> singular_values_of_r(const Matrix& A) {
   const std::size_t count = qr_first_blocks(k, n);
   const parallel::Parts blocks{n, (n + count - 1) / count};
   const lapack_int lk = to_lapack(k);
+  std::vector<std::vector<double>> c(count);  // the blocks, column-major
+  std::vector<double> block_max(count);
+  parallel::for_each(count, [&](std::size_t p) {
+    c[p].resize(blocks.length(p) * k);
+    block_max[p] = long_view_rows(A, blocks.begin(p), blocks.length(p), c[p].data());
+  });
+  const double amax = *std::max_element(block_max.begin(), block_max.end());
+  if (!std::isfinite(amax)) throw Error("linalg::singular_values: the matrix has non-finite entries");
+  // Far from 1 (where dgesdd would scale too) the blocks are scaled by a power of two, exactly.
+  int shift = 0;
+  if (amax > 0x1p500 || (amax > 0.0 && amax < 0x1p-500)) std::frexp(amax, &shift);
   std::vector<std::vector<double>> R(count, std::vector<double>(k * k, 0.0));  // column-major, upper
   parallel::for_each(count, [&](std::size_t p) {
     const std::size_t b = blocks.length(p);
-    std::vector<double> c(b * k), tau(k);
-    long_view_rows(A, blocks.begin(p), b, c.data());
-    const lapack_int info = LAPACKE_dgeqrf(LAPACK_COL_MAJOR, to_lapack(b), lk, c.data(), to_lapack(b), tau.data());
+    if (shift != 0) scale_pow2(c[p], c[p], -shift);
+    std::vector<double> tau(k);
+    const lapack_int info = LAPACKE_dgeqrf(LAPACK_COL_MAJOR, to_lapack(b), lk, c[p].data(), to_lapack(b), tau.data());
     if (info != 0) throw LinalgError("dgeqrf", info);
-    for (std::size_t j = 0; j < k; ++j) std::copy_n(c.data() + j * b, j + 1, R[p].data() + j * k);
+    for (std::size_t j = 0; j < k; ++j) std::copy_n(c[p].data() + j * b, j + 1, R[p].data() + j * k);
+    c[p] = {};
   });
+  // A NaN entry (which the maximum passes over) leaves NaN in its block's R.
+  for (const auto& r : R)
+    if (!std::all_of(r.begin(), r.end(), [](double x) { return std::isfinite(x); }))
+      throw Error("linalg::singular_values: the matrix has non-finite entries");
   // Level by level: R[p] <- R of [R[p]; R[p + step]] (dtpqrt leaves the strictly lower part of
   // R[p] untouched, i.e. zero).
   const lapack_int nb = std::min(tpqrt_block, lk);
@@ -344,6 +371,7 @@ std::vector<double> singular_values_of_r(const Matrix& A) {
   const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', lk, lk, R[0].data(), lk, s.data(), nullptr, 1, nullptr,
                                          1);
   if (info != 0) throw LinalgError("dgesdd", info);
+  if (shift != 0) scale_pow2(s, s, shift);
   return s;
 }
 

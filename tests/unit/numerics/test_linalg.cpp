@@ -519,6 +519,30 @@ TEST(LinalgSvd, LongMatricesGiveTheSameBitsOnAnyThreadCount) {
   }
 }
 
+// Far from 1 a long matrix is scaled by a power of two before its QR (LAPACK's QR does not scale):
+// A 2^600 and A 2^-600 give exactly 2^600 and 2^-600 times A's values (max |a| in [1/2, 1)).
+TEST(LinalgSvd, LongMatricesAtExtremeScales) {
+  const Matrix a = random_matrix(1000, 100, 41);
+  const std::vector<double> s = singular_values(a);
+  for (int e : {600, -600}) {
+    Matrix scaled = a;
+    for (double& x : scaled.values()) x = std::ldexp(x, e);
+    const std::vector<double> got = singular_values(scaled);
+    ASSERT_EQ(got.size(), s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) EXPECT_EQ(got[i], std::ldexp(s[i], e)) << "2^" << e << " s_" << i + 1;
+  }
+}
+
+TEST(LinalgSvd, LongMatricesWithNonFiniteEntriesAreRefused) {
+  for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    for (auto [m, n] : {std::pair<std::size_t, std::size_t>{300, 64}, {64, 300}}) {
+      Matrix a = random_matrix(m, n, 43);
+      a(m - 1, n - 1) = bad;
+      EXPECT_THROW((void)singular_values(a), Error) << m << "x" << n << " " << bad;
+    }
+  }
+}
+
 TEST(LinalgSvd, EmptyMatrixHasNoSingularValues) {
   EXPECT_TRUE(singular_values(Matrix(0, 3)).empty());
   EXPECT_TRUE(singular_values(Matrix(3, 0)).empty());
