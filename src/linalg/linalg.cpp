@@ -359,7 +359,7 @@ std::vector<double> singular_values_of_r(const Matrix& A) {
   // R[p] untouched, i.e. zero).
   const lapack_int nb = std::min(tpqrt_block, lk);
   for (std::size_t step = 1; step < count; step *= 2) {
-    parallel::for_each((count - step + 2 * step - 1) / (2 * step), [&](std::size_t q) {
+    parallel::for_each((count + step - 1) / (2 * step), [&](std::size_t q) {  // pairs at this level
       const std::size_t p = q * 2 * step;
       std::vector<double> t(static_cast<std::size_t>(nb) * k);
       const lapack_int info = LAPACKE_dtpqrt(LAPACK_COL_MAJOR, lk, lk, lk, nb, R[p].data(), lk, R[p + step].data(), lk,

@@ -47,7 +47,8 @@ void gemv(const Matrix& A, Op op, const double* x, double* y);
 /// All min(m, n) singular values of A, descending (dgesdd, values only). A is not modified.
 /// From min(m, n) = 64 on, a matrix whose long side is at least twice its short side is first
 /// reduced to the triangle R of its QR factorisation, in fixed row blocks on the rank's threads
-/// (bitwise the same on any number of threads). Throws LinalgError if LAPACK does not converge.
+/// (bitwise the same on any number of threads; Error for a non-finite entry of such a matrix).
+/// Throws LinalgError if LAPACK does not converge.
 std::vector<double> singular_values(const Matrix& A);
 /// Whether singular_values reduces a matrix of short side k and long side n to R first, and into
 /// how many row blocks.
