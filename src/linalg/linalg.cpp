@@ -298,31 +298,38 @@ namespace {
 // threads, and a binary tree of dtpqrt merges them (tall-skinny QR); dgesdd then takes the k x k
 // R. Bitwise the same on any number of threads. Faster than dgesdd on A even on one thread: a
 // row-major tall A is a wide matrix to LAPACK, which then reduces it by LQ, more slowly than by QR
-// (2048 x 512: 106 ms dgesdd against 79 ms this way; 32768 x 256: 1167 against 265 ms;
+// (2048 x 512: 110 ms dgesdd against 79 ms this way; 32768 x 256: 1030 against 267 ms;
 // bench_kernels BM_singular_values, docs/BENCHMARKS.md "Metric kernels").
 constexpr lapack_int tpqrt_block = 32;
 
 // Rows [r0, r0 + b) of the long view of A as a column-major b x k block (leading dimension b);
-// returns their largest |entry| (NaN entries aside).
+// returns their largest |entry|, NaN when an entry is not finite (as metrics::finite_max_abs,
+// here within the copy).
 double long_view_rows(const Matrix& A, std::size_t r0, std::size_t b, double* c) {
   double mx = 0.0;
+  bool finite = true;
+  const auto take = [&](double x) {
+    const double a = std::abs(x);
+    mx = std::max(mx, a);
+    finite &= a <= std::numeric_limits<double>::max();  // false for inf and NaN
+  };
   if (A.rows() >= A.cols()) {  // tall: rows of A, transposed into columns
     const std::size_t k = A.cols();
     for (std::size_t i = 0; i < b; ++i) {
       const double* row = A.row(r0 + i).data();
       for (std::size_t j = 0; j < k; ++j) {
         c[j * b + i] = row[j];
-        mx = std::max(mx, std::abs(row[j]));
+        take(row[j]);
       }
     }
   } else {  // wide: columns r0.. of A, one contiguous stretch of each row
     for (std::size_t j = 0; j < A.rows(); ++j) {
       const double* row = A.row(j).data() + r0;
       std::copy_n(row, b, c + j * b);
-      for (std::size_t i = 0; i < b; ++i) mx = std::max(mx, std::abs(row[i]));
+      for (std::size_t i = 0; i < b; ++i) take(row[i]);
     }
   }
-  return mx;
+  return finite ? mx : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::vector<double> singular_values_of_r(const Matrix& A) {
@@ -336,8 +343,9 @@ std::vector<double> singular_values_of_r(const Matrix& A) {
     c[p].resize(blocks.length(p) * k);
     block_max[p] = long_view_rows(A, blocks.begin(p), blocks.length(p), c[p].data());
   });
+  if (std::any_of(block_max.begin(), block_max.end(), [](double m) { return std::isnan(m); }))
+    throw Error("linalg::singular_values: the matrix has non-finite entries");
   const double amax = *std::max_element(block_max.begin(), block_max.end());
-  if (!std::isfinite(amax)) throw Error("linalg::singular_values: the matrix has non-finite entries");
   // Far from 1 (where dgesdd would scale too) the blocks are scaled by a power of two, exactly.
   int shift = 0;
   if (amax > 0x1p500 || (amax > 0.0 && amax < 0x1p-500)) std::frexp(amax, &shift);
@@ -351,10 +359,6 @@ std::vector<double> singular_values_of_r(const Matrix& A) {
     for (std::size_t j = 0; j < k; ++j) std::copy_n(c[p].data() + j * b, j + 1, R[p].data() + j * k);
     c[p] = {};
   });
-  // A NaN entry (which the maximum passes over) leaves NaN in its block's R.
-  for (const auto& r : R)
-    if (!std::all_of(r.begin(), r.end(), [](double x) { return std::isfinite(x); }))
-      throw Error("linalg::singular_values: the matrix has non-finite entries");
   // Level by level: R[p] <- R of [R[p]; R[p + step]] (dtpqrt leaves the strictly lower part of
   // R[p] untouched, i.e. zero).
   const lapack_int nb = std::min(tpqrt_block, lk);
