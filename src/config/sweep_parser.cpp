@@ -75,6 +75,10 @@ void check_document(ParseState& st) {
     if (st.spec.adaptive.targets[k].layer > st.spec.max_depth())
       st.issue(st.target_paths[k] + ".layer", "is " + std::to_string(st.spec.adaptive.targets[k].layer) +
                                                   ", beyond the sweep's depth " + std::to_string(st.spec.max_depth()));
+  for (std::size_t k = 0; k < st.spec.adaptive.targets.size() && st.issues.empty(); ++k)
+    if (!st.spec.output.metrics[metrics::metric_index(st.spec.adaptive.targets[k].metric)])
+      st.issue(st.target_paths[k] + ".metric",
+               "'" + st.spec.adaptive.targets[k].metric + "' is not computed: add it to output.metrics");
   if (st.issues.empty()) check_size(st);
   if (st.issues.empty()) check_grid(st);
 }

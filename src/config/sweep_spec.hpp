@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/params.hpp"
+#include "metrics/metric_names.hpp"
 
 namespace rcsweep::config {
 
@@ -38,6 +39,9 @@ struct OutputOptions {
   Spectra gradients = Spectra::none;
   GradMethod grad_method = GradMethod::automatic;
   int grad_probes = 8;  ///< Hutchinson probes per task and output depth (>= 2)
+  /// The per-layer metrics computed and stored (the others are NaN): always holds
+  /// metrics::always_computed().
+  metrics::MetricSet metrics = metrics::all_metrics();
 };
 
 /// One condition of an adaptive replicate rule: the standard error of the mean of a per-layer

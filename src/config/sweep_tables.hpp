@@ -36,7 +36,7 @@ void parse_axes(ParseState& st, const toml::table& table);
 /// The [[zip]] tables: each one dimension whose parameters move together; kept in st.zip_dims.
 void parse_zips(ParseState& st, const toml::node& node);
 
-/// [output]: spectra, mixer_spectra, gradients, grad_method, grad_probes.
+/// [output]: spectra, mixer_spectra, gradients, grad_method, grad_probes, metrics.
 void parse_output(ParseState& st, const toml::table& table);
 
 }  // namespace rcsweep::config::parsing

@@ -449,7 +449,7 @@ void gram_upper(const Matrix& A, double alpha, bool rows, Matrix& G) {
   });
 }
 
-GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
+GramTop gram_top(const Matrix& A, double alpha, double decline_below, bool second) {
   const std::size_t m = A.rows();
   const std::size_t n = A.cols();
   const std::size_t k = std::min(m, n);
@@ -501,13 +501,13 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below) {
   // are slower at the grids' orders than these (docs/BENCHMARKS.md "Metric kernels").
   std::vector<double> d(k), e(k - 1);
   householder_tridiagonal(G, d, e);
-  const auto [l1, l2] = top_two_tridiagonal(d, e);
+  const auto [l1, l2] = top_two_tridiagonal(d, e, second);
   r.lambda1 = std::max(l1, 0.0);
-  r.lambda2 = k >= 2 ? std::max(l2, 0.0) : 0.0;
+  r.lambda2 = !second ? l2 : k >= 2 ? std::max(l2, 0.0) : 0.0;
   return r;
 }
 
-std::pair<double, double> top_two_tridiagonal(std::span<const double> d_in, std::span<const double> e_in) {
+std::pair<double, double> top_two_tridiagonal(std::span<const double> d_in, std::span<const double> e_in, bool second) {
   const std::size_t n = d_in.size();
   if (n == 0) return {0.0, 0.0};
   if (e_in.size() + 1 != n) throw Error("top_two_tridiagonal: needs n - 1 off-diagonal entries");
@@ -574,6 +574,7 @@ std::pair<double, double> top_two_tridiagonal(std::span<const double> d_in, std:
     return 0.5 * (a + b);
   };
   const double l1 = eigenvalue(n, lo, hi);
+  if (!second) return {std::ldexp(l1, ex), std::numeric_limits<double>::quiet_NaN()};
   const double l2 = n >= 2 ? eigenvalue(n - 1, a2, std::min(b2, l1 + 2.0 * eps * norm + pivmin)) : 0.0;
   return {std::ldexp(l1, ex), std::ldexp(l2, ex)};
 }

@@ -83,8 +83,9 @@ struct GramTop {
 };
 /// With decline_below > 0, the eigensolve is skipped (solved = false) when trace and Frobenius
 /// norm alone prove lambda_2 < decline_below * lambda_1 (a nearly rank-1 G, whose lambda_2 the
-/// Gram route could not resolve anyway).
-GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0);
+/// Gram route could not resolve anyway). Without `second` only lambda_1 is wanted: the bisection
+/// stops after it (lambda_1 bitwise the same, lambda_2 NaN; the Lanczos route finds both).
+GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0, bool second = true);
 /// From this order k on, gram_top finds the two eigenvalues by symmetric Lanczos (top_eigenvalues,
 /// to 1e-13 relative) instead of the tridiagonalisation, which decides when Lanczos does not
 /// converge in 200 steps. The crossover is measured for Gaussian signals by bench_metrics
@@ -108,8 +109,9 @@ void householder_tridiagonal(Matrix& A, std::span<double> d, std::span<double> e
 
 /// The two largest eigenvalues (lambda_1 >= lambda_2) of the symmetric tridiagonal matrix with
 /// diagonal d (n) and off-diagonal e (n - 1), by bisection with Sturm counts to ~eps ||T||
-/// (as LAPACK's dstebz with abstol = 0); lambda_2 = 0 when n = 1.
-std::pair<double, double> top_two_tridiagonal(std::span<const double> d, std::span<const double> e);
+/// (as LAPACK's dstebz with abstol = 0); lambda_2 = 0 when n = 1. Without `second` lambda_2 is
+/// NaN and not searched for (lambda_1's bisection does not depend on it).
+std::pair<double, double> top_two_tridiagonal(std::span<const double> d, std::span<const double> e, bool second = true);
 
 /// Thin SVD A = U diag(s) V^T (dgesdd): U (m x k), s (k, descending), Vt (k x n), k = min(m, n).
 struct Svd {

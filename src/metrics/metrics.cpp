@@ -160,7 +160,7 @@ double column_sums(const parallel::Parts& parts, std::size_t d, std::size_t vect
   return n == 0 ? 0.0 : *std::max_element(max_row.begin(), max_row.end());
 }
 
-SignalSums signal_sums(const Matrix& X, double f) {
+SignalSums signal_sums(const Matrix& X, double f, bool centred) {
   const std::size_t T = X.rows(), d = X.cols();
   const parallel::Parts parts = pass_parts(T, d);
   SignalSums s;
@@ -175,7 +175,7 @@ SignalSums signal_sums(const Matrix& X, double f) {
   });
   s.ss = sum4({work.data() + d, d});
   s.max_col = *std::max_element(work.begin(), work.begin() + static_cast<std::ptrdiff_t>(d));
-  if (!std::isfinite(s.ss)) return s;  // non-finite input: the caller returns NaN metrics
+  if (!std::isfinite(s.ss) || !centred) return s;  // non-finite input: the caller returns NaN metrics
   const double inv_t = 1.0 / static_cast<double>(T);
   std::vector<double> shift(work.begin() + static_cast<std::ptrdiff_t>(2 * d),
                             work.begin() + static_cast<std::ptrdiff_t>(3 * d));
@@ -193,22 +193,24 @@ SignalSums signal_sums(const Matrix& X, double f) {
 }
 
 // The Gram route of spectral_summary for the Gram matrix of sqrt(alpha) A: false (r untouched)
-// when it is not accurate enough (collapsed spectrum) or the eigensolver failed. `g` receives the
-// Gram matrix's trace and Frobenius norm whenever it was formed (g->trace > 0 then).
-bool gram_summary(const Matrix& A, double alpha, SpectralSummary& r, linalg::GramTop* g_out = nullptr) {
+// when it is not accurate enough (a collapsed spectrum, when s_2 is wanted: `second`) or the
+// eigensolver failed. `g` receives the Gram matrix's trace and Frobenius norm whenever it was
+// formed (g->trace > 0 then). Without `second` s_2 is NaN: lambda_1 has absolute error ~k eps
+// lambda_1 whatever lambda_2 is.
+bool gram_summary(const Matrix& A, double alpha, bool second, SpectralSummary& r, linalg::GramTop* g_out = nullptr) {
   const std::size_t k = std::min(A.rows(), A.cols());
   linalg::GramTop g;
   try {
     // decline: lambda_2 / lambda_1 provably below the threshold (s_2 / s_1 below sqrt of it)
-    g = linalg::gram_top(A, alpha, gram_threshold);
+    g = linalg::gram_top(A, alpha, second ? gram_threshold : 0.0, second);
   } catch (const LinalgError&) {  // the eigensolver did not converge: the SVD decides
     return false;
   }
   if (g_out) *g_out = g;
   if (!g.solved) return false;
-  if (!(g.lambda1 > 0.0 && (k < 2 || g.lambda2 >= gram_threshold * g.lambda1))) return false;
+  if (!(g.lambda1 > 0.0 && (!second || k < 2 || g.lambda2 >= gram_threshold * g.lambda1))) return false;
   r.s1 = std::sqrt(g.lambda1);
-  r.s2 = std::sqrt(g.lambda2);
+  r.s2 = second ? std::sqrt(g.lambda2) : nan;
   r.sum2 = g.trace / g.lambda1;
   r.sum4 = g.fro2 / (g.lambda1 * g.lambda1);
   r.route = SpectralSummary::Route::gram;
@@ -288,7 +290,7 @@ double norm_1_inf(const Matrix& A) {
   return std::sqrt(max_col) * std::sqrt(max_row);
 }
 
-SpectralSummary spectral_summary(const Matrix& A, bool want_all) {
+SpectralSummary spectral_summary(const Matrix& A, bool want_all, bool second) {
   SpectralSummary r;
   if (std::min(A.rows(), A.cols()) == 0) return r;
   // Cheapest exact route (measured in bench/, tested against the SVD route): the eigenvalues of
@@ -296,11 +298,12 @@ SpectralSummary spectral_summary(const Matrix& A, bool want_all) {
   // for s_1, for sum s^4 and for s_2 while s_2^2 >= gram_threshold s_1^2. Below that (a collapsed
   // signal) or when the whole spectrum is wanted, a singular-value decomposition is used.
   linalg::GramTop g;
-  if (!want_all && (gram_summary(A, 1.0, r, &g) || lanczos_summary(A, 1.0, g, r))) return r;
+  if (!want_all && (gram_summary(A, 1.0, second, r, &g) || lanczos_summary(A, 1.0, g, r))) return r;
   return svd_summary(A);
 }
 
-SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum, double max_abs_x) {
+SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum, double max_abs_x,
+                             SignalNeeds needs) {
   SignalMetrics r;
   const std::size_t k = std::min(X.rows(), X.cols());
   if (spectrum) spectrum->assign(k, nan);
@@ -326,7 +329,7 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
   }
   const Matrix& B = in_place ? X : Xs;
   const double f = in_place ? std::ldexp(1.0, -e) : 1.0;
-  const SignalSums sums = signal_sums(B, f);
+  const SignalSums sums = signal_sums(B, f, needs.centred);
   if (!std::isfinite(sums.ss)) return r;  // a NaN entry
   const double nrm = std::sqrt(sums.ss);  // |y| < 1: nrm in [0.5, sqrt(size))
 
@@ -352,7 +355,8 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
   // the SVD route (whole spectrum wanted, or Lanczos did not converge) needs Xu itself.
   SpectralSummary sv;
   linalg::GramTop g;
-  if (spectrum || (!gram_summary(B, (f * f) / sums.ss, sv, &g) && !lanczos_summary(B, f / nrm, g, sv))) {
+  const bool second = needs.second, top = needs.top || second;
+  if (spectrum || (top && !gram_summary(B, (f * f) / sums.ss, second, sv, &g) && !lanczos_summary(B, f / nrm, g, sv))) {
     Matrix Xu = in_place ? Matrix(X.rows(), X.cols(), Matrix::uninitialized) : std::move(Xs);
     parallel::for_rows(X.rows(), X.cols(), [&](std::size_t first, std::size_t end) {
       const std::size_t at = first * X.cols(), n = (end - first) * X.cols();
@@ -361,22 +365,25 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
     });
     sv = svd_summary(Xu);
   }
-  r.s1 = at_scale(sv.s1);  // s1 >= 1/sqrt(k) > 0 for unit Frobenius norm
-  r.s2 = at_scale(sv.s2);
-  r.sr_cov = sv.sum4;  // Mind the Gap eq. (5): sum s_i^4 / s_1^4
-  r.sr_x = sv.sum2;    // sum s_i^2 / s_1^2
-
-  r.mu_rel = std::sqrt(sums.c_ss) / nrm;  // lambda-skip eq. (5), relative to ||X||_F
-  r.mu = at_scale(r.mu_rel);
-  // Dong et al. §2: ||C||_{1,inf} / ||X||_{1,inf}, scale-invariant (sqrt of each factor, as in
-  // norm_1_inf).
-  r.res_rel = (std::sqrt(sums.c_max_col) * std::sqrt(sums.c_max_row)) /
-              (std::sqrt(sums.max_col) * std::sqrt(sums.max_row));
+  if (spectrum || top) {
+    r.s1 = at_scale(sv.s1);  // s1 >= 1/sqrt(k) > 0 for unit Frobenius norm
+    r.s2 = at_scale(sv.s2);  // NaN when not wanted
+    r.sr_cov = sv.sum4;      // Mind the Gap eq. (5): sum s_i^4 / s_1^4
+    r.sr_x = sv.sum2;        // sum s_i^2 / s_1^2
+  }
+  if (needs.centred) {
+    r.mu_rel = std::sqrt(sums.c_ss) / nrm;  // lambda-skip eq. (5), relative to ||X||_F
+    r.mu = at_scale(r.mu_rel);
+    // Dong et al. §2: ||C||_{1,inf} / ||X||_{1,inf}, scale-invariant (sqrt of each factor, as in
+    // norm_1_inf).
+    r.res_rel = (std::sqrt(sums.c_max_col) * std::sqrt(sums.c_max_row)) /
+                (std::sqrt(sums.max_col) * std::sqrt(sums.max_row));
+  }
   if (spectrum) *spectrum = std::move(sv.sv);
   return r;
 }
 
-MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* products) {
+MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* products, MixerNeeds needs) {
   MixerMetrics r;
   if (M.empty()) return r;
   // One pass for max |m| and the plain sum of squares: with max |m| in [2^-400, 2^400] the
@@ -401,6 +408,8 @@ MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* produc
     if (!all_finite(v)) return r;
     fro = robust_norm(v);
   }
+  r.m_fro = fro;
+  if (!needs.top && !needs.second) return r;
   // s_1 and s_2 only: from T = mixer_lanczos_min_order on, Golub–Kahan–Lanczos on M (O(T^2) per
   // step, certified to 1e-13 relative) beats the Gram route's dsyrk + eigensolve (O(T^3)); measured in
   // bench/bench_metrics.cpp. Without convergence in a few dozen steps the dense route decides.
@@ -413,20 +422,23 @@ MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* produc
       r.m_s1 = top.s1;
       r.m_s2 = top.s2;
       r.m_gap = r.m_s1 / r.m_s2;
-      r.m_fro = fro;
       return r;
     }
   }
-  const SpectralSummary sv = spectral_summary(M, false);
+  const SpectralSummary sv = spectral_summary(M, false, needs.second);
   r.m_s1 = sv.s1;
-  r.m_s2 = sv.s2;
+  r.m_s2 = sv.s2;             // NaN when not wanted
   r.m_gap = r.m_s1 / r.m_s2;  // huge for a rank-1 mixer (uniform: s_2 ~ 1e-17), +inf if s_2 == 0
-  r.m_fro = fro;
   return r;
 }
 
-LayerRow to_row(const SignalMetrics& x, const MixerMetrics& m) {
-  return {x.fro, x.log_fro, x.s1, x.s2, x.sr_cov, x.sr_x, x.mu, x.mu_rel, x.res_rel, m.m_s1, m.m_s2, m.m_gap, m.m_fro};
+LayerRow to_row(const SignalMetrics& x, const MixerMetrics& m, const MetricSet& selected) {
+  LayerRow row = {x.fro,    x.log_fro, x.s1,   x.s2,   x.sr_cov, x.sr_x, x.mu,
+                  x.mu_rel, x.res_rel, m.m_s1, m.m_s2, m.m_gap,  m.m_fro};
+  const MetricSet kept = selected | always_computed();
+  for (std::size_t i = 0; i < n_layer_metrics; ++i)
+    if (!kept[i]) row[i] = nan;
+  return row;
 }
 
 }  // namespace rcsweep::metrics

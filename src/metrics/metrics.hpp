@@ -14,6 +14,7 @@
 
 #include "base/matrix.hpp"
 #include "linalg/lanczos.hpp"
+#include "metrics/metric_names.hpp"
 
 namespace rcsweep::metrics {
 
@@ -44,8 +45,10 @@ struct MixerMetrics {
 /// min(T,d) singular values of X / ||X||_F (descending; unit Frobenius normalisation).
 /// A zero or non-finite X gives NaN metrics (the caller decides whether that is a divergence).
 /// `max_abs_x` >= 0 is max |x| of X as finite_max_abs found it, which spares a pass over X.
+/// `needs` skips parts (their metrics NaN); with a spectrum wanted, s_1, s_2 and the sums come
+/// from it.
 SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<double>* spectrum = nullptr,
-                             double max_abs_x = -1.0);
+                             double max_abs_x = -1.0, SignalNeeds needs = {});
 
 /// Largest |x| of X, NaN when an entry is not finite: one pass (over the metrics' row parts on the
 /// rank's threads) for a layer's finite check and its scale, which signal_metrics then takes.
@@ -55,7 +58,8 @@ double finite_max_abs(const Matrix& X);
 /// for T >= mixer_lanczos_min_order, else (or when Lanczos does not converge) by spectral_summary.
 /// `products`, when given, is the same M as an operator with cheaper products (the SSD mixer's
 /// scans, models::ssd_operator), which the Lanczos route then uses instead of M's entries.
-MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* products = nullptr);
+/// `needs` skips s_1, s_2 (m_s1, m_s2, m_gap NaN; m_fro always computed).
+MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* products = nullptr, MixerNeeds needs = {});
 inline constexpr std::size_t mixer_lanczos_min_order = 256;
 
 /// ||A||_{1,inf} = sqrt(||A||_1 ||A||_inf): max column abs sum times max row abs sum, square-rooted.
@@ -65,7 +69,8 @@ double norm_1_inf(const Matrix& A);
 /// the Gram eigenvalues when that is exact to ~1e-12 relative; for a collapsed spectrum (s_2 / s_1
 /// below that) s_1 and s_2 by Lanczos (linalg::top_singular_values) and the sums from the Gram
 /// matrix; else (or when `want_all`) from the singular-value decomposition, whose values are then
-/// in `sv` (descending).
+/// in `sv` (descending). Without `second`, s_2 is not wanted: the Gram route then gives s_1 and
+/// the sums at any spectrum (s_2 NaN).
 struct SpectralSummary {
   enum class Route { none, gram, svd, lanczos };
   double s1 = nan, s2 = nan, sum2 = 0.0, sum4 = 0.0;
@@ -75,23 +80,12 @@ struct SpectralSummary {
 /// s_2^2 / s_1^2 above which the Gram route is used (its s_2 then has relative error
 /// <~ k eps / (2 gram_threshold); measured in tests/unit/numerics against the SVD).
 inline constexpr double gram_threshold = 1e-3;
-SpectralSummary spectral_summary(const Matrix& A, bool want_all);
+SpectralSummary spectral_summary(const Matrix& A, bool want_all, bool second = true);
 
-/// Names of the per-layer datasets (/layers/<name>), in storage order.
-inline constexpr std::array<std::string_view, 13> layer_metric_names = {
-    "fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1", "m_s2", "m_gap", "m_fro"};
-inline constexpr std::size_t n_layer_metrics = layer_metric_names.size();
 /// One layer's metrics, in layer_metric_names order (a row of /layers/<metric>).
 using LayerRow = std::array<double, n_layer_metrics>;
 
-/// Position of `name` in layer_metric_names (n_layer_metrics for an unknown name).
-constexpr std::size_t metric_index(std::string_view name) {
-  for (std::size_t i = 0; i < n_layer_metrics; ++i)
-    if (layer_metric_names[i] == name) return i;
-  return n_layer_metrics;
-}
-
-/// The values of one layer in layer_metric_names order.
-LayerRow to_row(const SignalMetrics& x, const MixerMetrics& m);
+/// The values of one layer in layer_metric_names order; the metrics not in `selected` are NaN.
+LayerRow to_row(const SignalMetrics& x, const MixerMetrics& m, const MetricSet& selected = all_metrics());
 
 }  // namespace rcsweep::metrics

@@ -396,9 +396,9 @@ double frobenius(const Matrix& A) {
 
 // Only head 0's metrics are reported (MODELS.md); every head's norm enters C_M. An input-dependent
 // M is built in `storage`'s allocation; `stage` (nullable) is called once M is formed and once its
-// metrics are (head 0).
+// metrics (the parts in `needs`) are (head 0).
 MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
-                          const ProductCache& products, Matrix storage = {},
+                          const ProductCache& products, metrics::MixerNeeds needs, Matrix storage = {},
                           const std::function<void()>* stage = nullptr) {
   // The SSD mixer's metrics take its products from the scans (ssd_operator) where they use
   // Lanczos: O(T N) per product instead of O(T^2).
@@ -413,7 +413,7 @@ MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const M
     if (stage) (*stage)();
     std::optional<linalg::LinearOperator> op;
     if (scans) op = ssd_operator(factors, model.alpha, model.gap_fix == config::GapFix::perp);
-    h.metrics = metrics::mixer_metrics(h.M, op ? &*op : nullptr);
+    h.metrics = metrics::mixer_metrics(h.M, op ? &*op : nullptr, needs);
     h.fro = h.metrics.m_fro;
     if (stage) (*stage)();
   } else {
@@ -548,7 +548,8 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     }
   }
   for (int h = 0; h < model.heads && model.mixer != Mixer::s4d; ++h) {
-    const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random, products); };
+    const metrics::MixerNeeds needs = stats ? stats->head0_needs : metrics::MixerNeeds{};
+    const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random, products, needs); };
     MixedHead own;
     const MixedHead* mixed = &own;
     if (!model.input_dependent_mixer()) {  // the same matrix for every task of the bundle
@@ -556,7 +557,7 @@ void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matr
     } else if (!products.key.empty()) {  // the same X for every task of the bundle: the same M
       mixed = &random.derived<MixedHead>(layer, products.key + mixer_key(model), h, mix);
     } else {  // the task's own M, in the allocation lent
-      own = make_mixed_head(model, layer, h, X, random, products, lent ? std::move(lent->mixer) : Matrix{},
+      own = make_mixed_head(model, layer, h, X, random, products, needs, lent ? std::move(lent->mixer) : Matrix{},
                             h == 0 ? &stage : nullptr);
     }
     if (h == 0) stages_up_to(2);  // M and its metrics (taken from the cache, or formed above)

@@ -81,10 +81,11 @@ std::size_t apply_norm(config::Norm norm, Matrix& Y);
 
 /// What a layer reports besides its output.
 struct LayerStats {
-  metrics::MixerMetrics head0;  ///< metrics of head 0's M after gap_fix
-  double max_m_fro = 0.0;       ///< max over heads of ||M_h||_F (lambda-skip C_M)
-  double max_cv_fro = 0.0;      ///< max over heads of ||skip_scale C_V,h||_F (lambda-skip S)
-  bool keep_head0 = false;      ///< set before the call: copy head 0's M (after gap_fix) into head0_M
+  metrics::MixerMetrics head0;      ///< metrics of head 0's M after gap_fix
+  double max_m_fro = 0.0;           ///< max over heads of ||M_h||_F (lambda-skip C_M)
+  double max_cv_fro = 0.0;          ///< max over heads of ||skip_scale C_V,h||_F (lambda-skip S)
+  bool keep_head0 = false;          ///< set before the call: copy head 0's M (after gap_fix) into head0_M
+  metrics::MixerNeeds head0_needs;  ///< set before the call: the parts of head0 to compute
   /// Rows of X that were exactly zero when the rms norm scaled them (0/0: NaN): the signal of those
   /// tokens vanished, as opposed to an overflow.
   std::size_t zero_rows_normed = 0;

@@ -59,9 +59,11 @@ double renormalise(Running& r, double max_abs) {
 void record(const plan::Plan& plan, Running& r, int layer, const metrics::MixerMetrics& mm, double max_abs = -1.0) {
   const bool want_spectrum = plan.spectrum_at(layer);
   std::vector<double> spectrum;
+  const metrics::MetricSet& selected = plan.spec.output.metrics;
   const auto sm = metrics::signal_metrics(r.X, static_cast<double>(r.log2_scale) * std::log(2.0),
-                                          want_spectrum ? &spectrum : nullptr, max_abs);
-  r.out.layers[layer] = metrics::to_row(sm, mm);
+                                          want_spectrum ? &spectrum : nullptr, max_abs,
+                                          metrics::signal_needs(selected));
+  r.out.layers[layer] = metrics::to_row(sm, mm, selected);
   if (want_spectrum) r.out.spectra[layer] = std::move(spectrum);
 }
 
@@ -235,6 +237,7 @@ void run_layer(const plan::Plan& plan, Running& r, int layer, RandomSource& rand
   const AddTime add_time{r};
   LayerStats stats;
   stats.keep_head0 = plan.mixer_spectrum_at(layer);
+  stats.head0_needs = metrics::mixer_needs(plan.spec.output.metrics);
   LayerScratch scratch{mixers.take(), [&calls] { calls.stage_passed(); }};
   apply_layer(*r.model, layer, random, r.X, &stats, products, nullptr, &scratch);
   mixers.give(std::move(scratch.mixer));

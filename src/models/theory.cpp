@@ -26,6 +26,8 @@ TheoryRow theory_row(const TheoryInputs& in) {
   const double log_b = condition ? std::log(2.0 * lam * in.N * in.d * sc) - std::log(margin) - in.L * std::log(a)
                                  : std::numeric_limits<double>::quiet_NaN();
   r[4] = condition ? std::exp(log_b) : std::numeric_limits<double>::quiet_NaN();
+  // The comparisons with mu: NaN when mu was not computed ([output] metrics without mu_rel).
+  if (std::isnan(in.log_mu0) || std::isnan(in.log_muL)) return r;
   r[5] = condition && 2.0 * in.log_mu0 >= log_b ? 1.0 : 0.0;
   // observed: mu(X_L)^2 >= a^L mu(X_0)^2
   r[6] = 2.0 * in.log_muL >= in.L * std::log(a) + 2.0 * in.log_mu0 ? 1.0 : 0.0;

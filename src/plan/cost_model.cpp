@@ -19,6 +19,7 @@ using config::ModelParams;
 
 struct Pricer {
   const Calibration& c;
+  bool mixer_spectrum = true;  // s_1, s_2 of the mixer wanted ([output] metrics): else only its norm
   // An m x k times k x n product at the dgemm rate measured for a cube of the same volume.
   double gemm(double m, double n, double k) const {
     return 2.0 * m * n * k / interpolate(c.gemm_rate, std::max(std::cbrt(m * n * k), 1.0));
@@ -34,7 +35,7 @@ struct Pricer {
   // (plan::mixer_lanczos_steps): the last measurement times (T / T_last)^2, not the last segment's
   // power law (which between an in-cache and an out-of-cache size is steeper than T^3).
   double mixer_metrics(double T) const {
-    if (c.mixer_s.empty()) return 0.0;
+    if (!mixer_spectrum || c.mixer_s.empty()) return 0.0;
     const auto [last_T, last_s] = c.mixer_s.back();
     if (T > last_T && last_T >= static_cast<double>(metrics::mixer_lanczos_min_order))
       return last_s * (T / last_T) * (T / last_T);
@@ -159,7 +160,7 @@ InputProducts input_product_seconds(const ModelParams& m, const Pricer& p) {
 }  // namespace
 
 BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks, const Calibration& c) {
-  const Pricer p{c};
+  const Pricer p{c, metrics::mixer_needs(plan.spec.output.metrics).top};
   BundleWork w;
   w.tasks = tasks;
   std::vector<const ModelParams*> models;

@@ -256,11 +256,17 @@ void Store::Impl::create_tasks() {
                "run), rank = MPI rank that ran it (-1 until run)");
 }
 
-/// /layers/<metric>: NaN-filled by the fill value; chunks of whole rows.
-void Store::Impl::create_layers() {
+/// /layers/<metric>: NaN-filled by the fill value; chunks of whole rows. Group attribute `computed`:
+/// the metrics the sweep computes ([output] metrics), space-separated; the others stay NaN.
+void Store::Impl::create_layers(const plan::Plan& plan) {
   const hid_t f = file.id();
   const std::size_t L1 = n_layers;
   h5::Handle layers_group = h5::create_group(f, "layers");
+  std::string computed;
+  for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k)
+    if (plan.spec.output.metrics[k])
+      computed += (computed.empty() ? "" : " ") + std::string(metrics::layer_metric_names[k]);
+  h5::set_attr(layers_group.id(), "computed", computed);
   h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
   constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
   const std::size_t rows = std::max<std::size_t>(
@@ -388,7 +394,7 @@ void Store::Impl::create_all(const plan::Plan& plan, const Provenance& prov) {
   types = task_types();
   create_tasks();
   platforms = detail::PlatformColumn::create(f, n_tasks);
-  create_layers();
+  create_layers(plan);
   create_theory();
   if (n_grad_depths > 0) create_gradients(plan);
   create_spectra(plan);

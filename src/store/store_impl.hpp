@@ -310,7 +310,7 @@ struct Store::Impl {
   void write_root_attrs(const plan::Plan& plan, const Provenance& prov);
   void create_all(const plan::Plan& plan, const Provenance& prov);
   void create_tasks();
-  void create_layers();
+  void create_layers(const plan::Plan& plan);
   void create_theory();
   void create_gradients(const plan::Plan& plan);
   void create_spectra(const plan::Plan& plan);

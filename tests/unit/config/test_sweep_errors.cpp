@@ -210,5 +210,42 @@ TEST(SweepErrors, GradientOptions) {
               {"depth >= 1"});
 }
 
+// [output] metrics: "all" (the default, absent from the canonical text: plan hashes of files
+// without the key do not change) or a list; fro and log_fro are always added.
+TEST(SweepErrors, MetricSelection) {
+  const auto names = [](const metrics::MetricSet& s) {
+    std::string out;
+    for (std::size_t i = 0; i < metrics::n_layer_metrics; ++i)
+      if (s[i]) out += std::string(out.empty() ? "" : " ") + std::string(metrics::layer_metric_names[i]);
+    return out;
+  };
+  const auto plain = parse_sweep(head + model, "a.toml");
+  EXPECT_EQ(plain.output.metrics, metrics::all_metrics());
+  const auto all = parse_sweep(head + model + "[output]\nmetrics = \"all\"\n", "a.toml");
+  EXPECT_EQ(all.output.metrics, metrics::all_metrics());
+  EXPECT_EQ(all.plan_hash(), plain.plan_hash());
+  EXPECT_EQ(all.canonical_toml().find("metrics"), std::string::npos);
+  const auto some = parse_sweep(head + model + "[output]\nmetrics = [\"mu\", \"sr_cov\", \"mu\"]\n", "a.toml");
+  EXPECT_EQ(names(some.output.metrics), "fro log_fro sr_cov mu");
+  EXPECT_NE(some.canonical_toml().find("metrics = [\"fro\", \"log_fro\", \"sr_cov\", \"mu\"]\n"), std::string::npos)
+      << some.canonical_toml();
+  EXPECT_NE(some.plan_hash(), plain.plan_hash());
+  // the canonical text reads back as the same selection
+  EXPECT_EQ(parse_sweep(some.canonical_toml(), "c.toml").output.metrics, some.output.metrics);
+
+  expect_only(head + model + "[output]\nmetrics = [\"sr_cv\"]\n", "output.metrics[0]",
+              {"must be a per-layer metric", "\"sr_cv\"", "did you mean 'sr_cov'?"});
+  expect_only(head + model + "[output]\nmetrics = [\"s1\", 2]\n", "output.metrics[1]", {"an integer"});
+  expect_only(head + model + "[output]\nmetrics = []\n", "output.metrics", {"must be \"all\" or a non-empty list"});
+  expect_only(head + model + "[output]\nmetrics = \"sr_cov\"\n", "output.metrics",
+              {"must be \"all\" or a non-empty list", "\"sr_cov\""});
+  expect_only(head + model + "[output]\nmetric = [\"s1\"]\n", "output.metric", {"did you mean 'metrics'?"});
+  // a replicate target needs its metric computed
+  expect_only("[sweep]\nname = \"bad\"\nreplicates = { min = 2, max = 8, step = 2, targets = [{ metric = \"mu\", "
+              "layer = \"last\", rel_se = 0.1 }] }\n" +
+                  model + "[output]\nmetrics = [\"sr_cov\"]\n",
+              "sweep.replicates.targets[0].metric", {"'mu' is not computed: add it to output.metrics"});
+}
+
 }  // namespace
 }  // namespace rcsweep::config

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <vector>
 
@@ -253,6 +254,17 @@ TEST(Theory, BoundHoldsIsTheObservedInequality) {
   EXPECT_EQ(models::theory_row(in)[6], 1.0);
   in.log_muL = std::log(2.0) + 5 * std::log(0.9) - 1e-9;
   EXPECT_EQ(models::theory_row(in)[6], 0.0);
+}
+
+// Without mu ([output] metrics without mu_rel) the comparisons with mu are NaN, not "does not hold".
+TEST(Theory, WithoutMuTheBoundsAreNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const models::TheoryInputs in{1.0, 1.0, 10.0, 0.5, 4, 4, 3, nan, nan};
+  const auto r = models::theory_row(in);
+  EXPECT_EQ(r[0], 1.0);
+  EXPECT_FALSE(std::isnan(r[4]));  // b does not need mu
+  EXPECT_TRUE(std::isnan(r[5]));
+  EXPECT_TRUE(std::isnan(r[6]));
 }
 
 // Through the engine: C_M is the largest ||M||_F over layers and S = ||W_V||_F (skip_scale 1).

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "base/parallel.hpp"
@@ -561,6 +562,139 @@ TEST(MetricsSpectral, GramRouteIsExactWhereTakenAndLanczosWhenCollapsed) {
   EXPECT_GT(gram, 0);
   EXPECT_GT(lanczos, 0);
   std::printf("worst relative difference of s1, sum2, sum4, fast vs SVD route: %.3g\n", worst);
+}
+
+
+// [output] metrics: a selection skips parts of signal_metrics. What is computed equals the full
+// computation (bitwise where the route is the same: ||X||_F and the centred pass; s_1 and the sums
+// to 1e-13, as without s_2 a collapsed signal takes the Gram route instead of Lanczos), what is
+// skipped is NaN.
+TEST(MetricsSignal, SelectedPartsMatchTheFullComputation) {
+  std::mt19937_64 gen(99);
+  std::normal_distribution<double> nd;
+  std::vector<Matrix> signals;
+  for (auto [t, d] : {std::pair<std::size_t, std::size_t>{12, 30}, {30, 12}, {40, 40}, {1, 5}})
+    signals.push_back(random_matrix(t, d, static_cast<unsigned>(t * 100 + d)));
+  Matrix collapsed(20, 50);  // u v^T + 1e-7 noise: s_2 / s_1 ~ 1e-7, the Lanczos route of the full computation
+  {
+    std::vector<double> u(20), v(50);
+    for (double& x : u) x = nd(gen);
+    for (double& x : v) x = nd(gen);
+    for (std::size_t i = 0; i < 20; ++i)
+      for (std::size_t j = 0; j < 50; ++j) collapsed(i, j) = u[i] * v[j] + 1e-7 * nd(gen);
+  }
+  signals.push_back(collapsed);
+  int checked = 0;
+  for (const Matrix& x : signals)
+    for (int mask = 0; mask < 8; ++mask) {
+      const SignalNeeds needs{(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0};
+      SCOPED_TRACE(testing::Message() << x.rows() << "x" << x.cols() << " top " << needs.top << " second "
+                                      << needs.second << " centred " << needs.centred);
+      const SignalMetrics full = signal_metrics(x, 0.7), part = signal_metrics(x, 0.7, nullptr, -1.0, needs);
+      EXPECT_EQ(part.fro, full.fro);
+      EXPECT_EQ(part.log_fro, full.log_fro);
+      if (needs.top || needs.second) {
+        expect_rel(part.s1, full.s1, 1e-13, "s1");
+        expect_rel(part.sr_cov, full.sr_cov, 1e-13, "sr_cov");
+        expect_rel(part.sr_x, full.sr_x, 1e-13, "sr_x");
+      } else {
+        EXPECT_TRUE(std::isnan(part.s1) && std::isnan(part.sr_cov) && std::isnan(part.sr_x));
+      }
+      if (needs.second)
+        EXPECT_EQ(part.s2, full.s2);  // the same route as the full computation
+      else
+        EXPECT_TRUE(std::isnan(part.s2));
+      if (needs.centred) {
+        EXPECT_EQ(part.mu, full.mu);
+        EXPECT_EQ(part.mu_rel, full.mu_rel);
+        EXPECT_EQ(part.res_rel, full.res_rel);
+      } else {
+        EXPECT_TRUE(std::isnan(part.mu) && std::isnan(part.mu_rel) && std::isnan(part.res_rel));
+      }
+      ++checked;
+    }
+  EXPECT_EQ(checked, 40);
+}
+
+// Which parts each metric needs: s2 needs s_1 too, m_gap needs both of the mixer's values.
+TEST(MetricsSelection, NeedsFollowTheSelectedNames) {
+  const auto set = [](std::initializer_list<std::string_view> names) {
+    MetricSet s;
+    for (auto n : names) s.set(metric_index(n));
+    return s;
+  };
+  const auto sig = [](const SignalNeeds& n) { return std::tuple{n.top, n.second, n.centred}; };
+  const auto mix = [](const MixerNeeds& n) { return std::pair{n.top, n.second}; };
+  EXPECT_EQ(sig(signal_needs(all_metrics())), std::tuple(true, true, true));
+  EXPECT_EQ(sig(signal_needs(always_computed())), std::tuple(false, false, false));
+  EXPECT_EQ(sig(signal_needs(set({"sr_cov"}))), std::tuple(true, false, false));
+  EXPECT_EQ(sig(signal_needs(set({"s2"}))), std::tuple(true, true, false));
+  EXPECT_EQ(sig(signal_needs(set({"res_rel"}))), std::tuple(false, false, true));
+  EXPECT_EQ(mix(mixer_needs(set({"m_fro", "sr_x"}))), std::pair(false, false));
+  EXPECT_EQ(mix(mixer_needs(set({"m_s1"}))), std::pair(true, false));
+  EXPECT_EQ(mix(mixer_needs(set({"m_gap"}))), std::pair(true, true));
+  EXPECT_EQ(mix(mixer_needs(set({"m_s2"}))), std::pair(true, true));
+}
+
+TEST(MetricsMixer, SelectedPartsMatchTheFullComputation) {
+  for (std::size_t T : {std::size_t{24}, std::size_t{300}}) {  // the Gram route and the Lanczos route
+    Matrix M = random_matrix(T, T, static_cast<unsigned>(T));
+    for (double& x : M.values()) x = std::abs(x);
+    const MixerMetrics full = mixer_metrics(M);
+    const MixerMetrics none = mixer_metrics(M, nullptr, {false, false});
+    const MixerMetrics top = mixer_metrics(M, nullptr, {true, false});
+    SCOPED_TRACE(testing::Message() << "T = " << T);
+    EXPECT_EQ(none.m_fro, full.m_fro);
+    EXPECT_TRUE(std::isnan(none.m_s1) && std::isnan(none.m_s2) && std::isnan(none.m_gap));
+    EXPECT_EQ(top.m_fro, full.m_fro);
+    expect_rel(top.m_s1, full.m_s1, 1e-13, "m_s1");
+  }
+}
+
+TEST(MetricsRow, MetricsNotSelectedAreNaN) {
+  SignalMetrics x{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const MixerMetrics m{10, 11, 12, 13};
+  MetricSet selected;
+  selected.set(metric_index("sr_cov")).set(metric_index("m_gap"));
+  const LayerRow row = to_row(x, m, selected);
+  for (std::size_t i = 0; i < n_layer_metrics; ++i) {
+    const std::string_view name = layer_metric_names[i];
+    if (name == "fro" || name == "log_fro" || name == "sr_cov" || name == "m_gap")
+      EXPECT_EQ(row[i], to_row(x, m)[i]) << name;  // fro and log_fro always
+    else
+      EXPECT_TRUE(std::isnan(row[i])) << name;
+  }
+}
+
+// Without s_2 the Gram route serves every spectrum, collapsed ones too: s_1 and the sums to 1e-12
+// of the SVD's at s_2 / s_1 down to 1e-9, s_2 NaN; lambda_1 of the bisection is bitwise that of
+// the two-value search.
+TEST(MetricsSpectral, WithoutSecondTheGramRouteServesEverySpectrum) {
+  std::mt19937_64 gen(321);
+  std::normal_distribution<double> nd;
+  for (auto [m, n] : {std::pair{40, 90}, std::pair{90, 40}}) {
+    const std::size_t k = std::min(m, n);
+    for (double ratio : {1.0, 0.1, 1e-3, 1e-6, 1e-9}) {
+      Matrix G1(m, k), G2(n, k);
+      for (double& x : G1.values()) x = nd(gen);
+      for (double& x : G2.values()) x = nd(gen);
+      const Matrix U = linalg::thin_q(G1), V = linalg::thin_q(G2);
+      Matrix US = U;
+      for (std::size_t i = 0; i < static_cast<std::size_t>(m); ++i)
+        for (std::size_t j = 1; j < k; ++j) US(i, j) *= ratio * std::pow(0.97, static_cast<double>(j));
+      const Matrix A = linalg::matmul(US, V, linalg::Op::none, linalg::Op::trans);
+      const SpectralSummary top = spectral_summary(A, false, false), full = spectral_summary(A, true);
+      SCOPED_TRACE(testing::Message() << m << "x" << n << " ratio " << ratio);
+      EXPECT_EQ(top.route, SpectralSummary::Route::gram);
+      EXPECT_NEAR(top.s1, full.s1, 1e-12 * full.s1);
+      EXPECT_NEAR(top.sum2, full.sum2, 1e-12 * full.sum2);
+      EXPECT_NEAR(top.sum4, full.sum4, 1e-12 * full.sum4);
+      EXPECT_TRUE(std::isnan(top.s2));
+      const linalg::GramTop one = linalg::gram_top(A, 1.0, 0.0, false), two = linalg::gram_top(A);
+      EXPECT_EQ(one.lambda1, two.lambda1);
+      EXPECT_TRUE(std::isnan(one.lambda2));
+    }
+  }
 }
 
 }  // namespace

@@ -96,6 +96,22 @@ mixer = "markov"
   EXPECT_NEAR(plan::plan_seconds(two, slow), 2.0 * s2, 1e-12 * s2);
 }
 
+// [output] metrics without m_s1, m_s2, m_gap: the mixer's spectrum is not computed and not priced
+// (the difference is exactly what a calibration without mixer timings leaves out).
+TEST(CostModel, AMetricSelectionWithoutTheMixerSpectrumDoesNotPriceIt) {
+  const plan::Calibration c = plan::default_calibration();
+  plan::Calibration no_mixer = c;
+  no_mixer.mixer_s.clear();
+  const std::string sweep =
+      "[sweep]\nname = \"c\"\nseed = 1\n[model]\ndepth = 3\nT = 64\nd = 64\nmixer = \"softmax\"\n";
+  const auto all = plan::make_plan(config::parse_sweep(sweep, "test"));
+  const auto sr = plan::make_plan(config::parse_sweep(sweep + "[output]\nmetrics = [\"sr_cov\", \"m_fro\"]\n", "test"));
+  const auto gap = plan::make_plan(config::parse_sweep(sweep + "[output]\nmetrics = [\"m_gap\"]\n", "test"));
+  EXPECT_LT(plan::plan_seconds(sr, c), plan::plan_seconds(all, c));
+  EXPECT_NEAR(plan::plan_seconds(sr, c), plan::plan_seconds(all, no_mixer), 1e-12);
+  EXPECT_EQ(plan::plan_seconds(gap, c), plan::plan_seconds(all, c));
+}
+
 // The mixer metrics of a long-context task take Lanczos (a step costs T^2, the steps do not grow with
 // T): beyond the calibration's largest mixer they are priced as its time times (T / T_last)^2, not
 // by the last segment's power law, which between an in-cache and an out-of-cache size is steeper

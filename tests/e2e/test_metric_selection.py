@@ -1,0 +1,42 @@
+"""[output] metrics: a sweep that computes only some per-layer metrics stores them as a full run
+does and leaves the others NaN; the store says which it computed; a bad selection is refused."""
+import h5py
+import numpy as np
+
+from conftest import SOURCE, rcsweep
+
+QUICK = SOURCE / "jobs" / "examples" / "quick.toml"
+
+
+def test_selected_metrics_match_a_full_run_and_the_rest_are_nan(tmp_path):
+    full, part = tmp_path / "full.h5", tmp_path / "part.h5"
+    rcsweep("run", QUICK, "-o", full, "-q", check=0)
+    rcsweep("run", QUICK, 'output.metrics=["sr_cov", "mu", "m_gap"]', "-o", part, "-q", ranks=2, check=0)
+    with h5py.File(full, "r") as a, h5py.File(part, "r") as b:
+        assert a["layers"].attrs["computed"] == ("fro log_fro s1 s2 sr_cov sr_x mu mu_rel res_rel m_s1 m_s2 m_gap "
+                                                 "m_fro")
+        assert b["layers"].attrs["computed"] == "fro log_fro sr_cov mu m_gap"
+        assert np.array_equal(a["tasks"]["status"], b["tasks"]["status"])
+        done = a["tasks"]["status"] == 1
+        assert done.sum() > 0
+        for name in a["layers"]:
+            x, y = a["layers"][name][...], b["layers"][name][...]
+            if name in ("fro", "log_fro", "mu", "m_gap"):  # the same computation: bitwise
+                assert np.array_equal(x.view(np.uint64), y.view(np.uint64)), name
+            elif name == "sr_cov":  # s_1 by the Gram route also where the full run took Lanczos
+                assert np.array_equal(np.isnan(x), np.isnan(y))
+                assert np.allclose(x, y, rtol=1e-13, atol=0, equal_nan=True)
+                assert np.isfinite(y[done]).all()
+            else:
+                assert np.isnan(y).all(), f"{name} was not selected but holds values"
+        # the stored spectra ([output] spectra) do not depend on the selection
+        assert np.array_equal(a["spectra/x_sv"][...].view(np.uint64), b["spectra/x_sv"][...].view(np.uint64))
+
+
+def test_a_bad_selection_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "bad.h5"
+    proc = rcsweep("run", QUICK, 'output.metrics=["sr_cov", "stable_rank"]', "-o", out, check=2)
+    assert "output.metrics[1]: must be a per-layer metric" in proc.stderr
+    proc = rcsweep("plan", QUICK, "output.metrics=[]", check=2)
+    assert "output.metrics: must be \"all\" or a non-empty list" in proc.stderr
+    assert not out.exists()
