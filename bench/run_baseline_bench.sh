@@ -7,21 +7,34 @@
 #       thread),
 #   (c) rcsweep on 1 rank (mpiexec -n 1, 1 BLAS thread),
 #   (d) rcsweep on 2 ranks (mpiexec -n 2),
-# REPS times each, and (e) the grid's GEMM floor on 2 cores: the flops of the BLAS products rcsweep
+#   (e) rcsweep on 1 and 2 ranks computing only the metrics of --select (default ["sr_cov"], the
+#       authors' stable rank: the authors' code computes nothing else; "none" leaves the rows out),
+#       by the override output.metrics=SELECT,
+# REPS times each, and (f) the grid's GEMM floor on 2 cores: the flops of the BLAS products rcsweep
 # performs (counted once, untimed, by build/bench/librcsweep_flop_count.so under LD_PRELOAD) over
 # 2 x the single-core dgemm rate at 512^3 measured in the same run (`rcsweep calibrate`, into a
 # temporary file). Prints every wall time, the medians and the ratios as a Markdown table for
 # docs/BENCHMARKS.md, then the sanity check of the NumPy baseline's mean stable ranks per variant
 # against the last 1-rank rcsweep store.
-#   [MTG_DIR=/path/to/authors/repo] bash bench/run_baseline_bench.sh [--max-T N] [REPS] [SWEEP.toml]
+# (per selection: the selected run performs fewer products). The NumPy baseline computes every metric,
+# as the sweep file's rcsweep rows do.
+#   [MTG_DIR=/path/to/authors/repo] bash bench/run_baseline_bench.sh [--max-T N] [--select JSON|none] [REPS] [SWEEP.toml]
 # Default: 2 repetitions of bench/sweeps/mind_the_gap_stable_rank.toml. --max-T N keeps the points
 # with T <= N (a quick check: --max-T 40). The authors' code runs the grid of the sweep file: its
 # (T, gamma = T/d) pairs, replicates and depth become --list_n, --list_gammas, --n_simulations and
 # --n_layers, for every configuration of its configs.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-max_t=""
-if [[ ${1:-} == --max-T ]]; then max_t=$2; shift 2; fi
+max_t="" select='["sr_cov"]'
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --max-T) max_t=$2 ;;
+    --select) select=$2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+[[ $select == none ]] && select=""
 reps=${1:-2}
 sweep=${2:-bench/sweeps/mind_the_gap_stable_rank.toml}
 grid="$sweep${max_t:+, the points with T <= $max_t}"
@@ -102,16 +115,22 @@ fi
 # The day's dgemm rate (1 thread, 512^3) and the flops of rcsweep's products (2 ranks, untimed).
 rate=$($bin calibrate -o "$out/calibration.toml" 2>/dev/null | awk '$1 == "dgemm" && $2 == "512^3" {print $3}')
 [[ -n $rate ]] || { echo "rcsweep calibrate printed no dgemm rate at 512^3" >&2; exit 1; }
-RCSWEEP_FLOP_COUNT=$out/flops.txt LD_PRELOAD=$shim "${mpi[@]}" -n 2 "$bin" run "$sweep" -o "$out/count.h5" -q \
-  >/dev/null 2>&1 || [[ $? -eq 3 ]] || { echo "counting run failed" >&2; exit 1; }
-[[ -s $out/flops.txt ]] || { echo "the flop counter caught no BLAS call" >&2; exit 1; }
-gflop=$(awk '{f += $3} END {printf "%.2f", f / 1e9}' "$out/flops.txt")
+# count FILE [OVERRIDE]: the products of one untimed 2-rank run into FILE; prints their GFLOP.
+count() {
+  RCSWEEP_FLOP_COUNT=$1 LD_PRELOAD=$shim "${mpi[@]}" -n 2 "$bin" run "$sweep" ${2:+"$2"} -o "$out/count.h5" \
+    --overwrite -q >/dev/null 2>&1 || [[ $? -eq 3 ]] || { echo "counting run failed" >&2; exit 1; }
+  [[ -s $1 ]] || { echo "the flop counter caught no BLAS call" >&2; exit 1; }
+  awk '{f += $3} END {printf "%.2f", f / 1e9}' "$1"
+}
+gflop=$(count "$out/flops.txt")
 floor=$(awk -v g="$gflop" -v r="$rate" 'BEGIN {printf "%.3f", g / (2 * r)}')
+sel_override=${select:+output.metrics=$select}
+[[ -n $select ]] && sel_gflop=$(count "$out/flops_sel.txt" "$sel_override")
 
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN {printf "%.3f", a - b}'; }
 declare -A times
-names=(mtg numpy rc1 rc2)
+names=(mtg numpy rc1 rc2 sel1 sel2)
 mtg_cpu="" mtg_nan=""
 for ((r = 1; r <= reps; r++)); do
   if [[ -n $mtg ]]; then
@@ -133,20 +152,25 @@ for ((r = 1; r <= reps; r++)); do
   "$py" "$baseline" "$sweep" --out "$out/numpy.npz" -q
   t=$(since "$start"); times[numpy]+="${times[numpy]:+, }$t"
   printf 'run %d, NumPy (1 process): %.2f s\n' "$r" "$t" >&2
-  for n in 1 2; do
-    start=$(now)
-    rc=0
-    "${mpi[@]}" -n "$n" "$bin" run "$sweep" -o "$out/s$n.h5" --overwrite -q >/dev/null 2>&1 || rc=$?
-    [[ $rc -eq 0 || $rc -eq 3 ]] || { echo "rcsweep run failed with exit $rc" >&2; exit 1; }
-    t=$(since "$start"); times[rc$n]+="${times[rc$n]:+, }$t"
-    printf 'run %d, rcsweep %d rank(s): %.2f s\n' "$r" "$n" "$t" >&2
+  for kind in rc ${select:+sel}; do
+    for n in 1 2; do
+      start=$(now)
+      rc=0
+      override=""
+      [[ $kind == sel ]] && override=$sel_override
+      "${mpi[@]}" -n "$n" "$bin" run "$sweep" ${override:+"$override"} -o "$out/$kind$n.h5" --overwrite -q \
+        >/dev/null 2>&1 || rc=$?
+      [[ $rc -eq 0 || $rc -eq 3 ]] || { echo "rcsweep run failed with exit $rc" >&2; exit 1; }
+      t=$(since "$start"); times[$kind$n]+="${times[$kind$n]:+, }$t"
+      printf 'run %d, rcsweep %d rank(s)%s: %.2f s\n' "$r" "$n" "${override:+, $override}" "$t" >&2
+    done
   done
 done
 
 median() { tr ', ' '\n\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 declare -A med
 for k in "${names[@]}"; do if [[ -n ${times[$k]:-} ]]; then med[$k]=$(echo "${times[$k]}" | median); fi; done
-order="NumPy, rcsweep 1 rank, rcsweep 2 ranks" label="authors' code (PyTorch, float32)"
+order="NumPy, rcsweep 1 rank, rcsweep 2 ranks${select:+, the same with $sel_override}" label="authors' code (PyTorch, float32)"
 [[ -n $mtg ]] && order="authors' code, $order" label="authors' code (PyTorch, float32, $torch_threads torch thread(s))"
 echo "sweep: $grid ($points)"
 echo "machine: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $($bin --version | grep -m1 '^BLAS kernel')"
@@ -154,7 +178,12 @@ echo "date: $started; ended $(date -u '+%H:%M') UTC, load $(cut -d' ' -f1-3 /pro
 echo "numpy $("$py" -c 'import numpy; print(numpy.__version__)'), $("$py" --version 2>&1); $reps repetition(s), order per repetition: $order"
 echo "dgemm at 512^3, 1 thread (rcsweep calibrate): $rate GFLOP/s"
 echo "products rcsweep performs (counted over the 2-rank run): $gflop GFLOP in all:"
-awk '{c[$1] += $2; f[$1] += $3} END {for (k in c) printf "  %-12s %10d calls %10.2f GFLOP\n", k, c[k], f[k] / 1e9}' "$out/flops.txt" | sort -k4 -gr
+per_routine() { awk '{c[$1] += $2; f[$1] += $3} END {for (k in c) printf "  %-12s %10d calls %10.2f GFLOP\n", k, c[k], f[k] / 1e9}' "$1" | sort -k4 -gr; }
+per_routine "$out/flops.txt"
+if [[ -n $select ]]; then
+  echo "products with $sel_override: $sel_gflop GFLOP in all:"
+  per_routine "$out/flops_sel.txt"
+fi
 for n in "${notes[@]}"; do echo "$n"; done
 if [[ -n $mtg ]]; then
   echo "authors' code CPU (user + sys, its core-seconds below) per repetition: $mtg_cpu s; its CSVs (last run): $mtg_nan (expected $mtg_rows per configuration)"
@@ -163,13 +192,14 @@ echo
 echo "| run | cores | wall times (s) | median (s) | core-seconds | authors' ÷ this, wall | NumPy ÷ this, per core | this ÷ GEMM floor on its cores |"
 echo "|---|---|---|---|---|---|---|---|"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-row() {  # key label cores [core-seconds, else median x cores]
+row() {  # key label cores [core-seconds, else median x cores]; rc and sel rows against their own floor
   local m=${med[$1]:-} c=$3
   if [[ -z $m ]]; then printf '| %s | | skipped | | | | | |\n' "$2"; return; fi
   local core_s=${4:-$(awk -v m="$m" -v c="$c" 'BEGIN {print m * c}')}
   printf '| %s | %s | %s | %.2f | %.1f | %s | %s | %s |\n' "$2" "$c" "${times[$1]}" "$m" "$core_s" \
     "${med[mtg]:+$(ratio "${med[mtg]:-0}" "$m")}" "$(ratio "${med[numpy]}" "$core_s")" \
-    "$([[ $1 == rc* ]] && ratio "$m" "$(awk -v g="$gflop" -v r="$rate" -v c="$c" 'BEGIN {print g / (r * c)}')")"
+    "$([[ $1 == rc* || $1 == sel* ]] && ratio "$m" "$(awk -v g="$([[ $1 == sel* ]] && echo "$sel_gflop" || echo "$gflop")" \
+      -v r="$rate" -v c="$c" 'BEGIN {print g / (r * c)}')")"
 }
 # The authors' code: its measured CPU time, as its BLAS may run threads of its own.
 if [[ -n ${med[mtg]:-} ]]; then
@@ -183,8 +213,15 @@ row rc1 "rcsweep, mpiexec -n 1" 1
 row rc2 "rcsweep, mpiexec -n 2" 2
 printf '| GEMM floor on 2 cores (%s GFLOP at 2 × %s GFLOP/s) | 2 | | %.2f | %.1f | | | 1.00 |\n' "$gflop" "$rate" \
   "$floor" "$(awk -v f="$floor" 'BEGIN {print 2 * f}')"
+if [[ -n $select ]]; then
+  row sel1 "rcsweep, mpiexec -n 1, \`$sel_override\`" 1
+  row sel2 "rcsweep, mpiexec -n 2, \`$sel_override\`" 2
+  sel_floor=$(awk -v g="$sel_gflop" -v r="$rate" 'BEGIN {printf "%.3f", g / (2 * r)}')
+  printf '| GEMM floor on 2 cores with `%s` (%s GFLOP at 2 × %s GFLOP/s) | 2 | | %.2f | %.1f | | | 1.00 |\n' \
+    "$sel_override" "$sel_gflop" "$rate" "$sel_floor" "$(awk -v f="$sel_floor" 'BEGIN {print 2 * f}')"
+fi
 echo
 echo "per-core speed-up rcsweep (1 rank) vs NumPy: $(ratio "${med[numpy]}" "${med[rc1]}")× (target: ≥ 3.5×)"
 echo
 echo "Sanity check: NumPy baseline (last run) vs rcsweep store (last 1-rank run), last layer"
-"$py" "$baseline" --load "$out/numpy.npz" --compare "$out/s1.h5"
+"$py" "$baseline" --load "$out/numpy.npz" --compare "$out/rc1.h5"

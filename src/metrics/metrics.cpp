@@ -114,6 +114,15 @@ double pass_moments(const double* x, const double* x0, double f, double* col, do
   return (r[0] + r[1]) + (r[2] + r[3]);
 }
 
+// Pass 1 without the centred metrics: only sq[j] += y_ij^2, in the order of pass_moments (the
+// same sum of squares, bitwise).
+void pass_squares(const double* x, double f, double* sq, std::size_t d) {
+  for (std::size_t j = 0; j < d; ++j) {
+    const double y = x[j] * f;
+    sq[j] += y * y;
+  }
+}
+
 // Pass 2, the centred values c_ij = (y_ij - y_0j) - shift_j without materialising them:
 // col[j] += |c_ij|, sq[j] += c_ij^2.
 double pass_centred(const double* x, const double* x0, double f, const double* shift, double* col, double* sq,
@@ -160,12 +169,21 @@ double column_sums(const parallel::Parts& parts, std::size_t d, std::size_t vect
   return n == 0 ? 0.0 : *std::max_element(max_row.begin(), max_row.end());
 }
 
+// Without `centred` only ss (the other fields stay 0).
 SignalSums signal_sums(const Matrix& X, double f, bool centred) {
   const std::size_t T = X.rows(), d = X.cols();
   const parallel::Parts parts = pass_parts(T, d);
   SignalSums s;
   std::vector<double> work;
   const double* x0 = X.data();
+  if (!centred) {  // only sum y^2 (the sums of |y| serve res_rel alone)
+    column_sums(parts, d, 1, work, [&](std::size_t first, std::size_t end, double* sq) {
+      for (std::size_t i = first; i < end; ++i) pass_squares(X.row(i).data(), f, sq, d);
+      return 0.0;
+    });
+    s.ss = sum4({work.data(), d});
+    return s;
+  }
   // Pass 1: col, sq, dif per part.
   s.max_row = column_sums(parts, d, 3, work, [&](std::size_t first, std::size_t end, double* col) {
     double m = 0.0;
@@ -175,7 +193,7 @@ SignalSums signal_sums(const Matrix& X, double f, bool centred) {
   });
   s.ss = sum4({work.data() + d, d});
   s.max_col = *std::max_element(work.begin(), work.begin() + static_cast<std::ptrdiff_t>(d));
-  if (!std::isfinite(s.ss) || !centred) return s;  // non-finite input: the caller returns NaN metrics
+  if (!std::isfinite(s.ss)) return s;  // non-finite input: the caller returns NaN metrics
   const double inv_t = 1.0 / static_cast<double>(T);
   std::vector<double> shift(work.begin() + static_cast<std::ptrdiff_t>(2 * d),
                             work.begin() + static_cast<std::ptrdiff_t>(3 * d));
