@@ -36,7 +36,8 @@ about 1e-16 whatever the quantity's size:
   mu_rel, res_rel    |a - b| (ratios of order 1)
   m_s1, m_s2, m_fro  |a - b| / ||M||_F (||M_raw||_F after an outliers gap_fix of a recomputed M)
   m_gap = s1/s2      |1/a - 1/b|, i.e. s2/s1 compared (s1/s2 itself is arbitrary for a rank-1 M)
-NaN in both is agreement; NaN or inf in one only is an infinite error.
+NaN in both is agreement; NaN or inf in one only is an infinite error. A metric the sweep did not
+compute ([output] metrics; the /layers attribute `computed`) is not compared (shown as -).
 
 Output: one row per task with the largest error of each quantity over the layers, then a verdict.
 Exit code 0 when every error is <= --tol, 1 otherwise, 2 when the file has no usable dump.
@@ -354,8 +355,9 @@ def metric_error(name, mine, stored, ref):
 
 # ---- one task ---------------------------------------------------------------------------------
 
-def check_task(group, m, layers_row):
-    """Errors {column: max over layers} of one dumped task; layers_row(name) -> stored [L+1]."""
+def check_task(group, m, layers_row, computed=METRICS):
+    """Errors {column: max over layers} of one dumped task; layers_row(name) -> stored [L+1]; the
+    metrics not in `computed` are not compared (NaN)."""
     L = int(group.attrs["layers"])
     errors = {c: [] for c in COLUMNS}
 
@@ -401,7 +403,8 @@ def check_task(group, m, layers_row):
         mine = signal_metrics(X, log2) | mixer_metrics(M0)
         ref = {"fro": mine["fro"], "m_fro": M0_scale}
         for name in METRICS:
-            errors[name].append(metric_error(name, mine, float(stored[name][l]), ref))
+            if name in computed:
+                errors[name].append(metric_error(name, mine, float(stored[name][l]), ref))
     return {c: (max((e for e in v if not math.isnan(e)), default=math.nan)) for c, v in errors.items()}
 
 
@@ -424,6 +427,7 @@ def main(argv=None):
         config = tomllib.loads(text(f.attrs["config"]))
         tasks, points = f["tasks"][...], f["points"][...]
         groups = sorted((g for g in f["dump"] if g.startswith("task_")), key=lambda g: int(g[5:]))
+        computed = text(f["layers"].attrs.get("computed", " ".join(METRICS))).split()
         if not groups:
             print(f"error: {args.store}: /dump holds no task", file=sys.stderr)
             return 2
@@ -442,7 +446,7 @@ def main(argv=None):
                 continue
             m = Model(points[int(tasks["point"][task])], config)
             try:
-                errs = check_task(group, m, lambda metric: f["layers"][metric][task, :])
+                errs = check_task(group, m, lambda metric: f["layers"][metric][task, :], computed)
             except DumpError as e:
                 failures.append(f"task {task}: {e}")
                 continue

@@ -1,5 +1,7 @@
 """[output] metrics: a sweep that computes only some per-layer metrics stores them as a full run
 does and leaves the others NaN; the store says which it computed; a bad selection is refused."""
+import subprocess
+
 import h5py
 import numpy as np
 
@@ -40,3 +42,22 @@ def test_a_bad_selection_is_refused_before_any_work(tmp_path):
     proc = rcsweep("plan", QUICK, "output.metrics=[]", check=2)
     assert "output.metrics: must be \"all\" or a non-empty list" in proc.stderr
     assert not out.exists()
+
+
+def test_recompute_checks_what_a_selection_computed(tmp_path):
+    """scripts/rcsweep_recompute.py compares the computed metrics with its own and skips the rest
+    (they are NaN in the store, and would otherwise count as infinite errors)."""
+    sweep = tmp_path / "small.toml"
+    sweep.write_text('[sweep]\nname = "small"\nseed = 3\nreplicates = 2\n[model]\nT = 6\nd = 8\ndepth = 3\n'
+                     'lambda = 0.5\n[axes]\nmixer = ["softmax", "markov"]\n[output]\nmetrics = ["sr_cov", "m_s1"]\n')
+    store = tmp_path / "small.h5"
+    rcsweep("run", sweep, "-o", store, "-q", "--dump-weights", check=0)
+    proc = subprocess.run(["/usr/bin/python3", str(SOURCE / "scripts" / "rcsweep_recompute.py"), str(store)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK: 4 dumped tasks" in proc.stdout
+    header = proc.stdout.splitlines()[0].split()
+    row = proc.stdout.splitlines()[1].split()
+    cells = dict(zip(header, row))
+    assert cells["mu"] == "-" and cells["s2"] == "-" and cells["m_gap"] == "-"
+    assert cells["sr_cov"] != "-" and cells["m_s1"] != "-"
