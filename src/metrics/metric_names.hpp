@@ -5,6 +5,7 @@
 #include <bitset>
 #include <cstddef>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 namespace rcsweep::metrics {
@@ -25,6 +26,13 @@ constexpr std::size_t metric_index(std::string_view name) {
 using MetricSet = std::bitset<n_layer_metrics>;
 /// Every metric (the default of [output] metrics).
 inline MetricSet all_metrics() { return MetricSet().set(); }
+/// The names of a selection, space-separated in storage order.
+inline std::string names_of(const MetricSet& selected) {
+  std::string out;
+  for (std::size_t i = 0; i < n_layer_metrics; ++i)
+    if (selected[i]) out += (out.empty() ? "" : " ") + std::string(layer_metric_names[i]);
+  return out;
+}
 /// The metrics every selection holds: ||X||_F and its logarithm carry the scale and the
 /// divergence check, and cost one pass that every other metric needs too.
 inline MetricSet always_computed() { return MetricSet().set(metric_index("fro")).set(metric_index("log_fro")); }

@@ -262,11 +262,7 @@ void Store::Impl::create_layers(const plan::Plan& plan) {
   const hid_t f = file.id();
   const std::size_t L1 = n_layers;
   h5::Handle layers_group = h5::create_group(f, "layers");
-  std::string computed;
-  for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k)
-    if (plan.spec.output.metrics[k])
-      computed += (computed.empty() ? "" : " ") + std::string(metrics::layer_metric_names[k]);
-  h5::set_attr(layers_group.id(), "computed", computed);
+  h5::set_attr(layers_group.id(), "computed", metrics::names_of(plan.spec.output.metrics));
   h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
   constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
   const std::size_t rows = std::max<std::size_t>(

@@ -61,3 +61,9 @@ def test_recompute_checks_what_a_selection_computed(tmp_path):
     cells = dict(zip(header, row))
     assert cells["mu"] == "-" and cells["s2"] == "-" and cells["m_gap"] == "-"
     assert cells["sr_cov"] != "-" and cells["m_s1"] != "-"
+
+
+def test_plan_names_the_selection():
+    assert "metrics: all;" in rcsweep("plan", QUICK, check=0).stdout
+    out = rcsweep("plan", QUICK, 'output.metrics=["mu", "sr_cov"]', check=0).stdout
+    assert "layers        0..12 per task; metrics: fro log_fro sr_cov mu; spectra of X: last layer" in out

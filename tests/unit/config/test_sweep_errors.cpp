@@ -213,12 +213,6 @@ TEST(SweepErrors, GradientOptions) {
 // [output] metrics: "all" (the default, absent from the canonical text: plan hashes of files
 // without the key do not change) or a list; fro and log_fro are always added.
 TEST(SweepErrors, MetricSelection) {
-  const auto names = [](const metrics::MetricSet& s) {
-    std::string out;
-    for (std::size_t i = 0; i < metrics::n_layer_metrics; ++i)
-      if (s[i]) out += std::string(out.empty() ? "" : " ") + std::string(metrics::layer_metric_names[i]);
-    return out;
-  };
   const auto plain = parse_sweep(head + model, "a.toml");
   EXPECT_EQ(plain.output.metrics, metrics::all_metrics());
   const auto all = parse_sweep(head + model + "[output]\nmetrics = \"all\"\n", "a.toml");
@@ -226,7 +220,7 @@ TEST(SweepErrors, MetricSelection) {
   EXPECT_EQ(all.plan_hash(), plain.plan_hash());
   EXPECT_EQ(all.canonical_toml().find("metrics"), std::string::npos);
   const auto some = parse_sweep(head + model + "[output]\nmetrics = [\"mu\", \"sr_cov\", \"mu\"]\n", "a.toml");
-  EXPECT_EQ(names(some.output.metrics), "fro log_fro sr_cov mu");
+  EXPECT_EQ(metrics::names_of(some.output.metrics), "fro log_fro sr_cov mu");
   EXPECT_NE(some.canonical_toml().find("metrics = [\"fro\", \"log_fro\", \"sr_cov\", \"mu\"]\n"), std::string::npos)
       << some.canonical_toml();
   EXPECT_NE(some.plan_hash(), plain.plan_hash());
