@@ -522,23 +522,28 @@ TEST(MetricsRow, FollowsLayerMetricNames) {
 // Gram route is taken, s1, s2, sum2 and sum4 agree with the SVD to 1e-12 relative; below the
 // threshold (a collapsed spectrum) the Lanczos route is taken: s1, sum2, sum4 to 1e-12 relative
 // and s2 to 1e-12 relative or a few eps s1, the accuracy to which the SVD itself knows it.
+// U diag(s) V^T (m x n) with random orthonormal U, V and s_1 = 1, s_j = ratio 0.97^(j-1).
+Matrix prescribed_spectrum(int m, int n, double ratio, std::mt19937_64& gen) {
+  std::normal_distribution<double> nd;
+  const std::size_t k = static_cast<std::size_t>(std::min(m, n));
+  Matrix G1(m, k), G2(n, k);
+  for (double& x : G1.values()) x = nd(gen);
+  for (double& x : G2.values()) x = nd(gen);
+  Matrix US = linalg::thin_q(G1);
+  const Matrix V = linalg::thin_q(G2);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(m); ++i)
+    for (std::size_t j = 1; j < k; ++j) US(i, j) *= ratio * std::pow(0.97, static_cast<double>(j));
+  return linalg::matmul(US, V, linalg::Op::none, linalg::Op::trans);
+}
+
 TEST(MetricsSpectral, GramRouteIsExactWhereTakenAndLanczosWhenCollapsed) {
   std::mt19937_64 gen(123);
-  std::normal_distribution<double> nd;
   double worst = 0.0;
   int gram = 0, lanczos = 0;
   const double eps = std::numeric_limits<double>::epsilon();
   for (auto [m, n] : {std::pair{40, 90}, std::pair{90, 40}, std::pair{60, 60}}) {
-    const std::size_t k = std::min(m, n);
     for (double ratio : {1.0, 0.5, 0.1, 0.05, 0.0316, 0.03, 0.01, 1e-3, 1e-6, 1e-9}) {
-      Matrix G1(m, k), G2(n, k);
-      for (double& x : G1.values()) x = nd(gen);
-      for (double& x : G2.values()) x = nd(gen);
-      const Matrix U = linalg::thin_q(G1), V = linalg::thin_q(G2);
-      Matrix US = U;
-      for (std::size_t i = 0; i < static_cast<std::size_t>(m); ++i)
-        for (std::size_t j = 0; j < k; ++j) US(i, j) *= j == 0 ? 1.0 : ratio * std::pow(0.97, static_cast<double>(j));
-      const Matrix A = linalg::matmul(US, V, linalg::Op::none, linalg::Op::trans);
+      const Matrix A = prescribed_spectrum(m, n, ratio, gen);
       const SpectralSummary fast = spectral_summary(A, false), full = spectral_summary(A, true);
       ASSERT_EQ(full.route, SpectralSummary::Route::svd);
       const bool expect_gram = ratio * ratio * 0.97 * 0.97 >= gram_threshold * 1.01;
@@ -671,18 +676,9 @@ TEST(MetricsRow, MetricsNotSelectedAreNaN) {
 // the two-value search.
 TEST(MetricsSpectral, WithoutSecondTheGramRouteServesEverySpectrum) {
   std::mt19937_64 gen(321);
-  std::normal_distribution<double> nd;
   for (auto [m, n] : {std::pair{40, 90}, std::pair{90, 40}}) {
-    const std::size_t k = std::min(m, n);
     for (double ratio : {1.0, 0.1, 1e-3, 1e-6, 1e-9}) {
-      Matrix G1(m, k), G2(n, k);
-      for (double& x : G1.values()) x = nd(gen);
-      for (double& x : G2.values()) x = nd(gen);
-      const Matrix U = linalg::thin_q(G1), V = linalg::thin_q(G2);
-      Matrix US = U;
-      for (std::size_t i = 0; i < static_cast<std::size_t>(m); ++i)
-        for (std::size_t j = 1; j < k; ++j) US(i, j) *= ratio * std::pow(0.97, static_cast<double>(j));
-      const Matrix A = linalg::matmul(US, V, linalg::Op::none, linalg::Op::trans);
+      const Matrix A = prescribed_spectrum(m, n, ratio, gen);
       const SpectralSummary top = spectral_summary(A, false, false), full = spectral_summary(A, true);
       SCOPED_TRACE(testing::Message() << m << "x" << n << " ratio " << ratio);
       EXPECT_EQ(top.route, SpectralSummary::Route::gram);
