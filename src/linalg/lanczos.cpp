@@ -189,7 +189,16 @@ TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max
   return r;
 }
 
-TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
+namespace {
+
+// What top_eigenvalue_psd knows of S: its trace and squared Frobenius norm.
+struct PsdSums {
+  double trace = 0.0, fro2 = 0.0;
+};
+
+// Symmetric Lanczos for top_eigenvalues (psd null: both values, linear residual bounds) and
+// top_eigenvalue_psd (lambda_1, quadratic bound).
+TopSingular symmetric_lanczos(const Matrix& S, double rel_tol, int max_steps, const PsdSums* psd) {
   const std::size_t n = S.rows();
   if (S.cols() != n) throw Error("top_eigenvalues: needs a square (symmetric) matrix");
   TopSingular r;
@@ -235,9 +244,9 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     // the checks stopped certifying on Markov layer outputs (lambda_1 / lambda_2 ~ 45) and Lanczos
     // ran to its step limit (docs/BENCHMARKS.md "Metric kernels").
     const std::size_t nb = j + 1;
-    if (!check_due(nb, steps, exhausted, next_check)) continue;
+    if (!psd && !check_due(nb, steps, exhausted, next_check)) continue;  // psd: every step (a few)
     if (nb < 2 && n >= 2 && !exhausted) continue;
-    const std::size_t m = nb >= 2 ? 2 : 1;
+    const std::size_t m = nb >= 2 && !psd ? 2 : 1;
     d.assign(alpha.begin(), alpha.end());
     e.assign(beta.begin(), beta.begin() + static_cast<std::ptrdiff_t>(j));
     e.push_back(0.0);
@@ -260,16 +269,44 @@ TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
     r.err1 = b_res * std::abs(z[(m - 1) * nb + nb - 1]) + dropped;
     r.err2 = (m == 2 ? b_res * std::abs(z[nb - 1]) : 0.0) + dropped;
     r.steps = static_cast<int>(nb);
+    if (psd) {
+      if (exhausted) {
+        r.converged = true;
+        break;
+      }
+      // mu >= lambda_2, from fro2 and trace enlarged by their rounding (relative ~n eps each)
+      const double t = r.s1, slack = 1.0 + 8.0 * static_cast<double>(n) * std::numeric_limits<double>::epsilon();
+      const double mu = std::min(std::sqrt(std::max(0.0, psd->fro2 * slack - t * t)), psd->trace * slack - t);
+      const double gap = t - mu, floor = 16.0 * std::numeric_limits<double>::epsilon() * std::max(t, scale);
+      if (gap > r.err1 && r.err1 * r.err1 / gap <= std::max(rel_tol * t, floor)) {
+        r.err1 = r.err1 * r.err1 / gap;
+        r.converged = true;
+        break;
+      }
+      if (nb >= 3 && 2.0 * t * t <= psd->fro2) break;  // mu cannot fall below theta_1: give up
+      continue;
+    }
     if (exhausted || (nb >= 2 && certified(r, rel_tol, std::max(std::abs(r.s1), scale)))) {
       r.converged = true;
       break;
     }
   }
-  if (n < 2) {
+  if (n < 2 || psd) {
     r.s2 = 0.0;
     r.err2 = 0.0;
   }
   return r;
+}
+
+}  // namespace
+
+TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps) {
+  return symmetric_lanczos(S, rel_tol, max_steps, nullptr);
+}
+
+TopSingular top_eigenvalue_psd(const Matrix& S, double trace, double fro2, double rel_tol, int max_steps) {
+  const PsdSums sums{trace, fro2};
+  return symmetric_lanczos(S, rel_tol, max_steps, &sums);
 }
 
 }  // namespace rcsweep::linalg

@@ -50,4 +50,15 @@ TopSingular top_singular_values(const LinearOperator& A, double rel_tol, int max
 /// BM_gram_eig_*, docs/BENCHMARKS.md "Metric kernels"). n < 2 gives s2 = 0.
 TopSingular top_eigenvalues(const Matrix& S, double rel_tol, int max_steps);
 
+/// lambda_1 alone of the symmetric positive semi-definite S (upper triangle read), given its trace
+/// and squared Frobenius norm fro2: the same Lanczos recurrence from the same start vector,
+/// certified by the quadratic bound |lambda_1 - theta_1| <= err^2 / (theta_1 - mu) (Kato–Temple;
+/// err the residual of the Ritz pair) with mu = min(sqrt(fro2 - theta_1^2), trace - theta_1), an
+/// upper bound of lambda_2 as lambda_1 >= theta_1, valid where theta_1 - mu > err. Stops when that
+/// bound is below rel_tol theta_1 (or 16 eps ||S||): converged, s1 = theta_1, err1 the bound, s2 = 0
+/// (not computed). mu < theta_1 needs theta_1^2 > fro2 / 2: a nearly rank-one S (the Gram matrix of
+/// a collapsed signal), whose lambda_1 this finds in a few steps instead of a tridiagonalisation.
+/// Gives up (converged = false) after 3 steps while theta_1^2 <= fro2 / 2, and after max_steps.
+TopSingular top_eigenvalue_psd(const Matrix& S, double trace, double fro2, double rel_tol, int max_steps);
+
 }  // namespace rcsweep::linalg

@@ -484,6 +484,16 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below, bool secon
       return r;
     }
   }
+  // lambda_1 alone of a nearly rank-one G (a collapsed signal): Lanczos with the quadratic bound
+  // finds it in a few steps; elsewhere it gives up after 3 and the tridiagonalisation decides.
+  if (!second && k >= gram_psd_lanczos_min_order && k < gram_lanczos_min_order) {
+    const TopSingular top = top_eigenvalue_psd(G, r.trace, r.fro2, 1e-13, gram_psd_lanczos_steps);
+    if (top.converged) {
+      r.lambda1 = top.s1;
+      r.lambda2 = std::numeric_limits<double>::quiet_NaN();
+      return r;
+    }
+  }
   // Large k: symmetric Lanczos on G, certified to 1e-13 relative; cheaper than the
   // tridiagonalisation from k = gram_lanczos_min_order on (measured, bench/bench_metrics.cpp).
   // When it does not converge quickly, the tridiagonalisation decides.

@@ -91,6 +91,11 @@ GramTop gram_top(const Matrix& A, double alpha = 1.0, double decline_below = 0.0
 /// converge in 200 steps. The crossover is measured for Gaussian signals by bench_metrics
 /// BM_gram_eig_* (docs/BENCHMARKS.md "Metric kernels").
 inline constexpr std::size_t gram_lanczos_min_order = 224;
+/// Without `second`, from this order on (below gram_lanczos_min_order) gram_top first tries
+/// top_eigenvalue_psd for lambda_1 with at most gram_psd_lanczos_steps steps: a collapsed
+/// signal's Gram matrix is certified in a few, any other gives up after 3.
+inline constexpr std::size_t gram_psd_lanczos_min_order = 32;
+inline constexpr int gram_psd_lanczos_steps = 12;
 /// From this order k on, gram_top forms G in column parts on the rank's threads (one GEMM per
 /// part, a partition fixed by the shapes) instead of one dsyrk.
 inline constexpr std::size_t gram_split_min_order = 512;

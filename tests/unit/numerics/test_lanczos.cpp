@@ -217,6 +217,50 @@ TEST(TopEigenvalues, IdentityTinyShapesAndStepLimit) {
   EXPECT_THROW(top_eigenvalues(Matrix(3, 2), 1e-13, 10), Error);
 }
 
+// lambda_1 of a nearly rank-one PSD matrix by the quadratic bound: certified in a few steps, the
+// bound holds against dgeev's value, and the value is within 1e-13 relative; a matrix whose
+// spectrum is not dominated by lambda_1 (theta_1^2 <= fro2 / 2) is given up after 3 steps.
+TEST(TopEigenvaluePsd, NearlyRankOneIsCertifiedInAFewStepsAndTheRestGivenUp) {
+  const auto sums = [](const Matrix& S) {
+    double trace = 0.0, fro2 = 0.0;
+    for (std::size_t i = 0; i < S.rows(); ++i) {
+      trace += S(i, i);
+      for (std::size_t j = 0; j < S.cols(); ++j) fro2 += S(i, j) * S(i, j);
+    }
+    return std::pair{trace, fro2};
+  };
+  for (std::size_t n : {std::size_t{32}, std::size_t{60}, std::size_t{150}})
+    for (double ratio : {0.3, 0.1, 1e-3, 1e-6, 1e-12, 0.0}) {
+      std::vector<double> l(n);
+      for (std::size_t i = 0; i < n; ++i) l[i] = i == 0 ? 2.5 : 2.5 * ratio * std::pow(0.9, static_cast<double>(i));
+      const Matrix S = symmetric_with_spectrum(l, static_cast<unsigned>(static_cast<double>(n) + 1000 * ratio));
+      std::vector<double> ref;
+      for (const auto& z : eigenvalues(S)) ref.push_back(z.real());
+      const double l1 = *std::max_element(ref.begin(), ref.end());
+      const auto [trace, fro2] = sums(S);
+      const TopSingular r = top_eigenvalue_psd(S, trace, fro2, 1e-13, 12);
+      SCOPED_TRACE(testing::Message() << "n = " << n << ", lambda_2 / lambda_1 = " << ratio);
+      ASSERT_TRUE(r.converged) << r.steps << " steps";
+      EXPECT_LE(r.steps, ratio >= 0.1 ? 12 : 6);
+      EXPECT_LE(std::abs(r.s1 - l1), r.err1 + 64 * 2.2e-16 * l1);  // the certificate holds
+      EXPECT_LE(r.err1, 1e-13 * r.s1 + 16 * 2.2205e-16 * l1);
+      EXPECT_NEAR(r.s1, l1, 1e-13 * l1);
+    }
+  // A Gaussian signal's Gram matrix (spread spectrum) and the identity: given up after 3 steps.
+  for (const Matrix& S : {gram(gaussian(60, 200, 5)), Matrix::identity(60)}) {
+    const auto [trace, fro2] = sums(S);
+    const TopSingular r = top_eigenvalue_psd(S, trace, fro2, 1e-13, 12);
+    EXPECT_FALSE(r.converged);
+    EXPECT_EQ(r.steps, 3);
+  }
+  // The bound needs a gap: an exactly repeated top pair is never certified by it.
+  std::vector<double> pair(40, 0.0);
+  pair[0] = pair[1] = 1.0;
+  const Matrix P = symmetric_with_spectrum(pair, 77);
+  const auto [trace, fro2] = sums(P);
+  EXPECT_FALSE(top_eigenvalue_psd(P, trace, fro2, 1e-13, 12).converged);
+}
+
 // gram_top switches to Lanczos on the Gram matrix from gram_lanczos_min_order on: the same two
 // eigenvalues (= s_1^2, s_2^2 of A) as the SVD gives, to 1e-12 relative, for tall and wide A.
 TEST(TopSingular, GramTopOfLargeOrderMatchesTheSvd) {

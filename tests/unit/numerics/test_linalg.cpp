@@ -370,6 +370,12 @@ TEST(LinalgTridiagonal, TopTwoEigenvaluesMatchLapack) {
         SCOPED_TRACE(testing::Message() << "n " << n << " scale " << scale << " variant " << variant);
         EXPECT_NEAR(l1, ref[0], 1e-14 * norm);
         EXPECT_NEAR(l2, n >= 2 ? ref[1] : 0.0, 1e-14 * norm);
+        // lambda_1 alone: the same bisection, bitwise, and no lambda_2
+        const auto [only1, none] = top_two_tridiagonal(d, e, false);
+        EXPECT_EQ(only1, l1);
+        if (n > 0) {
+          EXPECT_TRUE(std::isnan(none));
+        }
       }
   // 2 x 2: (a + c)/2 +- sqrt(((a - c)/2)^2 + b^2)
   const auto [a1, a2] = top_two_tridiagonal(std::vector<double>{3.0, 1.0}, std::vector<double>{2.0});
