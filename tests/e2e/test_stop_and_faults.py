@@ -290,8 +290,9 @@ def test_time_limit_cuts_the_sweep_into_parts(tmp_path, long_sweep):
     runs together complete the sweep, bitwise as one run. The limits follow the machine's speed as
     the runs find it (it may change while the tests run on a shared machine): the first run gets a
     fifth of the reference run's time, the second a third of the time the rest would take at the
-    pace of the first (its tasks' wall_s over the reference's), the next twice that time: about
-    three runs complete the sweep, on any machine."""
+    pace of the first (its tasks' wall_s over the reference's) but no more than the first's limit
+    (a first run slowed by a busy machine must not give the second room for the whole rest), the
+    next twice that time: about three runs complete the sweep, on any machine."""
     sweep, reference, seconds = long_sweep
     with h5py.File(reference, "r") as f:
         cost = f["tasks"]["wall_s"][...]  # each task's relative cost
@@ -314,9 +315,9 @@ def test_time_limit_cuts_the_sweep_into_parts(tmp_path, long_sweep):
         # this run's computing time for its tasks over the reference's: the machine's pace now
         slower = tasks["wall_s"][new].sum() / max(cost[new].sum(), 1e-9) if new.any() else 1.0
         left_s = slower * cost[~done].sum() / 2  # on 2 ranks
-        # the second run a third of the rest: stopped too, unless the machine got 3x faster; then
-        # room for the rest
-        limit = max(0.3, round(left_s / 3 if len(runs) == 1 else 2 * left_s + 1, 1))
+        # the second run a third of the rest, at most the first's limit: stopped too, unless the
+        # machine got 3x faster; then room for the rest
+        limit = max(0.3, round(min(left_s / 3, limit) if len(runs) == 1 else 2 * left_s + 1, 1))
     assert runs[-1][0] == 0 and len(runs) >= 3, (runs, seconds)
     with h5py.File(store, "r") as f:
         tasks = f["tasks"][...]
