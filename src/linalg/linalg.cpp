@@ -513,19 +513,20 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below, bool secon
   householder_tridiagonal(G, d, e);
   const auto [l1, l2] = top_two_tridiagonal(d, e, second);
   r.lambda1 = std::max(l1, 0.0);
-  r.lambda2 = !second ? l2 : k >= 2 ? std::max(l2, 0.0) : 0.0;
+  r.lambda2 = !second ? l2 : k >= 2 ? std::max(l2, 0.0) : 0.0;  // l2 NaN without `second`
   return r;
 }
 
 std::pair<double, double> top_two_tridiagonal(std::span<const double> d_in, std::span<const double> e_in, bool second) {
   const std::size_t n = d_in.size();
-  if (n == 0) return {0.0, 0.0};
+  const double no_l2 = second ? 0.0 : std::numeric_limits<double>::quiet_NaN();  // for T empty or zero
+  if (n == 0) return {0.0, no_l2};
   if (e_in.size() + 1 != n) throw Error("top_two_tridiagonal: needs n - 1 off-diagonal entries");
   // Scale by a power of two to max entry ~1 (exact), so that e^2 neither under- nor overflows.
   double amax = 0.0;
   for (double x : d_in) amax = std::max(amax, std::abs(x));
   for (double x : e_in) amax = std::max(amax, std::abs(x));
-  if (amax == 0.0) return {0.0, 0.0};
+  if (amax == 0.0) return {0.0, no_l2};
   int ex = 0;
   std::frexp(amax, &ex);
   std::vector<double> d(n), e(n - 1);
