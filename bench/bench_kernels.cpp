@@ -44,6 +44,34 @@ void BM_dgemm_value_product(benchmark::State& state) {
 }
 BENCHMARK(BM_dgemm_value_product)->Apply(shapes);
 
+// linalg::gemm of the grid's products without transposes, X W (T x d x d) and M V (T x d x T),
+// whole (one call) against in pieces for the unpacked kernels (linalg::gemm_parts with an m n k
+// limit of 100^3, forced on any CPU; on a BLAS without such kernels the pieces are packed calls).
+// Args: T, d, k (d for X W, T for M V), 0 whole / 1 pieces.
+void BM_gemm_pieces(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  const auto T = static_cast<std::size_t>(state.range(0)), d = static_cast<std::size_t>(state.range(1));
+  const auto k = static_cast<std::size_t>(state.range(2));
+  const double previous = rcsweep::linalg::set_unpacked_gemm_limit(state.range(3) != 0 ? 1e6 : 0.0);
+  const Matrix A = random_matrix(T, k, 1), B = random_matrix(k, d, 2);
+  Matrix C(T, d);
+  for (auto _ : state) rcsweep::linalg::gemm(1.0, A, rcsweep::linalg::Op::none, B, rcsweep::linalg::Op::none, 0.0, C);
+  state.counters["pieces"] = static_cast<double>(rcsweep::linalg::gemm_parts(T, d, k).parts.count());
+  rcsweep::linalg::set_unpacked_gemm_limit(previous);
+  const double flops = 2.0 * static_cast<double>(T * d * k);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_gemm_pieces)->Apply([](benchmark::internal::Benchmark* b) {
+  // The grid's (T, d) whose X W or M V exceeds 100^3 (the others are one call either way).
+  for (auto [T, d] :
+       {std::pair{150, 150}, std::pair{80, 160}, std::pair{100, 200}, std::pair{150, 300}, std::pair{40, 200},
+        std::pair{60, 300}, std::pair{80, 400}, std::pair{100, 500}, std::pair{150, 750}})
+    for (int k : {d, T})
+      if ((k == d || T != d) && static_cast<double>(T) * d * k > 1e6)
+        for (int pieces : {0, 1}) b->Args({T, d, k, pieces});
+});
+
 // All singular values of X (linalg::singular_values: dgesdd, at (150, 750) after a QR): the SVD
 // route of the metrics.
 void BM_dgesdd_values(benchmark::State& state) {

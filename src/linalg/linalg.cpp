@@ -4,9 +4,11 @@
 #include <lapacke.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <string_view>
+#include <utility>
 
 #include "base/error.hpp"
 #include "base/parallel.hpp"
@@ -185,9 +187,30 @@ void householder_tridiagonal(Matrix& A, std::span<double> d, std::span<double> e
   }
 }
 
-GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k) {
-  const bool split = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >=
-                     gemm_split_min_flops;
+namespace {
+double initial_unpacked_gemm_limit() {
+  std::string core = openblas_get_corename();
+  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
+  return core == "skylakex" || core == "cooperlake" || core == "sapphirerapids" ? 1e6 : 0.0;
+}
+double& unpacked_limit_value() {
+  static double limit = initial_unpacked_gemm_limit();
+  return limit;
+}
+}  // namespace
+
+double unpacked_gemm_limit() { return unpacked_limit_value(); }
+
+double set_unpacked_gemm_limit(double limit) { return std::exchange(unpacked_limit_value(), limit); }
+
+GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transposed, double unpacked_limit) {
+  const double mnk = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool split = 2.0 * mnk >= gemm_split_min_flops;
+  if (!split && !transposed && unpacked_limit > 0.0 && mnk > unpacked_limit) {
+    const auto fit = static_cast<std::size_t>(unpacked_limit / (static_cast<double>(m) * static_cast<double>(k)));
+    const std::size_t piece = fit / 8 * 8;
+    if (piece >= gemm_min_piece && piece < n) return {true, {n, piece}};
+  }
   const bool columns = split && n > m;
   const std::size_t cut = columns ? n : m;  // the dimension cut into parts (one part when not split)
   return {columns, {cut, split && cut >= 2 * gemm_part_size ? gemm_part_size : std::max<std::size_t>(cut, 1)}};
@@ -211,10 +234,10 @@ void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, do
       for (double& c : C.values()) c *= beta;
     return;
   }
-  // One BLAS call per part of C's rows (or columns), the partition fixed by the shapes
-  // (gemm_parts): the threads take the parts, and the bits do not depend on how many there are.
-  // Row-major leading dimensions are the row strides (>= the column counts, >= 1 here).
-  const GemmParts split = gemm_parts(m, n, k);
+  // One BLAS call per part of C's rows (or columns), the partition fixed by the shapes and the
+  // BLAS kernel (gemm_parts): the threads take the parts, and the bits do not depend on how many
+  // there are. Row-major leading dimensions are the row strides (>= the column counts, >= 1 here).
+  const GemmParts split = gemm_parts(m, n, k, ta || tb);
   parallel::for_each(split.parts.count(), [&](std::size_t p) {
     const std::size_t first = split.parts.begin(p), count = split.parts.length(p);
     // Rows [first, first + count) of op(A) (columns of A when transposed) and of C; or columns of

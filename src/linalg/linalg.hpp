@@ -19,16 +19,32 @@ enum class Op { none, trans };
 void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C);
 
 /// The fixed partition gemm computes C in, one BLAS call per part, the parts on the rank's threads
-/// (base/parallel.hpp): a function of the shapes only, so C is bitwise the same on any number of
-/// threads. Products under gemm_split_min_flops are one call; larger ones are cut along C's rows
-/// (columns when C is wider than tall) into parts of gemm_part_size.
+/// (base/parallel.hpp): a function of the shapes and of the BLAS kernel only, so C is bitwise the
+/// same on any number of threads. Products under gemm_split_min_flops are one call; larger ones
+/// are cut along C's rows (columns when C is wider than tall) into parts of gemm_part_size.
+/// Where the BLAS multiplies small products without packing (unpacked_gemm_limit() > 0), a
+/// product op(A) op(B) without transposes whose m n k exceeds that limit is cut along C's columns
+/// into pieces that stay within it: as many columns as fit, a multiple of 8, at least
+/// gemm_min_piece (else one call). OpenBLAS's SkylakeX and Cooperlake kernels run the unpacked
+/// products at 56-58 GFLOP/s where one packed call of the Mind the Gap grid's X W and M V runs at
+/// 46-52 (Zen 4; docs/BENCHMARKS.md "Products cut for the unpacked kernels").
 struct GemmParts {
   bool columns = false;  ///< parts of C's columns (else of its rows)
   parallel::Parts parts;
 };
 inline constexpr double gemm_split_min_flops = 268435456.0;  // 2^28: a d = 512 W_Q W_K^T and larger
 inline constexpr std::size_t gemm_part_size = 256;
-GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k);
+inline constexpr std::size_t gemm_min_piece = 16;
+/// m n k up to which the BLAS in use multiplies without packing: 100^3 for OpenBLAS on its
+/// SkylakeX and Cooperlake cores (from 0.3.16: the small-matrix kernels its dgemm takes while
+/// M N K <= 100^3, for every transpose but column-major TN), 0 (never) on every other core. Fixed
+/// for the process (set_unpacked_gemm_limit aside).
+double unpacked_gemm_limit();
+/// Overrides unpacked_gemm_limit for the rest of the process (tests and benchmarks: the pieces on
+/// any CPU); returns the previous value. Not thread-safe: call it before any product.
+double set_unpacked_gemm_limit(double limit);
+GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transposed = false,
+                     double unpacked_limit = unpacked_gemm_limit());
 
 /// Returns op(A) * op(B) as a new matrix.
 Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::none);

@@ -104,6 +104,71 @@ TEST(GemmParts, FixedByTheShapes) {
   EXPECT_EQ(wide.parts.count(), 5u);
 }
 
+// Where the BLAS multiplies small products without packing: a product without transposes above
+// the limit is cut along C's columns into pieces within it (a multiple of 8 columns, at least
+// gemm_min_piece), else left whole.
+TEST(GemmParts, PiecesForTheUnpackedKernels) {
+  constexpr double limit = 1e6;
+  const auto xw = linalg::gemm_parts(150, 150, 150, false, limit);  // T = d = 150: X W_V, M V
+  EXPECT_TRUE(xw.columns);
+  EXPECT_EQ(xw.parts.size, 40u);  // 150 x 44 x 150 fits: 40
+  EXPECT_EQ(xw.parts.count(), 4u);
+  const auto wide = linalg::gemm_parts(100, 500, 500, false, limit);  // 100 x 20 x 500 fits: 16
+  EXPECT_EQ(wide.parts.size, 16u);
+  EXPECT_EQ(wide.parts.count(), 32u);
+  struct Whole {
+    std::size_t m, n, k;
+    bool transposed;
+    double limit;
+  };
+  for (const Whole w : {Whole{150, 750, 750, false, limit},    // 8 columns would fit: too narrow
+                        Whole{100, 100, 100, false, limit},    // within the limit already
+                        Whole{150, 150, 150, true, limit},     // a transposed operand
+                        Whole{150, 150, 150, false, 0.0},      // a BLAS without unpacked kernels
+                        Whole{200, 16, 400, false, limit}}) {  // 8 columns would fit: too narrow
+    const auto parts = linalg::gemm_parts(w.m, w.n, w.k, w.transposed, w.limit);
+    EXPECT_EQ(parts.parts.count(), 1u) << w.m << " x " << w.n << " x " << w.k;
+  }
+  // Above gemm_split_min_flops the parts of the threads, whatever the limit.
+  EXPECT_EQ(linalg::gemm_parts(1000, 800, 800, false, limit).parts.size, linalg::gemm_part_size);
+  for (std::size_t m : {20, 60, 100, 150})
+    for (std::size_t n : {40, 150, 300, 750})
+      for (std::size_t k : {20, 150, 300}) {
+        const auto parts = linalg::gemm_parts(m, n, k, false, limit);
+        if (parts.parts.count() == 1) continue;
+        ASSERT_TRUE(parts.columns);
+        EXPECT_LE(static_cast<double>(m * parts.parts.size * k), limit) << m << " x " << n << " x " << k;
+        EXPECT_EQ(parts.parts.size % 8, 0u);
+        EXPECT_GE(parts.parts.size, linalg::gemm_min_piece);
+      }
+}
+
+// The product in pieces (forced on any CPU): the naive product within rounding, and the same bits
+// on 1, 2 and 3 threads; transposed operands stay one call.
+TEST_F(Threads, GemmInPiecesIsBitwiseTheSameOnAnyThreadCount) {
+  const double previous = linalg::set_unpacked_gemm_limit(1e6);
+  const Matrix A = random_matrix(150, 150, 5), B = random_matrix(150, 300, 6), C0 = random_matrix(150, 300, 7);
+  ASSERT_GT(linalg::gemm_parts(150, 300, 150).parts.count(), 1u);
+  Matrix reference;
+  for (int threads : {1, 2, 3}) {
+    parallel::set_threads(threads);
+    Matrix C = C0;
+    linalg::gemm(0.5, A, linalg::Op::none, B, linalg::Op::none, -2.0, C);
+    if (threads == 1) {
+      reference = C;
+      for (std::size_t i = 0; i < 150; i += 7)
+        for (std::size_t j = 0; j < 300; j += 5) {
+          long double s = 0;
+          for (std::size_t l = 0; l < 150; ++l) s += static_cast<long double>(A(i, l)) * B(l, j);
+          EXPECT_NEAR(C(i, j), static_cast<double>(0.5L * s - 2.0L * C0(i, j)), 1e-12 * 150) << i << ", " << j;
+        }
+    } else {
+      EXPECT_TRUE(bitwise_equal(C, reference)) << threads << " threads";
+    }
+  }
+  linalg::set_unpacked_gemm_limit(previous);
+}
+
 // C = alpha op(A) op(B) + beta C above the split threshold, for every op and both split
 // directions: the same bits on 1, 2 and 3 threads, and the naive product within rounding.
 TEST_F(Threads, GemmIsBitwiseTheSameOnAnyThreadCount) {
