@@ -446,14 +446,34 @@ std::vector<std::complex<double>> eigenvalues(const Matrix& A) {
   return out;
 }
 
-// The upper triangle of G = alpha A A^T (rows) or alpha A^T A, k x k. Small: one dsyrk. From
-// gram_split_min_order on (with enough work to share), in column parts of gram_part_size, each
-// the rectangle G[0:end, part] = one GEMM, on the rank's threads (largest first): the partition
-// is fixed by the shapes, so G is bitwise the same on any number of threads.
+// The upper triangle of G = alpha A A^T (rows) or alpha A^T A, k x k. Small: one dsyrk, or where
+// the BLAS multiplies small products unpacked (unpacked_gemm_limit) and a piece of gram_piece
+// columns fits its limit, the column pieces G[0:end, piece] = R[0:end, :] R^T[:, piece] of the
+// k x inner factor R (A, or A^T) and its transpose (one copy), each one unpacked GEMM without
+// transposes: 1.03-1.7x the dsyrk at the Mind the Gap grid's shapes (Zen 4, docs/BENCHMARKS.md
+// "Products cut for the unpacked kernels"), though they also compute the lower halves of the
+// diagonal blocks. From gram_split_min_order on (with enough work to share), in column parts of
+// gram_part_size, each the rectangle G[0:end, part] = one GEMM, on the rank's threads (largest
+// first). Every partition is fixed by the shapes and the BLAS kernel, so G is bitwise the same on
+// any number of threads.
 void gram_upper(const Matrix& A, double alpha, bool rows, Matrix& G) {
   const std::size_t k = G.rows(), inner = rows ? A.cols() : A.rows(), lda = A.cols();
   const double work = static_cast<double>(k) * static_cast<double>(k) * static_cast<double>(inner);
   if (k < gram_split_min_order || work < gemm_split_min_flops) {
+    const double limit = unpacked_gemm_limit();
+    if (limit > 0.0 && static_cast<double>(k) * static_cast<double>(gram_piece) * static_cast<double>(inner) <= limit) {
+      Matrix At(A.cols(), A.rows(), Matrix::uninitialized);
+      for (std::size_t i = 0; i < A.rows(); ++i)
+        for (std::size_t j = 0; j < A.cols(); ++j) At(j, i) = A(i, j);
+      const Matrix& R = rows ? A : At;   // k x inner
+      const Matrix& Rt = rows ? At : A;  // inner x k
+      for (std::size_t first = 0; first < k; first += gram_piece) {
+        const std::size_t count = std::min(gram_piece, k - first), end = first + count;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, to_blas(end), to_blas(count), to_blas(inner), alpha,
+                    R.data(), to_blas(inner), Rt.data() + first, to_blas(k), 0.0, G.data() + first, to_blas(k));
+      }
+      return;
+    }
     cblas_dsyrk(CblasRowMajor, CblasUpper, rows ? CblasNoTrans : CblasTrans, to_blas(k), to_blas(inner), alpha,
                 A.data(), to_blas(lda), 0.0, G.data(), to_blas(k));
     return;

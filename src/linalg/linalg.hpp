@@ -88,7 +88,7 @@ std::vector<std::complex<double>> eigenvalues(const Matrix& A);
 /// A^T A): its two largest eigenvalues (= s_1^2, s_2^2 of A, each with absolute error of order
 /// eps * s_1^2, so s_2 is accurate only while s_2 / s_1 is well above sqrt(eps)), its trace
 /// (= sum s_i^2) and its squared Frobenius norm (= sum s_i^4).
-/// Costs about half a GEMM (dsyrk), k = min(m, n), plus the two eigenvalues: a k x k Householder
+/// Costs about half a GEMM (dsyrk, or unpacked GEMM pieces: gram_piece), k = min(m, n), plus the two eigenvalues: a k x k Householder
 /// tridiagonalisation and bisection below gram_lanczos_min_order, symmetric Lanczos from it on.
 /// With `alpha` the Gram matrix is that of sqrt(alpha) A (dsyrk's alpha: no scaled copy of A);
 /// the caller must keep the products alpha * a_ij * a_kj and the raw sums a_ij * a_kj free of
@@ -119,6 +119,10 @@ inline constexpr std::size_t gram_split_min_order = 512;
 /// height, and at k = 512 four of them balance 2 threads (5 : 5 of 10 units; two parts of 256
 /// would be 3 : 1).
 inline constexpr std::size_t gram_part_size = 128;
+/// Columns per piece of a small Gram matrix formed by unpacked GEMMs (gram_top, where
+/// unpacked_gemm_limit() > 0): the narrowest of 8, 16, 24, 32 was the fastest at every shape of
+/// the Mind the Gap grid (Zen 4).
+inline constexpr std::size_t gram_piece = 8;
 
 /// Householder reduction of the symmetric A (n x n; only its upper triangle is read, and it is
 /// overwritten) to the tridiagonal Q^T A Q with diagonal d (n) and off-diagonal e (n - 1): what

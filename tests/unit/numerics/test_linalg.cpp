@@ -337,6 +337,32 @@ TEST(LinalgGram, AlphaScalesTheGramMatrix) {
   }
 }
 
+// The Gram matrix in column pieces of unpacked GEMMs (forced on any CPU) against one dsyrk: the
+// same summary to rounding, for A A^T and A^T A, with an alpha, at orders that are and are not
+// multiples of gram_piece.
+TEST(LinalgGram, PiecesMatchOneDsyrk) {
+  for (auto [m, n] : {std::pair<std::size_t, std::size_t>{20, 100}, {60, 60}, {150, 40}, {37, 90}, {5, 9}}) {
+    const Matrix a = random_matrix(m, n, static_cast<unsigned>(7 * m + n));
+    ASSERT_LE(static_cast<double>(std::min(m, n) * gram_piece * std::max(m, n)), 1e6);
+    for (double alpha : {1.0, 0.37}) {
+      const double previous = set_unpacked_gemm_limit(0.0);
+      const GramTop whole = gram_top(a, alpha);
+      set_unpacked_gemm_limit(1e6);
+      const GramTop pieces = gram_top(a, alpha);
+      set_unpacked_gemm_limit(previous);
+      SCOPED_TRACE(testing::Message() << m << "x" << n << " alpha " << alpha);
+      EXPECT_NEAR(pieces.lambda1, whole.lambda1, 1e-13 * whole.lambda1);
+      EXPECT_NEAR(pieces.lambda2, whole.lambda2, 1e-13 * whole.lambda1);
+      EXPECT_NEAR(pieces.trace, whole.trace, 1e-13 * whole.trace);
+      EXPECT_NEAR(pieces.fro2, whole.fro2, 1e-13 * whole.fro2);
+      // and the exact values: trace = alpha ||A||_F^2
+      double fro = 0.0;
+      for (double x : a.values()) fro += x * x;
+      EXPECT_NEAR(pieces.trace, alpha * fro, 1e-13 * alpha * fro);
+    }
+  }
+}
+
 // The bisection for the two largest eigenvalues of a symmetric tridiagonal matrix against the
 // eigenvalues LAPACK's dgeev finds for the same dense matrix: random, with repeated eigenvalues (a zero
 // off-diagonal), negative, at extreme scales, and the 2 x 2 closed form.
