@@ -88,8 +88,9 @@ std::vector<std::complex<double>> eigenvalues(const Matrix& A);
 /// A^T A): its two largest eigenvalues (= s_1^2, s_2^2 of A, each with absolute error of order
 /// eps * s_1^2, so s_2 is accurate only while s_2 / s_1 is well above sqrt(eps)), its trace
 /// (= sum s_i^2) and its squared Frobenius norm (= sum s_i^4).
-/// Costs about half a GEMM (dsyrk, or unpacked GEMM pieces: gram_piece), k = min(m, n), plus the two eigenvalues: a k x k Householder
-/// tridiagonalisation and bisection below gram_lanczos_min_order, symmetric Lanczos from it on.
+/// Costs about half a GEMM (dsyrk, or unpacked GEMM pieces: gram_piece), k = min(m, n), plus the
+/// two eigenvalues: a k x k Householder tridiagonalisation and bisection below
+/// gram_lanczos_min_order, symmetric Lanczos from it on.
 /// With `alpha` the Gram matrix is that of sqrt(alpha) A (dsyrk's alpha: no scaled copy of A);
 /// the caller must keep the products alpha * a_ij * a_kj and the raw sums a_ij * a_kj free of
 /// overflow and harmful underflow (OpenBLAS may apply alpha before or after the sum).
