@@ -36,8 +36,8 @@ struct StreamKey {
 
 /// Fill `out` with i.i.d. standard normals of stream `key` (Box–Muller on Philox uniforms).
 /// Element i depends only on (key, i): filling a prefix gives the prefix of a longer fill.
-/// Runs an AVX2 build of the kernel when the CPU has AVX2; the numbers are bitwise the same on
-/// every x86-64 CPU (MODELS.md "Randomness").
+/// Runs the widest build of the kernel the CPU has (AVX-512, AVX2 or baseline x86-64); the numbers
+/// are bitwise the same on every x86-64 CPU (MODELS.md "Randomness").
 void fill_normal(const StreamKey& key, std::span<double> out);
 
 /// Fill `out` with i.i.d. uniforms in the open interval (0, 1) of stream `key`.

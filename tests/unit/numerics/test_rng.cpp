@@ -269,9 +269,10 @@ TEST(RngDispatch, VariantsAreBitwiseEqual) {
       k.layer = static_cast<std::uint32_t>(n);
       const auto p = normals_with(detail::fill_normal_portable, k, n);
       ASSERT_TRUE(bitwise_equal(p, normals_with(detail::fill_normal_avx2, k, n))) << "seed " << seed << " n " << n;
-      if (detail::avx512_available())
+      if (detail::avx512_available()) {
         ASSERT_TRUE(bitwise_equal(p, normals_with(detail::fill_normal_avx512, k, n)))
             << "avx512, seed " << seed << " n " << n;
+      }
       ASSERT_TRUE(bitwise_equal(p, normals(k, n))) << "fill_normal, seed " << seed << " n " << n;
     }
   }
