@@ -52,7 +52,8 @@ void BM_gemm_pieces(benchmark::State& state) {
   rcsweep::linalg::set_blas_threads(1);
   const auto T = static_cast<std::size_t>(state.range(0)), d = static_cast<std::size_t>(state.range(1));
   const auto k = static_cast<std::size_t>(state.range(2));
-  const double previous = rcsweep::linalg::set_unpacked_gemm_limit(state.range(3) != 0 ? 1e6 : 0.0);
+  const double previous = rcsweep::linalg::set_unpacked_gemm_limit(
+      state.range(3) != 0 ? rcsweep::linalg::openblas_unpacked_limit : 0.0);
   const Matrix A = random_matrix(T, k, 1), B = random_matrix(k, d, 2);
   Matrix C(T, d);
   for (auto _ : state) rcsweep::linalg::gemm(1.0, A, rcsweep::linalg::Op::none, B, rcsweep::linalg::Op::none, 0.0, C);
@@ -68,7 +69,7 @@ BENCHMARK(BM_gemm_pieces)->Apply([](benchmark::internal::Benchmark* b) {
        {std::pair{150, 150}, std::pair{80, 160}, std::pair{100, 200}, std::pair{150, 300}, std::pair{40, 200},
         std::pair{60, 300}, std::pair{80, 400}, std::pair{100, 500}, std::pair{150, 750}})
     for (int k : {d, T})
-      if ((k == d || T != d) && static_cast<double>(T) * d * k > 1e6)
+      if ((k == d || T != d) && static_cast<double>(T) * d * k > rcsweep::linalg::openblas_unpacked_limit)
         for (int pieces : {0, 1}) b->Args({T, d, k, pieces});
 });
 

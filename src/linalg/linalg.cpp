@@ -191,7 +191,7 @@ namespace {
 double initial_unpacked_gemm_limit() {
   std::string core = openblas_get_corename();
   std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
-  return core == "skylakex" || core == "cooperlake" || core == "sapphirerapids" ? 1e6 : 0.0;
+  return core == "skylakex" || core == "cooperlake" || core == "sapphirerapids" ? openblas_unpacked_limit : 0.0;
 }
 double& unpacked_limit_value() {
   static double limit = initial_unpacked_gemm_limit();

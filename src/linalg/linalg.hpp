@@ -35,7 +35,9 @@ struct GemmParts {
 inline constexpr double gemm_split_min_flops = 268435456.0;  // 2^28: a d = 512 W_Q W_K^T and larger
 inline constexpr std::size_t gemm_part_size = 256;
 inline constexpr std::size_t gemm_min_piece = 16;
-/// m n k up to which the BLAS in use multiplies without packing: 100^3 for OpenBLAS on its
+/// M N K up to which OpenBLAS's SkylakeX and Cooperlake cores multiply without packing (100^3).
+inline constexpr double openblas_unpacked_limit = 1e6;
+/// m n k up to which the BLAS in use multiplies without packing: openblas_unpacked_limit for OpenBLAS on its
 /// SkylakeX and Cooperlake cores (from 0.3.16: the small-matrix kernels its dgemm takes while
 /// M N K <= 100^3, for every transpose but column-major TN), 0 (never) on every other core. Fixed
 /// for the process (set_unpacked_gemm_limit aside).

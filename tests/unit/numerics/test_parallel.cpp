@@ -108,7 +108,7 @@ TEST(GemmParts, FixedByTheShapes) {
 // the limit is cut along C's columns into pieces within it (a multiple of 8 columns, at least
 // gemm_min_piece), else left whole.
 TEST(GemmParts, PiecesForTheUnpackedKernels) {
-  constexpr double limit = 1e6;
+  constexpr double limit = linalg::openblas_unpacked_limit;
   const auto xw = linalg::gemm_parts(150, 150, 150, false, limit);  // T = d = 150: X W_V, M V
   EXPECT_TRUE(xw.columns);
   EXPECT_EQ(xw.parts.size, 40u);  // 150 x 44 x 150 fits: 40
@@ -146,7 +146,7 @@ TEST(GemmParts, PiecesForTheUnpackedKernels) {
 // The product in pieces (forced on any CPU): the naive product within rounding, and the same bits
 // on 1, 2 and 3 threads; transposed operands stay one call.
 TEST_F(Threads, GemmInPiecesIsBitwiseTheSameOnAnyThreadCount) {
-  const double previous = linalg::set_unpacked_gemm_limit(1e6);
+  const double previous = linalg::set_unpacked_gemm_limit(linalg::openblas_unpacked_limit);
   const Matrix A = random_matrix(150, 150, 5), B = random_matrix(150, 300, 6), C0 = random_matrix(150, 300, 7);
   ASSERT_GT(linalg::gemm_parts(150, 300, 150).parts.count(), 1u);
   Matrix reference;
