@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <stdexcept>
 
 #include "base/error.hpp"
@@ -238,6 +239,24 @@ double longest_task_seconds(const Plan& plan, const std::vector<BundleWork>& wor
 
 std::string describe(const LayoutEstimate& layout) {
   return plural(layout.ranks_per_node, "rank") + " x " + plural(layout.threads, "thread");
+}
+
+std::string oversubscription(int ranks, int threads, int cores) {
+  if (ranks < 1 || threads < 1 || cores < 1) return "";
+  const long long all = static_cast<long long>(ranks) * threads;
+  if (all <= cores) return "";
+  // Each thread's share of a core, cores / all, as a fraction in lowest terms while it is short.
+  const long long g = std::gcd(all, static_cast<long long>(cores));
+  const long long num = cores / g, den = all / g;
+  std::string share;
+  if (num == 1 && den == 2)
+    share = "half a core";
+  else if (den <= 16)
+    share = std::to_string(num) + "/" + std::to_string(den) + " of a core";
+  else
+    share = "about " + std::to_string(100 * static_cast<long long>(cores) / all) + "% of a core";
+  return plural(ranks, "rank") + " x " + plural(threads, "thread") + " = " + plural(all, "thread") + " on " +
+         plural(cores, "core") + ": oversubscribed, each thread gets " + share;
 }
 
 }  // namespace rcsweep::plan

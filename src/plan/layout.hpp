@@ -75,4 +75,11 @@ double longest_task_seconds(const Plan& plan, const std::vector<BundleWork>& wor
 /// "2 ranks x 1 thread", "1 rank x 4 threads".
 std::string describe(const LayoutEstimate& layout);
 
+/// What `ranks` ranks of `threads` OpenMP threads each do to a node of `cores` cores when they are
+/// more threads than cores, e.g. "2 ranks x 2 threads = 4 threads on 2 cores: oversubscribed, each
+/// thread gets half a core" (the callers prefix "warning: " and say what they do about it). Results
+/// are the same on any layout; an oversubscribed one is only slower. "" when the threads fit the
+/// cores, or when a count is below 1 (unknown).
+std::string oversubscription(int ranks, int threads, int cores);
+
 }  // namespace rcsweep::plan

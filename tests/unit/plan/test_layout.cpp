@@ -310,5 +310,29 @@ TEST(Layout, Describe) {
   EXPECT_EQ(plan::describe(e), "1 rank x 4 threads");
 }
 
+TEST(Layout, OversubscriptionNamesTheThreadsTheCoresAndEachThreadsShare) {
+  EXPECT_EQ(plan::oversubscription(2, 2, 2),
+            "2 ranks x 2 threads = 4 threads on 2 cores: oversubscribed, each thread gets half a core");
+  EXPECT_EQ(plan::oversubscription(1, 4, 2),
+            "1 rank x 4 threads = 4 threads on 2 cores: oversubscribed, each thread gets half a core");
+  EXPECT_EQ(plan::oversubscription(3, 1, 2),
+            "3 ranks x 1 thread = 3 threads on 2 cores: oversubscribed, each thread gets 2/3 of a core");
+  EXPECT_EQ(plan::oversubscription(1, 3, 1),
+            "1 rank x 3 threads = 3 threads on 1 core: oversubscribed, each thread gets 1/3 of a core");
+  // A share of many parts as a whole percentage, rounded down.
+  EXPECT_EQ(plan::oversubscription(65, 2, 128),
+            "65 ranks x 2 threads = 130 threads on 128 cores: oversubscribed, each thread gets about 98% of a core");
+}
+
+TEST(Layout, NoOversubscriptionWhenTheThreadsFitTheCores) {
+  EXPECT_EQ(plan::oversubscription(2, 1, 2), "");
+  EXPECT_EQ(plan::oversubscription(1, 2, 2), "");
+  EXPECT_EQ(plan::oversubscription(4, 8, 32), "");
+  EXPECT_EQ(plan::oversubscription(1, 1, 1), "");
+  EXPECT_EQ(plan::oversubscription(1, 4, 0), "");  // cores unknown: nothing to say
+  // No overflow: the product is taken in 64 bits.
+  EXPECT_NE(plan::oversubscription(1 << 20, 4096, 64), "");
+}
+
 }  // namespace
 }  // namespace rcsweep
