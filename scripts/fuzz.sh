@@ -2,7 +2,9 @@
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer + UBSan, clang) of the sweep-file parser
 # and the store reader (docs/FUZZING.md).
 #
-#   bash scripts/fuzz.sh [SECONDS] [TARGET...]    TARGET: config, store (default: both)
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]               build, then run; TARGET: config, store (default: both)
+#   bash scripts/fuzz.sh --build-only [TARGET...]           only configure and build the harnesses
+#   bash scripts/fuzz.sh --no-build [SECONDS] [TARGET...]   only run harnesses built before
 #
 # Builds the harnesses with clang 16 ($RCSWEEP_FUZZ_CXX, default clang++-16) in their own build tree ($RCSWEEP_FUZZ_BUILD_DIR, default build-fuzz/),
 # then runs each target for SECONDS (default 30; the targets run side by side) on a fresh copy of
@@ -10,12 +12,22 @@
 # target found anything; 1 on a crash, sanitizer report, leak, timeout or broken invariant (the
 # input is kept under <build>/runs/<target>/artifacts/ and the command to reproduce it is
 # printed); 77 (a ctest "skip") when clang or libFuzzer is missing, except with CI=true, where that
-# is a failure (scripts/install_deps.sh installs them).
+# is a failure (scripts/install_deps.sh installs them). The main build (tests/fuzz/CMakeLists.txt)
+# runs --build-only, which says when clang is missing and exits 0 (the build goes on), so the
+# ctest fuzz.short runs --no-build and its time limit covers the fuzzing only.
 # Extra libFuzzer flags: RCSWEEP_FUZZ_FLAGS="-jobs=4 -workers=4" etc.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-seconds=${1:-30}
-shift $(($# > 0 ? 1 : 0))
+mode=all
+case ${1:-} in
+  --build-only) mode=build; shift ;;
+  --no-build) mode=run; shift ;;
+esac
+seconds=30
+if [[ $mode != build ]]; then
+  seconds=${1:-30}
+  shift $(($# > 0 ? 1 : 0))
+fi
 targets=("$@")
 ((${#targets[@]} > 0)) || targets=(config store)
 build=${RCSWEEP_FUZZ_BUILD_DIR:-$root/build-fuzz}
@@ -23,6 +35,10 @@ fuzz_dir=$root/tests/fuzz
 
 say() { echo "[fuzz] $*"; }
 missing_tool() {
+  if [[ $mode == build ]]; then
+    say "not built: $1 (bash scripts/install_deps.sh installs it)" >&2
+    exit 0
+  fi
   if [[ ${CI:-} == true ]]; then
     say "error: $1 (CI=true: the fuzz run is required; run scripts/install_deps.sh)" >&2
     exit 1
@@ -39,27 +55,44 @@ done
 cxx=${RCSWEEP_FUZZ_CXX:-clang++-16}
 cc=${RCSWEEP_FUZZ_CC:-${cxx/clang++/clang}}
 command -v "$cxx" >/dev/null || missing_tool "$cxx not found (Debian package clang-16)"
-probe=$(mktemp -d)
-trap 'rm -rf "$probe"' EXIT
-echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe/p.cpp"
-"$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" 2>"$probe/err" ||
-  missing_tool "$cxx cannot link libFuzzer with ASan/UBSan (Debian package libclang-rt-16-dev): $(head -c 300 "$probe/err")"
 
-# -O1, line tables only (full -g makes sweep_spec.cpp take 2 min to compile), assertions on
-# (Debug flags replaced); every rcsweep library gets coverage and sanitizers. HDF5, OpenBLAS and
-# toml++ are Debian's shared libraries: not instrumented (docs/FUZZING.md).
-flags="-O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
-if [[ ! -f $build/CMakeCache.txt ]]; then
-  say "configuring the clang build in $build"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER="$cc" \
-    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS_DEBUG="" -DCMAKE_CXX_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DRCSWEEP_BUILD_TESTS=ON \
-    -DRCSWEEP_BUILD_BENCH=OFF -DRCSWEEP_BUILD_FUZZERS=ON >"$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log" >&2; say "error: configuring $build failed" >&2; exit 1; }
+build_harnesses() {
+  local probe
+  probe=$(mktemp -d)
+  echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe/p.cpp"
+  if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" 2>"$probe/err"; then
+    local err
+    err=$(head -c 300 "$probe/err")
+    rm -rf "$probe"
+    missing_tool "$cxx cannot link libFuzzer with ASan/UBSan (Debian package libclang-rt-16-dev): $err"
+  fi
+  rm -rf "$probe"
+  # -O1, line tables only (full -g makes sweep_spec.cpp take 2 min to compile), assertions on
+  # (Debug flags replaced); every rcsweep library gets coverage and sanitizers. HDF5, OpenBLAS and
+  # toml++ are Debian's shared libraries: not instrumented (docs/FUZZING.md).
+  local flags="-O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+  if [[ ! -f $build/CMakeCache.txt ]]; then
+    say "configuring the clang build in $build"
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER="$cc" \
+      -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS_DEBUG="" -DCMAKE_CXX_FLAGS="$flags" \
+      -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DRCSWEEP_BUILD_TESTS=ON \
+      -DRCSWEEP_BUILD_BENCH=OFF -DRCSWEEP_BUILD_FUZZERS=ON >"$build.configure.log" 2>&1 ||
+      { cat "$build.configure.log" >&2; say "error: configuring $build failed" >&2; exit 1; }
+  fi
+  say "building ${targets[*]} in $build"
+  cmake --build "$build" --target "${targets[@]/#/rcsweep_fuzz_}" >"$build/fuzz-build.log" 2>&1 ||
+    { tail -n 60 "$build/fuzz-build.log" >&2; say "error: building the fuzzers failed" >&2; exit 1; }
+}
+
+if [[ $mode == run ]]; then
+  for t in "${targets[@]}"; do
+    [[ -x $build/tests/fuzz/rcsweep_fuzz_$t ]] ||
+      { say "error: $build/tests/fuzz/rcsweep_fuzz_$t is not built (the main build makes it; or bash scripts/fuzz.sh --build-only)" >&2; exit 1; }
+  done
+else
+  build_harnesses
 fi
-say "building ${targets[*]} in $build"
-cmake --build "$build" --target "${targets[@]/#/rcsweep_fuzz_}" >"$build/fuzz-build.log" 2>&1 ||
-  { tail -n 60 "$build/fuzz-build.log" >&2; say "error: building the fuzzers failed" >&2; exit 1; }
+[[ $mode == build ]] && exit 0
 
 # ASan: asan.supp silences over-reads inside HDF5 (a defect of HDF5 1.10.8, see the file);
 # allocator_may_return_null=1 because HDF5 mallocs sizes read from a damaged file and
