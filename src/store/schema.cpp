@@ -2,6 +2,13 @@
 // built under a temporary name and linked into place when complete.
 #include "store/store_impl.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "store/file_mode.hpp"
+
 namespace rcsweep::store {
 namespace {
 
@@ -422,6 +429,55 @@ void check_output(const WriterLock& lock, bool overwrite) {
     throw StoreError("cannot create " + p + ": directory " + dir.string() + " does not exist");
 }
 
+namespace {
+
+/// The descriptor HDF5 writes `file` through; -1 with a driver that has none.
+int descriptor_of(hid_t file) {
+  h5::Handle fapl(H5Fget_access_plist(file), "H5Fget_access_plist");
+  if (H5Pget_driver(fapl.id()) != H5FD_SEC2) return -1;
+  void* handle = nullptr;
+  h5::check(H5Fget_vfd_handle(file, fapl.id(), &handle), "H5Fget_vfd_handle");
+  return *static_cast<int*>(handle);
+}
+
+/// Whether this process holds an HDF5 file lock on the file `st` describes: a descriptor HDF5
+/// has open on it holds an flock (/proc/self/fdinfo lists a descriptor's own locks). rcsweep's
+/// readers open without a lock; where /proc cannot tell, an open file counts as locked.
+bool locked_through_hdf5_here(const struct stat& st) {
+  const ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+  if (n <= 0) return false;
+  std::vector<hid_t> ids(static_cast<std::size_t>(n));
+  const ssize_t got = H5Fget_obj_ids(H5F_OBJ_ALL, H5F_OBJ_FILE, ids.size(), ids.data());
+  for (ssize_t i = 0; i < got; ++i) {
+    struct stat open {};
+    const int fd = descriptor_of(ids[static_cast<std::size_t>(i)]);
+    if (fd < 0 || ::fstat(fd, &open) != 0 || open.st_dev != st.st_dev || open.st_ino != st.st_ino) continue;
+    std::ifstream info("/proc/self/fdinfo/" + std::to_string(fd));
+    if (!info) return true;
+    for (std::string line; std::getline(info, line);)
+      if (line.rfind("lock:", 0) == 0 && line.find("FLOCK") != std::string::npos) return true;
+  }
+  return false;
+}
+
+/// Run `fn(fd)` on a descriptor of the file HDF5 writes `file` through: its own, or with a driver
+/// that has none, one opened by name for the call.
+template <class F>
+void with_descriptor(hid_t file, const std::filesystem::path& path, const std::string& name, F&& fn) {
+  if (const int fd = descriptor_of(file); fd >= 0) return fn(fd);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) throw StoreError("cannot open " + name + ": " + std::strerror(errno));
+  try {
+    fn(fd);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
 Store Store::build(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov) {
   h5::init();
   const std::string p = lock.given().string();
@@ -441,6 +497,10 @@ Store Store::build(const WriterLock& lock, const plan::Plan& plan, const Provena
   };
   try {
     impl->file = h5::create_file(impl->unpublished.path, /*truncate=*/true);
+    // The temporary is made private (mode 0600); the store gets the mode of any new file of the
+    // user (publish gives a replacement the old store's instead).
+    with_descriptor(impl->file.id(), impl->unpublished.path, p,
+                    [&](int fd) { give_new_file_mode(fd, lock.path().parent_path(), p); });
     impl->create_all(plan, prov);
     h5::flush(impl->file.id());
   } catch (const StoreError& e) {
@@ -462,12 +522,19 @@ void Store::publish(bool replace) {
   const std::string p = s.path.string();
   const std::string exists = p + " exists; pass --resume to continue it or --overwrite to replace it";
   if (replace) {
+    struct stat old {};
+    const bool had_old = ::lstat(target.c_str(), &old) == 0;
+    if (had_old && !S_ISREG(old.st_mode))
+      throw StoreError(p + " is not a regular file; --overwrite replaces only a store");
+    // The replacement is the old store's for everyone who could use that: its mode, group, owner.
+    if (had_old)
+      with_descriptor(s.file.id(), temporary, p, [&](int fd) { keep_mode_and_owner(fd, target, old, p); });
     // Durable before it replaces anything: the old store is lost only once the new one is on disk.
     h5::fsync_file(s.file.id());
-    std::error_code ec;
-    const auto status = std::filesystem::symlink_status(target, ec);
-    if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-      throw StoreError(p + " is not a regular file; --overwrite replaces only a store");
+    // A program that has the old store open with HDF5's lock (h5py in a notebook) would go on
+    // reading a file that is no longer the store. rcsweep's own readers take no lock.
+    if (had_old && !locked_through_hdf5_here(old) && hdf5_lock_held_elsewhere(target))
+      throw StoreError(open_elsewhere_message(p));
     if (std::rename(temporary.c_str(), target.c_str()) != 0)
       throw StoreError("cannot replace " + p + ": " + std::strerror(errno));
     fsync_directory(target);

@@ -21,6 +21,7 @@
 #include "config/overrides.hpp"
 #include "metrics/metrics.hpp"
 #include "models/theory.hpp"
+#include "store/file_mode.hpp"
 #include "store/hdf5.hpp"
 #include "store/platforms.hpp"
 #include "store/store.hpp"
@@ -243,8 +244,13 @@ inline h5::Handle open_existing(const std::filesystem::path& path, bool read_wri
     std::string msg = e.what();
     const std::string prefix = "cannot open " + p + ": ";
     if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
-    if (msg.find("unable to lock") != std::string::npos)
-      throw StoreError(p + ": cannot open (" + msg + "); is another rcsweep writing it?");
+    // rcsweep's writer lock keeps other rcsweep writers out before this point and its readers
+    // take no lock: a lock held here is another program's (h5py, h5dump, HDFView).
+    if (msg.find("unable to lock") != std::string::npos) {
+      if (msg.find("errno = " + std::to_string(EWOULDBLOCK) + ",") != std::string::npos)
+        throw StoreError(open_elsewhere_message(p));
+      throw StoreError(p + ": cannot open: HDF5 cannot lock it (" + msg + ")");
+    }
     throw StoreError(p + ": damaged HDF5 file (" + msg + ")");
   }
 }
