@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -24,6 +25,9 @@ struct Running {
   long log2_scale = 0;  // X_true = X * 2^log2_scale
   bool alive = true;
   double C_M = 0.0, S = 0.0;  // maxima over layers (lambda-skip Theorem 4.1)
+  // max | ||row|| - 1 | of X_0..X_{L-1} (Theorem 4.1's unit rows); measured only for a stack the
+  // theorem covers (theorem_covers): NaN otherwise
+  double row_deviation = std::numeric_limits<double>::quiet_NaN();
 };
 
 // ln mu(X_l) from the stored metrics: ln(mu_rel) + ln ||X||_F (finite where mu itself overflows).
@@ -188,7 +192,7 @@ std::vector<Running> start_runs(const plan::Plan& plan, const std::vector<std::u
     const auto& model = plan.models.at(t.point);
     if (t.replicate != first.replicate || model.T != m0.T || model.d != m0.d)
       throw Error("run_bundle: task " + std::to_string(id) + " is not of this bundle");
-    Running r{&model, {}, {}, 0, true, 0.0, 0.0};
+    Running r{&model, {}, {}, 0, true, 0.0, 0.0, std::numeric_limits<double>::quiet_NaN()};
     r.out.task = id;
     r.out.layers.assign(L + 1, nan_row);
     r.out.spectra.assign(L + 1, {});
@@ -200,6 +204,7 @@ std::vector<Running> start_runs(const plan::Plan& plan, const std::vector<std::u
     r.X = it->second;
     if (model.input_scale != 1.0)  // not shared with unscaled tasks: its own copy
       for (double& x : r.X.values()) x *= model.input_scale;
+    if (theorem_covers(model)) r.row_deviation = row_norm_deviation(r.X);
     runs.push_back(std::move(r));
   }
   return runs;
@@ -256,6 +261,8 @@ void run_layer(const plan::Plan& plan, Running& r, int layer, RandomSource& rand
   }
   if (r.model->norm == config::Norm::none && r.model->homogeneous()) max_abs = renormalise(r, max_abs);
   record(plan, r, layer, stats.head0, max_abs);
+  if (layer < plan.max_depth && !std::isnan(r.row_deviation))  // X_layer is the next layer's input
+    r.row_deviation = std::max(r.row_deviation, row_norm_deviation(r.X, r.log2_scale));
   constexpr auto log_fro = metrics::metric_index("log_fro");
   if (!std::isfinite(r.out.layers[layer][log_fro])) {
     mark_ended(r, layer, Outcome::vanished, "every entry of X is zero (the signal collapsed completely)");
@@ -270,7 +277,8 @@ void finish_task(const plan::Plan& plan, Running& r, const std::vector<int>& dep
   const int L = plan.max_depth;
   if (r.out.outcome == Outcome::done) {
     const auto& m = *r.model;
-    r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0), log_mu(r.out, L)});
+    r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0), log_mu(r.out, L),
+                               theorem_covers(m), r.row_deviation});
   }
   if (!depths.empty()) {
     calls.before_gradients();

@@ -67,8 +67,16 @@ std::string theory_description(std::string_view name) {
       {"a_star", "lambda-skip Thm 4.1: lambda^2 / (S C_M + |lambda|)^2, the largest rate a the condition admits"},
       {"b", "lambda-skip Thm 4.1: 2 |lambda| N d S C_M / (lambda^2 - a (S C_M + |lambda|)^2) / a^L; NaN when "
             "the condition fails"},
-      {"bound_applies", "lambda-skip Thm 4.1: 1 if the condition holds and mu(X_0)^2 >= b, else 0"},
-      {"bound_holds", "lambda-skip Thm 4.1: 1 if mu(X_L)^2 >= a^L mu(X_0)^2, else 0"},
+      {"bound_applies", "lambda-skip Thm 4.1: 1 if every hypothesis holds (bound_reason 0: the stack of eq. (6) "
+                        "with the rms norm, unit rows in X_0..X_{L-1}, the condition, mu(X_0)^2 >= b), else 0; NaN "
+                        "when only mu(X_0)^2 >= b is left and mu_rel is not computed"},
+      {"bound_holds", "lambda-skip Thm 4.1: 1 if mu(X_L)^2 >= a^L mu(X_0)^2, else 0 (observed; a guarantee only "
+                      "where bound_applies = 1); NaN when mu_rel is not computed"},
+      {"bound_reason", "lambda-skip Thm 4.1: why the bound applies or not, the first failing hypothesis: "
+                       "0 = applies; 1 = not covered (the stack is not eq. (6): norm other than rms, a gate, an "
+                       "MLP, several heads or the s4d mixer); 2 = rows not unit (a row of X_0..X_{L-1}, the input "
+                       "included, has norm off 1 by more than 1e-9); 3 = the condition fails; 4 = mu(X_0)^2 < b; "
+                       "NaN as bound_applies"},
   };
   for (const auto& [n, d] : text)
     if (n == name) return std::string(d) + "; NaN for a task not done";

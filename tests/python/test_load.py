@@ -44,7 +44,7 @@ gradients = "all"
 GRID = {"gap_fix": 2, "skip_scale": 2, "zip0": 3}
 LAYERS = ["fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel",
           "m_s1", "m_s2", "m_gap", "m_fro"]
-THEORY = ["C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds"]
+THEORY = ["C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds", "bound_reason"]
 
 
 @pytest.fixture(scope="module")

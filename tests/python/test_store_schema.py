@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 METRICS = ["fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel",
            "m_s1", "m_s2", "m_gap", "m_fro"]
-THEORY = ["C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds"]
+THEORY = ["C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds", "bound_reason"]
 PARAMS_INT = ["T", "d", "depth", "heads", "d_qk"]
 PARAMS_FLOAT = ["sigma_qk", "sigma_A", "lambda", "skip_scale", "sigma_v"]
 PARAMS_CHOICE = ["mixer", "input", "norm", "gap_fix", "value_init", "value_scale"]

@@ -256,10 +256,11 @@ TEST(Theory, BoundHoldsIsTheObservedInequality) {
   EXPECT_EQ(models::theory_row(in)[6], 0.0);
 }
 
-// Without mu ([output] metrics without mu_rel) the comparisons with mu are NaN, not "does not hold".
+// Without mu ([output] metrics without mu_rel) the comparisons with mu are NaN, not "does not hold"
+// (for a covered stack with unit rows, where only mu(X_0)^2 >= b is left to decide).
 TEST(Theory, WithoutMuTheBoundsAreNaN) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const models::TheoryInputs in{1.0, 1.0, 10.0, 0.5, 4, 4, 3, nan, nan};
+  const models::TheoryInputs in{1.0, 1.0, 10.0, 0.5, 4, 4, 3, nan, nan, true, 0.0};
   const auto r = models::theory_row(in);
   EXPECT_EQ(r[0], 1.0);
   EXPECT_FALSE(std::isnan(r[4]));  // b does not need mu

@@ -96,14 +96,15 @@ TEST(Message, RoundTripKeepsTheoryBitwise) {
   for (double x : out[2].theory) EXPECT_TRUE(std::isnan(x));
 }
 
-TEST(Message, TheoryIsAFixedSevenDoubles) {
+TEST(Message, TheoryIsAFixedNumberOfDoubles) {
   store::TaskResult r;
   std::vector<char> empty_theory, with_theory;
   sweep::pack(r, empty_theory);
   r.theory.fill(1.0);
   sweep::pack(r, with_theory);
   EXPECT_EQ(empty_theory.size(), with_theory.size());
-  static_assert(sizeof(store::TaskResult::theory) == 7 * sizeof(double));
+  static_assert(sizeof(store::TaskResult::theory) == models::n_theory * sizeof(double));
+  static_assert(models::n_theory == 8);  // C_M, S, lambda_min, a_star, b, bound_applies, bound_holds, bound_reason
 }
 
 TEST(Message, TruncatedTheoryIsRefused) {
