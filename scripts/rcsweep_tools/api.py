@@ -34,13 +34,17 @@ last two outcomes of the stack, in ds.status) and 3 (finished, some tasks failed
 loaded, with a TaskOutcomeWarning giving the counts of failed and pending tasks when there are any; 2 raises SweepConfigError (the engine's messages with their keys), 4 RunStopped
 (stopped early by a signal or the time limit: run again to resume), 1 and others RcsweepError.
 """
+import codecs
 import difflib
+import hashlib
 import json
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -164,6 +168,89 @@ def _replicates_table(rule):
     return "\n".join(lines) + "\n"
 
 
+# A sweep's name that can name its temporary sweep file as it is (else "sweep.toml").
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,100}")
+
+# The first comment line of a file this module writes beside a store (after a "#!" line): the
+# SHA-256 of the file's other lines, so a file it wrote and nobody edited since is told from any other.
+_MARK = "# Written by rcsweep_tools.Sweep ({what}; sha256 {digest} of the other lines): replaced when the sweep " \
+        "changes, kept once edited\n"
+_MARK_LINE = re.compile(r"# Written by rcsweep_tools\.Sweep \([^;\n]*; sha256 ([0-9a-f]{64}) of the other lines\)[^\n]*\n")
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _marked(text, what):
+    """`text` with the mark line, after a first "#!" line if it has one."""
+    head, rest = ("", text)
+    if text.startswith("#!"):
+        cut = text.find("\n") + 1 if "\n" in text else len(text)
+        head, rest = text[:cut], text[cut:]
+    return head + _MARK.format(what=what, digest=_digest(head + rest)) + rest
+
+
+def _unedited(text):
+    """Whether `text` is a file `_marked` made that nobody edited since."""
+    start = text.find("\n") + 1 if text.startswith("#!") else 0
+    m = _MARK_LINE.match(text, start) if start or not text.startswith("#!") else None
+    return bool(m) and _digest(text[:start] + text[m.end():]) == m.group(1)
+
+
+def _write_beside(path, text, what, overwrite=False):
+    """Write `text` to `path` (beside a store), marked as this module's (`_marked`), atomically
+    (a new file renamed over the old: a symbolic link is replaced, never followed). An existing
+    `path` that holds exactly `text` is kept as it is; one this module wrote and nobody edited since
+    is replaced; anything else (a file of the user's, one edited since, a symbolic link, not a
+    regular file) raises FileExistsError naming it, unless `overwrite`. With `text` None only the
+    refusal is checked (a file of the user's is refused even if it would hold the same). Returns `path`."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    mode, keep_mode = 0o666, False
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            if not overwrite:
+                raise FileExistsError(
+                    f"{path}: the {what} beside the store is a symbolic link (to {os.readlink(path)}); it is "
+                    f"neither followed nor replaced: remove it, or pass overwrite_sweep_file=True to replace "
+                    f"the link (not its target) with this sweep's {what}")
+        elif not stat.S_ISREG(st.st_mode):
+            raise FileExistsError(f"{path}: the {what} beside the store exists and is not a regular file")
+        else:
+            try:
+                old = path.read_bytes().decode("utf-8", "surrogateescape")
+            except OSError as e:
+                raise FileExistsError(f"{path}: the {what} beside the store exists and cannot be read: "
+                                      f"{e.strerror}") from None
+            if text is not None and old in (text, _marked(text, what)):
+                return path
+            if not (overwrite or _unedited(old)):
+                raise FileExistsError(
+                    f"{path}: a {what} beside the store that rcsweep_tools did not write (or that was edited "
+                    f"since) and that differs from this sweep's; it is kept: move it away, or pass "
+                    f"overwrite_sweep_file=True to replace it")
+            mode, keep_mode = stat.S_IMODE(st.st_mode), True
+    if text is None:
+        return path
+    data = _marked(text, what).encode("utf-8", "surrogateescape")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if keep_mode:
+                os.fchmod(f.fileno(), mode)
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
 def _reject_unknown(function, unknown, known):
     """TypeError naming the first unknown keyword argument (and the nearest known one)."""
     if not unknown:
@@ -175,20 +262,84 @@ def _reject_unknown(function, unknown, known):
                     f"its options: {', '.join(sorted(known))}")
 
 
+# KEY of an override, as the command line's grammar takes it (src/config/overrides.cpp): parts
+# separated by '.', each a bare TOML key (letters, digits, '_', '-') followed by any [i], or an
+# index alone (zip.0.T); the first part starts with a letter or '_', so no override reads as an option.
+_INDEX = r"\[[0-9]{1,6}\]"
+_OVERRIDE_KEY = re.compile(rf"[A-Za-z_][A-Za-z0-9_-]*(?:{_INDEX})*(?:\.(?:[A-Za-z0-9_-]+(?:{_INDEX})*|[0-9]{{1,6}}))*")
+
+
+def _override_key(key, shown):
+    """`key` (str) stripped, if it is an override's KEY; else ValueError naming `shown`."""
+    if isinstance(key, str) and _OVERRIDE_KEY.fullmatch(key.strip()) and "\0" not in key:
+        return key.strip()
+    raise ValueError(f"override {shown!r} is not KEY=VALUE with KEY a dotted key path (letters, digits, '_', "
+                     "'-', [i]; e.g. model.T, axes.lambda, zip[0].d: docs/CONFIG.md \"Overrides on the command "
+                     "line\"); give a dict {KEY: value} or 'KEY=VALUE' strings")
+
+
 def _overrides(overrides):
     """KEY=VALUE arguments: a dict {KEY: Python value} (the value written as TOML), or strings
-    'KEY=VALUE' passed as given (the command line's syntax: a bare word is a string)."""
+    'KEY=VALUE' passed as given (the command line's syntax: a bare word is a string). Anything else
+    raises ValueError naming it: the API passes them after `--`, where nothing is an option."""
     if overrides is None:
         return []
     if isinstance(overrides, str):
         overrides = [overrides]
     if isinstance(overrides, Mapping):
-        return [f"{k}={_toml_value(v)}" for k, v in overrides.items()]
+        out = []
+        for k, v in overrides.items():
+            out.append(f"{_override_key(k, k)}={_toml_value(v)}")
+            if "\0" in out[-1]:
+                raise ValueError(f"override {k!r}: its value holds a NUL character")
+        return out
     out = []
     for o in overrides:
-        if not isinstance(o, str) or "=" not in o:
+        if not isinstance(o, str) or "=" not in o or "\0" in o:
             raise ValueError(f"override {o!r} is not KEY=VALUE (give a dict {{KEY: value}} or 'KEY=VALUE' strings)")
+        _override_key(o.split("=", 1)[0], o)
         out.append(o)
+    return out
+
+
+def _after_options(overrides):
+    """The overrides at the end of a command line, after the end-of-options marker `--`."""
+    return ["--", *overrides] if overrides else []
+
+
+def _arg_path(path):
+    """A path as a command-line argument that cannot be read as an option ('-x.h5' is './-x.h5')."""
+    text = os.fspath(path)
+    return "./" + text if text.startswith("-") else text
+
+
+# The options of `rcsweep run` and `plan` that a keyword owns (it names the store, the program to
+# start, replaces data or carries the events the API reads): `args` may not give them.
+_RUN_OWNED = {"-o": "store", "--output": "store", "-n": "ranks", "--ranks": "ranks", "--mpiexec": "mpiexec",
+              "--overwrite": "overwrite", "--resume": "resume", "-q": "progress", "--quiet": "progress",
+              "--progress": "progress"}
+_PLAN_OWNED = {"-o": "store", "--output": "store", "--emit": "submit"}
+
+
+def _extra_args(args, owned, keyword="args"):
+    """More command-line options, passed as given (a list): an option that a keyword owns, `--`
+    (overrides go in `overrides`) or a single string (which would be split into characters) raise."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        raise TypeError(f"{keyword}={args!r}: give a list of arguments, e.g. [\"--grace\", \"5\"]")
+    out = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
+    for a in out:
+        if a == "--":
+            raise ValueError(f"{keyword}={args!r}: '--' ends the options; give KEY=VALUE pairs as overrides=")
+        if a.startswith("--"):
+            name = a.split("=", 1)[0]
+            if name in owned:
+                raise ValueError(f"{keyword}={args!r}: {name} is the keyword argument {owned[name]}=")
+        elif a.startswith("-") and len(a) > 1 and a[1].isalpha():  # -n2, -qo x.h5: short options in one word
+            for c in a[1:]:
+                if not c.isalpha():
+                    break
+                if f"-{c}" in owned:
+                    raise ValueError(f"{keyword}={args!r}: -{c} in {a!r} is the keyword argument {owned['-' + c]}=")
     return out
 
 
@@ -295,8 +446,26 @@ class Sweep:
         path.write_text(self.toml())
         return path
 
-    def _file_for(self, store):
-        return self.write(Path(store).with_suffix(".toml"))
+    def _file_for(self, store, overwrite=False):
+        """The sweep file beside `store` (its name with .toml), written by `_write_beside`."""
+        return _write_beside(Path(store).with_suffix(".toml"), self.toml(), "sweep file", overwrite)
+
+    def _planned(self, args):
+        """`rcsweep plan` of the sweep without a store: the sweep file is a temporary, named as the
+        sweep (NAME.toml) in a directory of its own, and the output names it NAME.toml, the file
+        `run("NAME.h5")` writes beside the store, never the temporary (gone when this returns)."""
+        name = self.name if isinstance(self.name, str) and _PLAIN_NAME.fullmatch(self.name) else "sweep"
+        folder = tempfile.mkdtemp(prefix="rcsweep-plan-")
+        sweep = Path(folder) / f"{name}.toml"
+        try:
+            sweep.write_text(self.toml())
+            proc = subprocess.run(args(sweep), capture_output=True, text=True, errors="replace")
+        finally:
+            sweep.unlink(missing_ok=True)
+            os.rmdir(folder)
+        here = os.path.join(folder, "")
+        return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.replace(here, ""),
+                                           proc.stderr.replace(here, ""))
 
     # -- plan --------------------------------------------------------------------------------------
 
@@ -311,15 +480,15 @@ class Sweep:
             if cores is not None and int(cores) != int(ranks) * int(threads):
                 raise ValueError(f"cores={cores} but ranks={ranks} x threads={threads}: give ranks or cores")
             cores = int(ranks) * int(threads)
-        cmd = [rcsweep_bin(), "plan", str(sweep_file), *_overrides(overrides)]
+        cmd = [rcsweep_bin(), "plan", _arg_path(sweep_file)]
         cmd += _positive("cores", cores) + _positive("threads", threads) + _shard(shard)
         cmd += _size("--mem-per-rank", mem_per_rank) + _size("--mem-per-node", mem_per_node)
         if store is not None:
-            cmd += ["-o", str(store)]
-        return cmd + [str(a) for a in args]
+            cmd += ["-o", _arg_path(store)]
+        return cmd + _extra_args(args, _PLAN_OWNED) + _after_options(_overrides(overrides))
 
     def plan(self, cores=None, store=None, *, ranks=None, threads=None, shard=None, mem_per_rank=None,
-             mem_per_node=None, overrides=None, args=(), **unknown):
+             mem_per_node=None, overrides=None, args=(), overwrite_sweep_file=False, **unknown):
         """`rcsweep plan`: points, tasks, bundles, time and memory, and the layout. Returns a Plan.
 
         cores         cores to plan for (`--cores`; default: this machine's)
@@ -336,21 +505,20 @@ class Sweep:
                       (docs/CONFIG.md "Overrides on the command line")
         args          more command-line arguments, passed as given
         """
-        _reject_unknown("plan", unknown, _PLAN_OPTIONS)
+        _reject_unknown("plan", unknown, _PLAN_OPTIONS + ("overwrite_sweep_file",))
+
+        def command(sweep):
+            return self.plan_command(sweep, cores, store, ranks=ranks, threads=threads, shard=shard,
+                                     mem_per_rank=mem_per_rank, mem_per_node=mem_per_node, overrides=overrides,
+                                     args=args)
+
         if store is not None:
-            sweep, temporary = self._file_for(store), False
+            cmd = command(Path(store).with_suffix(".toml"))  # every argument checked before any file is written
+            self._file_for(store, overwrite_sweep_file)
+            proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
         else:
-            fd, name = tempfile.mkstemp(prefix="rcsweep-", suffix=".toml")
-            os.close(fd)
-            sweep, temporary = self.write(name), True
-        try:
-            cmd = self.plan_command(sweep, cores, store, ranks=ranks, threads=threads, shard=shard,
-                                    mem_per_rank=mem_per_rank, mem_per_node=mem_per_node, overrides=overrides,
-                                    args=args)
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-        finally:
-            if temporary:
-                sweep.unlink(missing_ok=True)
+            command("sweep.toml")
+            proc = self._planned(command)
         _check(proc, "rcsweep plan")
         return Plan(proc.stdout)
 
@@ -361,8 +529,20 @@ class Sweep:
                     fail_on_diverged=False, time_limit=None, grace=None, mem_per_rank=None, dump_weights=False,
                     progress=False, quiet=None, args=(), **unknown):
         """The `rcsweep run` command line (a list) that `run` starts, with the same options; the
-        sweep file it names is `store` with the suffix .toml (written by `run`)."""
+        sweep file it names is `store` with the suffix .toml (written by `run`). The overrides come
+        last, after `--`."""
         _reject_unknown("run", unknown, _RUN_OPTIONS)
+        return self._run_command(store, ranks, threads=threads, blas_threads=blas_threads, mpiexec=mpiexec,
+                                 overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
+                                 retry_failed=retry_failed, fail_on_diverged=fail_on_diverged,
+                                 time_limit=time_limit, grace=grace, mem_per_rank=mem_per_rank,
+                                 dump_weights=dump_weights, progress=progress, quiet=quiet, args=args)
+
+    def _run_command(self, store, ranks, *, threads, blas_threads, mpiexec, overrides, resume, overwrite, shard,
+                     reuse, retry_failed, fail_on_diverged, time_limit, grace, mem_per_rank, dump_weights, progress,
+                     quiet, args, events=False):
+        """run_command's list; with `events`, the run's events as JSON lines on stdout (`--progress
+        json`, the notes stay text on stderr) whether or not it shows progress."""
         if resume and overwrite:
             raise ValueError("resume=True and overwrite=True exclude each other")
         if quiet is not None:
@@ -370,7 +550,8 @@ class Sweep:
                 raise ValueError("progress=True and quiet=True exclude each other")
             progress = not quiet
         store = Path(store)
-        cmd = [rcsweep_bin(), "run", str(store.with_suffix(".toml")), *_overrides(overrides), "-o", str(store)]
+        cmd = [rcsweep_bin(), "run", _arg_path(store.with_suffix(".toml")), "-o", _arg_path(store)]
+        tail = _extra_args(args, _RUN_OWNED) + _after_options(_overrides(overrides))
         _positive("ranks", ranks)
         if ranks > 1 or mpiexec is not None:
             launcher = mpiexec if mpiexec is not None else mpiexec_command(ranks, threads or 1)
@@ -387,7 +568,7 @@ class Sweep:
             cmd.append("--overwrite")
         cmd += _shard(shard)
         for old in _paths(reuse):
-            cmd += ["--reuse", old]
+            cmd += ["--reuse", _arg_path(old)]
         if retry_failed:
             cmd.append("--retry-failed")
         if fail_on_diverged:
@@ -398,14 +579,16 @@ class Sweep:
         cmd += _size("--mem-per-rank", mem_per_rank)
         if dump_weights:
             cmd.append("--dump-weights")
-        if not progress:
+        if events:
+            cmd += ["--progress", "json"]
+        elif not progress:
             cmd.append("-q")
-        return cmd + [str(a) for a in args]
+        return cmd + tail
 
     def run(self, store, ranks=1, *, threads=None, blas_threads=None, mpiexec=None, overrides=None,
             resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False,
             fail_on_diverged=False, time_limit=None, grace=None, mem_per_rank=None, dump_weights=False,
-            progress=False, quiet=None, args=(), on_event=None, load=True, **unknown):
+            progress=False, quiet=None, args=(), on_event=None, load=True, overwrite_sweep_file=False, **unknown):
         """Run the sweep into `store` (`rcsweep run`, the sweep file written next to it); returns
         the store loaded (an xarray.Dataset; `load=False`: its Path). A store of this sweep is
         resumed, one of an earlier version grown.
@@ -450,22 +633,20 @@ class Sweep:
         RunStopped (stopped early by a signal or the time limit: the same call resumes); 1 or
         another code RcsweepError. An unknown keyword raises TypeError.
         """
-        _reject_unknown("run", unknown, _RUN_OPTIONS + ("on_event", "load"))
+        _reject_unknown("run", unknown, _RUN_OPTIONS + ("on_event", "load", "overwrite_sweep_file"))
         store = Path(store)
-        cmd = self.run_command(store, ranks, threads=threads, blas_threads=blas_threads, mpiexec=mpiexec,
-                               overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
-                               retry_failed=retry_failed, fail_on_diverged=fail_on_diverged,
-                               time_limit=time_limit, grace=grace,
-                               mem_per_rank=mem_per_rank, dump_weights=dump_weights, progress=progress,
-                               quiet=quiet, args=args)
-        self._file_for(store)
-        show = "-q" not in cmd
-        if show or on_event is not None:  # events as JSON lines on stdout, the notes stay text on stderr
-            cmd = [a for a in cmd if a != "-q"] + ["--progress", "json"]
+        show = bool(progress) if quiet is None else not quiet
+        cmd = self._run_command(store, ranks, threads=threads, blas_threads=blas_threads, mpiexec=mpiexec,
+                                overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
+                                retry_failed=retry_failed, fail_on_diverged=fail_on_diverged,
+                                time_limit=time_limit, grace=grace, mem_per_rank=mem_per_rank,
+                                dump_weights=dump_weights, progress=progress, quiet=quiet, args=args,
+                                events=show or on_event is not None)
+        self._file_for(store, overwrite_sweep_file)
         bar = ProgressBar() if show else None
         handlers = [h for h in (bar, on_event) if h is not None]
         try:
-            proc = _run_engine(cmd, echo=show, on_event=(lambda ev: [h(ev) for h in handlers]) if handlers else None)
+            proc = _run_engine(cmd, echo=show, handlers=handlers)
         finally:
             if bar is not None:
                 bar.close()
@@ -476,7 +657,8 @@ class Sweep:
 
     def submit(self, store, nodes=1, cores=None, hours=None, sbatch_args=(), *, threads=None, mem_per_rank=None,
                mem_per_node=None, overrides=None, account=None, partition=None, qos=None, directives=(),
-               exclusive=False, launcher=None, mpi=None, srun_mpi=None, setup=None, run_args=(), **unknown):
+               exclusive=False, launcher=None, mpi=None, srun_mpi=None, setup=None, run_args=(),
+               overwrite_sweep_file=False, **unknown):
         """Submit the sweep to Slurm: the job script of `rcsweep plan --emit slurm` (sized for
         `nodes` nodes of `cores` cores, jobs of at most `hours`), written next to the store and
         passed to sbatch with the sweep file and the store. Returns a Job.
@@ -490,10 +672,10 @@ class Sweep:
                       ["--retry-failed"], ["--mem-per-rank", "3G"]
         sbatch_args   more sbatch options, passed as given
         """
-        _reject_unknown("submit", unknown, _SUBMIT_OPTIONS)
+        _reject_unknown("submit", unknown, _SUBMIT_OPTIONS + ("overwrite_sweep_file",))
         store = Path(store).resolve()
-        sweep = self._file_for(store)
-        cmd = [rcsweep_bin(), "plan", str(sweep), *_overrides(overrides), "--emit", "slurm", "--nodes", str(nodes)]
+        sweep = store.with_suffix(".toml")
+        cmd = [rcsweep_bin(), "plan", _arg_path(sweep), "--emit", "slurm", *_positive("nodes", nodes)]
         cmd += _positive("cores", cores) + _positive("threads", threads)
         if hours:
             cmd += ["--hours", str(hours)]
@@ -509,18 +691,23 @@ class Sweep:
             cmd.append("--exclusive")
         if setup is not None:
             cmd += ["--setup", str(Path(setup).resolve())]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        _check(proc, "rcsweep plan --emit slurm")
-        script = store.with_suffix(".slurm.sh")
-        script.write_text(proc.stdout)
+        cmd += _after_options(_overrides(overrides))
         env = None
-        if run_args:
-            extra = [str(a) for a in run_args]
+        extra = _extra_args(run_args, _RUN_OWNED, "run_args")
+        if extra:
             if any(" " in a for a in extra):
                 raise ValueError(f"run_args={run_args!r}: the job script splits them at spaces")
             env = {**os.environ, "RCSWEEP_ARGS": " ".join(extra)}
+        if isinstance(sbatch_args, (str, bytes)):
+            raise TypeError(f"sbatch_args={sbatch_args!r}: give a list of arguments, e.g. [\"--hold\"]")
+        script = store.with_suffix(".slurm.sh")
+        _write_beside(script, None, "job script", overwrite_sweep_file)  # refused before anything is written
+        self._file_for(store, overwrite_sweep_file)
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+        _check(proc, "rcsweep plan --emit slurm")
+        _write_beside(script, proc.stdout, "job script", overwrite_sweep_file)
         sub = subprocess.run(["sbatch", "--parsable", *map(str, sbatch_args), str(script), str(sweep), str(store)],
-                             capture_output=True, text=True, cwd=store.parent, env=env)
+                             capture_output=True, text=True, errors="replace", cwd=store.parent, env=env)
         _check(sub, "sbatch")
         return Job(sub.stdout.strip().split(";")[0], store, script)
 
@@ -639,48 +826,82 @@ class Job:
         raise RcsweepError(what, code if code else state, message)
 
 
-def _run_engine(cmd, echo=False, on_event=None):
-    """Run rcsweep; capture stdout and stderr, also copied to sys.stdout/sys.stderr as they come
-    when `echo`. With `on_event`, stdout carries events (`--progress json`): each is given to
-    on_event as a dict (from a reader thread; its first exception is raised when rcsweep ends), the
-    other lines are echoed. Progress events come every second (RCSWEEP_PROGRESS_INTERVAL unless
-    set). An interrupt (KeyboardInterrupt: Ctrl-C, a notebook's stop button) stops rcsweep cleanly
-    (it keeps every finished task; exit 4) before it is raised; a second one at once."""
+def _echo(sink, text):
+    """Write `text` to `sink` as far as it can take it (characters its encoding lacks replaced);
+    False when it takes nothing any more (closed)."""
+    try:
+        try:
+            sink.write(text)
+        except UnicodeEncodeError:
+            encoding = getattr(sink, "encoding", None) or "ascii"
+            sink.write(text.encode(encoding, "replace").decode(encoding, "replace"))
+        sink.flush()
+        return True
+    except (OSError, ValueError, AttributeError, UnicodeError):
+        return False
+
+
+def _run_engine(cmd, echo=False, handlers=()):
+    """Run rcsweep; capture stdout and stderr (bytes that are not UTF-8 read as U+FFFD), also
+    copied to sys.stdout/sys.stderr as they come when `echo`. With `handlers`, stdout carries events
+    (`--progress json`): each handler is called with each event as a dict (from a reader thread),
+    the other lines are echoed. The first exception a handler raises (any, KeyboardInterrupt
+    included) is raised when rcsweep ends; that handler gets no more events. Whatever the bytes,
+    the handlers and the sinks do, both pipes are read to their end, so rcsweep never waits on a
+    full pipe. Progress events come every second (RCSWEEP_PROGRESS_INTERVAL unless set). An
+    interrupt (KeyboardInterrupt: Ctrl-C, a notebook's stop button) stops rcsweep cleanly (it keeps
+    every finished task; exit 4) before it is raised; a second one at once."""
     env = None
-    if on_event is not None and "RCSWEEP_PROGRESS_INTERVAL" not in os.environ:
+    if handlers and "RCSWEEP_PROGRESS_INTERVAL" not in os.environ:
         env = dict(os.environ, RCSWEEP_PROGRESS_INTERVAL="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     chunks = {"out": [], "err": []}
     failures = []
+    live = list(handlers)
 
-    def pump(stream, key, sink):
-        for line in iter(lambda: stream.read(1) if echo else stream.read(65536), ""):
-            chunks[key].append(line)
-            if echo:
-                sink.write(line)
-                if line in ("\n", "\r"):
-                    sink.flush()
-        stream.close()
+    def handle(text, sink, events):
+        """Give one piece of output to its handlers or sink; an exception is recorded, never raised."""
+        ev = parse_event(text) if events else None
+        if ev is None:
+            if echo_ok[sink]:
+                echo_ok[sink] = _echo(sink, text)
+            return
+        for h in list(live):
+            try:
+                h(ev)
+            except BaseException as e:  # raised in the caller's thread once rcsweep ends
+                failures.append(e)
+                live.remove(h)
 
-    def pump_events(stream, sink):
-        for line in iter(stream.readline, ""):
-            chunks["out"].append(line)
-            ev = parse_event(line)
-            if ev is None:
-                if echo:
-                    sink.write(line)
-                    sink.flush()
-            elif not failures:
+    echo_ok = {sys.stdout: echo, sys.stderr: echo}
+
+    def pump(stream, key, sink, events):
+        """Read `stream` to its end: by lines for events, else as it comes."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        try:
+            while True:
                 try:
-                    on_event(ev)
-                except Exception as e:  # raised in the caller's thread once rcsweep ends
+                    data = stream.readline(1 << 20) if events else stream.read1(65536)
+                except (OSError, ValueError):
+                    break
+                if not data:
+                    break
+                text = decoder.decode(data)
+                chunks[key].append(text)
+                try:
+                    handle(text, sink, events)
+                except BaseException as e:
                     failures.append(e)
-        stream.close()
+        finally:
+            try:  # whatever stopped the loop, nothing is left in the pipe
+                while stream.read(65536):
+                    pass
+            except (OSError, ValueError):
+                pass
+            stream.close()
 
-    out_reader = (threading.Thread(target=pump_events, args=(proc.stdout, sys.stdout), daemon=True)
-                  if on_event is not None else
-                  threading.Thread(target=pump, args=(proc.stdout, "out", sys.stdout), daemon=True))
-    readers = [out_reader, threading.Thread(target=pump, args=(proc.stderr, "err", sys.stderr), daemon=True)]
+    readers = [threading.Thread(target=pump, args=(proc.stdout, "out", sys.stdout, bool(handlers)), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, "err", sys.stderr, False), daemon=True)]
     for r in readers:
         r.start()
     try:
@@ -708,7 +929,8 @@ def _run_engine(cmd, echo=False, on_event=None):
 def task_counts(store):
     """The store's task counts from `rcsweep info --json`: {"pending", "done", "failed",
     "diverged", "vanished", "not_needed"}; None when rcsweep cannot read it."""
-    proc = subprocess.run([rcsweep_bin(), "info", "--json", str(store)], capture_output=True, text=True)
+    proc = subprocess.run([rcsweep_bin(), "info", "--json", _arg_path(store)], capture_output=True, text=True,
+                          errors="replace")
     if proc.returncode != 0:
         return None
     try:

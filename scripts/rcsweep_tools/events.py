@@ -9,11 +9,15 @@ otherwise); `Sweep.run(on_event=f)` calls f with each event as a dict.
             print(f"{100 * ev['fraction']:.0f}% done, {ev['eta_s']} s left")
 """
 import json
+import math
 import sys
 
 
 def parse_event(line):
-    """The event of one line of `--progress json` output (a dict with "event"), or None."""
+    """The event of one line of `--progress json` output (a dict with "event"), or None. Bytes are
+    read as UTF-8, a byte that is not as U+FFFD."""
+    if isinstance(line, (bytes, bytearray)):
+        line = bytes(line).decode("utf-8", "replace")
     line = line.strip()
     if not line.startswith("{"):
         return None
@@ -22,6 +26,15 @@ def parse_event(line):
     except ValueError:
         return None
     return ev if isinstance(ev, dict) and isinstance(ev.get("event"), str) else None
+
+
+def _number(x):
+    """`x` as a finite float, else None (a field an event lacks or holds something else in)."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
 
 
 def _duration(s):
@@ -52,9 +65,9 @@ class ProgressBar:
     def __call__(self, ev):
         if ev.get("event") != "progress":
             return
-        text = (f"{ev['tasks_done']}/{ev['tasks_total']} tasks, ETA "
-                f"{'at most ' if ev.get('eta_is_bound') else ''}{_duration(ev.get('eta_s'))}")
-        percent = 100.0 * float(ev.get("fraction", 0.0))
+        text = (f"{ev.get('tasks_done', '?')}/{ev.get('tasks_total', '?')} tasks, ETA "
+                f"{'at most ' if ev.get('eta_is_bound') else ''}{_duration(_number(ev.get('eta_s')))}")
+        percent = 100.0 * min(max(_number(ev.get("fraction")) or 0.0, 0.0), 1.0)
         if self._tqdm is not None:
             if self._bar is None:
                 self._bar = self._tqdm(total=100.0, desc="rcsweep", file=self._stream,

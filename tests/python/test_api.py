@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 import warnings
 from datetime import timedelta
@@ -238,8 +239,9 @@ def test_every_run_option_builds_a_command_line_the_engine_accepts(tmp_path, cap
     cmd = sw.run_command(a, 2, threads=2, blas_threads=1, overrides={"model.T": 2, "axes.lambda": [0, 0.5]},
                          resume=True, shard=(0, 2), reuse=[tmp_path / "old.h5"], retry_failed=True,
                          time_limit=timedelta(hours=2), grace=5, mem_per_rank="1G", dump_weights=True)
-    assert cmd[:3] == [BIN, "run", str(tmp_path / "a.toml")]
-    for part in (["model.T=2", "axes.lambda=[0, 0.5]", "-o", str(a)], ["-n", "2", "--mpiexec"], ["--threads", "2"],
+    assert cmd[:5] == [BIN, "run", str(tmp_path / "a.toml"), "-o", str(a)]
+    assert cmd[-3:] == ["--", "model.T=2", "axes.lambda=[0, 0.5]"]  # the overrides last, after `--`
+    for part in (["-n", "2", "--mpiexec"], ["--threads", "2"],
                  ["--blas-threads", "1"], ["--resume"], ["--shard", "0/2"], ["--reuse", str(tmp_path / "old.h5")],
                  ["--retry-failed"], ["--time-limit", "7200s"], ["--grace", "5.0"], ["--mem-per-rank", "1G"],
                  ["--dump-weights"], ["-q"]):
@@ -469,3 +471,205 @@ def test_the_bar_without_tqdm_is_a_line_per_event():
     bar({"event": "progress", "tasks_done": 4, "tasks_total": 4, "fraction": 1.0, "eta_s": None, "last": True})
     assert out.getvalue() == ("[rcsweep]  25.0% of work, 1/4 tasks, ETA at most 1m40s\n"
                               "[rcsweep] 100.0% of work, 4/4 tasks, ETA ?\n")
+
+
+# -- one boundary for programs: overrides are KEY=VALUE pairs after `--`, nothing becomes an option --
+
+def test_overrides_that_are_not_key_value_pairs_are_refused_before_anything_runs(tmp_path):
+    sw = tiny("inj")
+    store = tmp_path / "inj.h5"
+    sw.run(store, load=False)
+    before = (store.stat().st_ino, store.stat().st_mtime_ns)
+    marker = tmp_path / "marker"
+    for bad in (["--overwrite=true"], ["--ranks=2", f"--mpiexec=touch {marker}"], "--overwrite=true",
+                {"--overwrite": True}, ["-n=2"], [" --overwrite=true"], ["model.T"], ["=3"], ["model..T=2"],
+                ["model.T[x]=1"], ["+model.T=1"], ["~model.T="], ["1.T=2"], ["model T=2"], [3], ["model.T=1\0"],
+                {"model.T[": 1}, {3: 1}):
+        with pytest.raises(ValueError, match="override") as e:
+            sw.run(store, overrides=bad, load=False)
+        shown = bad if isinstance(bad, str) else next(iter(bad))
+        assert repr(shown)[1:-1][:8] in str(e.value), (bad, str(e.value))
+        with pytest.raises(ValueError, match="override"):
+            sw.plan(overrides=bad)
+        with pytest.raises(ValueError, match="override"):
+            sw.plan(store=store, overrides=bad)
+    assert (store.stat().st_ino, store.stat().st_mtime_ns) == before and not marker.exists()
+    # the pairs the command line's grammar takes are passed after `--`, as given or as TOML
+    ok = ["zip[0].T=[4,8]", "zip.0.T=[4,8]", "axes.lambda[1]=0.75", "model.mixer=markov", "sweep.name=a b",
+          "model.x-y=-1", " model.T = 2"]
+    cmd = sw.run_command(store, overrides=ok)
+    assert cmd[-len(ok) - 1:] == ["--", *ok]
+    cmd = sw.run_command(store, overrides={"model.T": 2, "axes.lambda": [0, 0.5]}, args=["--grace", "1"])
+    assert cmd[-5:] == ["--grace", "1", "--", "model.T=2", "axes.lambda=[0, 0.5]"]
+    assert "--" not in sw.run_command(store)
+    assert sw.plan_command(tmp_path / "s.toml", overrides=["model.T=2"])[-2:] == ["--", "model.T=2"]
+    ds = sw.run(store, overrides={"model.T": 2}, overwrite=True)
+    assert int(ds.T) == 2 and info(store)["overrides"] == ["model.T=2"]
+
+
+def test_no_other_keyword_reaches_the_command_line_as_an_option(tmp_path, monkeypatch):
+    sw = tiny("opt")
+    monkeypatch.chdir(tmp_path)
+    ds = sw.run("-dash.h5")  # a store (and its sweep file) whose name starts with '-'
+    assert int((ds.status == 1).sum()) == 4 and (tmp_path / "-dash.toml").exists()
+    assert "resumes it" in sw.plan(store="-dash.h5").store
+    before = (tmp_path / "-dash.h5").stat().st_ino
+    with pytest.raises(TypeError, match="args"):  # one string would be split into characters
+        sw.run("-dash.h5", args="--overwrite")
+    marker = tmp_path / "marker"
+    for args, keyword in ((["--mpiexec", f"touch {marker}", "-n", "2"], "mpiexec"), (["-n2"], "ranks"),
+                          (["--overwrite"], "overwrite"), (["-qo", "x.h5"], "progress"), (["-o", "x.h5"], "store"), (["--output=x.h5"], "store"),
+                          (["--", "model.T=2"], "overrides")):
+        with pytest.raises(ValueError, match=keyword):
+            sw.run("-dash.h5", args=args)
+    with pytest.raises(ValueError, match="overrides"):
+        sw.plan(args=["--", "model.T=2"])
+    for kw in ({"shard": "--overwrite"}, {"time_limit": "--overwrite"}, {"mem_per_rank": "--overwrite"}):
+        with pytest.raises((ValueError, SweepConfigError)):
+            sw.run("-dash.h5", **kw)
+    assert (tmp_path / "-dash.h5").stat().st_ino == before and not marker.exists()
+
+
+# -- the event stream's reader: any bytes, any callback, the pipes always drained --
+
+def run_child(code, cwd, timeout=90, env=()):
+    """Run Python `code` (rcsweep_tools importable) in a process group of its own: (exit code,
+    stdout, stderr). A hang fails the test (the group is killed) instead of stalling the suite."""
+    proc = subprocess.Popen([PYTHON, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                            env={**os.environ, "PYTHONPATH": str(SCRIPTS), **dict(env)}, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the run hung ({timeout} s): stdout {out[-2000:]!r}\nstderr {err[-2000:]!r}")
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+# An engine that first writes more than a pipe holds of bytes that are not UTF-8, on both streams:
+# text lines, events whose strings hold such bytes, and raw bytes on stderr.
+NOISY = r"""if [[ $1 == run ]]; then
+  head -c 200000 /dev/zero | tr '\0' '\377' >&2
+  for i in $(seq 3000); do printf '\xff\xfe not utf-8 \xc3\n{"event":"note","text":"caf\xe9"}\n'; done
+fi
+exec %s "$@"
+"""
+
+TINY_CHILD = """import sys
+from rcsweep_tools import Sweep
+sw = Sweep("child", seed=5, replicates=1, model={"mixer": "softmax", "depth": 2, "T": 4, "d": 4},
+           axes={"lambda": [0.0, 1.0]})
+"""
+
+
+def test_the_event_reader_survives_any_bytes_on_both_streams(tmp_path):
+    engine = fake_bin(tmp_path, "noisy", NOISY % BIN)
+    code = TINY_CHILD + """events = []
+sw.run(sys.argv[1] if len(sys.argv) > 1 else "noisy.h5", on_event=events.append, progress=True, load=False)
+notes = [e for e in events if e["event"] == "note"]
+print("events", len(notes), notes[0]["text"] == "caf\\ufffd", events[-1]["event"])
+"""
+    # progress=True echoes the text lines to a stdout that only takes ASCII
+    rc, out, err = run_child(code, tmp_path, env={"RCSWEEP_BIN": str(engine), "PYTHONIOENCODING": "ascii"})
+    assert rc == 0, err[-3000:]
+    assert out.splitlines()[-1] == "events 3000 True finished", out[-2000:]
+    assert "not utf-8" in out and info(tmp_path / "noisy.h5")["tasks"]["done"] == 2
+
+
+def test_on_event_with_a_store_path_that_is_not_utf8(tmp_path):
+    code = TINY_CHILD + """import os
+events = []
+store = os.fsdecode(b"caf\\xe9.h5")
+sw.run(store, on_event=events.append, load=False)
+print("events", events[0]["event"], events[-1]["event"], events[-1]["exit_code"])
+"""
+    rc, out, err = run_child(code, tmp_path)
+    assert rc == 0 and out.splitlines()[-1] == "events started finished 0", (out, err[-3000:])
+    assert (tmp_path / os.fsdecode(b"caf\xe9.h5")).exists()
+
+
+# More events than a pipe holds, before the run's own.
+FLOOD = r"""if [[ $1 == run ]]; then
+  for i in $(seq 3000); do printf '{"event":"note","text":"a note of the run, %%d"}\n' $i; done
+fi
+exec %s "$@"
+"""
+
+
+def test_a_callback_that_raises_anything_never_stalls_the_run(tmp_path):
+    engine = fake_bin(tmp_path, "flood", FLOOD % BIN)
+    code = TINY_CHILD + """class Stop(BaseException):
+    pass
+calls = []
+def stop(ev):
+    calls.append(ev)
+    raise Stop("from the callback")
+try:
+    sw.run("stop.h5", on_event=stop, load=False)
+except Stop as e:
+    print("raised after the run:", e, len(calls))
+"""
+    rc, out, err = run_child(code, tmp_path, env={"RCSWEEP_BIN": str(engine)})
+    assert rc == 0 and out.splitlines()[-1] == "raised after the run: from the callback 1", (out, err[-3000:])
+    assert info(tmp_path / "stop.h5")["tasks"]["done"] == 2
+
+
+# -- files beside the store: never overwrite one it did not write; errors name the user's files --
+
+def test_a_sweep_file_beside_the_store_that_it_did_not_write_is_kept(tmp_path):
+    sw = tiny("beside")
+    store = tmp_path / "beside.h5"
+    mine = tmp_path / "beside.toml"
+    mine.write_text("# my own notes\n")
+    for call in (lambda: sw.run(store), lambda: sw.plan(store=store), lambda: sw.submit(store)):
+        with pytest.raises(FileExistsError, match=r"beside\.toml.*overwrite_sweep_file=True"):
+            call()
+        assert mine.read_text() == "# my own notes\n" and not store.exists()
+    # a symbolic link is not followed, nor replaced without being asked
+    target = tmp_path / "elsewhere.toml"
+    target.write_text("# elsewhere\n")
+    mine.unlink()
+    mine.symlink_to(target)
+    with pytest.raises(FileExistsError, match=r"beside\.toml.*symbolic link"):
+        sw.run(store)
+    assert target.read_text() == "# elsewhere\n" and not store.exists()
+    ds = sw.run(store, overwrite_sweep_file=True)  # asked: the link is replaced by the sweep file
+    assert int((ds.status == 1).sum()) == 4 and target.read_text() == "# elsewhere\n" and not mine.is_symlink()
+    # the file it wrote is rewritten when the sweep grows; once edited by hand it is kept
+    assert int((tiny("beside", replicates=3).run(store).status == 1).sum()) == 6
+    text = mine.read_text()
+    mine.write_text(text.replace("seed = 5", "seed = 6"))
+    with pytest.raises(FileExistsError, match="beside.toml"):
+        tiny("beside", replicates=4).run(store)
+    assert "seed = 6" in mine.read_text()
+    # a file with exactly the sweep (as Sweep.write writes it) is used as it is
+    other = tmp_path / "same.toml"
+    sw.write(other)
+    sw.run(tmp_path / "same.h5", load=False)
+    assert other.read_text() == sw.toml()
+
+
+def test_plan_names_the_sweeps_file_not_a_temporary(tmp_path, monkeypatch):
+    sw = tiny("named")
+    p = sw.plan(cores=2)
+    assert "rcsweep-" not in p.text and tempfile.gettempdir() not in p.text, p.text
+    assert "rcsweep run named.toml" in p.text, p.text
+    # an engine error that names the sweep file names the sweep's, not the temporary
+    fake = fake_bin(tmp_path, "names", """echo "error: cannot read sweep file '$2': too large" >&2; exit 2""")
+    monkeypatch.setenv("RCSWEEP_BIN", str(fake))
+    with pytest.raises(SweepConfigError) as e:
+        sw.plan()
+    assert "'named.toml'" in str(e.value) and "rcsweep-" not in str(e.value), str(e.value)
+    assert not [f for f in os.listdir(tempfile.gettempdir()) if f.startswith("rcsweep-") and f.endswith(".toml")
+                and os.stat(os.path.join(tempfile.gettempdir(), f)).st_mtime > time.time() - 60]
+
+
+def test_the_bar_takes_progress_events_that_lack_or_garble_fields():
+    from rcsweep_tools.events import ProgressBar, parse_event
+    import io
+    out = io.StringIO()
+    bar = ProgressBar(stream=out, use_tqdm=False)
+    bar({"event": "progress"})
+    bar({"event": "progress", "tasks_done": 1, "fraction": "x", "eta_s": float("nan")})
+    assert out.getvalue() == "[rcsweep]   0.0% of work, ?/? tasks, ETA ?\n[rcsweep]   0.0% of work, 1/? tasks, ETA ?\n"
+    assert parse_event(b'{"event": "note", "text": "caf\xe9"}') == {"event": "note", "text": "caf\ufffd"}
