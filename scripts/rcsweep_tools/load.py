@@ -72,8 +72,10 @@ METRICS = {
     "theory_lambda_min": ("smallest |lambda| of Thm 4.1's condition", r"$\lambda_{\min}$", "1"),
     "theory_a_star": ("largest rate the condition admits", r"$a^*$", "1"),
     "theory_b": ("Thm 4.1 threshold b", r"$b$", "X^2"),
-    "theory_bound_applies": ("Thm 4.1 bound applies (0/1)", r"applies", "1"),
+    "theory_bound_applies": ("Thm 4.1 bound applies: every hypothesis holds (0/1)", r"applies", "1"),
     "theory_bound_holds": ("observed mu respects the bound (0/1)", r"holds", "1"),
+    "theory_bound_reason": ("why Thm 4.1's bound applies or not: 0 applies, 1 stack not covered, 2 rows not unit, "
+                            "3 condition fails, 4 mu(X_0)^2 < b", r"reason", "1"),
     "grad_log10_g": ("log10 gradient norm at L = L_max", r"$\log_{10}\|\partial X_L/\partial W_{V,\ell}\|_F^2$", "1"),
     "grad_stderr": ("standard error of grad_log10_g", r"$\sigma(\log_{10} g)$", "1"),
     "grad_log10_g_all": ("log10 gradient norm for every output depth L", r"$\log_{10}\|\partial X_L/\partial W_{V,\ell}\|_F^2$", "1"),
@@ -94,7 +96,7 @@ RANGES = {
     "m_s1": (0, None), "m_s2": (0, None), "m_gap": (1, None), "m_fro": (0, None),
     "theory_C_M": (0, None), "theory_S": (0, None), "theory_lambda_min": (0, None),
     "theory_a_star": (0, 1), "theory_b": (0, None), "theory_bound_applies": (0, 1),
-    "theory_bound_holds": (0, 1), "grad_stderr": (0, None), "grad_stderr_all": (0, None),
+    "theory_bound_holds": (0, 1), "theory_bound_reason": (0, 4), "grad_stderr": (0, None), "grad_stderr_all": (0, None),
     "wall_s": (0, None),
 }
 PARAMS = {  # coordinate name -> (long name, symbol)

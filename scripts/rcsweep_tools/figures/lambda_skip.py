@@ -9,8 +9,12 @@ label (tests read both back).
 
 Theorem 4.1 (per task, /theory, docs/MODELS.md): with a = collapse_rate, condition (7) is
 lambda^2 - a (S C_M + |lambda|)^2 > 0, i.e. |lambda| > lambda_min = (a + sqrt a) S C_M / (1 - a);
-the bound mu(X_L)^2 >= a^L mu(X_0)^2 is guaranteed when (7) holds and mu(X_0)^2 >= b(L) with
-b(L) = 2 |lambda| N d S C_M / (lambda^2 - a (S C_M + |lambda|)^2) / a^L (N = T tokens).
+the bound mu(X_L)^2 >= a^L mu(X_0)^2 is guaranteed when the stack is the theorem's (eq. (6): the
+rms norm, one head, no gate or MLP, not s4d), its rows are unit at every layer including the input,
+(7) holds and mu(X_0)^2 >= b(L) with b(L) = 2 |lambda| N d S C_M / (lambda^2 - a (S C_M + |lambda|)^2)
+/ a^L (N = T tokens). The first two come from the store's /theory/bound_reason (1: not covered, 2:
+rows not unit), the same at every depth: in a covered stack every layer's output has unit rows, so
+only the input's can fail.
 """
 from __future__ import annotations
 
@@ -48,6 +52,19 @@ def b_of_depth(lam, S, C_M, a, N, d, L):
     with np.errstate(divide="ignore", invalid="ignore"):
         b = 2 * lam * N * d * np.asarray(S) * np.asarray(C_M) / den / np.asarray(a, dtype=float) ** np.asarray(L)
     return np.where(den > 0, b, np.nan)
+
+
+# /theory/bound_reason codes (docs/SCHEMA.md) of the hypotheses that do not depend on the depth
+REASON_NOT_COVERED, REASON_ROWS_NOT_UNIT = 1, 2
+
+
+def within_hypotheses(ds_point):
+    """True per task (same dims as theory_bound_reason) where the stack is the theorem's and its rows
+    are unit; all True for a store without theory_bound_reason (made by an older rcsweep)."""
+    if "theory_bound_reason" not in ds_point.data_vars:
+        return np.ones(ds_point["theory_S"].shape, dtype=bool)
+    r = ds_point["theory_bound_reason"].values
+    return (r != REASON_NOT_COVERED) & (r != REASON_ROWS_NOT_UNIT)
 
 
 def normalised_bound(ds_point, a):
@@ -97,8 +114,8 @@ def fig1(ds, fig, band=DEFAULT_BAND):
             label = rf"$\lambda$ = {lam:g}"
             line_band(ax, p["layer"].values, p["mu_rel"].transpose("replicate", "layer"), label,
                       color=cmap[k], band=band)
-            ok = condition_holds(lam, p["theory_S"].values, p["theory_C_M"].values, a)
-            if ok.all():  # every replicate satisfies (7): the bound's shape beside the data
+            ok = condition_holds(lam, p["theory_S"].values, p["theory_C_M"].values, a) & within_hypotheses(p)
+            if ok.all():  # every replicate satisfies (7) in the theorem's stack: the bound's shape beside the data
                 bound = normalised_bound(p, a).mean("replicate")
                 ax.plot(p["layer"].values, bound.values, ls="--", lw=1, color=cmap[k],
                         gid=f"theory:bound:{lam:g}", label="_bound")
@@ -138,8 +155,9 @@ def fig2(ds, fig, band=DEFAULT_BAND):
         for sgn in (-1, 1):
             ax.axvline(sgn * lmin, color="k", ls=":", lw=1, gid=f"theory:lambda_min:{sgn:+d}",
                        label=r"$\pm\lambda_{\min}$ (condition (7))" if sgn > 0 else None)
-        ok = condition_holds(lam[:, None], dm["theory_S"].transpose("lambda", "replicate").values,
-                             dm["theory_C_M"].transpose("lambda", "replicate").values, a).all(axis=1)
+        ok = (condition_holds(lam[:, None], dm["theory_S"].transpose("lambda", "replicate").values,
+                              dm["theory_C_M"].transpose("lambda", "replicate").values, a)
+              & within_hypotheses(dm.transpose("lambda", "replicate", ...))).all(axis=1)
         bound = (np.sqrt(a ** L) * dm["mu"].isel(layer=0) / dm["fro"].isel(layer=-1)).mean("replicate")
         y = np.where(ok, bound.transpose("lambda").values, np.nan)
         ax.plot(lam, y, ls="--", color="C3", marker="_", gid="theory:bound",
@@ -198,15 +216,17 @@ def fig4(ds, fig, band=DEFAULT_BAND):
 
 
 # codes of the left panel of ls-thm41
-FAILS, NOT_APPLIES, APPLIES = 0, 1, 2
-CODE_NAMES = {FAILS: "condition (7) fails", NOT_APPLIES: r"(7) holds, $\mu(X_0)^2 < b(L)$",
+OUTSIDE, FAILS, NOT_APPLIES, APPLIES = -1, 0, 1, 2
+CODE_NAMES = {OUTSIDE: "outside the theorem (its stack, unit rows)", FAILS: "condition (7) fails",
+              NOT_APPLIES: r"(7) holds, $\mu(X_0)^2 < b(L)$",
               APPLIES: r"bound applies: (7) and $\mu(X_0)^2 \geq b(L)$"}
 
 
 def theorem_map(ds):
     """(lambda values, depths L = 1..L_max, code[L, lambda], held[L, lambda]) of Theorem 4.1:
-    code = the weakest over replicates of FAILS / NOT_APPLIES / APPLIES; held = the fraction of
-    replicates whose observed mu(X_L)^2 >= a^L mu(X_0)^2 (compared in logs)."""
+    code = the weakest over replicates of OUTSIDE / FAILS / NOT_APPLIES / APPLIES (OUTSIDE: the
+    store's bound_reason says the stack is not the theorem's or its rows are not unit); held = the
+    fraction of replicates whose observed mu(X_L)^2 >= a^L mu(X_0)^2 (compared in logs)."""
     a = _a(ds)
     lam = ds["lambda"].values.astype(float)
     layers = ds["layer"].values[1:].astype(float)
@@ -216,8 +236,9 @@ def theorem_map(ds):
     mu = ds["mu"].transpose("lambda", "replicate", "layer").values
     cond = condition_holds(lam[:, None, None], S, C, a)
     b = b_of_depth(lam[:, None, None], S, C, a, N, d, layers[None, None, :])
-    applies = cond & (mu[:, :, :1] ** 2 >= b)
-    code = np.where(applies, APPLIES, np.where(cond, NOT_APPLIES, FAILS)).min(axis=1)
+    inside = within_hypotheses(ds.transpose("lambda", "replicate", ...))[:, :, None]
+    applies = inside & cond & (mu[:, :, :1] ** 2 >= b)
+    code = np.where(~inside, OUTSIDE, np.where(applies, APPLIES, np.where(cond, NOT_APPLIES, FAILS))).min(axis=1)
     with np.errstate(divide="ignore"):
         held = 2 * np.log(mu[:, :, 1:]) >= layers[None, None, :] * np.log(a) + 2 * np.log(mu[:, :, :1])
     done = np.isfinite(mu[:, :, 1:])
@@ -232,7 +253,8 @@ def thm41(ds, fig):
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    need(ds, _registered("ls-thm41"), vars=("mu", "theory_S", "theory_C_M"), coords=("lambda", "T", "d", "collapse_rate"))
+    need(ds, _registered("ls-thm41"), vars=("mu", "theory_S", "theory_C_M", "theory_bound_reason"),
+         coords=("lambda", "T", "d", "collapse_rate"))
     if "lambda" not in ds.dims or ds["T"].ndim or ds["d"].ndim:
         raise FigureDataError("ls-thm41 needs lambda swept under [axes] and one T and d; "
                               "make the store with jobs/examples/ls_thm41.toml")
@@ -245,12 +267,14 @@ def thm41(ds, fig):
     fig.set_size_inches(11.5, 4.6)
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     extent = (-0.5, len(lam) - 0.5, layers[0] - 0.5, layers[-1] + 0.5)
-    cmap = ListedColormap(["#d9d9d9", "#9ecae1", "#3182bd"])
-    ax1.imshow(code, origin="lower", aspect="auto", extent=extent, cmap=cmap, vmin=-0.5, vmax=2.5,
+    colours = {OUTSIDE: "#fdd0a2", FAILS: "#d9d9d9", NOT_APPLIES: "#9ecae1", APPLIES: "#3182bd"}
+    cmap = ListedColormap([colours[k] for k in (OUTSIDE, FAILS, NOT_APPLIES, APPLIES)])
+    ax1.imshow(code, origin="lower", aspect="auto", extent=extent, cmap=cmap, vmin=-1.5, vmax=2.5,
                interpolation="nearest", gid="map:code")
+    shown = [k for k in (OUTSIDE, FAILS, NOT_APPLIES, APPLIES) if k != OUTSIDE or (code == OUTSIDE).any()]
     # below the map (inside it would hide cells), under the rotated lambda labels
     rotated = max(len(f"{v:g}") for v in lam) * 0.55 * 7 * np.sin(np.radians(60)) - 7
-    leg = legend_below(ax1, [Patch(color=cmap(k), label=CODE_NAMES[k]) for k in (FAILS, NOT_APPLIES, APPLIES)],
+    leg = legend_below(ax1, [Patch(color=colours[k], label=CODE_NAMES[k]) for k in shown],
                        pad=rotated)
     fig.set_size_inches(fig.get_figwidth(), fig.get_figheight() + legend_height(leg, pad=rotated))
     ax1.set_title(f"Theorem 4.1's hypotheses\n(in every replicate), a = {a:g}", fontsize=8)
