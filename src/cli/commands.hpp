@@ -32,9 +32,13 @@ struct RunArgs {
 /// MPI_Finalize.
 int run_command(const RunArgs& args);
 
-/// What `run -n` checks before it starts mpiexec: the sweep file with its overrides plans (every
-/// problem at once: ConfigError, exit 2), so that no rank starts for a sweep that cannot run.
-void check_run(const RunArgs& args);
+/// What `run -n` checks before it starts `mpiexec` (its command, for where the ranks run): every
+/// refusal the ranks would make before any work that this process can decide alone (the options,
+/// the sweep file with its overrides, ulimit -v, the memory budget when the ranks are all on this
+/// machine or --mem-per-rank is given, --dump-weights, the store and its writer lock, the --reuse
+/// stores: sweep::check_store), said as a single process says it. Returns 0, or the exit code (2)
+/// after saying why, so that no rank starts for a run that cannot start.
+int check_run(const RunArgs& args, const std::string& mpiexec);
 
 struct PlanArgs {
   std::filesystem::path sweep_file;

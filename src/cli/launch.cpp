@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "plan/layout.hpp"
 #include "store/writer_lock.hpp"
 #include "sweep/mpi.hpp"
 #include "sweep/stop.hpp"
@@ -106,15 +107,26 @@ std::vector<std::string> mpiexec_command(int ranks, int threads, const std::stri
   const bool placed = std::any_of(cmd.begin(), cmd.end(), [](const std::string& w) {
     return w.rfind("--map-by", 0) == 0 || w.rfind("--bind-to", 0) == 0 || w.rfind("--cpus-per-proc", 0) == 0;
   });
+  const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string over = plan::oversubscription(ranks, threads, cores);
+  std::string done;  // what is done about more threads than cores
   if (threads > 1 && !placed) {
-    const auto cores = static_cast<long>(std::max(1u, std::thread::hardware_concurrency()));
-    if (static_cast<long>(ranks) * threads <= cores) {
+    if (over.empty()) {
       cmd.insert(cmd.end(), {"--map-by", "slot:PE=" + std::to_string(threads)});
     } else {
       cmd.insert(cmd.end(), {"--bind-to", "none"});
       setenv("OMP_WAIT_POLICY", "PASSIVE", 0);  // more threads than cores: idle threads sleep, not spin
+      const char* policy = std::getenv("OMP_WAIT_POLICY");
+      done = std::string("; the ranks run unbound (mpiexec --bind-to none)") +
+             (policy && std::strcmp(policy, "PASSIVE") == 0 ? " with OMP_WAIT_POLICY=PASSIVE (idle threads sleep)"
+                                                            : "");
     }
   }
+  if (!over.empty())
+    std::fprintf(stderr,
+                 "warning: %s%s; results are the same on any layout, only slower: fewer ranks (-n) "
+                 "or threads (--threads)\n",
+                 over.c_str(), done.c_str());
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   cmd.insert(cmd.end(), {"-n", std::to_string(ranks), ec ? std::string(argv[0]) : self.string()});
@@ -233,6 +245,11 @@ int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, cha
   const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   if (rc != 0) return rc;
   return exit_file.code();
+}
+
+bool launched_by_run_n() {
+  const char* path = std::getenv(exit_file_env);
+  return path && *path;
 }
 
 int exit_code_for_launcher(int code) {

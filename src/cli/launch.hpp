@@ -21,8 +21,13 @@ namespace rcsweep::cli {
 /// when ranks x threads exceed this machine's cores, no binding (`--bind-to none`) and, unless set,
 /// OMP_WAIT_POLICY=PASSIVE (threads waiting for a turn sleep instead of spinning): Open MPI's
 /// default binds a rank to one core, where its threads would share it. Options the user's MPIEXEC
-/// already gives for mapping or binding are left alone.
+/// already gives for mapping or binding are left alone. More threads than cores in all
+/// (plan::oversubscription) is warned about on stderr, with what is done about it.
 int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv);
+
+/// Whether this process is a rank started by launch_run (`rcsweep run -n`), which has said what
+/// it checks before the ranks start (a layout with more threads than cores, for one).
+bool launched_by_run_n();
 
 /// At the end of a run on every rank (a collective on MPI_COMM_WORLD): under launch_run
 /// (RCSWEEP_EXIT_FILE set) rank 0 writes `code` into that file; when it could, every rank returns 0

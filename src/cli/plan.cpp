@@ -352,6 +352,12 @@ void print_layout(const PlanArgs& args, const plan::Plan& plan, const plan::Layo
   const auto balance = threads == 1 ? layout.schedule : plan::make_schedule(work, ranks);
   if (const auto warning = plan::idle_warning(balance, work); !warning.empty())
     std::printf("warning       %s\n", warning.c_str());
+  // Without --emit the layout is for this machine: --cores above its cores oversubscribes it.
+  const int here = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const auto over = plan::oversubscription(chosen.ranks_per_node, threads, here); !over.empty())
+    std::printf("warning       %s (this machine's cores; --cores %d is more); results are the same on any layout, "
+                "only slower\n",
+                over.c_str(), args.cores);
 }
 }  // namespace
 

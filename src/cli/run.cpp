@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -23,6 +25,7 @@
 #include "cli/command_line.hpp"
 #include "cli/launch.hpp"
 #include "cli/run_events.hpp"
+#include "plan/layout.hpp"
 #include "plan/memory.hpp"
 #include "store/dump.hpp"
 #include "store/store.hpp"
@@ -89,30 +92,40 @@ void refuse_over_address_limit(const RunArgs& args) {
   std::_Exit(2);
 }
 
-/// Warn (rank 0) when some rank may run on fewer cores than its threads (a collective): Open MPI
-/// binds a rank to one core by default, and its threads would then share it. Thread binding of its
-/// own (OMP_PLACES, OMP_PROC_BIND) is seen through (parallel::available_processors).
-/// Also when a node runs more threads than it has processors (`ranks_on_node` ranks): OpenMP's
-/// threads then spin for turns they cannot get unless OMP_WAIT_POLICY=PASSIVE lets them sleep.
+/// Warn (rank 0) when a node runs more threads than it has processors (`ranks_on_node` ranks x
+/// `threads`: plan::oversubscription, with the numbers of the first such node), unless `rcsweep
+/// run -n` said so before it started the ranks; OpenMP's idle threads then spin for turns they
+/// cannot get unless OMP_WAIT_POLICY=PASSIVE lets them sleep. Otherwise when some rank may run on
+/// fewer cores than its threads: Open MPI binds a rank to one core by default, and its threads
+/// would then share it. Thread binding of its own (OMP_PLACES, OMP_PROC_BIND) is seen through
+/// (parallel::available_processors). A collective.
 void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
   const int cores = mpi::allreduce_min(parallel::available_processors(threads), MPI_COMM_WORLD);
-  if (rank == 0 && cores < threads)
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const std::string mine =
+      online > 0 ? plan::oversubscription(ranks_on_node, threads, static_cast<int>(std::min<long>(online, 1 << 30)))
+                 : std::string();
+  std::string over;
+  for (const auto& text : mpi::gather(mine, 0, MPI_COMM_WORLD))
+    if (over.empty()) over = text;
+  if (rank != 0) return;
+  if (!over.empty()) {
+    if (launched_by_run_n()) return;  // said by the launcher, with what it did about it
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const bool passive = policy && (std::string_view(policy) == "PASSIVE" || std::string_view(policy) == "passive");
+    std::fprintf(stderr, "warning: %s%s; results are the same on any layout, only slower: fewer ranks or threads%s\n",
+                 over.c_str(),
+                 threads > 1 && !passive ? "; its idle OpenMP threads spin for turns they cannot get unless "
+                                           "OMP_WAIT_POLICY=PASSIVE (rcsweep run -n sets it)"
+                                         : "",
+                 ranks_on_node > 1 ? " per node" : "");
+  } else if (cores < threads) {
     std::fprintf(stderr,
                  "warning: a rank may use only %d core%s but runs %d threads (--threads): they share %s. Give "
                  "each rank %d cores (mpiexec --map-by slot:PE=%d, srun --cpus-per-task=%d) or unbind it "
                  "(mpiexec --bind-to none); docs/CLUSTER.md\n",
                  cores, cores == 1 ? "" : "s", threads, cores == 1 ? "it" : "them", threads, threads, threads);
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const bool passive = policy && (std::string_view(policy) == "PASSIVE" || std::string_view(policy) == "passive");
-  const int oversubscribed = mpi::allreduce_max(
-      threads > 1 && online > 0 && static_cast<long>(ranks_on_node) * threads > online && !passive, MPI_COMM_WORLD);
-  if (rank == 0 && oversubscribed)
-    std::fprintf(stderr,
-                 "warning: %d ranks x %d threads on a node of %ld processors: idle OpenMP threads spin for "
-                 "turns they cannot get; set OMP_WAIT_POLICY=PASSIVE (rcsweep run -n does) or run fewer ranks "
-                 "or threads\n",
-                 ranks_on_node, threads, online);
+  }
 }
 
 /// The option checks that need the MPI job: --blas-threads with --threads, -n against its size.
@@ -128,6 +141,16 @@ void check_run_options(const RunArgs& args, int size) {
                                        " ranks (-n starts the run without mpiexec)"}});
 }
 
+/// The plan against a rank's budget (memory_budget) for `size` ranks, `on_node` of them on this
+/// node: ConfigError when it does not fit. `needs_bytes` is set to the plan's estimate of a
+/// rank's memory.
+void check_rank_memory(const RunArgs& args, const plan::Plan& plan, int size, int on_node, double& needs_bytes) {
+  std::string source;
+  const plan::RankSetup setup = run_setup(args, plan, size);
+  needs_bytes = plan::rank_memory(plan, setup).resident();
+  plan::check_memory(plan, setup, memory_budget(args.mem_per_rank, on_node, source), source, std::nullopt);
+}
+
 /// Every rank checks the same plan against its node's budget: all refuse together. Returns the
 /// ranks on this node; `needs_bytes` is set to the plan's estimate of a rank's memory.
 int check_node_memory(const RunArgs& args, const plan::Plan& plan, int size, double& needs_bytes) {
@@ -135,34 +158,36 @@ int check_node_memory(const RunArgs& args, const plan::Plan& plan, int size, dou
   mpi::check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   const int on_node = mpi::comm_size(node);
   MPI_Comm_free(&node);
-  std::string source;
-  const plan::RankSetup setup = run_setup(args, plan, size);
-  needs_bytes = plan::rank_memory(plan, setup).resident();
-  plan::check_memory(plan, setup, memory_budget(args.mem_per_rank, on_node, source), source, std::nullopt);
+  check_rank_memory(args, plan, size, on_node, needs_bytes);
   return on_node;
 }
 
-/// A store to resume is first read in a child process (rank 0): a file that crashes HDF5 is
-/// refused like any damaged store instead of taking the job down.
-/// So are the stores of --reuse.
-void check_stores_readable(const sweep::RunOptions& opt, int rank) {
+/// A store to resume is first read in a child process: a file that crashes HDF5 is refused like
+/// any damaged store instead of taking the job down. So are the stores of --reuse. Returns the
+/// message of the first that crashes, "" when none does.
+std::string crashed_store(const sweep::RunOptions& opt) {
   std::vector<std::filesystem::path> to_read = opt.reuse;
   if (!opt.overwrite && std::filesystem::is_regular_file(opt.output)) to_read.insert(to_read.begin(), opt.output);
   for (const auto& path : to_read) {
     std::string crash;
-    if (rank == 0)
-      in_child(
-          [&] {
-            try {  // only a crash matters here: errors are reported by the real open below
-              store::read_info(path);
-            } catch (const std::exception&) {
-            }
-            return 0;
-          },
-          crash);
-    crash = mpi::bcast(crash, 0, MPI_COMM_WORLD);
-    if (!crash.empty()) throw sweep::StoreRefused(crashed_message(path, crash));
+    in_child(
+        [&] {
+          try {  // only a crash matters here: errors are reported by the real open below
+            store::read_info(path);
+          } catch (const std::exception&) {
+          }
+          return 0;
+        },
+        crash);
+    if (!crash.empty()) return crashed_message(path, crash);
   }
+  return "";
+}
+
+/// crashed_store at rank 0: StoreRefused on every rank when a store crashes its reader.
+void check_stores_readable(const sweep::RunOptions& opt, int rank) {
+  const std::string crash = mpi::bcast(rank == 0 ? crashed_store(opt) : std::string(), 0, MPI_COMM_WORLD);
+  if (!crash.empty()) throw sweep::StoreRefused(crash);
 }
 
 /// --dump-weights: this shard's tasks, ascending; nullopt (rank 0 says why) when their dump would
@@ -251,9 +276,80 @@ int run_on_rank(const RunArgs& args, int rank, int size, double& needs_bytes) {
   if (args.dump_weights) write_dump_weights(opt.events, opt.output, plan, dump_tasks, rank, size, s.exit_code());
   return exit_code_for_launcher(s.exit_code());
 }
+/// A refusal before any work (exit code 2) as the run says it: a ConfigError of an option
+/// ("error: --threads: ..."), of the sweep file ("error: invalid sweep file F:" and its issues), a
+/// refused store ("error: ...").
+void say_refused(const RunArgs& args, const std::exception& e) {
+  const auto* config = dynamic_cast<const ConfigError*>(&e);
+  const bool option = !config || (!config->issues().empty() && config->issues().front().key.starts_with("--"));
+  if (option)
+    std::fprintf(stderr, "error: %s\n", e.what());
+  else
+    std::fprintf(stderr, "error: invalid sweep file %s%s:\n%s\n", args.sweep_file.c_str(),
+                 args.overrides.empty() ? "" : " with its command-line overrides", e.what());
+}
+
+/// Whether the ranks `rcsweep run -n` starts with `mpiexec` all run on this machine, so that its
+/// memory is theirs: MPIEXEC names no hosts and no scheduler gave the job several nodes.
+bool ranks_on_this_machine(const std::string& mpiexec) {
+  std::istringstream words(mpiexec);
+  for (std::string w; words >> w;)
+    if (w.find("host") != std::string::npos || w.find("machinefile") != std::string::npos || w == "-H" ||
+        w == "-f" || w == "--map-by" || w.starts_with("--map-by=") || w == "-npernode" || w == "--npernode")
+      return false;
+  for (const char* name : {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"})
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 1) return false;
+  if (const char* nodefile = std::getenv("PBS_NODEFILE"); nodefile && *nodefile) {
+    std::ifstream in(nodefile);
+    std::string first;
+    for (std::string host; std::getline(in, host);)
+      if (!host.empty() && (first.empty() ? (first = host, false) : host != first)) return false;
+  }
+  return true;
+}
+
+/// Prints the events the checks before the ranks report (a store whose holder is stopping is
+/// waited for) as the run prints them.
+sweep::EventSink preflight_events(const RunArgs& args) {
+  const bool json = args.progress == "json";
+  const TextStyle style{args.quiet, isatty(STDERR_FILENO) != 0, !json};
+  return [style, json](const sweep::Event& e) {
+    std::fputs(event_text(e, style).c_str(), stderr);
+    std::fflush(stderr);
+    if (json) {
+      std::fputs(event_json(e).c_str(), stdout);
+      std::fflush(stdout);
+    }
+  };
+}
 }  // namespace
 
-void check_run(const RunArgs& args) { plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard); }
+int check_run(const RunArgs& args, const std::string& mpiexec) {
+  refuse_over_address_limit(args);  // exits 2 itself
+  try {
+    check_run_options(args, args.ranks);
+    const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+    // The default budget is this machine's memory shared by its ranks: known only when all are here.
+    if (!args.mem_per_rank.empty() || ranks_on_this_machine(mpiexec)) {
+      double needs_bytes = 0.0;
+      check_rank_memory(args, plan, args.ranks, args.ranks, needs_bytes);
+    }
+    sweep::RunOptions opt = args.options;
+    if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
+    check_store_path(opt.output);
+    if (const std::string crash = crashed_store(opt); !crash.empty()) throw sweep::StoreRefused(crash);
+    if (args.dump_weights && !dump_tasks_within_limit(plan, 0)) return 2;
+    opt.events = preflight_events(args);
+    sweep::check_store(plan, opt);
+    return 0;
+  } catch (const ConfigError& e) {
+    say_refused(args, e);
+    return 2;
+  } catch (const sweep::StoreRefused& e) {
+    say_refused(args, e);
+    return 2;
+  }
+}
 
 int run_command(const RunArgs& args) {
   // Before MPI_Init: a singleton MPI_Init looks like a launched rank, and a stop signal that comes
@@ -267,14 +363,10 @@ int run_command(const RunArgs& args) {
   try {
     return run_on_rank(args, rank, size, needs_bytes);
   } catch (const ConfigError& e) {  // every rank read the same file: report once
-    const bool option = !e.issues().empty() && e.issues().front().key.starts_with("--");
-    if (rank == 0 && option) std::fprintf(stderr, "error: %s\n", e.what());
-    if (rank == 0 && !option)
-      std::fprintf(stderr, "error: invalid sweep file %s%s:\n%s\n", args.sweep_file.c_str(),
-                   args.overrides.empty() ? "" : " with its command-line overrides", e.what());
+    if (rank == 0) say_refused(args, e);
     return 2;
   } catch (const sweep::StoreRefused& e) {  // thrown on every rank
-    if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    if (rank == 0) say_refused(args, e);
     return 2;
   } catch (const std::exception& e) {
     if (is_out_of_memory(e))
@@ -378,13 +470,11 @@ int run_from_command_line(RunCommandLine& line, int argc, char** argv) {
   if (!run.time_limit.empty()) run.options.time_limit_s = sweep::parse_duration(run.time_limit, "--time-limit");
   if (run.progress == "none") run.quiet = true;
   if (run.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
-    check_run(run);  // a sweep that cannot run is refused here, before any rank starts
     const char* env = std::getenv("RCSWEEP_MPIEXEC");
-    return launch_run(run.ranks, run.options.threads,
-                      !line.mpiexec.empty() ? line.mpiexec
-                      : env && *env         ? env
-                                            : "mpiexec",
-                      argc, argv);
+    const std::string mpiexec = !line.mpiexec.empty() ? line.mpiexec : env && *env ? env : "mpiexec";
+    // What the ranks would refuse before any work is refused here, before any rank starts.
+    if (const int refused = check_run(run, mpiexec)) return refused;
+    return launch_run(run.ranks, run.options.threads, mpiexec, argc, argv);
   }
   return run_command(run);
 }

@@ -12,6 +12,7 @@
 
 #include "base/error.hpp"
 #include "base/parallel.hpp"
+#include "config/overrides.hpp"
 #include "linalg/linalg.hpp"
 #include "models/task_runner.hpp"
 #include "plan/adaptive.hpp"
@@ -111,22 +112,63 @@ void reuse(const RunContext& c, store::Store& store) {
   }
 }
 
+/// The store's writer lock. A run that is stopping (killed launcher, a signal) lets go within
+/// seconds: wait for it, saying so.
+store::WriterLock claim(const RunOptions& opt) {
+  return store::WriterLock::acquire(opt.output, stopping_wait_s, [&](const std::string& holder) {
+    report(opt.events, event::WaitingForStore{opt.output.string(), holder, stopping_wait_s});
+  });
+}
+
+/// With the store claimed, before anything is written: --resume needs a store, and the --reuse
+/// stores must be usable. Returns whether a store is at opt.output.
+bool check_claimed(const RunOptions& opt, const store::WriterLock& lock, const plan::Plan& plan) {
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(std::filesystem::symlink_status(lock.path(), ec));
+  if (opt.require_existing && !exists)
+    throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");
+  check_reuse_sources(opt, lock, plan);
+  return exists;
+}
+
+/// The refusal of store::grow_in_place, decided from what it reads (compare_with_store) without
+/// writing: a finished result of the old store would be lost. Its words are grow_in_place's
+/// (tests/e2e/test_launcher.py compares `run -n` with a single process).
+void check_growth(const std::filesystem::path& path, const plan::Plan& plan) {
+  const auto r = store::compare_with_store(path, plan);
+  if (r.blockers.empty() && r.not_in_sweep == 0 && r.other_shards == 0) return;
+  const std::string why =
+      !r.blockers.empty() ? "none of its results fits this sweep"
+      : r.not_in_sweep > 0
+          ? std::to_string(r.not_in_sweep) + " of its " + std::to_string(r.finished) +
+                " finished tasks are not tasks of this sweep"
+          : std::to_string(r.other_shards) + " of its " + std::to_string(r.finished) +
+                " finished tasks belong to other shards of the grown sweep (merge the shards, grow the merged "
+                "store, or --reuse it into each new shard's store)";
+  const auto line = [](const std::vector<std::string>& o) {
+    return o.empty() ? std::string("none") : config::overrides_line(o);
+  };
+  const auto stored = store::read_info(path).overrides;
+  const bool overridden = !stored.empty() || !plan.spec.overrides.empty();
+  const std::string overrides =
+      overridden ? "; the store's overrides: " + line(stored) + ", this run's: " + line(plan.spec.overrides)
+                 : std::string();
+  const std::string p = path.string();
+  throw StoreError(p + " (sweep '" + r.from_name + "', plan hash " + r.from_hash + ") was made from a different sweep file" +
+                   (overridden ? " or command-line overrides" : "") + " (plan hash " + plan.hash + overrides + "), and " +
+                   why + ", so it is not grown in place:\n" + store::describe(r) + "write a new store (another -o" +
+                   (r.blockers.empty() ? "; add --reuse " + p + " to copy what fits" : std::string()) +
+                   ") or pass --overwrite");
+}
+
 /// Rank 0: take the writer lock, then open or create the store and copy the --reuse results.
 store::Store open_store(const RunContext& c) {
   const auto& opt = c.opt;
   store::Provenance prov{version, git_commit, utc_now(),   hostname(),      linalg::blas_info(),
                          "",      c.size,     opt.threads, opt.blas_threads};
   // The store's one writer from here to the end of the run (docs/GUARANTEES.md).
-  // A run that is stopping (killed launcher, a signal) lets go within seconds: wait for it.
-  const store::WriterLock lock = store::WriterLock::acquire(
-      opt.output, stopping_wait_s, [&](const std::string& holder) {
-        report(opt.events, event::WaitingForStore{opt.output.string(), holder, stopping_wait_s});
-      });
-  std::error_code ec;
-  const bool exists = std::filesystem::exists(std::filesystem::symlink_status(lock.path(), ec));
-  if (opt.require_existing && !exists)
-    throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");
-  check_reuse_sources(opt, lock, c.plan);
+  const store::WriterLock lock = claim(opt);
+  const bool exists = check_claimed(opt, lock, c.plan);
   store::Store store = open_or_create(c, lock, prov, exists);
   if (!lock.enforced()) report(opt.events, event::NoFlock{opt.output.string()});
   reuse(c, store);
@@ -329,6 +371,26 @@ bool share_outcome(RunSummary& summary, int rank, MPI_Comm comm) {
 }
 
 }  // namespace
+
+void check_store(const plan::Plan& plan, const RunOptions& opt) {
+  try {
+    const store::WriterLock lock = claim(opt);
+    const bool exists = check_claimed(opt, lock, plan);
+    if (exists && !opt.overwrite) {  // open_or_create resumes it, grown first when of another plan
+      if (store::read_info(opt.output).plan_hash == plan.hash) {
+        store::Store::open_read(opt.output, plan);  // open_resume's checks, read-only
+        return;
+      }
+      check_growth(opt.output, plan);
+    } else {
+      store::check_output(lock, opt.overwrite);  // Store::create's
+    }
+    // Creation and growth build the store under a temporary name beside it: the directory must take one.
+    store::remove_temporary(lock.make_temporary());
+  } catch (const std::exception& e) {
+    throw StoreRefused(is_out_of_memory(e) ? out_of_memory_message("opening the store", e, 0.0) : e.what());
+  }
+}
 
 int RunSummary::exit_code() const {
   if ((stop_signal != 0 || time_limited || launcher_gone) && store_pending > 0) return 4;

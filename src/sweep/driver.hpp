@@ -75,6 +75,16 @@ class StoreRefused : public StoreError {
   using StoreError::StoreError;
 };
 
+/// What run_sweep's rank 0 refuses about the store before any work, checked here without MPI and
+/// without writing to it (`rcsweep run -n` before mpiexec starts): the writer lock, taken and let go
+/// at once (a holder that is stopping is waited for as run_sweep waits, reported to opt.events);
+/// --resume of a missing store; the --reuse stores; a store to resume that is damaged, not a store
+/// or of another plan that cannot be grown; a path that cannot be created or replaced (a missing
+/// directory, one that takes no new file, --overwrite of a directory). Throws StoreRefused with
+/// run_sweep's message. A store that passes may still be refused by the run: another writer may
+/// take it in between.
+void check_store(const plan::Plan& plan, const RunOptions& opt);
+
 /// Run `plan` into the store at opt.output, collectively on `comm`. Throws StoreRefused (on every
 /// rank) when the store cannot be created or belongs to another plan; any other exception is
 /// local to the rank that threw it (the caller aborts the job). `runner` computes the bundles

@@ -433,6 +433,98 @@ def test_run_n_refuses_a_bad_sweep_before_any_rank_starts(tmp_path):
     assert time.monotonic() - started < 10
 
 
+def marked_mpiexec(directory):
+    """An mpiexec (for RCSWEEP_MPIEXEC) that first leaves a marker file, even when only asked its
+    --version: (the command, the marker)."""
+    marker = directory / "mpiexec-started"
+    script = directory / "mpiexec.sh"
+    script.write_text(f'#!/bin/sh\ntouch "{marker}"\nexec {MPIEXEC_CMD} "$@"\n')
+    script.chmod(0o755)
+    return str(script), marker
+
+
+def assert_refused_before_mpiexec(directory, *args):
+    """`rcsweep run -n 2 ARGS` refuses what a single process refuses, before mpiexec: exit 2, the
+    single process's stderr word for word (no mpiexec report), and mpiexec never started.
+    Returns that stderr."""
+    one = rcsweep("run", *args)
+    assert one.returncode == 2, one.stderr
+    assert one.stderr.startswith("error: "), one.stderr
+    mpiexec, marker = marked_mpiexec(directory)
+    started = time.monotonic()
+    proc = rcsweep("run", "-n", "2", *args, env={**os.environ, "RCSWEEP_MPIEXEC": mpiexec})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == one.stderr
+    for banner in ("mpiexec", "Primary job", "prterun", "abort", "-----"):
+        assert banner not in proc.stderr, proc.stderr
+    assert not marker.exists()
+    assert time.monotonic() - started < 30
+    marker.parent.joinpath("mpiexec.sh").unlink()
+    return proc.stderr
+
+
+def small_store(directory, *overrides):
+    """A finished store of kill.toml with one replicate (and `overrides`) in `directory`."""
+    store = directory / "small.h5"
+    rcsweep("run", DATA / "kill.toml", "sweep.replicates=1", *overrides, "-o", store, "-q", check=0)
+    return store
+
+
+@pytest.mark.parametrize("case", ["other-sweep", "not-a-store", "missing-directory", "resume-missing",
+                                  "reuse-itself", "overwrite-a-directory"])
+def test_run_n_refuses_a_store_before_mpiexec_starts(tmp_path, case):
+    """Store refusals under -n come from the launcher itself, as a single process says them (the
+    store of another sweep, a file that is no store, a missing directory, --resume of nothing,
+    --reuse of the output, --overwrite of a directory): nothing is written, mpiexec never starts."""
+    sweep = [DATA / "kill.toml", "sweep.replicates=1"]
+    if case == "other-sweep":
+        store = small_store(tmp_path, "model.depth=2")
+        args = [*sweep, "model.depth=3", "-o", store]
+        expected = "was made from a different sweep file"
+    elif case == "not-a-store":
+        store = tmp_path / "notes.h5"
+        store.write_text("my notes\n")
+        args = [*sweep, "-o", store]
+        expected = "not an HDF5 file"
+    elif case == "missing-directory":
+        store = tmp_path / "nowhere" / "x.h5"
+        args = [*sweep, "-o", store]
+        expected = "does not exist"
+    elif case == "resume-missing":
+        store = tmp_path / "x.h5"
+        args = [*sweep, "--resume", "-o", store]
+        expected = "nothing to resume"
+    elif case == "reuse-itself":
+        store = small_store(tmp_path)
+        args = [*sweep, "--reuse", store, "-o", store]
+        expected = "is the output store itself"
+    else:
+        store = tmp_path / "a-directory"
+        store.mkdir()
+        args = [*sweep, "--overwrite", "-o", store]
+        expected = "is a directory, not a store"
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    err = assert_refused_before_mpiexec(tmp_path, *args)
+    assert expected in err.splitlines()[0], err
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before  # nothing written, nothing left
+
+
+def test_run_n_refuses_a_store_another_writer_holds_before_mpiexec_starts(tmp_path):
+    """A store another rcsweep is writing: `run -n 2` says so as a single process does, before
+    mpiexec starts, and the writer goes on."""
+    sweep = tmp_path / "long.toml"
+    sweep.write_text((DATA / "kill.toml").read_text().replace("replicates = 30", "replicates = 4000"))
+    store = tmp_path / "busy.h5"
+    writer = start([BIN, "run", sweep, "-o", store])
+    wait_for_start(writer)
+    err = assert_refused_before_mpiexec(tmp_path, sweep, "-o", store)
+    assert "is being written by another rcsweep" in err.splitlines()[0], err
+    assert writer.poll() is None
+    writer.send_signal(signal.SIGTERM)
+    writer.communicate(timeout=120)
+    assert writer.returncode == 4
+
+
 def test_a_rerun_right_after_a_killed_launcher_waits_for_its_ranks(tmp_path, workload):
     """kill -9 of `rcsweep run -n 2`, then the same command at once: its ranks find the old ones
     still holding the store while they stop, wait for them (saying so) instead of refusing, and

@@ -247,3 +247,44 @@ def test_run_help_lists_threads_with_its_default():
     out = rcsweep("run", "--help", check=0).stdout
     assert re.search(r"^\s+--threads INT", out, re.M), out
     assert "default: OMP_NUM_THREADS, else 1" in out
+
+
+def test_a_layout_with_more_threads_than_cores_is_warned_about_with_the_numbers(tmp_path):
+    """More threads than cores (ranks x threads above this machine's cores): `run -n` says so once,
+    before mpiexec starts, with what it does about it; a single process and `plan --cores` for more
+    cores than this machine's say so too. The results are the same as on one thread."""
+    cores = os.cpu_count()
+    sweep = tmp_path / "tiny.toml"
+    sweep.write_text(TINY)
+    over = f"2 ranks x {cores} threads = {2 * cores} threads on {cores} core{'s' * (cores > 1)}: oversubscribed, " \
+           "each thread gets half a core"
+    proc = rcsweep("run", "-n", 2, "--mpiexec", MPIEXEC_CMD, sweep, "-o", tmp_path / "n2.h5", "-q", "--threads", cores,
+                   env=env_without_omp(), check=0)
+    warnings = [line for line in proc.stderr.splitlines() if "oversubscribed" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: {over}; "), proc.stderr
+    if cores > 1:  # threads above one: the launcher unbinds the ranks and lets idle threads sleep
+        assert "--bind-to none" in warnings[0] and "OMP_WAIT_POLICY=PASSIVE" in warnings[0], proc.stderr
+    one = rcsweep("run", sweep, "-o", tmp_path / "one.h5", "-q", "--threads", 2 * cores, env=env_without_omp(),
+                  check=0)
+    assert f"warning: 1 rank x {2 * cores} threads = {2 * cores} threads on {cores} core" in one.stderr, one.stderr
+    assert one.stderr.count("oversubscribed") == 1, one.stderr
+    rcsweep("run", sweep, "-o", tmp_path / "ref.h5", "-q", "--threads", 1, env=env_without_omp(), check=0)
+    assert_same(tmp_path / "ref.h5", tmp_path / "n2.h5", f"2 x {cores}")
+    assert_same(tmp_path / "ref.h5", tmp_path / "one.h5", f"1 x {2 * cores}")
+    plan = rcsweep("plan", sweep, "--cores", 2 * cores, check=0)
+    assert re.search(rf"^warning +{2 * cores} ranks x 1 thread = {2 * cores} threads on {cores} cores?: "
+                     rf"oversubscribed, each thread gets half a core \(this machine's cores; --cores {2 * cores} is "
+                     rf"more\)", plan.stdout, re.M), plan.stdout
+
+
+def test_a_layout_that_fits_the_cores_is_not_warned_about(tmp_path):
+    cores = os.cpu_count()
+    sweep = tmp_path / "tiny.toml"
+    sweep.write_text(TINY)
+    runs = [rcsweep("run", "-n", 1, "--mpiexec", MPIEXEC_CMD, sweep, "-o", tmp_path / "n1.h5", "-q", "--threads", cores,
+                    env=env_without_omp(), check=0),
+            rcsweep("run", sweep, "-o", tmp_path / "one.h5", "-q", "--threads", cores, env=env_without_omp(), check=0),
+            rcsweep("plan", sweep, check=0), rcsweep("plan", sweep, "--cores", cores, "--threads", cores, check=0),
+            rcsweep("plan", sweep, "--cores", 4 * cores, "--emit", "slurm", check=0)]  # a compute node's cores
+    for proc in runs:
+        assert "oversubscribed" not in proc.stdout + proc.stderr, proc.args
