@@ -6,9 +6,12 @@ it: the refusal says what holds it and what to do, and the store is left as it w
 import grp
 import hashlib
 import os
+import shutil
 import stat
+import struct
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -63,7 +66,8 @@ def digest(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("mask,want", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664), (0o077, 0o600)])
+@pytest.mark.parametrize("mask,want", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664), (0o077, 0o600)],
+                         ids=["022", "027", "002", "077"])
 def test_a_new_store_has_the_mode_the_umask_gives_any_new_file(tmp_path, mask, want):
     store = tmp_path / "new.h5"
     run("run", sweep(tmp_path), "-o", store, "-q", umask=mask, check=0)
@@ -104,7 +108,7 @@ def test_a_replaced_store_keeps_its_mode_group_and_owner(tmp_path, how):
     assert not [p for p in tmp_path.iterdir() if ".partial" in p.name]
 
 
-@pytest.mark.parametrize("old_mode", [0o600, 0o664, 0o444])
+@pytest.mark.parametrize("old_mode", [0o600, 0o664, 0o444], ids=["600", "664", "444"])
 def test_overwrite_keeps_the_mode_whatever_the_umask(tmp_path, old_mode):
     store = tmp_path / "m.h5"
     run("run", sweep(tmp_path), "-o", store, "-q", check=0)
@@ -129,6 +133,88 @@ def test_a_new_store_in_a_setgid_directory_gets_the_directory_group(tmp_path):
     os.chown(store, -1, 0)
     run("run", sweep(tmp_path), "-o", store, "--overwrite", "-q", umask=0o002, check=0)
     assert os.stat(store).st_gid == 0
+
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def open_dir():
+    """A directory any user may write (tmp_path's parents are root's alone)."""
+    d = tempfile.mkdtemp(prefix="rcsweep-perm-", dir="/tmp")
+    os.chmod(d, 0o777)
+    yield __import__("pathlib").Path(d)
+    shutil.rmtree(d)
+
+
+def as_nobody(groups, mask=0o022):
+    def become():
+        os.setgroups(groups)
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+        os.umask(mask)
+    return become
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")
+@pytest.mark.parametrize("member", [True, False], ids=["member", "not-a-member"])
+def test_a_user_keeps_the_group_he_is_a_member_of_and_never_grants_another_group(open_dir, member):
+    """Not root: the owner becomes the user who replaces the store; its group is kept when that
+    user is a member of it, else the replacement has the user's group and no group permissions."""
+    store = open_dir / "g.h5"
+    gid = other_group()
+    toml = sweep(open_dir)
+    become = as_nobody([gid] if member else [])
+    rcsweep("run", toml, "-o", store, "-q", check=0, preexec_fn=become, env=ENV)
+    os.chown(store, NOBODY, gid)
+    os.chmod(store, 0o664)
+    rcsweep("run", toml, "-o", store, "--overwrite", "-q", check=0, preexec_fn=become, env=ENV)
+    st = os.stat(store)
+    assert st.st_uid == NOBODY
+    if member:
+        assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (gid, 0o664), oct(st.st_mode)
+    else:
+        assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, 0o604), oct(st.st_mode)
+
+
+ACL_USER_OBJ, ACL_GROUP_OBJ, ACL_GROUP, ACL_MASK, ACL_OTHER = 0x01, 0x04, 0x08, 0x10, 0x20
+NO_ID = 0xFFFFFFFF
+
+
+def acl(*entries):
+    """A POSIX ACL in its extended-attribute form: version 2, then (tag, permission, id) entries."""
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i) for t, p, i in entries)
+
+
+def set_acl(path, key, value):
+    try:
+        os.setxattr(path, key, value)
+    except OSError as e:
+        pytest.skip(f"no POSIX ACLs here: {e}")
+
+
+def test_a_directory_default_acl_gives_a_new_store_what_it_gives_any_new_file(tmp_path):
+    shared = tmp_path / "acl"
+    shared.mkdir()
+    set_acl(shared, "system.posix_acl_default",
+            acl((ACL_USER_OBJ, 6, NO_ID), (ACL_GROUP_OBJ, 4, NO_ID), (ACL_GROUP, 6, 4243), (ACL_MASK, 6, NO_ID),
+                (ACL_OTHER, 0, NO_ID)))
+    mine = shared / "any_file"
+    run("run", sweep(tmp_path), "-o", shared / "s.h5", "-q", umask=0o077, check=0)
+    subprocess.run(["touch", mine], check=True, preexec_fn=with_umask(0o077))  # what any program gets
+    assert mode(shared / "s.h5") == mode(mine) == 0o660, oct(mode(shared / "s.h5"))
+    assert os.getxattr(shared / "s.h5", "system.posix_acl_access") == os.getxattr(mine, "system.posix_acl_access")
+
+
+def test_a_replaced_store_keeps_its_access_acl(tmp_path):
+    store = tmp_path / "a.h5"
+    run("run", sweep(tmp_path), "-o", store, "-q", check=0)
+    entries = acl((ACL_USER_OBJ, 6, NO_ID), (ACL_GROUP_OBJ, 4, NO_ID), (ACL_GROUP, 4, 4243), (ACL_MASK, 4, NO_ID),
+                  (ACL_OTHER, 0, NO_ID))
+    set_acl(store, "system.posix_acl_access", entries)
+    run("run", sweep(tmp_path, replicates=2), "-o", store, "-q", umask=0o077, check=0)  # growth
+    assert os.getxattr(store, "system.posix_acl_access") == entries
+    assert mode(store) == 0o640
 
 
 HOLD = """import sys, time, h5py
