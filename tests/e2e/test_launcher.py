@@ -470,17 +470,26 @@ def small_store(directory, *overrides):
     return store
 
 
-@pytest.mark.parametrize("case", ["other-sweep", "not-a-store", "missing-directory", "resume-missing",
-                                  "reuse-itself", "overwrite-a-directory"])
+@pytest.mark.parametrize("case", ["other-sweep", "fewer-replicates", "not-a-store", "missing-directory",
+                                  "resume-missing", "reuse-itself", "overwrite-a-directory", "memory"])
 def test_run_n_refuses_a_store_before_mpiexec_starts(tmp_path, case):
     """Store refusals under -n come from the launcher itself, as a single process says them (the
-    store of another sweep, a file that is no store, a missing directory, --resume of nothing,
-    --reuse of the output, --overwrite of a directory): nothing is written, mpiexec never starts."""
+    store of another sweep, or of more replicates, a file that is no store, a missing directory,
+    --resume of nothing, --reuse of the output, --overwrite of a directory), and so does the memory
+    budget: nothing is written, mpiexec never starts."""
     sweep = [DATA / "kill.toml", "sweep.replicates=1"]
     if case == "other-sweep":
         store = small_store(tmp_path, "model.depth=2")
         args = [*sweep, "model.depth=3", "-o", store]
         expected = "was made from a different sweep file"
+    elif case == "fewer-replicates":
+        store = small_store(tmp_path, "sweep.replicates=2")
+        args = [*sweep, "-o", store]
+        expected = "finished tasks are not tasks of this sweep"
+    elif case == "memory":
+        store = tmp_path / "x.h5"
+        args = [*sweep, "--mem-per-rank", "1K", "-o", store]
+        expected = "--mem-per-rank"
     elif case == "not-a-store":
         store = tmp_path / "notes.h5"
         store.write_text("my notes\n")
