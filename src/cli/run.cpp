@@ -102,9 +102,9 @@ void refuse_over_address_limit(const RunArgs& args) {
 void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
   const int cores = mpi::allreduce_min(parallel::available_processors(threads), MPI_COMM_WORLD);
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  const std::string mine =
-      online > 0 ? plan::oversubscription(ranks_on_node, threads, static_cast<int>(std::min<long>(online, 1 << 30)))
-                 : std::string();
+  const std::string mine = online > 0 ? plan::oversubscription(ranks_on_node, threads,
+                                                               static_cast<int>(std::min<long>(online, 1 << 30)))
+                                      : std::string();
   std::string over;
   for (const auto& text : mpi::gather(mine, 0, MPI_COMM_WORLD))
     if (over.empty()) over = text;
@@ -294,8 +294,8 @@ void say_refused(const RunArgs& args, const std::exception& e) {
 bool ranks_on_this_machine(const std::string& mpiexec) {
   std::istringstream words(mpiexec);
   for (std::string w; words >> w;)
-    if (w.find("host") != std::string::npos || w.find("machinefile") != std::string::npos || w == "-H" ||
-        w == "-f" || w == "--map-by" || w.starts_with("--map-by=") || w == "-npernode" || w == "--npernode")
+    if (w.find("host") != std::string::npos || w.find("machinefile") != std::string::npos || w == "-H" || w == "-f" ||
+        w == "-npernode" || w == "--npernode")
       return false;
   for (const char* name : {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"})
     if (const char* v = std::getenv(name); v && std::atoi(v) > 1) return false;

@@ -88,6 +88,36 @@ void check_reuse_sources(const RunOptions& opt, const store::WriterLock& lock, c
   }
 }
 
+/// Refuse the growth of the store at `path` (of another plan) to `plan` when a finished result of
+/// it would be lost, decided from what compare_with_store reads, without writing. store::grow_in_place
+/// refuses the same stores; the run refuses them here first, and so does check_store, in one message.
+void check_growth(const std::filesystem::path& path, const plan::Plan& plan) {
+  const auto r = store::compare_with_store(path, plan);
+  if (r.blockers.empty() && r.not_in_sweep == 0 && r.other_shards == 0) return;
+  const std::string why =
+      !r.blockers.empty() ? "none of its results fits this sweep"
+      : r.not_in_sweep > 0
+          ? std::to_string(r.not_in_sweep) + " of its " + std::to_string(r.finished) +
+                " finished tasks are not tasks of this sweep"
+          : std::to_string(r.other_shards) + " of its " + std::to_string(r.finished) +
+                " finished tasks belong to other shards of the grown sweep (merge the shards, grow the merged "
+                "store, or --reuse it into each new shard's store)";
+  const auto line = [](const std::vector<std::string>& o) {
+    return o.empty() ? std::string("none") : config::overrides_line(o);
+  };
+  const auto stored = store::read_info(path).overrides;
+  const bool overridden = !stored.empty() || !plan.spec.overrides.empty();
+  const std::string overrides = overridden ? "; the store's overrides: " + line(stored) +
+                                                 ", this run's: " + line(plan.spec.overrides)
+                                           : std::string();
+  const std::string p = path.string();
+  throw StoreError(
+      p + " (sweep '" + r.from_name + "', plan hash " + r.from_hash + ") was made from a different sweep file" +
+      (overridden ? " or command-line overrides" : "") + " (plan hash " + plan.hash + overrides + "), and " + why +
+      ", so it is not grown in place:\n" + store::describe(r) + "write a new store (another -o" +
+      (r.blockers.empty() ? "; add --reuse " + p + " to copy what fits" : std::string()) + ") or pass --overwrite");
+}
+
 /// Open the existing store (grown first when it was made from another version of the sweep
 /// file) or create it; `exists`: a store is at opt.output.
 store::Store open_or_create(const RunContext& c, const store::WriterLock& lock, const store::Provenance& prov,
@@ -95,6 +125,7 @@ store::Store open_or_create(const RunContext& c, const store::WriterLock& lock, 
   const auto& opt = c.opt;
   if (!exists || opt.overwrite) return store::Store::create(lock, c.plan, prov, opt.overwrite);
   if (store::read_info(opt.output).plan_hash != c.plan.hash) {
+    check_growth(opt.output, c.plan);
     const auto grown = store::grow_in_place(lock, c.plan, prov);
     report(opt.events, event::StoreGrown{opt.output.string(), store::describe(grown), grown.copied});
   }
@@ -129,36 +160,6 @@ bool check_claimed(const RunOptions& opt, const store::WriterLock& lock, const p
     throw StoreError(opt.output.string() + " does not exist: nothing to resume (drop --resume to start it)");
   check_reuse_sources(opt, lock, plan);
   return exists;
-}
-
-/// The refusal of store::grow_in_place, decided from what it reads (compare_with_store) without
-/// writing: a finished result of the old store would be lost. Its words are grow_in_place's
-/// (tests/e2e/test_launcher.py compares `run -n` with a single process).
-void check_growth(const std::filesystem::path& path, const plan::Plan& plan) {
-  const auto r = store::compare_with_store(path, plan);
-  if (r.blockers.empty() && r.not_in_sweep == 0 && r.other_shards == 0) return;
-  const std::string why =
-      !r.blockers.empty() ? "none of its results fits this sweep"
-      : r.not_in_sweep > 0
-          ? std::to_string(r.not_in_sweep) + " of its " + std::to_string(r.finished) +
-                " finished tasks are not tasks of this sweep"
-          : std::to_string(r.other_shards) + " of its " + std::to_string(r.finished) +
-                " finished tasks belong to other shards of the grown sweep (merge the shards, grow the merged "
-                "store, or --reuse it into each new shard's store)";
-  const auto line = [](const std::vector<std::string>& o) {
-    return o.empty() ? std::string("none") : config::overrides_line(o);
-  };
-  const auto stored = store::read_info(path).overrides;
-  const bool overridden = !stored.empty() || !plan.spec.overrides.empty();
-  const std::string overrides =
-      overridden ? "; the store's overrides: " + line(stored) + ", this run's: " + line(plan.spec.overrides)
-                 : std::string();
-  const std::string p = path.string();
-  throw StoreError(p + " (sweep '" + r.from_name + "', plan hash " + r.from_hash + ") was made from a different sweep file" +
-                   (overridden ? " or command-line overrides" : "") + " (plan hash " + plan.hash + overrides + "), and " +
-                   why + ", so it is not grown in place:\n" + store::describe(r) + "write a new store (another -o" +
-                   (r.blockers.empty() ? "; add --reuse " + p + " to copy what fits" : std::string()) +
-                   ") or pass --overwrite");
 }
 
 /// Rank 0: take the writer lock, then open or create the store and copy the --reuse results.
