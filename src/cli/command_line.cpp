@@ -15,7 +15,7 @@ CLI::Validator sweep_file_check() {
 }
 
 std::string overrides_help() {
-  return "settings of the sweep file as KEY=VALUE (docs/CONFIG.md \"Overrides on the command line\")";
+  return "settings of the sweep file as KEY=VALUE, also after `--` (docs/CONFIG.md \"Overrides on the command line\")";
 }
 
 std::string overrides_footer(const char* cmd) {
@@ -27,8 +27,13 @@ std::string overrides_footer(const char* cmd) {
       "axes.gap_fix=[none,perp]). model.P and axes.P replace P wherever the file gives it under [model]\n"
       "or [axes], so axes.lambda=[0,1] sweeps a lambda the file fixes. Later overrides win. A bad one\n"
       "exits with code 2 before any work. The store records them (rcsweep info); resuming it needs the\n"
-      "same sweep after overrides (the plan hash is checked).";
-  text.replace(text.find("%s"), 2, cmd);
+      "same sweep after overrides (the plan hash is checked). After `--` no argument is read as an option,\n"
+      "only as an override (or as the sweep file if it was not given before): a program that passes\n"
+      "overrides it did not write itself puts them there, e.g.\n"
+      "  rcsweep %s sweep.toml -o out.h5 -- model.T=256 'axes.lambda=[0,1]'";
+  const std::string name(cmd);
+  for (auto at = text.find("%s"); at != std::string::npos; at = text.find("%s", at + name.size()))
+    text.replace(at, 2, name);
   return text;
 }
 

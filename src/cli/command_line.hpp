@@ -16,10 +16,11 @@ namespace rcsweep::cli {
 /// The sweep file of run and plan: an existing regular file of at most 16 MiB (config::sweep_file_problem).
 CLI::Validator sweep_file_check();
 
-/// The help of the overrides: the positional KEY=VALUE arguments after the sweep file.
+/// The help of the overrides: the positional KEY=VALUE arguments after the sweep file. After the
+/// end-of-options marker `--` (CLI11's) every argument is positional: no option is read there.
 std::string overrides_help();
 
-/// The footer of `cmd --help` (run, plan) that explains the overrides with an example.
+/// The footer of `cmd --help` (run, plan) that explains the overrides, with `--`, by examples.
 std::string overrides_footer(const char* cmd);
 
 /// `rcsweep run` as parsed: its arguments, the --shard text and --mpiexec (run.cpp).

@@ -160,3 +160,34 @@ def test_help_explains_overrides_with_an_example(cmd):
     for words in ("overrides", "KEY=VALUE", f"rcsweep {cmd} sweep.toml model.T=256 axes.lambda=[0,0.5,1]",
                   "zip[0]", "bare word"):
         assert words in out, f"'{words}' missing from {cmd} --help"
+
+
+def test_after_the_end_of_options_marker_every_argument_is_an_override(files):
+    """`--` ends the options: a run with its overrides there is the run with them anywhere, also on
+    2 ranks (mpiexec started by -n passes them on), and an option there is a bad override (exit 2)."""
+    rcsweep("run", files / "sweep.toml", "-o", files / "over.h5", "-q", "-n", 2, "--", *OVERRIDES, check=0)
+    rcsweep("run", files / "edited.toml", "-o", files / "edited.h5", "-q", check=0)
+    assert_same_results(files / "over.h5", files / "edited.h5")
+    store = files / "edited.h5"
+    before = (store.stat().st_ino, store.read_bytes())
+    marker = files / "marker"
+    for after in (["--overwrite=true"], ["--ranks=2", f"--mpiexec=touch {marker}"], ["-o", files / "other.h5"],
+                  ["--help"], ["--", "model.depth=2"]):
+        for cmd in ("run", "plan"):
+            proc = rcsweep(cmd, files / "edited.toml", "-o", store, "-q" if cmd == "run" else "--cores=2", "--",
+                           *after)
+            assert proc.returncode == 2 and ("command-line override '" in proc.stderr or
+                                             "unknown top-level key '--" in proc.stderr), (after, proc.stderr)
+            assert proc.stdout == "", proc.stdout  # not the help
+    assert (store.stat().st_ino, store.read_bytes()) == before
+    assert not marker.exists() and not (files / "other.h5").exists()
+    # the sweep file itself may follow `--` too (a positional argument like any other)
+    out = rcsweep("plan", "--", files / "sweep.toml", "model.depth=4", check=0).stdout
+    assert "layers        0..4 per task" in out
+
+
+@pytest.mark.parametrize("cmd", ["run", "plan"])
+def test_help_explains_the_end_of_options_marker(cmd):
+    out = rcsweep(cmd, "--help", check=0).stdout
+    assert f"rcsweep {cmd} sweep.toml -o out.h5 -- model.T=256 'axes.lambda=[0,1]'" in out
+    assert "After `--` no argument is read as an option" in out
