@@ -13,7 +13,7 @@ __version__ = "0.8.1"  # = the project version (CMakeLists.txt, pyproject.toml; 
 
 from .api import Job, Plan, RcsweepError, RunStopped, Sweep, SweepConfigError, TaskOutcomeWarning  # noqa: F401
 from .export import export  # noqa: F401
-from .load import load, replicate_stats, spectrum, tidy  # noqa: F401
+from .load import StoreInvalid, load, replicate_stats, spectrum, tidy  # noqa: F401
 
 
 def __getattr__(name):

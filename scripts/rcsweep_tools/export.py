@@ -64,12 +64,14 @@ def main(argv=None):
     p.add_argument("-o", "--output", help="output file (default: the store's name with the format's extension)")
     p.add_argument("--format", choices=sorted(SUFFIX), help="default: from the output's extension, else csv")
     a = p.parse_args(argv)
+    from .load import StoreInvalid
+
     if not Path(a.store).is_file():
         print(f"error: {a.store}: no such file", file=sys.stderr)
         return 2
     try:
         out = export(a.store, a.output, a.format)
-    except ExportError as e:
+    except (ExportError, StoreInvalid) as e:  # StoreInvalid: the line `rcsweep info` prints
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (OSError, KeyError) as e:

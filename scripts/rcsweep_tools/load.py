@@ -41,6 +41,7 @@ Only done tasks (status 1) count there; every other status contributes nothing.
 """
 from __future__ import annotations
 
+import math
 import os
 
 import h5py
@@ -113,18 +114,43 @@ SPECTRA = {  # name -> (value datasets, offset dataset, length dataset, stored a
 }
 
 
+class StoreInvalid(ValueError):
+    """A file the readers refuse (docs/SCHEMA.md "What a store must be"): the message is the line
+    `rcsweep info` and `rcsweep run` print for the same file, e.g. "PATH: damaged rcsweep store
+    (/axes/d differs from the stored sweep at value 0)"; `path` and `reason` hold its parts."""
+
+    def __init__(self, message, path=None, reason=None):
+        super().__init__(message)
+        self.path, self.reason = path, reason
+
+
+def _refuse(path, why):
+    raise StoreInvalid(f"{path}: damaged rcsweep store ({why})", path, why)
+
+
 def open_store(path):
-    """h5py.File read-only, HDF5 file locking off (readable while rcsweep writes it); checks it is a
-    store of the schema (check_store)."""
+    """h5py.File read-only, HDF5 file locking off (readable while rcsweep writes it), after
+    check_store: raises StoreInvalid (a ValueError) with the line `rcsweep info` prints for a file
+    that is not an rcsweep store of this schema, FileNotFoundError for a missing file."""
     path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    if not os.path.isfile(path):
+        raise StoreInvalid(f"{path}: not a regular file", path)
     try:
-        f = h5py.File(path, "r", locking=False)
-    except TypeError:  # h5py < 3.5
-        os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
-        f = h5py.File(path, "r")
+        if not h5py.is_hdf5(path):
+            raise StoreInvalid(f"{path}: not an HDF5 file", path)
+    except OSError as e:
+        raise StoreInvalid(f"{path}: cannot open for reading ({e.strerror or e})", path) from None
     try:
-        if f.attrs.get("format") != "rcsweep":
-            raise ValueError(f"{path}: not an rcsweep store (no root attribute format = 'rcsweep')")
+        try:
+            f = h5py.File(path, "r", locking=False)
+        except TypeError:  # h5py < 3.5
+            os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
+            f = h5py.File(path, "r")
+    except OSError as e:
+        raise StoreInvalid(f"{path}: damaged HDF5 file ({e})", path) from None
+    try:
         check_store(f, path)
     except BaseException:
         f.close()
@@ -133,96 +159,503 @@ def open_store(path):
 
 
 F64, I64 = np.dtype("<f8"), np.dtype("<i8")
-# /tasks fields (docs/SCHEMA.md "/tasks"): status is an int8 HDF5 enumeration of the statuses.
-TASK_FIELDS = {"id": np.dtype("<u8"), "point": np.dtype("<u8"), "replicate": np.dtype("<i4"),
-               "status": np.dtype("i1"), "wall_s": F64, "rank": np.dtype("<i4"), "message": np.dtype("S256")}
+# /tasks fields (docs/SCHEMA.md "/tasks") and how the check names their types.
+TASK_FIELDS = {"id": (np.dtype("<u8"), "uint64"), "point": (np.dtype("<u8"), "uint64"),
+               "replicate": (np.dtype("<i4"), "int32"), "status": (np.dtype("i1"), "an int8 enumeration of statuses"),
+               "wall_s": (F64, "float64"), "rank": (np.dtype("<i4"), "int32"),
+               "message": (np.dtype("S256"), "a fixed 256-byte string")}
+STATUS_VALUES = "0=pending,1=done,2=failed,3=diverged,4=not_needed,5=vanished"
+# The model parameters of /points by kind (the registry of src/config/params.cpp; /points stores
+# integers as int64, reals and scales as float64, choices as 16-byte strings).
+INT_PARAMS = ("T", "d", "depth", "heads", "d_qk", "outliers_r", "mlp_ratio", "state_dim")
+FLOAT_PARAMS = ("input_scale", "sigma_qk", "sigma_A", "lambda", "skip_scale", "sigma_v", "lambda_mlp", "alpha",
+                "collapse_rate")
+CHOICE_PARAMS = ("mixer", "input", "norm", "gap_fix", "value_init", "value_scale", "gate", "mlp", "bc_init")
+THEORY_FLOATS = ("C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds")
+MAX_SHORT_TEXT, MAX_LONG_TEXT = 4096, 64 << 20  # bytes (src/store/validate.hpp)
+MAX_GRID, MAX_DEPTH, INT32_MAX = 1_000_000, 100_000, 2**31 - 1
+# Root attributes in the order they are checked: (name, required, longest value in bytes).
+ROOT_TEXTS = (("plan_hash", True, MAX_SHORT_TEXT), ("config", True, MAX_LONG_TEXT), ("overrides", False, MAX_LONG_TEXT),
+              ("created", False, MAX_SHORT_TEXT), ("finished", False, MAX_SHORT_TEXT), ("reused", False, MAX_LONG_TEXT),
+              ("rcsweep_version", False, MAX_SHORT_TEXT), ("git_commit", False, MAX_SHORT_TEXT),
+              ("host", False, MAX_SHORT_TEXT), ("blas", False, MAX_SHORT_TEXT), ("hdf5_version", False, MAX_SHORT_TEXT),
+              ("sweep_name", False, MAX_SHORT_TEXT))
 
 
-def check_store(f, path):
-    """Raise ValueError unless the open store `f` is what docs/SCHEMA.md says, as `rcsweep info`
-    and `run` check it: every object reached by hard links only (no soft or external link) and
-    holding its values in the file, /tasks with its documented fields and types, float64 (little-
-    endian) /layers, /theory, /grad and spectrum values of their shapes, int64 spectrum offsets,
-    an int16 /provenance/platform, and statuses that fit the sweep (not_needed only with adaptive
-    replicates, from their min)."""
-    def bad(why):
-        raise ValueError(f"{path}: not a valid rcsweep store: {why}")
+class _Refused(Exception):
+    """A reason, before the path is put in front of it (check_store)."""
 
+
+def _bad(why):
+    raise _Refused(why)
+
+
+def _dims_text(shape):
+    return " x ".join(str(n) for n in shape) if len(shape) else "scalar"
+
+
+def _open_attr(obj, name, label):
+    if name not in obj.attrs:
+        _bad(f"{label} is missing")
+    aid = h5py.h5a.open(obj.id, name.encode())
+    if aid.get_space().get_simple_extent_npoints() != 1:
+        _bad(f"{label} is not a scalar")
+    return aid
+
+
+def _attr_text(obj, name, max_bytes, where=""):
+    """A scalar string attribute of at most max_bytes bytes, valid UTF-8 (h5::get_attr_text)."""
+    label = f"{where}attribute '{name}'"
+    aid = _open_attr(obj, name, label)
+    t = aid.get_type()
+    if t.get_class() != h5py.h5t.STRING:
+        _bad(f"{label} is not a string")
+    if t.is_variable_str():
+        a = np.empty(aid.shape, dtype=h5py.string_dtype())
+        aid.read(a)
+        raw = a.flat[0]
+        raw = b"" if raw is None else raw.encode() if isinstance(raw, str) else bytes(raw)
+        raw = raw.split(b"\0")[0]
+        if len(raw) > max_bytes:
+            _bad(f"{label} is {len(raw)} bytes long, more than the {max_bytes} it may have")
+    else:
+        size = t.get_size()
+        if size > max_bytes:
+            _bad(f"{label} is {size} bytes long, more than the {max_bytes} it may have")
+        a = np.empty(aid.shape, dtype=f"S{size}")
+        aid.read(a)
+        raw = bytes(a.flat[0]).split(b"\0")[0]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        _bad(f"{label} is not valid UTF-8")
+
+
+def _attr_int(obj, name, dtype="<i8"):
+    label = f"attribute '{name}'"
+    aid = _open_attr(obj, name, label)
+    if aid.get_type().get_class() != h5py.h5t.INTEGER:
+        _bad(f"{label} is not an integer")
+    a = np.empty(aid.shape, dtype=dtype)
+    aid.read(a)
+    return int(a.flat[0])
+
+
+def _int_in(f, name, lo, hi):
+    v = _attr_int(f, name)
+    if v < lo or v > hi:
+        _bad(f"attribute '{name}' = {v} is out of range ({lo} to {hi})")
+    return v
+
+
+def _fnv1a(text):
+    h = 14695981039346656037
+    for c in text.encode("utf-8"):
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def _to_text(v):
+    """config::to_text: a value as a string axis holds it."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return str(v)
+    for prec in range(1, 17):
+        s = "%.*g" % (prec, v)
+        if float(s) == v:
+            return s
+    return "%.17g" % v
+
+
+def _describe(v):
+    """How the sweep-file parser names a value in its messages."""
+    if isinstance(v, bool):
+        return f"a boolean {'true' if v else 'false'}"
+    if isinstance(v, str):
+        return 'a string "' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, int):
+        return f"an integer {v}"
+    if isinstance(v, float):
+        return f"a float {_to_text(v)}"
+    return "an array" if isinstance(v, list) else "a table" if isinstance(v, dict) else "a date/time"
+
+
+def _stored_sweep(attrs):
+    """The sweep kept in `config`: the parts the readers use, checked as the engine checks them."""
+    import tomllib
+
+    config, digest = attrs["config"], attrs["plan_hash"]
+    if len(digest) != 16 or any(c not in "0123456789abcdef" for c in digest):
+        _bad("attribute 'plan_hash' is not 16 hexadecimal digits")
+    if _fnv1a(config) != digest:
+        _bad(f"attribute 'config' (the stored sweep) does not hash to plan_hash {digest} (it hashes to "
+             f"{_fnv1a(config)})")
+    invalid = "attribute 'config' (the stored sweep) is not a valid sweep file: "
+    try:
+        doc = tomllib.loads(config)
+    except tomllib.TOMLDecodeError as e:
+        _bad(invalid + str(e))
+    sweep, model = doc.get("sweep", {}), doc.get("model", {})
+    axes, zips = doc.get("axes", {}), doc.get("zip", [])
+    if not all(isinstance(x, dict) for x in (sweep, model, axes)) or not isinstance(zips, list) or \
+            not all(isinstance(z, dict) for z in zips):
+        _bad(invalid + "[sweep], [model], [axes] and [[zip]] must be tables")
+    reps = sweep.get("replicates", 1)
+    adaptive_min = None
+    if isinstance(reps, dict):  # adaptive replicates: checked as config::parsing::count_key does
+        counts = {}
+        for key, lo in (("min", 2), ("max", 2), ("step", 1)):
+            v = reps.get(key)
+            if v is None:
+                _bad(invalid + f"sweep.replicates.{key}: required: an integer >= {lo}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo or v > MAX_GRID:
+                _bad(invalid + f"sweep.replicates.{key}: must be an integer from {lo} to {MAX_GRID}, got {_describe(v)}")
+            counts[key] = v
+        if counts["min"] > counts["max"]:
+            _bad(invalid + f"sweep.replicates.min: must be <= max ({counts['max']}), got {counts['min']}")
+        reps, adaptive_min = counts["max"], counts["min"]
+    elif isinstance(reps, bool) or not isinstance(reps, int):
+        _bad(invalid + f"sweep.replicates: must be an integer or a table, got {_describe(reps)}")
+    # Grid dimensions: [axes] entries (depth is not one), then each [[zip]] table.
+    dims = [(p, {p: v}) for p, v in axes.items() if p != "depth"] + [(f"zip{k}", dict(z)) for k, z in enumerate(zips)]
+    for dim, members in dims:
+        for p, v in members.items():
+            if not isinstance(v, list) or not v:
+                _bad(invalid + f"{'axes' if dim == p else dim}.{p}: must be a non-empty list")
+    sizes = [len(next(iter(m.values()))) for _, m in dims]
+    n_points = int(np.prod(sizes, dtype=object)) if sizes else 1
+    depths = axes.get("depth")
+    max_depth = max(depths) if isinstance(depths, list) and depths else model.get("depth")
+    return {"reps": reps, "adaptive_min": adaptive_min, "dims": dims, "depths": depths, "model": model,
+            "n_points": n_points, "max_depth": max_depth, "seed": sweep.get("seed"), "name": sweep.get("name")}
+
+
+def _check_objects(f):
+    """Every object reached by hard links only and holding its values in the file."""
     other = f.id.links.visit(lambda name, info: name if info.type != h5py.h5l.TYPE_HARD else None, info=True)
     if other is not None:
         name = "/" + other.decode()
         link = f.get(name, getlink=True)
         if isinstance(link, h5py.ExternalLink):
-            bad(f"{name} is an external link to {link.filename}:{link.path}: every object of a store is its own, "
-                "reached by hard links only")
+            _bad(f"{name} is an external link to {link.filename}:{link.path}: every object of a store is its own, "
+                 "reached by hard links only")
         if isinstance(link, h5py.SoftLink):
-            bad(f"{name} is a soft link to {link.path}: every object of a store is its own, reached by hard links only")
-        bad(f"{name} is a user-defined link: every object of a store is its own, reached by hard links only")
+            _bad(f"{name} is a soft link to {link.path}: every object of a store is its own, reached by hard links only")
+        _bad(f"{name} is a user-defined link: every object of a store is its own, reached by hard links only")
     outside = []
-    f.visititems(lambda name, obj: outside.append(name) if isinstance(obj, h5py.Dataset) and (
+    f.visititems(lambda name, obj: outside.append((name, obj)) if isinstance(obj, h5py.Dataset) and (
         obj.is_virtual or obj.external) else None)
     if outside:
-        bad(f"/{outside[0]} keeps its values outside the store")
+        name, obj = outside[0]
+        where = "a virtual dataset (its values are in other datasets)" if obj.is_virtual else \
+            f"external storage in {_str(obj.external[0][0])}"
+        _bad(f"/{name} keeps its values outside the store ({where})")
 
-    n, lmax = int(f.attrs["n_tasks"]), int(f.attrs["max_depth"])
-    reps = max(int(f.attrs.get("replicates", 1)), 1)
 
-    def dataset(name, dtype, shape=None, ndim=None):
-        d = f.get(name)
-        if not isinstance(d, h5py.Dataset):
-            bad(f"/{name} is missing")
-        if d.dtype != dtype:
-            bad(f"/{name} is {d.dtype}, not {dtype}")
-        if shape is not None and d.shape != shape:
-            bad(f"/{name} has shape {d.shape}, not {shape}")
-        if ndim is not None and d.ndim != ndim:
-            bad(f"/{name} has {d.ndim} dimensions, not {ndim}")
-        return d
+def _check_description(f):
+    """Root attributes, the stored sweep, /axes and /points (src/store/validate.cpp, same order,
+    same reasons)."""
+    attrs = {}
+    for name, required, most in ROOT_TEXTS:
+        if required or name in f.attrs:
+            attrs[name] = _attr_text(f, name, most)
+    seed = _attr_int(f, "seed", "<u8") if "seed" in f.attrs else None
+    reps = _int_in(f, "replicates", 1, MAX_GRID)
+    max_depth = _int_in(f, "max_depth", 0, MAX_DEPTH)
+    n_points = _int_in(f, "n_points", 1, MAX_GRID)
+    n_tasks = _int_in(f, "n_tasks", 1, MAX_GRID * MAX_GRID)
+    _int_in(f, "mpi_ranks", 1, INT32_MAX)
+    _int_in(f, "threads", 1, INT32_MAX)
+    if "blas_threads" in f.attrs:
+        _int_in(f, "blas_threads", 1, INT32_MAX)
 
-    tasks = f.get("tasks")
-    if not isinstance(tasks, h5py.Dataset) or tasks.dtype.names is None:
-        bad("/tasks is not a task table")
-    for field, dtype in TASK_FIELDS.items():
-        if field not in tasks.dtype.names:
-            bad(f"/tasks has no '{field}' field")
-        have = tasks.dtype.fields[field][0]
-        if have != dtype or (field == "status" and not h5py.check_enum_dtype(have)):
-            bad(f"/tasks field '{field}' is {have}, not {dtype}{' (an enumeration)' if field == 'status' else ''}")
-    if tasks.shape != (n,):
-        bad(f"/tasks has shape {tasks.shape}, not ({n},)")
-    for m in LAYER_METRICS:
-        dataset(f"layers/{m}", F64, (n, lmax + 1))
-    for q in f.get("theory", {}):
-        dataset(f"theory/{q}", F64, (n,))
-    for q in f.get("grad", {}):
-        dataset(f"grad/{q}", F64, (n, lmax) if q in ("log10_g", "stderr") else (n, lmax, lmax))
-    for q in f.get("spectra", {}):
-        if q.endswith("_offset"):
-            dataset(f"spectra/{q}", I64, (n, lmax + 1))
-        elif q.endswith("_length"):
-            dataset(f"spectra/{q}", I64, (n,))
+    sweep = _stored_sweep(attrs)
+    if reps != sweep["reps"]:
+        _bad(f"attribute 'replicates' = {reps}, but the stored sweep has {sweep['reps']} replicates per point")
+    if n_points != sweep["n_points"]:
+        _bad(f"attribute 'n_points' = {n_points}, but the stored sweep has {sweep['n_points']} points")
+    if n_tasks != sweep["n_points"] * sweep["reps"]:
+        _bad(f"attribute 'n_tasks' = {n_tasks}, but the stored sweep has {sweep['n_points'] * sweep['reps']} tasks "
+             f"({sweep['n_points']} points x {sweep['reps']} replicates)")
+    if sweep["max_depth"] is not None and max_depth != sweep["max_depth"]:
+        _bad(f"attribute 'max_depth' = {max_depth}, but the stored sweep has depth {sweep['max_depth']}")
+    if seed is not None and sweep["seed"] is not None and seed != sweep["seed"]:
+        _bad(f"attribute 'seed' = {seed}, but the stored sweep has seed {sweep['seed']}")
+    if "sweep_name" in attrs and sweep["name"] is not None and attrs["sweep_name"] != sweep["name"]:
+        _bad("attribute 'sweep_name' is not the stored sweep's name")
+
+    # Attributes of the root are read through no link; every object below it only once its links
+    # and storage are checked.
+    _check_objects(f)
+
+    # /axes: every axis of the stored sweep, in its order, as the writer stores it.
+    axes = []
+    for dim, members in sweep["dims"]:
+        for p, values in members.items():
+            numeric = not any(isinstance(v, str) for v in values)
+            kind = "int64" if p in INT_PARAMS and numeric else "float64" if p in FLOAT_PARAMS and numeric else "text"
+            axes.append((p, dim, kind, values))
+    if isinstance(sweep["depths"], list) and sweep["depths"]:
+        axes.append(("depth", "layer", "int64", sweep["depths"]))
+    g = f.get("axes", getclass=True)
+    if g is None:
+        _bad("/axes is missing")
+    if g is not h5py.Group:
+        _bad("/axes is not a group")
+    order = ",".join(a[0] for a in axes)
+    if _attr_text(f["axes"], "order", MAX_SHORT_TEXT, "/axes ") != order:
+        _bad(f"/axes attribute 'order' does not list the stored sweep's axes ({order})")
+    for axis in axes + [("layer", "layer", "int64", list(range(max_depth + 1)))]:
+        _check_axis(f, *axis)
+    _check_points(f, sweep, axes, n_points, max_depth)
+    return {"reps": reps, "n_tasks": n_tasks, "max_depth": max_depth, "adaptive_min": sweep["adaptive_min"]}
+
+
+def _check_axis(f, name, dim, kind, values):
+    path = f"/axes/{name}"
+    cls = f["axes"].get(name, getclass=True)
+    if cls is None:
+        _bad(f"{path} is missing")
+    if cls is not h5py.Dataset:
+        _bad(f"{path} is not a dataset")
+    d = f["axes"][name]
+    if d.shape != (len(values),):
+        _bad(f"{path} is {_dims_text(d.shape)}, but the stored sweep has {len(values)} values")
+    if kind == "int64" and d.dtype != I64 or kind == "float64" and d.dtype != F64 or kind == "text" and (
+            h5py.check_string_dtype(d.dtype) is None or h5py.check_string_dtype(d.dtype).length is not None):
+        what = {"int64": "an int64", "float64": "a float64", "text": "a variable-length string"}[kind]
+        _bad(f"{path} is not {what} dataset")
+    if _attr_text(d, "dim", MAX_SHORT_TEXT, f"{path} ") != dim:
+        _bad(f"{path} attribute 'dim' is not '{dim}'")
+    if kind == "text":
+        have = d[...]
+        for i, (raw, want) in enumerate(zip(have, values)):
+            raw = b"" if raw is None else raw.encode() if isinstance(raw, str) else bytes(raw)
+            try:
+                text = raw.split(b"\0")[0].decode("utf-8")
+            except UnicodeDecodeError:
+                _bad(f"{path} value {i} is not valid UTF-8")
+            if text != _to_text(want):
+                _bad(f"{path} differs from the stored sweep at value {i}")
+        return
+    have = d[...]
+    if kind == "int64":
+        want = np.array([int(v) for v in values], dtype=np.int64)
+    else:
+        want = np.array([float(v) for v in values], dtype=np.float64)
+    wrong = np.flatnonzero(~(have == want))
+    if wrong.size:
+        _bad(f"{path} differs from the stored sweep at value {wrong[0]}")
+
+
+def _check_points(f, sweep, axes, n_points, max_depth):
+    cls = f.get("points", getclass=True)
+    if cls is None:
+        _bad("/points is missing")
+    if cls is not h5py.Dataset:
+        _bad("/points is not a dataset")
+    d = f["points"]
+    if d.dtype.names is None:
+        _bad("/points is not a point table (a compound dataset)")
+    dim_names = [dim for dim, _ in sweep["dims"]]
+    for name in d.dtype.names:
+        have = d.dtype.fields[name][0]
+        if name in INT_PARAMS or name in FLOAT_PARAMS or name in CHOICE_PARAMS:
+            want, what = ((I64, "int64") if name in INT_PARAMS else (F64, "float64") if name in FLOAT_PARAMS
+                          else (np.dtype("S16"), "a fixed 16-byte string"))
+        elif name.startswith("idx_") and name[4:] in dim_names:
+            want, what = I64, "int64"
         else:
-            dataset(f"spectra/{q}", F64, ndim=1)
-    if "provenance/platform" in f:
-        dataset("provenance/platform", np.dtype("<i2"), (n,))
+            _bad("/points has a field that is neither a model parameter nor idx_<dim> of a grid dimension")
+        if have != want:
+            _bad(f"/points field '{name}' is not {what}")
+    for dim in dim_names:
+        if f"idx_{dim}" not in d.dtype.names:
+            _bad(f"/points has no 'idx_{dim}' field")
+    if d.shape != (n_points,):
+        _bad(f"/points is {_dims_text(d.shape)}, but the stored sweep has {n_points} points")
+    rows = d[...]
+    sizes = [len(next(iter(m.values()))) for _, m in sweep["dims"]]
+    index = np.unravel_index(np.arange(n_points), sizes) if sizes else ()
+    where = {}  # parameter -> (its values, the grid dimension it moves along)
+    for k, (dim, members) in enumerate(sweep["dims"]):
+        for p, values in members.items():
+            where[p] = (values, k)
 
-    status = tasks.fields("status")[...].astype(np.int8) if n else np.zeros(0, np.int8)
+    def expected(p):
+        """The stored sweep's value of `p` at every point (an object array), or None."""
+        if p == "depth":
+            return np.full(n_points, max_depth, dtype=object)
+        if p in where:
+            values, k = where[p]
+            col = np.empty(len(values), dtype=object)
+            col[:] = values
+            return col[index[k]]
+        if p in sweep["model"]:
+            col = np.empty(n_points, dtype=object)
+            col[:] = [sweep["model"][p]] * n_points
+            return col
+        return None
+
+    d_values = expected("d")
+    first = None  # (row, field position, message)
+    for pos, name in enumerate(d.dtype.names):
+        if name.startswith("idx_") and name[4:] in dim_names:
+            wrong = np.flatnonzero(rows[name] != index[dim_names.index(name[4:])]) if sizes else np.zeros(0, int)
+            message = "{row} is not grid point {row} (" + name + ")"
+        else:
+            want = expected(name)
+            if want is None:
+                continue
+            have = rows[name]
+            if name in CHOICE_PARAMS:
+                bad = [bytes(h).split(b"\0")[0] != _to_text(w).encode() for h, w in zip(have, want)]
+            elif name in INT_PARAMS:
+                bad = [not isinstance(w, str) and int(h) != int(w) for h, w in zip(have, want)]
+            else:
+                bad = []
+                for i, (h, w) in enumerate(zip(have, want)):
+                    if isinstance(w, str):
+                        dv = d_values[i] if d_values is not None else None
+                        bad.append(w == "inv_sqrt_d" and isinstance(dv, int) and not isinstance(dv, bool)
+                                   and not float(h) == 1.0 / math.sqrt(dv))
+                    else:
+                        bad.append(not float(h) == float(w))
+            wrong = np.flatnonzero(bad)
+            message = "{row}: " + name + " differs from the stored sweep's point"
+        if wrong.size and (first is None or (wrong[0], pos) < first[:2]):
+            first = (wrong[0], pos, message)
+    if first is not None:
+        _bad("/points row " + first[2].format(row=first[0]))
+
+
+def _dataset(f, name, dtype, what, shape=None, ndim=None):
+    """src/store/store_impl.hpp check_dataset: the shape, then the type."""
+    d = f[name]
+    if shape is not None and d.shape != shape:
+        _bad(f"/{name} is {_dims_text(d.shape)} but must be {_dims_text(shape)}")
+    if ndim is not None and d.ndim != ndim:
+        _bad(f"/{name} is {_dims_text(d.shape)} but must be {ndim}-dimensional")
+    if d.dtype != dtype or d.dtype.names is not None or h5py.check_enum_dtype(d.dtype) is not None:
+        _bad(f"/{name} is not {'an' if what[0] == 'i' else 'a'} {what} dataset")
+
+
+def _require(f, name):
+    parts = name.split("/")
+    for k in range(1, len(parts) + 1):
+        if f.get("/".join(parts[:k]), getclass=True) is None:
+            _bad(f"/{'/'.join(parts[:k])} is missing")
+    if f.get(name, getclass=True) is not h5py.Dataset:
+        _bad(f"/{name} is not a dataset")
+
+
+def check_store(f, path):
+    """Raise StoreInvalid unless the open file `f` is what docs/SCHEMA.md says a store must be,
+    checked as `rcsweep info` and `run` check it, in the same order and with the same reason
+    (src/store/validate.cpp and open.cpp): its identity (format, schema_version); every object
+    reached by hard links only and holding its values in the file; the root attributes (type,
+    bounded size); the stored sweep (`config`: its hash is plan_hash, the counts and [sweep.replicates]
+    it gives); /axes and /points against it; /tasks (fields, rows, ids, statuses that fit the
+    sweep); the result datasets' types and shapes. What this reader cannot check that the engine
+    does: the full sweep-file validation of `config`, where HDF5 keeps each dataset's values."""
+    try:
+        try:
+            _check_identity(f, path)
+            _check(f)
+        except _Refused as r:
+            _refuse(path, str(r))
+    except StoreInvalid:
+        raise
+    except (OSError, KeyError, ValueError, TypeError, IndexError, RuntimeError, MemoryError, OverflowError) as e:
+        # HDF5 could not read what the checks ask for: damage the checks above do not name.
+        _refuse(path, f"{type(e).__name__}: {e}")
+
+
+def _check_identity(f, path):
+    if "format" not in f.attrs:
+        raise StoreInvalid(f"{path} is not an rcsweep store (no 'format' attribute)", path)
+    try:
+        fmt = _attr_text(f, "format", MAX_SHORT_TEXT)
+    except _Refused as r:
+        _refuse(path, str(r))
+    if fmt != "rcsweep":
+        raise StoreInvalid(f"{path} is not an rcsweep store (format = '{fmt}')", path)
+    if "schema_version" not in f.attrs:
+        raise StoreInvalid(f"{path} is not an rcsweep store (no 'schema_version' attribute)", path)
+    version = _attr_int(f, "schema_version")
+    if version != 1:
+        raise StoreInvalid(f"{path}: schema version {version}, this rcsweep reads 1", path)
+
+
+def _check(f):
+    layout = _check_description(f)
+    n, lmax, reps = layout["n_tasks"], layout["max_depth"], layout["reps"]
+
+    _require(f, "tasks")
+    tasks = f["tasks"]
+    if tasks.dtype.names is None or "status" not in tasks.dtype.names:
+        _bad("/tasks is not a task table (no 'status' field)")
+    for field, (dtype, what) in TASK_FIELDS.items():
+        if field not in tasks.dtype.names:
+            _bad(f"/tasks has no '{field}' field")
+        have = tasks.dtype.fields[field][0]
+        if field == "status":
+            members = h5py.check_enum_dtype(have)
+            ok = have == dtype and members and all(STATUS.get(v) == k for k, v in members.items())
+        else:
+            ok = have == dtype and h5py.check_enum_dtype(have) is None
+        if not ok:
+            _bad(f"/tasks field '{field}' is not {what}")
+    if tasks.ndim != 1 or tasks.shape[0] != n:
+        _bad(f"/tasks has {tasks.shape[0] if tasks.ndim else 0} rows, expected {n}")
+    columns = tasks.fields(["id", "point", "replicate", "status"])[...] if n else np.zeros(0, tasks.dtype)
+    status = columns["status"].astype(np.int8)
     wrong = np.flatnonzero((status < 0) | (status > max(STATUS)))
     if wrong.size:
-        bad(f"task {wrong[0]} has an invalid status {status[wrong[0]]}")
+        _bad(f"task {wrong[0]} has an invalid status (not one of {STATUS_VALUES})")
+    ids = np.arange(n, dtype=np.uint64)
+    wrong = np.flatnonzero((columns["id"] != ids) | (columns["point"] != ids // np.uint64(reps)) |
+                           (columns["replicate"].astype(np.int64) != (ids % np.uint64(reps)).astype(np.int64)))
+    if wrong.size:
+        _bad(f"/tasks row {wrong[0]}: id, point or replicate is not task {wrong[0]}'s "
+             "(id = point x replicates + replicate)")
     not_needed = np.flatnonzero(status == NOT_NEEDED)
     if not_needed.size:
-        config = _str(f.attrs.get("config", ""))
-        lines = config.split("\n")
-        if "[sweep.replicates]" not in lines:
-            bad(f"task {not_needed[0]} is not_needed, but its sweep has no adaptive replicates ([sweep.replicates])")
-        rule = lines[lines.index("[sweep.replicates]") + 1:]
-        mins = [int(line.split("=")[1]) for line in rule[:next((i for i, x in enumerate(rule) if x.startswith("[")),
-                                                                len(rule))] if line.startswith("min =")]
-        low = not_needed[not_needed % reps < (mins[0] if mins else 0)]
+        low_min = layout["adaptive_min"]
+        if low_min is None:
+            _bad(f"task {not_needed[0]} is not_needed, but its sweep has no adaptive replicates ([sweep.replicates])")
+        low = not_needed[not_needed % reps < low_min]
         if low.size:
-            bad(f"task {low[0]} is not_needed, but its replicate {low[0] % reps} is below the adaptive rule's "
-                f"min = {mins[0]}, which always runs")
+            _bad(f"task {low[0]} is not_needed, but its replicate {low[0] % reps} is below the adaptive rule's "
+                 f"min = {low_min}, which always runs")
+
+    for m in LAYER_METRICS:
+        _require(f, f"layers/{m}")
+        _dataset(f, f"layers/{m}", F64, "float64", (n, lmax + 1))
+    if "theory" in f:
+        for q in THEORY_FLOATS:
+            if q in f["theory"]:
+                _dataset(f, f"theory/{q}", F64, "float64", (n,))
+    if "grad" in f:
+        for q in ("log10_g", "stderr"):
+            if q in f["grad"]:
+                _dataset(f, f"grad/{q}", F64, "float64", (n, lmax))
+        for q in ("log10_g_all", "stderr_all"):
+            if q in f["grad"]:
+                _dataset(f, f"grad/{q}", F64, "float64", (n, lmax, lmax))
+    if "spectra" in f:
+        for q in ("x_sv", "m_sv", "m_eig_re", "m_eig_im"):
+            if q in f["spectra"]:
+                _dataset(f, f"spectra/{q}", F64, "float64", ndim=1)
+        for q in ("x_sv_offset", "m_offset"):
+            if q in f["spectra"]:
+                _dataset(f, f"spectra/{q}", I64, "int64", (n, lmax + 1))
+        for q in ("x_sv_length", "m_length"):
+            if q in f["spectra"]:
+                _dataset(f, f"spectra/{q}", I64, "int64", (n,))
+    if "provenance" in f and "platform" in f["provenance"]:
+        _dataset(f, "provenance/platform", np.dtype("<i2"), "int16", (n,))
 
 
 def _str(a):
@@ -271,13 +704,8 @@ def load(path):
         gshape = [len(next(iter(m.values()))) for _, m in grid]
         points = f["points"][...]
         tasks = f["tasks"][...]
-        if int(np.prod(gshape)) != len(points) or len(points) * reps != n_tasks:
-            raise ValueError(f"{path}: /axes ({gshape}) do not match {len(points)} points x {reps} replicates")
-        # Points are row-major over the grid dimensions: check against the idx_<dim> columns.
-        idx = np.stack(np.unravel_index(np.arange(len(points)), gshape), axis=1) if gdims else None
-        for k, dim in enumerate(gdims):
-            if not np.array_equal(points[f"idx_{dim}"], idx[:, k]):
-                raise ValueError(f"{path}: /points.idx_{dim} is not in row-major grid order")
+        # check_store (open_store) made sure /axes, /points and /tasks are the stored sweep's: the
+        # grid's shape, points in row-major grid order, tasks in id order.
         tdims = gdims + ["replicate"]
         tshape = gshape + [reps]
         status = tasks["status"].astype(np.int8)
@@ -350,7 +778,7 @@ def load(path):
         data["task"] = (tdims, tasks["id"].astype(np.int64).reshape(tshape), _attrs("task"))
         data["wall_s"] = (tdims, tasks["wall_s"].reshape(tshape), _attrs("wall_s"))
         data["rank"] = (tdims, tasks["rank"].reshape(tshape), _attrs("rank"))
-        data["message"] = (tdims, np.char.decode(tasks["message"]).astype(str).reshape(tshape), _attrs("message"))
+        data["message"] = (tdims, np.char.decode(tasks["message"], "utf-8", "replace").astype(str).reshape(tshape), _attrs("message"))
 
         attrs = {k: (v.item() if isinstance(v, np.generic) else _str(v)) for k, v in f.attrs.items()}
         attrs["path"] = os.path.abspath(os.fspath(path))

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .load import open_store
+from .load import StoreInvalid, open_store
 TABLE_METRICS = ("sr_cov", "sr_x", "mu_rel", "m_gap")
 
 
@@ -37,8 +37,12 @@ def load(path):
     """Per-point arrays: {metric: [n_points, n_replicates, n_layers]}, swept names, point labels."""
     try:  # read-only without HDF5's file lock (a running sweep reads too), checked against the schema
         f = open_store(path)
-    except (OSError, ValueError) as e:
-        sys.exit(f"error: {e}" if str(path) in str(e) else f"error: {path}: {e}")
+    except StoreInvalid as e:  # the line `rcsweep info` prints for the same file, exit 2 like it
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        print(f"error: {e}" if str(path) in str(e) else f"error: {path}: {e}", file=sys.stderr)
+        sys.exit(2)
     with f:
         tasks = f["tasks"][...]
         points = f["points"][...]

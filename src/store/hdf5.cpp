@@ -442,6 +442,96 @@ std::string get_attr_string(hid_t obj, const std::string& name) {
   return buf;
 }
 
+bool is_utf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned c = s[i];
+    std::size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+    } else {
+      return false;
+    }
+    if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return false;
+    for (std::size_t k = 2; k < len; ++k)
+      if (s[i + k] < 0x80 || s[i + k] > 0xBF) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string get_attr_text(hid_t obj, const std::string& name, std::size_t max_bytes, const std::string& where) {
+  const std::string label = where + "attribute '" + name + "'";
+  if (!has_attr(obj, name)) throw StoreError(label + " is missing");
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "cannot open " + label);
+  Handle space(H5Aget_space(attr.id()), "H5Aget_space");
+  if (H5Sget_simple_extent_npoints(space.id()) != 1) throw StoreError(label + " is not a scalar");
+  Handle type(H5Aget_type(attr.id()), "H5Aget_type");
+  if (H5Tget_class(type.id()) != H5T_STRING) throw StoreError(label + " is not a string");
+  const auto too_long = [&](std::size_t bytes) {
+    return StoreError(label + " is " + std::to_string(bytes) + " bytes long, more than the " +
+                      std::to_string(max_bytes) + " it may have");
+  };
+  std::string out;
+  if (check_tri(H5Tis_variable_str(type.id()), "H5Tis_variable_str")) {
+    Handle mem = vlen_string_type();
+    check(H5Tset_cset(mem.id(), H5Tget_cset(type.id())), "H5Tset_cset");
+    char* p = nullptr;
+    check(H5Aread(attr.id(), mem.id(), &p), "cannot read " + label);
+    try {
+      out = p ? p : "";
+    } catch (...) {
+      H5free_memory(p);
+      throw;
+    }
+    if (p) H5free_memory(p);
+    if (out.size() > max_bytes) throw too_long(out.size());
+  } else {
+    const std::size_t size = H5Tget_size(type.id());
+    if (size == 0) fail("H5Tget_size " + name);
+    if (size > max_bytes) throw too_long(size);
+    Handle mem(H5Tcopy(type.id()), "H5Tcopy");
+    std::string buf(size, '\0');
+    check(H5Aread(attr.id(), mem.id(), buf.data()), "cannot read " + label);
+    buf.resize(std::strlen(buf.c_str()));
+    out = std::move(buf);
+  }
+  if (!is_utf8(out)) throw StoreError(label + " is not valid UTF-8");
+  return out;
+}
+
+std::vector<std::string> read_strings(hid_t dset, std::size_t n) {
+  Handle mem = vlen_string_type();
+  std::vector<char*> ptrs(n, nullptr);
+  if (n > 0) check(H5Dread(dset, mem.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "H5Dread");
+  std::vector<std::string> out;
+  try {
+    out.reserve(n);
+    for (char* p : ptrs) out.emplace_back(p ? p : "");
+  } catch (...) {
+    for (char* p : ptrs)
+      if (p) H5free_memory(p);
+    throw;
+  }
+  for (char* p : ptrs)
+    if (p) H5free_memory(p);
+  return out;
+}
+
 namespace {
 // An integer attribute read as the native type `mem_type` (the file may store any integer width).
 template <class Int>

@@ -181,6 +181,16 @@ void set_attr_i64(hid_t obj, const std::string& name, std::int64_t value);
 void set_attr_u64(hid_t obj, const std::string& name, std::uint64_t value);
 /// Read a scalar string attribute (variable or fixed length). Throws when absent or not a string.
 std::string get_attr_string(hid_t obj, const std::string& name);
+/// Read a scalar string attribute of at most `max_bytes` bytes that is valid UTF-8. The
+/// declared size of a fixed-length string is checked before it is read (a variable-length one
+/// holds what the file holds). Throws StoreError "<where>attribute 'NAME' is missing", "... is
+/// not a scalar", "... is not a string", "... is N bytes long, more than the M it may have" or
+/// "... is not valid UTF-8" (`where`: "" for the root group, "/axes " for a group).
+std::string get_attr_text(hid_t obj, const std::string& name, std::size_t max_bytes, const std::string& where = "");
+/// Whether `text` is valid UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
+bool is_utf8(std::string_view text);
+/// The values of a 1-D variable-length string dataset of `n` elements (a null string reads as "").
+std::vector<std::string> read_strings(hid_t dset, std::size_t n);
 /// Read a scalar integer attribute (any integer width) converted to int64 / uint64.
 std::int64_t get_attr_i64(hid_t obj, const std::string& name);
 std::uint64_t get_attr_u64(hid_t obj, const std::string& name);

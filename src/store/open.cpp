@@ -1,7 +1,25 @@
 // Opening an existing store: identity and layout checks, resume, and the summary of `info`.
 #include "store/store_impl.hpp"
+#include "store/validate.hpp"
 
 namespace rcsweep::store {
+
+namespace {
+/// Throw StoreError "/PATH is missing" unless a dataset is at `path` (each group on the way
+/// checked, so that no HDF5 error stands for a missing object).
+void require_dataset(hid_t f, const std::string& path) {
+  std::string at;
+  for (std::size_t pos = 0; pos <= path.size();) {
+    const std::size_t slash = std::min(path.find('/', pos), path.size());
+    at += (at.empty() ? "" : "/") + path.substr(pos, slash - pos);
+    if (!h5::link_exists(f, at)) throw StoreError("/" + at + " is missing");
+    pos = slash + 1;
+  }
+  H5O_info_t info;
+  h5::check(H5Oget_info_by_name2(f, path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT), "H5Oget_info " + path);
+  if (info.type != H5O_TYPE_DATASET) throw StoreError("/" + path + " is not a dataset");
+}
+}  // namespace
 
 std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
   const auto dims = h5::dataset_dims(tasks);
@@ -78,29 +96,22 @@ void check_task_fields(hid_t tasks) {
 
 std::vector<TaskStatus> check_structure(hid_t f, std::uint64_t n_tasks, std::int64_t max_depth,
                                         const StatusRule& rule) {
-  // Links first: nothing below is opened through a link that leaves the file or points elsewhere.
-  if (const auto link = h5::first_non_hard_link(f))
-    throw StoreError(link->path + " is " + (link->kind == "external" ? "an " : "a ") + link->kind + " link" +
-                     (link->target.empty() ? std::string() : " to " + link->target) +
-                     ": every object of a store is its own, reached by hard links only");
-  const haddr_t end = h5::end_of_allocation(f);
-  for (const std::string& name : h5::dataset_paths(f)) {
-    h5::Handle d = h5::open_dataset(f, name);
-    if (const std::string where = h5::storage_outside_file(d.id()); !where.empty())
-      throw StoreError(name + " keeps its values outside the store (" + where + ")");
-    if (const std::string why = h5::storage_mismatch(d.id(), end); !why.empty())
-      throw StoreError(name + " does not fit the file: " + why);
-  }
+  // check_description (root attributes, the stored sweep, links and storage, /axes, /points)
+  // comes first, in read_info and open_checked.
   if (max_depth < 0 || max_depth > std::numeric_limits<int>::max() - 1)
     throw StoreError("max_depth = " + std::to_string(max_depth) + " is out of range");
+  require_dataset(f, "tasks");
   h5::Handle tasks = h5::open_dataset(f, "/tasks");
   check_task_fields(tasks.id());
   std::vector<TaskStatus> status = read_status_column(tasks.id(), n_tasks);
+  check_task_ids(tasks.id(), n_tasks, static_cast<int>(std::max<std::uint64_t>(rule.replicates, 1)));
   check_statuses_fit(status, rule);
 
   const hsize_t n = n_tasks, L1 = static_cast<hsize_t>(max_depth) + 1, L = L1 - 1;
-  for (std::string_view name : metrics::layer_metric_names)
+  for (std::string_view name : metrics::layer_metric_names) {
+    require_dataset(f, "layers/" + std::string(name));
     check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
+  }
   // Groups and datasets that stores of older rcsweeps, or sweeps without them, do not have: their
   // absence is judged against the plan (open_checked).
   if (h5::link_exists(f, "theory"))
@@ -167,6 +178,7 @@ Store Store::open_checked(const std::filesystem::path& path, const plan::Plan& p
   const hid_t f = impl->file.id();
   guard_damage(p, [&] {
     check_identity(f, p);
+    check_description(f);
     const std::string hash = h5::get_attr_string(f, "plan_hash");
     if (hash != plan.hash) {
       std::string name = h5::has_attr(f, "sweep_name") ? h5::get_attr_string(f, "sweep_name") : std::string("?");
@@ -219,9 +231,12 @@ StoreInfo read_info(const std::filesystem::path& path) {
   const hid_t f = file.id();
   return guard_damage(p, [&] {
     check_identity(f, p);
+    const StoreLayout layout = check_description(f);
     StoreInfo info;
     info.format = h5::get_attr_string(f, "format");
     info.schema_version = static_cast<int>(h5::get_attr_i64(f, "schema_version"));
+    // Every attribute read below was checked (check_description): present where required, of its
+    // type and bounded size.
     auto str = [&](const char* name) { return h5::has_attr(f, name) ? h5::get_attr_string(f, name) : std::string(); };
     info.plan_hash = h5::get_attr_string(f, "plan_hash");
     info.config = str("config");
@@ -237,18 +252,12 @@ StoreInfo read_info(const std::filesystem::path& path) {
     info.mpi_ranks = static_cast<int>(h5::get_attr_i64(f, "mpi_ranks"));
     info.threads = static_cast<int>(h5::get_attr_i64(f, "threads"));
     if (h5::has_attr(f, "blas_threads")) info.blas_threads = static_cast<int>(h5::get_attr_i64(f, "blas_threads"));
-    info.n_tasks = h5::get_attr_u64(f, "n_tasks");
-    info.n_points = h5::get_attr_u64(f, "n_points");
-    info.max_depth = static_cast<int>(h5::get_attr_i64(f, "max_depth"));
-
-    std::uint64_t replicates = 0;
-    if (h5::has_attr(f, "replicates")) {
-      const std::int64_t r = h5::get_attr_i64(f, "replicates");
-      if (r < 1) throw StoreError("replicates = " + std::to_string(r) + " is not a number of replicates");
-      replicates = static_cast<std::uint64_t>(r);
-    }
-    const std::vector<TaskStatus> status = check_structure(f, info.n_tasks, info.max_depth,
-                                                           status_rule_of_config(info.config, replicates));
+    info.n_tasks = layout.n_tasks;
+    info.n_points = layout.n_points;
+    info.max_depth = layout.max_depth;
+    const StatusRule rule{layout.spec.adaptive.enabled(), layout.spec.adaptive.min,
+                          static_cast<std::uint64_t>(layout.replicates)};
+    const std::vector<TaskStatus> status = check_structure(f, info.n_tasks, info.max_depth, rule);
     info.platforms = detail::PlatformColumn::open(f, info.n_tasks).count(finished(status));
     for (TaskStatus st : status) {
       switch (st) {

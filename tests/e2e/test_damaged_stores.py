@@ -239,7 +239,7 @@ CASES = [
      (2, STORE + "/tasks is not a task table (no 'status' field))"),
      (2, STORE + "/tasks is not a task table (no 'status' field))")),
     ("/tasks removed", with_h5py(lambda f: f.__delitem__("tasks")),
-     (2, STORE + "cannot open dataset /tasks"), (2, STORE + "cannot open dataset /tasks")),
+     (2, STORE + "/tasks is missing)"), (2, STORE + "/tasks is missing)")),
     ("/layers/mu of the wrong shape", with_h5py(replace_dataset("layers/mu", np.zeros((N_TASKS, N_LAYERS - 1)))),
      (2, STORE + "/layers/mu is 4 x 3 but must be 4 x 4)"), (2, STORE + "/layers/mu is 4 x 3 but must be 4 x 4)")),
     ("/layers/fro of integers", with_h5py(replace_dataset("layers/fro", np.zeros((N_TASKS, N_LAYERS), "i4"))),
