@@ -24,7 +24,16 @@ they build. An unknown keyword raises TypeError naming it.
 
 The sweep file is written next to the store (`width.toml` for `width.h5`), so the store, its sweep
 file and the job script stay together. Running again resumes, or grows the store when the sweep
-grew (docs/CONFIG.md "Growing a sweep"). The program is $RCSWEEP_BIN, else `rcsweep` on PATH, else
+grew (docs/CONFIG.md "Growing a sweep"). Such a file starts with a comment that marks it as this
+module's (with a digest of the rest): one it wrote and nobody edited since is replaced when the
+sweep changes; any other file there (the user's, one edited since, a symbolic link) is kept, and
+the call raises FileExistsError naming it before anything runs, unless overwrite_sweep_file=True.
+`plan()` without a store runs on a temporary sweep file, which its output and errors call
+NAME.toml (the sweep's name).
+
+Overrides are KEY=VALUE pairs only (a dict {KEY: value} or "KEY=VALUE" strings, KEY a dotted key
+path); anything else raises ValueError naming it before anything runs. They are passed last, after
+the end-of-options marker `--`, so no value of any keyword is read as an option. The program is $RCSWEEP_BIN, else `rcsweep` on PATH, else
 the checkout's build/rcsweep; mpiexec is the `mpiexec` argument, else $RCSWEEP_MPIEXEC, else
 `mpiexec` (with --allow-run-as-root as root, and --oversubscribe for more ranks x threads than
 cores).
@@ -126,6 +135,12 @@ def _toml_key(k):
     return k if _BARE_KEY.match(k) else _toml_value(k)
 
 
+# A TOML basic string's escapes: the quote, the backslash and every control character.
+_TOML_ESCAPES = {**{c: f"\\u{c:04X}" for c in (*range(0x20), 0x7F)},
+                 **{ord(c): e for c, e in (('"', '\\"'), ("\\", "\\\\"), ("\b", "\\b"), ("\t", "\\t"),
+                                           ("\n", "\\n"), ("\f", "\\f"), ("\r", "\\r"))}}
+
+
 def _toml_value(v):
     if hasattr(v, "tolist"):  # numpy scalars and arrays
         v = v.tolist()
@@ -140,7 +155,7 @@ def _toml_value(v):
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        return '"' + v.translate(_TOML_ESCAPES) + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, Mapping):  # an inline table
@@ -238,7 +253,10 @@ def _write_beside(path, text, what, overwrite=False):
         return path
     data = _marked(text, what).encode("utf-8", "surrogateescape")
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    except OSError as e:
+        raise type(e)(e.errno, f"{e.strerror}: cannot write the {what} beside the store", str(path)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             if keep_mode:
@@ -502,8 +520,13 @@ class Sweep:
                       largest bundle does not fit)
         mem_per_node  memory of one node, "256G" or bytes (`--mem-per-node`)
         overrides     {KEY: value} or ["KEY=VALUE", ...] applied to the sweep file
-                      (docs/CONFIG.md "Overrides on the command line")
-        args          more command-line arguments, passed as given
+                      (docs/CONFIG.md "Overrides on the command line"), passed after `--`; anything
+                      else (a KEY that is not a dotted key path, e.g. "--cores=4") raises ValueError
+        args          more `rcsweep plan` options, a list passed as given, before `--`; -o/--output
+                      (store=), --emit (submit) and `--` raise ValueError
+        overwrite_sweep_file  with a store: replace a NAME.toml beside it that this module did not
+                      write (or that was edited since), or a symbolic link there (not its target);
+                      without it such a file is kept and FileExistsError names it
         """
         _reject_unknown("plan", unknown, _PLAN_OPTIONS + ("overwrite_sweep_file",))
 
@@ -603,7 +626,8 @@ class Sweep:
                       root and --oversubscribe for more ranks x threads than cores
         overrides     {KEY: value} (the value written as TOML) or ["KEY=VALUE", ...] (the command
                       line's syntax) applied to the sweep file, e.g. {"model.T": 256,
-                      "axes.lambda": [0, 0.5]}; the store records them (docs/CONFIG.md "Overrides")
+                      "axes.lambda": [0, 0.5]}; the store records them (docs/CONFIG.md "Overrides");
+                      passed after `--`; anything else (e.g. "--overwrite=true") raises ValueError
         resume        require an existing store and continue it (`--resume`)
         overwrite     replace an existing store (`--overwrite`)
         shard         (i, n) or "i/n": only the tasks with id % n == i (`--shard`; adaptive
@@ -621,10 +645,16 @@ class Sweep:
         progress      show a progress bar of the run's work with rcsweep's ETA (tqdm's: a widget in a
                       notebook; a line on stderr without tqdm) and its notes on this process's stderr, as
                       they come; default: quiet (`-q`). `quiet=False` is the same as progress=True
+        overwrite_sweep_file  replace a NAME.toml beside the store that this module did not write (or
+                      that was edited since), or a symbolic link there (not its target); without it
+                      such a file is kept and FileExistsError names it, before anything runs
         on_event      a function called with each event of the run as a dict ({"event": "progress",
                       "fraction": 0.4, ...}: `rcsweep run --progress json`, docs/EVENTS.md), in a reader
-                      thread, as they come; an exception it raises is raised by run when rcsweep ends
-        args          more command-line arguments, passed as given
+                      thread, as they come; an exception it raises (any) is raised by run when
+                      rcsweep ends, and it gets no more events (the pipes are read to their end)
+        args          more `rcsweep run` options, a list passed as given, before `--`; an option
+                      that a keyword gives (-o, -n, --mpiexec, --overwrite, --resume, -q,
+                      --progress) and `--` raise ValueError: give the keyword
         load          return the loaded Dataset (default) or, False, the store's Path
 
         Exit codes: 0 (every task ran to an outcome: done, diverged or vanished) and 3 (finished,
@@ -669,8 +699,12 @@ class Sweep:
         launcher ("mpiexec" or "srun"), mpi ("openmpi", "mpich", "intel"), srun_mpi, setup (a file
         of `module load` lines)   `plan --emit`'s options of the same names (docs/CLUSTER.md)
         run_args      more `rcsweep run` options for the job (its RCSWEEP_ARGS), e.g.
-                      ["--retry-failed"], ["--mem-per-rank", "3G"]
-        sbatch_args   more sbatch options, passed as given
+                      ["--retry-failed"], ["--mem-per-rank", "3G"]; those of run's keywords (-o,
+                      -n, --mpiexec, --overwrite, ...) and `--` raise ValueError
+        sbatch_args   more sbatch options, a list passed as given
+        overwrite_sweep_file  replace NAME.toml and NAME.slurm.sh beside the store even when this
+                      module did not write them (or they were edited since); without it such a
+                      file is kept and FileExistsError names it, before anything runs
         """
         _reject_unknown("submit", unknown, _SUBMIT_OPTIONS + ("overwrite_sweep_file",))
         store = Path(store).resolve()

@@ -673,3 +673,11 @@ def test_the_bar_takes_progress_events_that_lack_or_garble_fields():
     bar({"event": "progress", "tasks_done": 1, "fraction": "x", "eta_s": float("nan")})
     assert out.getvalue() == "[rcsweep]   0.0% of work, ?/? tasks, ETA ?\n[rcsweep]   0.0% of work, 1/? tasks, ETA ?\n"
     assert parse_event(b'{"event": "note", "text": "caf\xe9"}') == {"event": "note", "text": "caf\ufffd"}
+
+
+def test_strings_cannot_leave_their_toml_string():
+    import tomllib
+    name = 'x"\n[model]\nT = 99\r\x1b\\ \x7f\t\u00e9'
+    text = Sweep(name, model={"mixer": name, 'odd "key"': 1}).toml()
+    doc = tomllib.loads(text)
+    assert doc["sweep"]["name"] == name and doc["model"] == {"mixer": name, 'odd "key"': 1}
