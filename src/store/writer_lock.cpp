@@ -222,9 +222,9 @@ namespace {
 /// granted. Where flock is emulated with POSIX locks (NFS) it is not, and neither would HDF5's
 /// flock of a store file be beside the store's OFD lock: then no inode locks are taken.
 bool ofd_beside_flock(const fs::path& lock_path) {
-  const int other = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  const int other = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (other < 0) return false;
-  const bool ok = ofd_lock(other, F_WRLCK) == 0;
+  const bool ok = ofd_lock(other, F_RDLCK) == 0;
   ::close(other);
   return ok;
 }
@@ -568,7 +568,8 @@ bool same_file(const fs::path& a, const fs::path& b) {
 
 bool hdf5_file_locking_off() {
   const char* v = std::getenv("HDF5_USE_FILE_LOCKING");
-  return v && (std::string_view(v) == "FALSE" || std::string_view(v) == "false" || std::string_view(v) == "0");
+  // As HDF5 1.10 reads it (H5F__parse_file_lock_env_var): "FALSE" or "0", case-sensitive.
+  return v && (std::string_view(v) == "FALSE" || std::string_view(v) == "0");
 }
 
 namespace lock_file {

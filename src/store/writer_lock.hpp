@@ -92,8 +92,8 @@ void fsync_directory(const std::filesystem::path& file) noexcept;
 /// Whether two paths name the same existing file (device and inode, symlinks followed).
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 
-/// Whether HDF5's own file locking is switched off for this process (HDF5_USE_FILE_LOCKING=FALSE,
-/// as many sites set it): then, on a file system without flock, nothing keeps two writers apart.
+/// Whether HDF5's own file locking is switched off for this process (HDF5_USE_FILE_LOCKING=FALSE
+/// or 0, as many sites set it): then, where enforced() is false, nothing keeps two writers apart.
 bool hdf5_file_locking_off();
 
 /// The lock file's format and names (writer_lock.cpp), exposed for its tests.

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -433,6 +434,22 @@ TEST_F(WriterLockTest, TheLockFileFormatRoundTripsAndRejectsWhatItDidNotWrite) {
   EXPECT_TRUE(lock_file::parse("host h, pid 1, since 2020-01-01T00:00:00Z, stopping\n"));
   EXPECT_EQ(lock_file::sanitise("a\x1b[2Jb\\\xc3\xa9\xff"), "a\\x1B[2Jb\\x5C\xc3\xa9\\xFF");
   EXPECT_EQ(lock_file::sanitise(std::string(1000, 'a'), 10), std::string(10, 'a') + "...");
+}
+
+TEST(Hdf5FileLocking, IsOffOnlyWhenTheEnvironmentSaysFalse) {
+  const char* was = std::getenv("HDF5_USE_FILE_LOCKING");
+  const std::string saved = was ? was : "";
+  for (const char* v : {"FALSE", "0"}) {
+    setenv("HDF5_USE_FILE_LOCKING", v, 1);
+    EXPECT_TRUE(hdf5_file_locking_off()) << v;
+  }
+  for (const char* v : {"TRUE", "BEST_EFFORT", "1", "false"}) {  // HDF5 reads "false" as on
+    setenv("HDF5_USE_FILE_LOCKING", v, 1);
+    EXPECT_FALSE(hdf5_file_locking_off()) << v;
+  }
+  unsetenv("HDF5_USE_FILE_LOCKING");
+  EXPECT_FALSE(hdf5_file_locking_off());
+  if (was) setenv("HDF5_USE_FILE_LOCKING", saved.c_str(), 1);
 }
 
 TEST_F(WriterLockTest, SameFileComparesInodesThroughLinks) {
