@@ -480,7 +480,10 @@ class Sweep:
             proc = subprocess.run(args(sweep), capture_output=True, text=True, errors="replace")
         finally:
             sweep.unlink(missing_ok=True)
-            os.rmdir(folder)
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
         here = os.path.join(folder, "")
         return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.replace(here, ""),
                                            proc.stderr.replace(here, ""))
@@ -508,6 +511,8 @@ class Sweep:
     def plan(self, cores=None, store=None, *, ranks=None, threads=None, shard=None, mem_per_rank=None,
              mem_per_node=None, overrides=None, args=(), overwrite_sweep_file=False, **unknown):
         """`rcsweep plan`: points, tasks, bundles, time and memory, and the layout. Returns a Plan.
+        Without a store the plan reads a temporary sweep file, which its text and errors call
+        NAME.toml (NAME the sweep's name): the file `run("NAME.h5")` writes beside the store.
 
         cores         cores to plan for (`--cores`; default: this machine's)
         store         a store: what `run(store)` would do with it (`-o`: start, resume, grow or
