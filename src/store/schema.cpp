@@ -468,6 +468,15 @@ bool locked_through_hdf5_here(const struct stat& st) {
   return false;
 }
 
+/// Throw StoreError (open_elsewhere_message) when another program holds HDF5's file lock on the
+/// store at `target` (`old`: its lstat), which a replacement would pull from under it: a program
+/// that reads it would go on reading a file that is no longer the store. rcsweep's own readers take
+/// no lock.
+void refuse_if_open_elsewhere(const std::filesystem::path& target, const struct stat& old, const std::string& p) {
+  if (S_ISREG(old.st_mode) && !locked_through_hdf5_here(old) && hdf5_lock_held_elsewhere(target))
+    throw StoreError(open_elsewhere_message(p));
+}
+
 /// Run `fn(fd)` on a descriptor of the file HDF5 writes `file` through: its own, or with a driver
 /// that has none, one opened by name for the call.
 template <class F>
@@ -494,6 +503,9 @@ Store Store::build(const WriterLock& lock, const plan::Plan& plan, const Provena
   impl->lock = lock;
   impl->path = lock.given();
   impl->load_plan(plan);
+  // A store that will be replaced (--overwrite, growth, merge --overwrite) and is open in another
+  // program: refused before any work; publish() looks again.
+  if (struct stat old {}; ::lstat(lock.path().c_str(), &old) == 0) refuse_if_open_elsewhere(lock.path(), old, p);
   // A temporary name that no other process has (O_EXCL), so that a kill while the datasets are
   // being allocated never leaves a half-made file under the store's name; the next writer of the
   // store removes such leftovers (WriterLock::acquire).
@@ -539,10 +551,7 @@ void Store::publish(bool replace) {
       with_descriptor(s.file.id(), temporary, p, [&](int fd) { keep_mode_and_owner(fd, target, old, p); });
     // Durable before it replaces anything: the old store is lost only once the new one is on disk.
     h5::fsync_file(s.file.id());
-    // A program that has the old store open with HDF5's lock (h5py in a notebook) would go on
-    // reading a file that is no longer the store. rcsweep's own readers take no lock.
-    if (had_old && !locked_through_hdf5_here(old) && hdf5_lock_held_elsewhere(target))
-      throw StoreError(open_elsewhere_message(p));
+    if (had_old) refuse_if_open_elsewhere(target, old, p);
     if (std::rename(temporary.c_str(), target.c_str()) != 0)
       throw StoreError("cannot replace " + p + ": " + std::strerror(errno));
     fsync_directory(target);
