@@ -132,3 +132,15 @@ def test_per_channel_mixer_is_not_covered(tmp_path, mixer):
     points, status, th, _ = run_sweep(tmp_path, "s4d", text_)
     assert (status == 1).all()
     assert (th["bound_applies"] == 0).all() and (th["bound_reason"] == NOT_COVERED).all()
+
+
+def test_without_mu_only_the_last_hypothesis_is_undecided(tmp_path):
+    """[output] metrics without mu_rel: bound_holds is NaN, and so are bound_applies and bound_reason
+    where only mu(X_0)^2 >= b is left to decide; a stack outside the theorem is still 0, reason 1."""
+    text_ = COMPONENTS.split("[axes]")[0] + '[axes]\nnorm = ["rms", "layernorm"]\n[output]\nmetrics = ["sr_cov"]\n'
+    points, status, th, _ = run_sweep(tmp_path, "nomu", text_)
+    assert (status == 1).all()
+    rms = np.array([text(v) for v in points["norm"]]) == "rms"
+    assert np.isnan(th["bound_holds"]).all()
+    assert np.isnan(th["bound_applies"][rms]).all() and np.isnan(th["bound_reason"][rms]).all()
+    assert (th["bound_applies"][~rms] == 0).all() and (th["bound_reason"][~rms] == NOT_COVERED).all()
