@@ -484,44 +484,50 @@ def _check_points(f, sweep, axes, n_points, max_depth):
             where[p] = (values, k)
 
     def expected(p):
-        """The stored sweep's value of `p` at every point (an object array), or None."""
+        """The stored sweep's values of `p` and, per point, which of them (None: the first)."""
         if p == "depth":
-            return np.full(n_points, max_depth, dtype=object)
+            return [max_depth], None
         if p in where:
             values, k = where[p]
-            col = np.empty(len(values), dtype=object)
-            col[:] = values
-            return col[index[k]]
+            return values, index[k]
         if p in sweep["model"]:
-            col = np.empty(n_points, dtype=object)
-            col[:] = [sweep["model"][p]] * n_points
-            return col
+            return [sweep["model"][p]], None
         return None
 
-    d_values = expected("d")
+    def per_point(column, pick):
+        return column[pick] if pick is not None else np.broadcast_to(column[0], (n_points,))
+
+    d_source = expected("d")
+    d_values = None
+    if d_source is not None and all(isinstance(v, int) and not isinstance(v, bool) for v in d_source[0]):
+        d_values = per_point(np.array(d_source[0], dtype=np.int64), d_source[1])
     first = None  # (row, field position, message)
     for pos, name in enumerate(d.dtype.names):
         if name.startswith("idx_") and name[4:] in dim_names:
             wrong = np.flatnonzero(rows[name] != index[dim_names.index(name[4:])]) if sizes else np.zeros(0, int)
             message = "{row} is not grid point {row} (" + name + ")"
         else:
-            want = expected(name)
-            if want is None:
+            source = expected(name)
+            if source is None:
                 continue
+            values, pick = source
             have = rows[name]
-            if name in CHOICE_PARAMS:
-                bad = [bytes(h).split(b"\0")[0] != _to_text(w).encode() for h, w in zip(have, want)]
+            if name in CHOICE_PARAMS:  # compared as the bytes before the first NUL
+                column = np.array([_to_text(v).encode() for v in values] + [b""], dtype=object)[:-1]
+                stored = np.array([bytes(h).split(b"\0")[0] for h in have], dtype=object) if len(have) else have
+                bad = stored != per_point(column, pick)
             elif name in INT_PARAMS:
-                bad = [not isinstance(w, str) and int(h) != int(w) for h, w in zip(have, want)]
+                skip = np.array([isinstance(v, str) for v in values])
+                column = np.array([0 if isinstance(v, str) else int(v) for v in values], dtype=np.int64)
+                bad = (have != per_point(column, pick)) & ~per_point(skip, pick)
             else:
-                bad = []
-                for i, (h, w) in enumerate(zip(have, want)):
-                    if isinstance(w, str):
-                        dv = d_values[i] if d_values is not None else None
-                        bad.append(w == "inv_sqrt_d" and isinstance(dv, int) and not isinstance(dv, bool)
-                                   and not float(h) == 1.0 / math.sqrt(dv))
-                    else:
-                        bad.append(not float(h) == float(w))
+                keyword = np.array([isinstance(v, str) for v in values])
+                column = np.array([0.0 if isinstance(v, str) else float(v) for v in values], dtype=np.float64)
+                bad = ~(have == per_point(column, pick)) & ~per_point(keyword, pick)
+                inv = per_point(np.array([v == "inv_sqrt_d" for v in values]), pick)
+                if inv.any() and d_values is not None:  # "inv_sqrt_d" is stored resolved: 1/sqrt(d) of the point
+                    with np.errstate(all="ignore"):
+                        bad = bad | (inv & ~(have == 1.0 / np.sqrt(d_values.astype(np.float64))))
             wrong = np.flatnonzero(bad)
             message = "{row}: " + name + " differs from the stored sweep's point"
         if wrong.size and (first is None or (wrong[0], pos) < first[:2]):

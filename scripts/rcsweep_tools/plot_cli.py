@@ -161,7 +161,7 @@ def main(argv=None):
         print(f"rcsweep-plot: -o {out}: the output must end in .png or .svg", file=sys.stderr)
         return 2
 
-    from rcsweep_tools import StoreInvalid, load
+    from rcsweep_tools import load
     from rcsweep_tools.plot import FigureDataError, style
 
     if not Path(a.store).is_file():
@@ -169,10 +169,7 @@ def main(argv=None):
         return 2
     try:
         ds = load(a.store)
-    except StoreInvalid as e:  # the line `rcsweep info` prints for the same file
-        print(f"rcsweep-plot: error: {e}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError) as e:  # StoreInvalid (a ValueError): the line `rcsweep info` prints
         print(f"rcsweep-plot: {a.store}: cannot read as an rcsweep store: {e}", file=sys.stderr)
         return 2
     with style(a.style):

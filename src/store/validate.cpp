@@ -296,7 +296,27 @@ void check_points(hid_t f, const config::SweepSpec& spec, std::uint64_t n_points
       mt = H5T_NATIVE_DOUBLE;
     h5::check(H5Tinsert(mem.id(), field.name.c_str(), field.offset, mt), "H5Tinsert " + field.name);
   }
+  // Where each parameter's value comes from (as config::SweepSpec::point): the column of the grid
+  // dimension that sweeps it, else the base value; depth is max_depth.
+  struct Source {
+    const std::vector<config::ParamValue>* column = nullptr;
+    std::size_t dim = 0;
+    const config::ParamValue* value = nullptr;
+  };
+  const config::ParamValue depth_value{std::int64_t{spec.max_depth()}};
+  std::vector<Source> source(reg.size());
+  for (std::size_t i = 0; i < reg.size() && i < spec.base.size(); ++i) source[i].value = &spec.base[i];
+  for (std::size_t k = 0; k < n_dims; ++k)
+    for (std::size_t c = 0; c < spec.dims[k].params.size(); ++c)
+      if (const auto idx = config::param_index(spec.dims[k].params[c])) source[*idx] = {&spec.dims[k].columns[c], k};
+  source[*config::param_index("depth")] = {nullptr, 0, &depth_value};
+  std::vector<std::size_t> index(n_dims, 0);  // row-major position of the row being checked
+  const auto value_at = [&](std::size_t param) -> const config::ParamValue* {
+    const Source& src = source[param];
+    return src.column ? &(*src.column)[index[src.dim]] : src.value;
+  };
   const std::size_t d_index = *config::param_index("d");
+
   h5::Handle fspace(H5Dget_space(d.id()), "H5Dget_space /points");
   std::vector<char> block(std::min<std::uint64_t>(n_points, points_block_rows) * row_bytes);
   for (std::uint64_t start = 0; start < n_points; start += points_block_rows) {
@@ -308,9 +328,8 @@ void check_points(hid_t f, const config::SweepSpec& spec, std::uint64_t n_points
     for (hsize_t r = 0; r < count; ++r) {
       const std::uint64_t p = start + r;
       const char* row = block.data() + r * row_bytes;
-      const std::vector<std::size_t> index = spec.point_index(p);
-      const std::vector<config::ParamValue> values = spec.point(p);
-      const auto d_value = std::get_if<std::int64_t>(&values[d_index]);
+      const config::ParamValue* d_value = value_at(d_index);
+      const auto* d_int = d_value ? std::get_if<std::int64_t>(d_value) : nullptr;
       for (const Field& field : fields) {
         const char* slot = row + field.offset;
         if (!field.param) {
@@ -321,36 +340,42 @@ void check_points(hid_t f, const config::SweepSpec& spec, std::uint64_t n_points
                              field.name + ")");
           continue;
         }
-        const config::ParamValue& want = values[*field.param];
+        const config::ParamValue* want = value_at(*field.param);
+        if (!want) continue;
         bool same = true;
         switch (reg[*field.param].kind) {
           case config::ParamKind::integer: {
             std::int64_t v = 0;
             std::memcpy(&v, slot, sizeof v);
-            same = std::holds_alternative<std::string>(want) || v == as_int(want);
+            same = std::holds_alternative<std::string>(*want) || v == as_int(*want);
             break;
           }
           case config::ParamKind::real:
           case config::ParamKind::scale: {
             double v = 0;
             std::memcpy(&v, slot, sizeof v);
-            if (const auto* s = std::get_if<std::string>(&want)) {
+            if (const auto* s = std::get_if<std::string>(want)) {
               // "inv_sqrt_d" is stored resolved; another keyword (lambda_mlp = "lambda") is not compared.
-              if (*s == "inv_sqrt_d" && d_value) same = v == 1.0 / std::sqrt(static_cast<double>(*d_value));
+              if (*s == "inv_sqrt_d" && d_int) same = v == 1.0 / std::sqrt(static_cast<double>(*d_int));
             } else {
-              same = v == as_double(want);
+              same = v == as_double(*want);
             }
             break;
           }
           case config::ParamKind::choice: {
-            const std::string v(slot, strnlen(slot, choice_bytes));
-            same = v == config::to_text(want);
+            const std::size_t n = strnlen(slot, choice_bytes);
+            const std::string* s = std::get_if<std::string>(want);
+            same = s ? std::string_view(slot, n) == *s : std::string_view(slot, n) == config::to_text(*want);
             break;
           }
         }
         if (!same)
           throw StoreError("/points row " + std::to_string(p) + ": " + field.name +
                            " differs from the stored sweep's point");
+      }
+      for (std::size_t k = n_dims; k-- > 0;) {  // the next grid point: the last dimension fastest
+        if (++index[k] < spec.dims[k].size()) break;
+        index[k] = 0;
       }
     }
   }
