@@ -44,6 +44,7 @@ loaded, with a TaskOutcomeWarning giving the counts of failed and pending tasks 
 (stopped early by a signal or the time limit: run again to resume), 1 and others RcsweepError.
 """
 import codecs
+import collections
 import difflib
 import hashlib
 import json
@@ -655,8 +656,9 @@ class Sweep:
                       such a file is kept and FileExistsError names it, before anything runs
         on_event      a function called with each event of the run as a dict ({"event": "progress",
                       "fraction": 0.4, ...}: `rcsweep run --progress json`, docs/EVENTS.md), in a reader
-                      thread, as they come; an exception it raises (any) is raised by run when
-                      rcsweep ends, and it gets no more events (the pipes are read to their end)
+                      thread of its own, as they come (a slow one gets them late, never holding
+                      the run); an exception it raises (any) is raised by run when rcsweep ends,
+                      and it gets no more events (the pipes are still read to their end)
         args          more `rcsweep run` options, a list passed as given, before `--`; an option
                       that a keyword gives (-o, -n, --mpiexec, --overwrite, --resume, -q,
                       --progress) and `--` raise ValueError: give the keyword
@@ -883,11 +885,12 @@ def _echo(sink, text):
 def _run_engine(cmd, echo=False, handlers=()):
     """Run rcsweep; capture stdout and stderr (bytes that are not UTF-8 read as U+FFFD), also
     copied to sys.stdout/sys.stderr as they come when `echo`. With `handlers`, stdout carries events
-    (`--progress json`): each handler is called with each event as a dict (from a reader thread),
-    the other lines are echoed. The first exception a handler raises (any, KeyboardInterrupt
-    included) is raised when rcsweep ends; that handler gets no more events. Whatever the bytes,
-    the handlers and the sinks do, both pipes are read to their end, so rcsweep never waits on a
-    full pipe. Progress events come every second (RCSWEEP_PROGRESS_INTERVAL unless set). An
+    (`--progress json`): each handler is called with each event as a dict, in order, from a thread
+    of its own, so a slow handler gets the events late but never holds the pipe (every event is
+    delivered before this returns); the other lines are echoed. The first exception a handler
+    raises (any, KeyboardInterrupt included) is raised when rcsweep ends; that handler gets no more
+    events. Whatever the bytes, the handlers and the sinks do, both pipes are read to their end, so
+    rcsweep never waits on a full pipe. Progress events come every second (RCSWEEP_PROGRESS_INTERVAL unless set). An
     interrupt (KeyboardInterrupt: Ctrl-C, a notebook's stop button) stops rcsweep cleanly (it keeps
     every finished task; exit 4) before it is raised; a second one at once."""
     env = None
@@ -897,20 +900,37 @@ def _run_engine(cmd, echo=False, handlers=()):
     chunks = {"out": [], "err": []}
     failures = []
     live = list(handlers)
+    waiting = collections.deque()  # events read, not yet given to the handlers; None: no more
+    arrived = threading.Condition()
+
+    def deliver():
+        """Give each event to the handlers, in order; an exception is recorded, never raised."""
+        while True:
+            with arrived:
+                while not waiting:
+                    arrived.wait()
+                ev = waiting.popleft()
+            if ev is None:
+                return
+            for h in list(live):
+                try:
+                    h(ev)
+                except BaseException as e:  # raised in the caller's thread once rcsweep ends
+                    failures.append(e)
+                    live.remove(h)
+
+    def queue(ev):
+        with arrived:
+            waiting.append(ev)
+            arrived.notify()
 
     def handle(text, sink, events):
-        """Give one piece of output to its handlers or sink; an exception is recorded, never raised."""
+        """Give one piece of output to the handlers' queue or its sink."""
         ev = parse_event(text) if events else None
-        if ev is None:
-            if echo_ok[sink]:
-                echo_ok[sink] = _echo(sink, text)
-            return
-        for h in list(live):
-            try:
-                h(ev)
-            except BaseException as e:  # raised in the caller's thread once rcsweep ends
-                failures.append(e)
-                live.remove(h)
+        if ev is not None:
+            queue(ev)
+        elif echo_ok[sink]:
+            echo_ok[sink] = _echo(sink, text)
 
     echo_ok = {sys.stdout: echo, sys.stderr: echo}
 
@@ -938,9 +958,13 @@ def _run_engine(cmd, echo=False, handlers=()):
             except (OSError, ValueError):
                 pass
             stream.close()
+            if events:
+                queue(None)
 
     readers = [threading.Thread(target=pump, args=(proc.stdout, "out", sys.stdout, bool(handlers)), daemon=True),
                threading.Thread(target=pump, args=(proc.stderr, "err", sys.stderr, False), daemon=True)]
+    if handlers:
+        readers.append(threading.Thread(target=deliver, daemon=True))
     for r in readers:
         r.start()
     try:

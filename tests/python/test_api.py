@@ -681,3 +681,26 @@ def test_strings_cannot_leave_their_toml_string():
     text = Sweep(name, model={"mixer": name, 'odd "key"': 1}).toml()
     doc = tomllib.loads(text)
     assert doc["sweep"]["name"] == name and doc["model"] == {"mixer": name, 'odd "key"': 1}
+
+
+def test_a_slow_callback_never_holds_the_pipe(tmp_path):
+    """on_event blocks on the first event until the run is over (its store complete): the run
+    still ends (nothing waits on the callback), and the callback gets every event afterwards."""
+    engine = fake_bin(tmp_path, "flood", FLOOD % BIN)
+    code = TINY_CHILD + f"""import json, subprocess, time
+events = []
+def slow(ev):
+    if not events:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = subprocess.run([{BIN!r}, "info", "--json", "slow.h5"], capture_output=True, text=True)
+            if r.returncode == 0 and json.loads(r.stdout)["tasks"]["done"] == 2:
+                events.append("the run ended meanwhile")
+                break
+            time.sleep(0.1)
+    events.append(ev)
+sw.run("slow.h5", on_event=slow, load=False)
+print(events[0], len([e for e in events[1:] if e["event"] == "note"]), events[-1]["event"])
+"""
+    rc, out, err = run_child(code, tmp_path, env={"RCSWEEP_BIN": str(engine)})
+    assert rc == 0 and out.splitlines()[-1] == "the run ended meanwhile 3000 finished", (out, err[-3000:])
