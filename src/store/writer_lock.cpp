@@ -515,12 +515,27 @@ void WriterLock::note_stopping() const noexcept {
   held_->write_lock_file();
 }
 
+void WriterLock::release_unlinked() const noexcept {
+  std::lock_guard<std::mutex> guard(held_->mutex);
+  auto& fds = held_->inode_fds;
+  for (auto it = fds.begin(); it != fds.end();) {
+    struct stat st {};
+    if (::fstat(*it, &st) == 0 && st.st_nlink == 0) {  // no name leads to it: nobody can claim it
+      ::close(*it);
+      it = fds.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 const fs::path& WriterLock::given() const { return held_->given; }
 const fs::path& WriterLock::path() const { return held_->path; }
 const fs::path& WriterLock::lock_path() const { return held_->lock_path; }
 bool WriterLock::enforced() const { return held_->enforced; }
 
 fs::path WriterLock::make_temporary() const {
+  release_unlinked();
   const Held& h = *held_;
   const std::string prefix = lock_file::temporary_prefix(h.path.filename().string(), name_max_of(h.dir));
   std::string name = (h.path.parent_path() / prefix).string() + "XXXXXX";

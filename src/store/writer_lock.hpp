@@ -70,6 +70,11 @@ class WriterLock {
   const std::filesystem::path& lock_path() const;
   bool enforced() const;
 
+  /// Let go of the inode locks of files that no longer have a name (the store a temporary replaced
+  /// by rename, a temporary removed), so that their space is freed now rather than when the claim
+  /// ends. Store::publish calls it after a replacement; make_temporary calls it too.
+  void release_unlinked() const noexcept;
+
   /// A new, empty regular file beside path() that no other process can have: PATH.partial-XXXXXX
   /// made with O_EXCL (the store's name shortened when the suffix would exceed the directory's
   /// NAME_MAX), recorded in the lock file and inode-locked like the store, which it may become.

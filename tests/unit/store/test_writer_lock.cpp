@@ -340,6 +340,30 @@ TEST_F(WriterLockTest, AStoreIsOneStoreWhateverNameLeadsToIt) {
   EXPECT_NO_THROW(WriterLock::acquire(store));
 }
 
+TEST_F(WriterLockTest, TheInodeLockOfAReplacedStoreIsLetGoSoItsSpaceIsFreed) {
+  const fs::path store = dir / "s.h5";
+  write_file(store, "the old store");
+  struct stat old {};
+  ASSERT_EQ(stat(store.c_str(), &old), 0);
+  const WriterLock lock = WriterLock::acquire(store);
+  const fs::path temporary = lock.make_temporary();
+  write_file(temporary, "the new store");
+  fs::rename(temporary, store);  // as Store::publish replaces it
+  const auto open_on_old = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+      struct stat st {};
+      if (stat(e.path().c_str(), &st) == 0 && st.st_dev == old.st_dev && st.st_ino == old.st_ino) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(open_on_old(), 1) << "held until the replacement is noted";
+  lock.release_unlinked();
+  EXPECT_EQ(open_on_old(), 0);
+  fs::create_hard_link(store, dir / "h.h5");
+  EXPECT_FALSE(busy_message(dir / "h.h5").empty()) << "the new store is still covered";
+}
+
 TEST_F(WriterLockTest, StoreNamesUpToNameMaxWork) {
   for (const std::size_t n : {240u, 241u, 250u, 251u, 255u}) {
     const std::string name = std::string(n - 3, 'x') + ".h5";
