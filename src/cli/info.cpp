@@ -10,6 +10,7 @@
 #include "base/error.hpp"
 #include "cli/cli_internal.hpp"
 #include "cli/command_line.hpp"
+#include "cli/json.hpp"
 #include "config/overrides.hpp"
 #include "store/store.hpp"
 
@@ -62,10 +63,6 @@ int print_info(const std::filesystem::path& path) {
   std::printf("\nconfig:\n%s\n", info.config.c_str());
   return 0;
 }
-
-/// A JSON string literal: a TOML basic string (quotes, backslashes and control characters escaped
-/// as \", \\, \n, \t, \uXXXX; UTF-8 kept) is one.
-std::string json_string(const std::string& text) { return config::toml_string(text); }
 
 std::string json_strings(const std::vector<std::string>& items) {
   std::string out = "[";

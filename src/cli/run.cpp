@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -211,18 +212,21 @@ std::optional<std::vector<std::uint64_t>> dump_tasks_within_limit(const plan::Pl
 
 /// Rank 0 reports the run's events (sweep/events.hpp) as text on stderr and, --progress json, as
 /// JSON lines on stdout (progress then only there); progress at most every second on a terminal,
-/// every 10 s otherwise (RCSWEEP_PROGRESS_INTERVAL, seconds, overrides).
-void report_events(const RunArgs& args, int rank, sweep::RunOptions& opt) {
-  if (rank != 0) return;
+/// every 10 s otherwise (RCSWEEP_PROGRESS_INTERVAL, seconds, overrides). The streams (none on other
+/// ranks) never wait for their readers; closing them (at the latest when they are destroyed) gives
+/// the events still waiting a bounded time to be written.
+std::unique_ptr<RunEvents> report_events(const RunArgs& args, int rank, sweep::RunOptions& opt) {
+  if (rank != 0) return nullptr;
   const bool json = args.progress == "json", tty = isatty(STDERR_FILENO) != 0;
-  opt.events = text_sink(stderr, TextStyle{args.quiet, tty, !json});
-  if (json) opt.events = both(json_sink(stdout), std::move(opt.events));
+  auto events = std::make_unique<RunEvents>(TextStyle{args.quiet, tty, !json}, json, STDOUT_FILENO, STDERR_FILENO);
+  opt.events = events->sink();
   opt.progress_interval_s = tty && !json ? 1.0 : 10.0;
   if (const char* v = std::getenv("RCSWEEP_PROGRESS_INTERVAL")) {
     char* end = nullptr;
     const double x = std::strtod(v, &end);
     if (end != v && x > 0.0) opt.progress_interval_s = x;
   }
+  return events;
 }
 
 /// --dump-weights after the sweep: rank 0 records and writes the tapes into the closed store; the
@@ -265,11 +269,12 @@ int run_on_rank(const RunArgs& args, int rank, int size, double& needs_bytes) {
     if (!tasks) return 2;
     dump_tasks = std::move(*tasks);
   }
-  report_events(args, rank, opt);
+  const auto events = report_events(args, rank, opt);
   const auto s = sweep::run_sweep(plan, opt, MPI_COMM_WORLD);
   // The launcher is gone (MPI_Finalize would fail) or killing the job (MPI_Finalize would block
-  // until the SIGKILL): the store is closed, end here.
+  // until the SIGKILL): the store is closed, end here (the events get less time: the SIGKILL comes).
   if (sweep::exit_without_finalize()) {
+    if (events) events->close(std::chrono::milliseconds(500));
     std::fflush(nullptr);
     std::_Exit(s.exit_code());
   }

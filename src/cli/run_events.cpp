@@ -1,12 +1,15 @@
 #include "cli/run_events.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <memory>
-#include <mutex>
 #include <type_traits>
 
 #include "base/units.hpp"
-#include "config/params.hpp"
+#include "cli/json.hpp"
 #include "sweep/stop.hpp"
 
 namespace rcsweep::cli {
@@ -169,7 +172,7 @@ std::string chatty_text(const sweep::Event& e, const TextStyle& style) {
 class JsonObject {
  public:
   explicit JsonObject(const char* name) { add("event", name); }
-  JsonObject& add(const char* key, const std::string& v) { return raw(key, config::toml_string(v)); }
+  JsonObject& add(const char* key, const std::string& v) { return raw(key, json_string(v)); }
   JsonObject& add(const char* key, const char* v) { return add(key, std::string(v)); }
   JsonObject& add(const char* key, bool v) { return raw(key, v ? "true" : "false"); }
   JsonObject& add(const char* key, int v) { return raw(key, std::to_string(v)); }
@@ -181,7 +184,7 @@ class JsonObject {
 
  private:
   JsonObject& raw(const char* key, const std::string& value) {
-    text_ += (text_.size() > 1 ? ", " : "") + config::toml_string(key) + ": " + value;
+    text_ += (text_.size() > 1 ? ", " : "") + json_string(key) + ": " + value;
     return *this;
   }
   std::string text_ = "{";
@@ -256,16 +259,16 @@ void add_fields(JsonObject& o, const sweep::Event& e) {
       e);
 }
 
-template <typename Render>
-sweep::EventSink locked_sink(std::FILE* out, Render render) {
-  auto mutex = std::make_shared<std::mutex>();
-  return [out, render, mutex](const sweep::Event& e) {
-    const std::string text = render(e);
-    if (text.empty()) return;
-    const std::lock_guard lock(*mutex);
-    std::fputs(text.c_str(), out);
-    std::fflush(out);
-  };
+/// The text of a count: "1 event", "3 events".
+std::string count_of(std::uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+/// Why a writer did not write all: its reader is gone, or did not read in time.
+std::string why_not_written(const LineWriter::Outcome& o) {
+  if (o.error == EPIPE) return "its reader is gone";
+  if (o.error) return std::strerror(o.error);
+  return "its reader did not read them in time";
 }
 
 }  // namespace
@@ -291,17 +294,80 @@ std::string event_json(const sweep::Event& e) {
   return o.line();
 }
 
-sweep::EventSink text_sink(std::FILE* out, TextStyle style) {
-  return locked_sink(out, [style](const sweep::Event& e) { return event_text(e, style); });
+std::string dropped_json(const LineWriter::Dropped& dropped) {
+  std::uint64_t total = 0;
+  std::string kinds = "{";
+  for (const auto& [kind, n] : dropped) {
+    kinds += (kinds.size() > 1 ? ", " : "") + json_string(kind) + ": " + std::to_string(n);
+    total += n;
+  }
+  return "{\"event\": \"dropped\", \"events\": " + std::to_string(total) + ", \"kinds\": " + kinds + "}}\n";
 }
 
-sweep::EventSink json_sink(std::FILE* out) { return locked_sink(out, event_json); }
+std::string dropped_text(const LineWriter::Dropped& dropped) {
+  std::uint64_t total = 0;
+  std::string kinds;
+  for (const auto& [kind, n] : dropped) {
+    if (kind == sweep::event_name(sweep::event::Progress{})) continue;
+    kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+    total += n;
+  }
+  if (total == 0) return "";
+  return "[rcsweep] stderr was not read in time: " + count_of(total, "event", "events") + " not shown (" + kinds +
+         ")\n";
+}
+
+LineWriter::Keep keep_of(const sweep::Event& e) {
+  if (std::holds_alternative<sweep::event::Progress>(e)) return LineWriter::Keep::latest;
+  if (std::holds_alternative<sweep::event::Finished>(e) || std::holds_alternative<sweep::event::WeightsDumped>(e))
+    return LineWriter::Keep::always;
+  return LineWriter::Keep::if_room;
+}
+
+sweep::EventSink text_sink(std::shared_ptr<LineWriter> out, TextStyle style) {
+  return [out = std::move(out), style](const sweep::Event& e) {
+    std::string text = event_text(e, style);
+    if (!text.empty()) out->write(std::move(text), sweep::event_name(e), keep_of(e));
+  };
+}
+
+sweep::EventSink json_sink(std::shared_ptr<LineWriter> out) {
+  return [out = std::move(out)](const sweep::Event& e) { out->write(event_json(e), sweep::event_name(e), keep_of(e)); };
+}
 
 sweep::EventSink both(sweep::EventSink first, sweep::EventSink second) {
   return [first = std::move(first), second = std::move(second)](const sweep::Event& e) {
     first(e);
     second(e);
   };
+}
+
+RunEvents::RunEvents(TextStyle style, bool json, int out_fd, int err_fd, std::size_t bound_bytes)
+    : text_(std::make_shared<LineWriter>(err_fd, dropped_text, bound_bytes)) {
+  sink_ = text_sink(text_, style);
+  if (json) {
+    json_ = std::make_shared<LineWriter>(out_fd, dropped_json, bound_bytes);
+    sink_ = both(json_sink(json_), std::move(sink_));
+  }
+}
+
+RunEvents::~RunEvents() { close(LineWriter::default_close_wait); }
+
+LineWriter::Outcome RunEvents::close(std::chrono::milliseconds wait) {
+  if (closed_) return json_outcome_;
+  closed_ = true;
+  const auto start = std::chrono::steady_clock::now();
+  if (json_) {
+    json_outcome_ = json_->close(wait);
+    if (json_outcome_.lost > 0)
+      text_->write("[rcsweep] note: " + count_of(json_outcome_.lost, "event was", "events were") +
+                       " not written to stdout (" + why_not_written(json_outcome_) + ")\n",
+                   "note", LineWriter::Keep::always);
+  }
+  // The text gets what is left of `wait`, and at least a quarter of it after a stalled stdout.
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  text_->close(std::max(wait - spent, wait / 4));
+  return json_outcome_;
 }
 
 }  // namespace rcsweep::cli

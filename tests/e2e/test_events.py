@@ -159,3 +159,113 @@ def test_bad_progress_options_are_refused(tmp_path, args, key):
     sweep.write_text(SMALL)
     proc = rcsweep("run", sweep, "-o", tmp_path / "s.h5", *args, check=2)
     assert key in proc.stderr and not (tmp_path / "s.h5").exists()
+
+
+# --- A consumer that does not keep up (docs/EVENTS.md "A consumer that does not keep up") ---
+
+STALL = dict(os.environ, RCSWEEP_PROGRESS_INTERVAL="0.001")  # a flood of progress events
+
+
+def small_pipe():
+    """(read end, write end) of a pipe of one page (4096 bytes), so that a reader that never reads
+    holds up its writer after a few events."""
+    import fcntl
+    r, w = os.pipe()
+    fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    return r, w
+
+
+def start_stalled(cmd, stdout_fd, err_path, env=STALL):
+    """rcsweep with `stdout_fd` as its stdout (a pipe nobody reads) and stderr to a file."""
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen([BIN, *map(str, cmd)], stdout=stdout_fd, stderr=err, env=env)
+    os.close(stdout_fd)
+    return proc
+
+
+def all_done(store):
+    import h5py
+    with h5py.File(store, "r") as f:
+        status = f["tasks"]["status"][...]
+    return len(status) > 0 and bool((status == 1).all())
+
+
+def test_a_stdout_nobody_reads_does_not_hold_the_run(tmp_path, kill_sweep):
+    store = tmp_path / "k.h5"
+    r, w = small_pipe()
+    try:
+        proc = start_stalled(["run", kill_sweep, "-o", store, "--progress", "json"], w, tmp_path / "err")
+        try:
+            code = proc.wait(timeout=60)  # some 2 s of work; held for good before
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("the run was held by its stdout: " + (tmp_path / "err").read_text())
+        err = (tmp_path / "err").read_text()
+        assert code == 0, err
+        assert all_done(store)
+        assert "[rcsweep] finished after" in err
+        assert "events were not written to stdout" in err, err  # what the stalled consumer missed
+    finally:
+        os.close(r)
+
+
+def test_sigterm_with_a_stalled_stdout_stops_on_time_and_resumes(tmp_path):
+    import time
+    import workload
+    sweep = tmp_path / "k.toml"
+    sweep.write_text(workload.sized("stall", (SOURCE / "tests/e2e/data/kill.toml").read_text(), "replicates", 3.0,
+                                    lo=4))
+    store, err_path = tmp_path / "k.h5", tmp_path / "err"
+    r, w = small_pipe()
+    try:
+        proc = start_stalled(["run", sweep, "-o", store, "--progress", "json", "--grace", "2"], w, err_path)
+        end = time.monotonic() + 120
+        while "[rcsweep] writing" not in err_path.read_text():
+            assert proc.poll() is None and time.monotonic() < end, err_path.read_text()
+            time.sleep(0.02)
+        time.sleep(0.5)  # some hundred progress events: the pipe is full
+        assert proc.poll() is None, "the run ended before the stop: " + err_path.read_text()
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        try:
+            code = proc.wait(timeout=2 + 20)  # the grace and a margin
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("SIGTERM not honoured: " + err_path.read_text())
+        took = time.monotonic() - sent
+        err = err_path.read_text()
+        assert code == 4, err
+        assert "resume with the same command" in err and took < 2 + 20
+    finally:
+        os.close(r)
+    rcsweep("run", sweep, "-o", store, "-q", check=0)
+    assert all_done(store)
+
+
+def test_a_stdout_closed_early_still_completes_the_store(tmp_path, kill_sweep):
+    store = tmp_path / "k.h5"
+    proc = subprocess.Popen([BIN, "run", str(kill_sweep), "-o", str(store), "--progress", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=STALL)
+    first = json.loads(proc.stdout.readline())  # `| head -1`
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert first["event"] == "started"
+    assert proc.returncode == 0, err.decode(errors="replace")
+    assert all_done(store)
+
+
+def test_any_bytes_in_a_path_give_strict_json(tmp_path):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(SMALL)
+    store = bytes(tmp_path) + b"/st\xff\xe2\x82ore\x1b.h5"  # not UTF-8, a cut sequence, an escape
+    proc = subprocess.run([BIN, "run", sweep, "-o", store, "--progress", "json"], capture_output=True, env=FAST)
+    assert proc.returncode == 0, proc.stderr
+    events = events_of(proc.stdout.decode("utf-8"))  # strict: raises on bytes that are not UTF-8
+    expected = store.decode("utf-8", "replace")  # one U+FFFD per maximal invalid subsequence
+    assert events[0]["store"] == expected and events[-1]["store"] == expected
+    assert "\ufffd\ufffdore\x1b.h5" in expected
+    info = subprocess.run([BIN, "info", "--json", store], capture_output=True)
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout.decode("utf-8"))["store"] == expected

@@ -34,3 +34,31 @@ def test_one_long_task_reports_progress_within_the_task(tmp_path):
     fractions = [p for p, _ in partial]
     assert fractions == sorted(fractions)  # never goes back
     assert lines[-1][0] == "1" and float(lines[-1][1]) == 100.0
+
+
+def test_a_stderr_nobody_reads_does_not_hold_the_run(tmp_path, kill_sweep):
+    """Text progress on a stderr pipe that is never read (a full pipe of one page): the run ends on
+    time with its store complete (docs/EVENTS.md "A reader that does not keep up")."""
+    import fcntl
+    import subprocess
+    import h5py
+    from conftest import BIN
+    store = tmp_path / "k.h5"
+    r, w = os.pipe()
+    fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    env = dict(os.environ, RCSWEEP_PROGRESS_INTERVAL="0.001")
+    try:
+        proc = subprocess.Popen([BIN, "run", str(kill_sweep), "-o", str(store)], stdout=subprocess.DEVNULL,
+                                stderr=w, env=env)
+        os.close(w)
+        try:
+            code = proc.wait(timeout=60)  # some 2 s of work
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("the run was held by its stderr")
+        assert code == 0
+        with h5py.File(store, "r") as f:
+            assert (f["tasks"]["status"][...] == 1).all()
+    finally:
+        os.close(r)

@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <string>
 #include <variant>
@@ -197,18 +202,77 @@ TEST(EventSinks, BothGivesEachEventToTheFirstThenTheSecond) {
   EXPECT_EQ(order, "1212");
 }
 
+/// What was written to `fd` (a file) from its start.
+std::string contents(int fd) {
+  std::string out;
+  char buf[4096];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, at);
+    if (n <= 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+    at += n;
+  }
+}
+
 TEST(EventSinks, TextSinkWritesTheTextAndJsonSinkTheLine) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
-  text_sink(f, {})(ev::Warning{"rank 2 idles"});
-  json_sink(f)(ev::Warning{"rank 2 idles"});
-  text_sink(f, {true, false, true})(ev::Warning{"not shown"});
-  std::rewind(f);
-  char buf[256] = {};
-  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  EXPECT_EQ(std::string(buf, n),
+  {
+    auto out = std::make_shared<LineWriter>(fileno(f), dropped_text);
+    text_sink(out, {})(ev::Warning{"rank 2 idles"});
+    json_sink(out)(ev::Warning{"rank 2 idles"});
+    text_sink(out, {true, false, true})(ev::Warning{"not shown"});
+    EXPECT_EQ(out->close(std::chrono::seconds(10)).written, 2u);
+  }
+  EXPECT_EQ(contents(fileno(f)),
             "[rcsweep] warning: rank 2 idles\n{\"event\": \"warning\", \"text\": \"rank 2 idles\"}\n");
+  std::fclose(f);
+}
+
+TEST(EventSinks, ProgressMayBeCoalescedTheEndOfARunIsAlwaysKept) {
+  EXPECT_EQ(keep_of(progress(1, 2, 0.5, 1.0, 1.0)), LineWriter::Keep::latest);
+  EXPECT_EQ(keep_of(ev::TaskEnded{}), LineWriter::Keep::if_room);
+  EXPECT_EQ(keep_of(ev::Stopping{}), LineWriter::Keep::if_room);
+  EXPECT_EQ(keep_of(ev::Finished{}), LineWriter::Keep::always);
+  EXPECT_EQ(keep_of(ev::WeightsDumped{}), LineWriter::Keep::always);
+}
+
+TEST(EventSinks, DroppedEventsAreNamedWithTheirCounts) {
+  EXPECT_EQ(dropped_json({{"progress", 12}, {"task_ended", 3}}),
+            "{\"event\": \"dropped\", \"events\": 15, \"kinds\": {\"progress\": 12, \"task_ended\": 3}}\n");
+  EXPECT_EQ(dropped_text({{"progress", 12}, {"task_ended", 3}, {"warning", 1}}),
+            "[rcsweep] stderr was not read in time: 4 events not shown (3 task_ended, 1 warning)\n");
+  EXPECT_EQ(dropped_text({{"progress", 12}}), "");  // a progress line is replaced by the next
+}
+
+TEST(RunEvents, AStdoutWithoutReaderIsSaidOnStderrAndHoldsNothing) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  ::close(out[0]);  // the reader of stdout is gone
+  std::FILE* err = std::tmpfile();
+  ASSERT_NE(err, nullptr);
+  {
+    RunEvents events({}, true, out[1], fileno(err));
+    ev::Started s;
+    s.store = "s.h5";
+    events.sink()(s);
+    events.sink()(ev::TaskEnded{7, "diverged", "diverged at layer 3"});
+    ev::Finished f;
+    f.store = "s.h5";
+    events.sink()(f);
+    const auto o = events.close(std::chrono::seconds(10));
+    EXPECT_EQ(o.error, EPIPE);
+    EXPECT_EQ(o.lost, 3u);
+    events.sink()(ev::Warning{"after close"});  // not written, nothing blocks
+  }
+  const std::string text = contents(fileno(err));
+  std::fclose(err);
+  ::close(out[1]);
+  EXPECT_NE(text.find("[rcsweep] task 7 diverged at layer 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("[rcsweep] finished after"), std::string::npos) << text;
+  EXPECT_NE(text.find("[rcsweep] note: 3 events were not written to stdout (its reader is gone)\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("after close"), std::string::npos) << text;
 }
 
 }  // namespace
