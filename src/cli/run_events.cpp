@@ -318,7 +318,8 @@ std::string dropped_text(const LineWriter::Dropped& dropped) {
 }
 
 LineWriter::Keep keep_of(const sweep::Event& e) {
-  if (std::holds_alternative<sweep::event::Progress>(e)) return LineWriter::Keep::latest;
+  if (const auto* p = std::get_if<sweep::event::Progress>(&e))
+    return p->last ? LineWriter::Keep::always : LineWriter::Keep::latest;
   if (std::holds_alternative<sweep::event::Finished>(e) || std::holds_alternative<sweep::event::WeightsDumped>(e))
     return LineWriter::Keep::always;
   return LineWriter::Keep::if_room;

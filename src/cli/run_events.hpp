@@ -31,8 +31,8 @@ std::string event_json(const sweep::Event& e);
 std::string dropped_json(const LineWriter::Dropped& dropped);
 std::string dropped_text(const LineWriter::Dropped& dropped);
 
-/// How an event may be dropped when its reader does not keep up: progress as `latest`, `finished`
-/// and `weights_dumped` (the end of a run) `always`, the others `if_room`.
+/// How an event may be dropped when its reader does not keep up: progress as `latest`; the last
+/// progress, `finished` and `weights_dumped` (the end of a run) `always`; the others `if_room`.
 LineWriter::Keep keep_of(const sweep::Event& e);
 
 /// Sinks giving event_text or event_json to `out` (which never waits for its reader), thread-safe.

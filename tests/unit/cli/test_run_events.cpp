@@ -230,7 +230,10 @@ TEST(EventSinks, TextSinkWritesTheTextAndJsonSinkTheLine) {
 }
 
 TEST(EventSinks, ProgressMayBeCoalescedTheEndOfARunIsAlwaysKept) {
-  EXPECT_EQ(keep_of(progress(1, 2, 0.5, 1.0, 1.0)), LineWriter::Keep::latest);
+  auto p = progress(1, 2, 0.5, 1.0, 1.0);
+  EXPECT_EQ(keep_of(p), LineWriter::Keep::latest);
+  p.last = true;
+  EXPECT_EQ(keep_of(p), LineWriter::Keep::always);
   EXPECT_EQ(keep_of(ev::TaskEnded{}), LineWriter::Keep::if_room);
   EXPECT_EQ(keep_of(ev::Stopping{}), LineWriter::Keep::if_room);
   EXPECT_EQ(keep_of(ev::Finished{}), LineWriter::Keep::always);
