@@ -343,14 +343,29 @@ def _check_objects(f):
         if isinstance(link, h5py.SoftLink):
             _bad(f"{name} is a soft link to {link.path}: every object of a store is its own, reached by hard links only")
         _bad(f"{name} is a user-defined link: every object of a store is its own, reached by hard links only")
-    outside = []
-    f.visititems(lambda name, obj: outside.append((name, obj)) if isinstance(obj, h5py.Dataset) and (
-        obj.is_virtual or obj.external) else None)
-    if outside:
-        name, obj = outside[0]
-        where = "a virtual dataset (its values are in other datasets)" if obj.is_virtual else \
-            f"external storage in {_str(obj.external[0][0])}"
-        _bad(f"/{name} keeps its values outside the store ({where})")
+    def storage(name, obj):  # h5::storage_outside_file, and the chunk count of h5::storage_mismatch
+        if not isinstance(obj, h5py.Dataset):
+            return None
+        if obj.is_virtual or obj.external:
+            where = "a virtual dataset (its values are in other datasets)" if obj.is_virtual else \
+                f"external storage in {_str(obj.external[0][0])}"
+            return f"/{name} keeps its values outside the store ({where})"
+        if obj.chunks is not None:
+            if 0 in obj.chunks:
+                return f"/{name} does not fit the file: a chunk dimension is 0"
+            n_chunks = 1
+            for size, chunk in zip(obj.shape, obj.chunks):
+                per_dim = -(-size // chunk)
+                if per_dim == 0:
+                    return None  # no values, no chunks
+                if per_dim > (1 << 26) // n_chunks:
+                    return f"/{name} does not fit the file: it has more chunks than a store makes"
+                n_chunks *= per_dim
+        return None
+
+    problem = f.visititems(storage)
+    if problem is not None:
+        _bad(problem)
 
 
 def _check_description(f):

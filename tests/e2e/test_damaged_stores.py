@@ -174,6 +174,19 @@ def tasks_with_fields(change):
     return edit
 
 
+def zeroed(*names):
+    """The stored values of contiguous datasets overwritten with zero bytes: what a creation
+    interrupted between allocating and writing them left (older rcsweeps)."""
+    def make(real, path):
+        with h5py.File(real, "r") as f:
+            spans = [(f[n].id.get_offset(), f[n].id.get_storage_size()) for n in names]
+        data = bytearray(real.read_bytes())
+        for offset, size in spans:
+            data[offset:offset + size] = bytes(size)
+        path.write_bytes(bytes(data))
+    return make
+
+
 def plain_hdf5(_, path):
     with h5py.File(path, "w") as f:
         f["x"] = np.arange(5.0)
@@ -277,6 +290,17 @@ CASES = [
                                                                            for n, t in fs])),
      (2, STORE + "/tasks field 'status' is not an int8 enumeration of statuses)"),
      (2, STORE + "/tasks field 'status' is not an int8 enumeration of statuses)")),
+    # The sweep description kept in the store (more in tests/python/test_load_validation.py, where
+    # every reader is given the same stores).
+    ("/axes and /points zeroed", zeroed("axes/lambda", "axes/layer", "points"),
+     (2, STORE + "/axes/lambda differs from the stored sweep at value 1)"),
+     (2, STORE + "/axes/lambda differs from the stored sweep at value 1)")),
+    ("plan hash not the stored sweep's", set_attr("plan_hash", "0123456789abcdef"),
+     (2, STORE + "attribute 'config' (the stored sweep) does not hash to plan_hash 0123456789abcdef"),
+     (2, STORE + "attribute 'config' (the stored sweep) does not hash to plan_hash 0123456789abcdef")),
+    ("a 50 MB attribute", set_attr("blas", "x" * 50_000_000),
+     (2, STORE + "attribute 'blas' is 50000000 bytes long, more than the 4096 it may have)"),
+     (2, STORE + "attribute 'blas' is 50000000 bytes long, more than the 4096 it may have)")),
     ("not_needed in a fixed sweep", set_status(4),
      (2, STORE + "task 1 is not_needed, but its sweep has no adaptive replicates ([sweep.replicates]))"),
      (2, STORE + "task 1 is not_needed, but its sweep has no adaptive replicates ([sweep.replicates]))")),

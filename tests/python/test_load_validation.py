@@ -222,6 +222,10 @@ def huge(g, name):  # 10^11 int64 values claimed, none stored
     return g.create_dataset(name, shape=(10**11,), dtype="<i8", chunks=(10**6,))
 
 
+def huge_in_small_chunks(g, name):  # 10^11 values in chunks of 10: more chunks than a store has
+    return g.create_dataset(name, shape=(10**11,), dtype="<i8", chunks=(10,))
+
+
 def invalid_utf8(g, name):
     d = g.create_dataset(name, shape=(2,), dtype=h5py.string_dtype("utf-8"))
     d[...] = np.array([b"\xff\xfe", b"markov"], dtype=object)
@@ -238,6 +242,8 @@ DESCRIPTION_CASES = [
      "/axes attribute 'order' does not list the stored sweep's axes (mixer,d,lambda)"),
     ("axis of 10^11 values", replace_axis("d", huge),
      "/axes/d is 100000000000, but the stored sweep has 2 values"),
+    ("axis of 10^11 values in 10^10 chunks", replace_axis("d", huge_in_small_chunks),
+     "/axes/d does not fit the file: it has more chunks than a store makes"),
     ("50 MB string attribute", h5edit(lambda f: f.attrs.__setitem__("host", "x" * 50_000_000)),
      "attribute 'host' is 50000000 bytes long, more than the 4096 it may have"),
     ('min = "abc" in the stored sweep', stored_config(min_abc),
