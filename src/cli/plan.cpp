@@ -131,6 +131,13 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
                                 setup};
   std::fputs(plan::job_script(scheduler, s, names).c_str(), stdout);
   std::fprintf(stderr, "%s\n", summary.c_str());
+  // --cores above the cores the scheduler reports of a node: the job's threads would outnumber them.
+  if (const int node = args.cores > 0 ? scheduler_cores_per_node(scheduler, args.site.partition) : 0; node > 0)
+    if (const auto over = plan::oversubscription(s.ranks_per_node, threads, node); !over.empty())
+      std::fprintf(stderr,
+                   "warning: %s (a node's cores as %s reports them; --cores %d is more): the scheduler may refuse "
+                   "the job, or its ranks share cores; results are the same on any layout, only slower\n",
+                   over.c_str(), scheduler == plan::Scheduler::slurm ? "sinfo" : "pbsnodes -a", args.cores);
   if (const int asked = s.nodes * s.ranks_per_node * threads; s.enough_cores * plan::oversize_factor <= asked) {
     const int nodes = (s.enough_cores + cores - 1) / cores;
     const std::string fewer = nodes > 1 ? "--nodes " + std::to_string(nodes)

@@ -284,7 +284,25 @@ def test_a_layout_that_fits_the_cores_is_not_warned_about(tmp_path):
     runs = [rcsweep("run", "-n", 1, "--mpiexec", MPIEXEC_CMD, sweep, "-o", tmp_path / "n1.h5", "-q", "--threads", cores,
                     env=env_without_omp(), check=0),
             rcsweep("run", sweep, "-o", tmp_path / "one.h5", "-q", "--threads", cores, env=env_without_omp(), check=0),
-            rcsweep("plan", sweep, check=0), rcsweep("plan", sweep, "--cores", cores, "--threads", cores, check=0),
-            rcsweep("plan", sweep, "--cores", 4 * cores, "--emit", "slurm", check=0)]  # a compute node's cores
+            rcsweep("plan", sweep, check=0), rcsweep("plan", sweep, "--cores", cores, "--threads", cores, check=0)]
     for proc in runs:
         assert "oversubscribed" not in proc.stdout + proc.stderr, proc.args
+
+
+def test_plan_emit_warns_when_cores_exceed_the_schedulers_nodes(tmp_path):
+    """`plan --emit slurm --cores C` with C above the cores sinfo reports of a node: the job's
+    ranks x threads per node would outnumber them, said on stderr with the numbers; none when they
+    fit. The script is written all the same."""
+    sweep = tmp_path / "tiny.toml"
+    sweep.write_text(TINY)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 2\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    over = rcsweep("plan", sweep, "--emit", "slurm", "--cores", 4, env=env, check=0)
+    assert over.stdout.startswith("#!"), over.stdout
+    assert re.search(r"^warning: 4 ranks x 1 thread = 4 threads on 2 cores: oversubscribed, each thread gets half a "
+                     r"core \(a node's cores as sinfo reports them; --cores 4 is more\)", over.stderr, re.M), over.stderr
+    fits = rcsweep("plan", sweep, "--emit", "slurm", "--cores", 2, env=env, check=0)
+    assert "oversubscribed" not in fits.stderr, fits.stderr
