@@ -72,7 +72,7 @@ class WriterLock {
 
   /// Let go of the inode locks of files that no longer have a name (the store a temporary replaced
   /// by rename, a temporary removed), so that their space is freed now rather than when the claim
-  /// ends. Store::publish calls it after a replacement; make_temporary calls it too.
+  /// ends. To be called once a temporary replaced the store (Store::publish); make_temporary calls it.
   void release_unlinked() const noexcept;
 
   /// A new, empty regular file beside path() that no other process can have: PATH.partial-XXXXXX
