@@ -477,6 +477,18 @@ void refuse_if_open_elsewhere(const std::filesystem::path& target, const struct 
     throw StoreError(open_elsewhere_message(p));
 }
 
+/// Throw StoreError when this process may not write the store at `target` (`old`: its lstat):
+/// its replacement keeps its mode, so a read-only store stays read-only, and neither a resume
+/// nor a growth may write it (a growth would replace it and then fail to resume it).
+void refuse_if_not_writable(const std::filesystem::path& target, const struct stat& old, const std::string& p) {
+  if (!S_ISREG(old.st_mode) || ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) == 0 || errno != EACCES) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(old.st_mode & 07777));
+  throw StoreError(p + " is not writable for you (mode " + mode +
+                   "): a store is replaced (--overwrite, a growth, merge --overwrite) only by a user who may write "
+                   "it; make it writable or write another store");
+}
+
 /// Run `fn(fd)` on a descriptor of the file HDF5 writes `file` through: its own, or with a driver
 /// that has none, one opened by name for the call.
 template <class F>
@@ -503,9 +515,13 @@ Store Store::build(const WriterLock& lock, const plan::Plan& plan, const Provena
   impl->lock = lock;
   impl->path = lock.given();
   impl->load_plan(plan);
-  // A store that will be replaced (--overwrite, growth, merge --overwrite) and is open in another
-  // program: refused before any work; publish() looks again.
-  if (struct stat old {}; ::lstat(lock.path().c_str(), &old) == 0) refuse_if_open_elsewhere(lock.path(), old, p);
+  // A store that will be replaced (--overwrite, growth, merge --overwrite): only by a user who may
+  // write it (the replacement keeps its mode), and not while another program has it open;
+  // refused before any work (publish() looks again for the latter).
+  if (struct stat old {}; ::lstat(lock.path().c_str(), &old) == 0) {
+    refuse_if_not_writable(lock.path(), old, p);
+    refuse_if_open_elsewhere(lock.path(), old, p);
+  }
   // A temporary name that no other process has (O_EXCL), so that a kill while the datasets are
   // being allocated never leaves a half-made file under the store's name; the next writer of the
   // store removes such leftovers (WriterLock::acquire).

@@ -177,6 +177,25 @@ def test_a_user_keeps_the_group_he_is_a_member_of_and_never_grants_another_group
         assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, 0o604), oct(st.st_mode)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")
+@pytest.mark.parametrize("how", ["overwrite", "growth"])
+def test_a_store_the_user_may_not_write_is_not_replaced(open_dir, how):
+    """Kept read-only (mode 0444), a store is not grown nor overwritten by its owner (root may):
+    the replacement would keep the mode, and a resume of it would fail."""
+    store = open_dir / "ro.h5"
+    become = as_nobody([])
+    rcsweep("run", sweep(open_dir), "-o", store, "-q", check=0, preexec_fn=become, env=ENV)
+    os.chmod(store, 0o444)
+    before, inode = digest(store), os.stat(store).st_ino
+    args = ["--overwrite"] if how == "overwrite" else []
+    proc = rcsweep("run", sweep(open_dir, replicates=1 if args else 2), "-o", store, *args, "-q", preexec_fn=become,
+                   env=ENV)
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: {store} is not writable for you (mode 0444): " in proc.stderr, proc.stderr
+    assert (digest(store), os.stat(store).st_ino, mode(store)) == (before, inode, 0o444)
+    assert not [p for p in open_dir.iterdir() if ".partial" in p.name]
+
+
 ACL_USER_OBJ, ACL_GROUP_OBJ, ACL_GROUP, ACL_MASK, ACL_OTHER = 0x01, 0x04, 0x08, 0x10, 0x20
 NO_ID = 0xFFFFFFFF
 
