@@ -713,7 +713,21 @@ def _attrs(name, description=None):
 
 
 def load(path):
-    """The store at `path` as an xarray.Dataset (see the module docstring)."""
+    """The store at `path` as an xarray.Dataset (see the module docstring). Raises StoreInvalid
+    (a ValueError) for a file that is not a valid store (open_store), FileNotFoundError for a
+    missing one."""
+    try:
+        return _load(path)
+    except (StoreInvalid, MemoryError):
+        raise
+    except (OSError, KeyError, IndexError, ValueError, TypeError, UnicodeDecodeError) as e:
+        if isinstance(e, FileNotFoundError) and not os.path.exists(os.fspath(path)):
+            raise
+        # Something check_store does not look at could not be read: still a refusal, never a raw error.
+        _refuse(os.fspath(path), f"{type(e).__name__}: {e}")
+
+
+def _load(path):
     import xarray as xr
 
     with open_store(path) as f:
@@ -777,7 +791,7 @@ def load(path):
             coords[cname] = ([gdims[k] for k in keep], a)
 
         data = {}
-        for m in f["layers"]:
+        for m in LAYER_METRICS:  # the checked ones (a dataset added beside them is not read)
             data[m] = (tdims + ["layer"], per_task(f["layers"][m][...]), _attrs(m, f["layers"][m].attrs.get("description")))
         if "theory" in f:
             for q in f["theory"]:

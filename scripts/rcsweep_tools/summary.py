@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .load import StoreInvalid, open_store
+from .load import LAYER_METRICS, StoreInvalid, open_store
 TABLE_METRICS = ("sr_cov", "sr_x", "mu_rel", "m_gap")
 
 
@@ -47,7 +47,8 @@ def load(path):
         tasks = f["tasks"][...]
         points = f["points"][...]
         replicates = int(f.attrs["replicates"])
-        swept = [name for name in f["axes"] if name not in ("layer", "depth")]
+        # the swept parameters as checked (open_store): the names /axes' `order` lists
+        swept = [name for name in f["axes"].attrs["order"].split(",") if name and name not in ("layer", "depth")]
         # keep the axes in the order of the /points index columns (the grid order)
         order = [n[4:] for n in points.dtype.names if n.startswith("idx_")]
         swept_params = []
@@ -55,7 +56,7 @@ def load(path):
             swept_params += [n for n in swept if text(f["axes"][n].attrs.get("dim", n)) == dim]
         n_points = len(points)
         data = {}
-        for name in f["layers"]:
+        for name in LAYER_METRICS:  # the checked ones
             values = f["layers"][name][...]
             arr = np.full((n_points, replicates, values.shape[1]), np.nan)
             arr[tasks["point"], tasks["replicate"]] = values

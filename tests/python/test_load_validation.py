@@ -363,3 +363,32 @@ def test_the_point_parameters_are_the_registrys(made):
     for n in params:
         want = "<i8" if n in load_module.INT_PARAMS else "<f8" if n in load_module.FLOAT_PARAMS else "|S16"
         assert dt.fields[n][0].str == want, n
+
+
+def test_what_the_check_does_not_look_at_is_not_read_raw(tmp_path, grid):
+    """Datasets beside the documented ones (an extra /layers or /axes entry of any type) are not
+    read by load() and rcsweep-summary; whatever load() cannot read is a StoreInvalid, never a raw
+    error."""
+    import contextlib
+    import io
+
+    from rcsweep_tools import summary
+
+    _, made = grid
+    path = tmp_path / "store.h5"
+    shutil.copy(made, path)
+    with h5py.File(path, "r+") as f:
+        f["layers"].create_dataset("extra", data=np.zeros(3, dtype=[("a", "<i8")]))
+        d = f["axes"].create_dataset("extra", data=np.zeros(2, dtype=[("a", "<i8")]))
+        d.attrs["dim"] = "d"
+    ds = load(path)
+    assert "extra" not in ds.data_vars
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        summary.main([str(path)])
+    assert "sr_cov@L2" in out.getvalue()
+    with h5py.File(path, "r+") as f:
+        del f["theory/S"]
+        f["theory"].create_dataset("S", data=np.zeros(16, dtype=[("a", "<i8")]))
+    with pytest.raises(StoreInvalid) as refused:
+        load(path)
+    assert str(refused.value).startswith(f"{path}: damaged rcsweep store (")
