@@ -116,7 +116,7 @@ void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
     const bool passive = policy && (std::string_view(policy) == "PASSIVE" || std::string_view(policy) == "passive");
     std::fprintf(stderr, "warning: %s%s; results are the same on any layout, only slower: fewer ranks or threads%s\n",
                  over.c_str(),
-                 threads > 1 && !passive ? "; its idle OpenMP threads spin for turns they cannot get unless "
+                 threads > 1 && !passive ? "; idle OpenMP threads spin for turns they cannot get unless "
                                            "OMP_WAIT_POLICY=PASSIVE (rcsweep run -n sets it)"
                                          : "",
                  ranks_on_node > 1 ? " per node" : "");
@@ -281,6 +281,7 @@ int run_on_rank(const RunArgs& args, int rank, int size, double& needs_bytes) {
   if (args.dump_weights) write_dump_weights(opt.events, opt.output, plan, dump_tasks, rank, size, s.exit_code());
   return exit_code_for_launcher(s.exit_code());
 }
+
 /// A refusal before any work (exit code 2) as the run says it: a ConfigError of an option
 /// ("error: --threads: ..."), of the sweep file ("error: invalid sweep file F:" and its issues), a
 /// refused store ("error: ...").
