@@ -318,11 +318,13 @@ std::string dropped_text(const LineWriter::Dropped& dropped) {
 }
 
 LineWriter::Keep keep_of(const sweep::Event& e) {
-  if (const auto* p = std::get_if<sweep::event::Progress>(&e))
+  namespace ev = sweep::event;
+  if (const auto* p = std::get_if<ev::Progress>(&e))
     return p->last ? LineWriter::Keep::always : LineWriter::Keep::latest;
-  if (std::holds_alternative<sweep::event::Finished>(e) || std::holds_alternative<sweep::event::WeightsDumped>(e))
-    return LineWriter::Keep::always;
-  return LineWriter::Keep::if_room;
+  if (std::holds_alternative<ev::TaskEnded>(e) || std::holds_alternative<ev::Warning>(e) ||
+      std::holds_alternative<ev::Paused>(e))
+    return LineWriter::Keep::if_room;
+  return LineWriter::Keep::always;  // at most once in a run: few and bounded
 }
 
 sweep::EventSink text_sink(std::shared_ptr<LineWriter> out, TextStyle style) {

@@ -31,8 +31,9 @@ std::string event_json(const sweep::Event& e);
 std::string dropped_json(const LineWriter::Dropped& dropped);
 std::string dropped_text(const LineWriter::Dropped& dropped);
 
-/// How an event may be dropped when its reader does not keep up: progress as `latest`; the last
-/// progress, `finished` and `weights_dumped` (the end of a run) `always`; the others `if_room`.
+/// How an event may be dropped when its reader does not keep up: progress as `latest`; the events
+/// that may come many times in a run (task_ended, warning, paused) `if_room`; the last progress and
+/// the events that come at most once in a run (started, stopping, finished, ...) `always`.
 LineWriter::Keep keep_of(const sweep::Event& e);
 
 /// Sinks giving event_text or event_json to `out` (which never waits for its reader), thread-safe.

@@ -229,13 +229,17 @@ TEST(EventSinks, TextSinkWritesTheTextAndJsonSinkTheLine) {
   std::fclose(f);
 }
 
-TEST(EventSinks, ProgressMayBeCoalescedTheEndOfARunIsAlwaysKept) {
+TEST(EventSinks, ProgressMayBeCoalescedEventsOfOnceARunAreAlwaysKept) {
   auto p = progress(1, 2, 0.5, 1.0, 1.0);
   EXPECT_EQ(keep_of(p), LineWriter::Keep::latest);
   p.last = true;
   EXPECT_EQ(keep_of(p), LineWriter::Keep::always);
   EXPECT_EQ(keep_of(ev::TaskEnded{}), LineWriter::Keep::if_room);
-  EXPECT_EQ(keep_of(ev::Stopping{}), LineWriter::Keep::if_room);
+  EXPECT_EQ(keep_of(ev::Warning{}), LineWriter::Keep::if_room);
+  EXPECT_EQ(keep_of(ev::Paused{}), LineWriter::Keep::if_room);
+  EXPECT_EQ(keep_of(ev::Started{}), LineWriter::Keep::always);
+  EXPECT_EQ(keep_of(ev::Stopping{}), LineWriter::Keep::always);
+  EXPECT_EQ(keep_of(ev::RankLost{}), LineWriter::Keep::always);
   EXPECT_EQ(keep_of(ev::Finished{}), LineWriter::Keep::always);
   EXPECT_EQ(keep_of(ev::WeightsDumped{}), LineWriter::Keep::always);
 }
