@@ -392,3 +392,20 @@ def test_what_the_check_does_not_look_at_is_not_read_raw(tmp_path, grid):
     with pytest.raises(StoreInvalid) as refused:
         load(path)
     assert str(refused.value).startswith(f"{path}: damaged rcsweep store (")
+
+
+def test_the_commands_exit_2_with_the_line(tmp_path, grid):
+    """`rcsweep export` (the toolkit run by the engine) and rcsweep-summary as commands: exit 2,
+    the store's line on stderr, nothing written."""
+    from conftest import PYTHON, SCRIPTS
+
+    _, made = grid
+    path = tmp_path / "store.h5"
+    shutil.copy(made, path)
+    zero_bytes("axes/d")(path)
+    line = f"{path}: damaged rcsweep store (/axes/d differs from the stored sweep at value 0)"
+    for cmd in ([BIN, "export", str(path), "-o", str(tmp_path / "out.csv")],
+                [PYTHON, str(SCRIPTS / "rcsweep_summary.py"), str(path)]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and f"error: {line}\n" in proc.stderr, (cmd, proc.returncode, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.h5"]
