@@ -33,7 +33,9 @@ NAME.toml (the sweep's name).
 
 Overrides are KEY=VALUE pairs only (a dict {KEY: value} or "KEY=VALUE" strings, KEY a dotted key
 path); anything else raises ValueError naming it before anything runs. They are passed last, after
-the end-of-options marker `--`, so no value of any keyword is read as an option. The program is $RCSWEEP_BIN, else `rcsweep` on PATH, else
+the end-of-options marker `--`, so no value of any keyword is read as an option.
+
+The program is $RCSWEEP_BIN, else `rcsweep` on PATH, else
 the checkout's build/rcsweep; mpiexec is the `mpiexec` argument, else $RCSWEEP_MPIEXEC, else
 `mpiexec` (with --allow-run-as-root as root, and --oversubscribe for more ranks x threads than
 cores).
@@ -198,20 +200,22 @@ def _digest(text):
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def _mark_at(text):
+    """Where the mark line goes in `text`: after a first "#!" line, else first."""
+    return text.find("\n") + 1 if text.startswith("#!") else 0
+
+
 def _marked(text, what):
-    """`text` with the mark line, after a first "#!" line if it has one."""
-    head, rest = ("", text)
-    if text.startswith("#!"):
-        cut = text.find("\n") + 1 if "\n" in text else len(text)
-        head, rest = text[:cut], text[cut:]
-    return head + _MARK.format(what=what, digest=_digest(head + rest)) + rest
+    """`text` with the mark line."""
+    at = _mark_at(text)
+    return text[:at] + _MARK.format(what=what, digest=_digest(text)) + text[at:]
 
 
 def _unedited(text):
     """Whether `text` is a file `_marked` made that nobody edited since."""
-    start = text.find("\n") + 1 if text.startswith("#!") else 0
-    m = _MARK_LINE.match(text, start) if start or not text.startswith("#!") else None
-    return bool(m) and _digest(text[:start] + text[m.end():]) == m.group(1)
+    at = _mark_at(text)
+    m = _MARK_LINE.match(text, at)
+    return bool(m) and _digest(text[:at] + text[m.end():]) == m.group(1)
 
 
 def _write_beside(path, text, what, overwrite=False):
