@@ -449,8 +449,8 @@ int descriptor_of(hid_t file) {
 }
 
 /// Whether this process holds an HDF5 file lock on the file `st` describes: a descriptor HDF5
-/// has open on it holds an flock (/proc/self/fdinfo lists a descriptor's own locks). rcsweep's
-/// readers open without a lock; where /proc cannot tell, an open file counts as locked.
+/// has open on it holds an flock, or the process a POSIX lock (/proc/self/fdinfo lists both).
+/// rcsweep's readers open without a lock; where /proc cannot tell, an open file counts as locked.
 bool locked_through_hdf5_here(const struct stat& st) {
   const ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
   if (n <= 0) return false;
@@ -463,7 +463,9 @@ bool locked_through_hdf5_here(const struct stat& st) {
     std::ifstream info("/proc/self/fdinfo/" + std::to_string(fd));
     if (!info) return true;
     for (std::string line; std::getline(info, line);)
-      if (line.rfind("lock:", 0) == 0 && line.find("FLOCK") != std::string::npos) return true;
+      if (line.rfind("lock:", 0) == 0 &&
+          (line.find("FLOCK") != std::string::npos || line.find("POSIX") != std::string::npos))
+        return true;  // POSIX: flock emulated on NFS, which closing the probe's descriptor would drop
   }
   return false;
 }
