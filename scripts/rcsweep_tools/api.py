@@ -35,10 +35,9 @@ Overrides are KEY=VALUE pairs only (a dict {KEY: value} or "KEY=VALUE" strings, 
 path); anything else raises ValueError naming it before anything runs. They are passed last, after
 the end-of-options marker `--`, so no value of any keyword is read as an option.
 
-The program is $RCSWEEP_BIN, else `rcsweep` on PATH, else
-the checkout's build/rcsweep; mpiexec is the `mpiexec` argument, else $RCSWEEP_MPIEXEC, else
-`mpiexec` (with --allow-run-as-root as root, and --oversubscribe for more ranks x threads than
-cores).
+The program is $RCSWEEP_BIN, else `rcsweep` on PATH, else the checkout's build/rcsweep; mpiexec
+is the `mpiexec` argument, else $RCSWEEP_MPIEXEC, else `mpiexec` (with --allow-run-as-root as
+root, and --oversubscribe for more ranks x threads than cores).
 
 Exit codes (docs/ERRORS.md): 0 (every task ran to an outcome: done, diverged or vanished, the
 last two outcomes of the stack, in ds.status) and 3 (finished, some tasks failed) return the store
@@ -268,8 +267,10 @@ def _write_beside(path, text, what, overwrite=False):
                 os.fchmod(f.fileno(), mode)
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):  # named by the user's file, not the temporary
+            raise type(e)(e.errno, f"{e.strerror}: cannot write the {what} beside the store", str(path)) from None
         raise
     return path
 

@@ -642,6 +642,10 @@ def test_a_sweep_file_beside_the_store_that_it_did_not_write_is_kept(tmp_path):
     with pytest.raises(FileExistsError, match="beside.toml"):
         tiny("beside", replicates=4).run(store)
     assert "seed = 6" in mine.read_text()
+    # a file that cannot be written is named, not the temporary it is written through
+    with pytest.raises(FileNotFoundError) as e:
+        sw.run(tmp_path / "none" / "beside.h5")
+    assert str(tmp_path / "none" / "beside.toml") in str(e.value) and ".tmp" not in str(e.value)
     # a file with exactly the sweep (as Sweep.write writes it) is used as it is
     other = tmp_path / "same.toml"
     sw.write(other)
