@@ -1,8 +1,10 @@
 """The store keeps the user's permissions (docs/GUARANTEES.md "File modes and owners"): a new store
-gets the mode the umask gives any new file (and a setgid directory's group); --overwrite, growth
-and `merge --overwrite` keep the replaced store's mode, group and (as root) owner. A store another
-program holds open with HDF5's file lock (h5py in a notebook) is neither resumed nor replaced under
-it: the refusal says what holds it and what to do, and the store is left as it was."""
+gets the mode any new file gets (the umask, a directory's default ACL) and a setgid directory's
+group; --overwrite, growth and `merge --overwrite` keep the replaced store's mode, ACL, group (for a
+user who is a member of it) and, as root, owner, and a store its user may not write is not
+replaced. A store another program holds open with HDF5's file lock (h5py in a notebook) is neither
+resumed nor replaced under it: the refusal says what holds it and what to do, and the store is
+left as it was."""
 import grp
 import hashlib
 import os
@@ -12,10 +14,11 @@ import struct
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
-from conftest import rcsweep
+from conftest import BIN, rcsweep
 
 SWEEP = """[sweep]
 name = "perm"
@@ -140,10 +143,15 @@ NOBODY = 65534
 
 @pytest.fixture
 def open_dir():
-    """A directory any user may write (tmp_path's parents are root's alone)."""
+    """A directory any user may write (tmp_path's parents are root's alone); skips when user
+    nobody cannot run the binary (a build tree inside a private directory)."""
+    try:
+        subprocess.run([BIN, "--version"], capture_output=True, check=True, preexec_fn=as_nobody([]), timeout=60)
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"user nobody cannot run {BIN}: {e}")
     d = tempfile.mkdtemp(prefix="rcsweep-perm-", dir="/tmp")
     os.chmod(d, 0o777)
-    yield __import__("pathlib").Path(d)
+    yield Path(d)
     shutil.rmtree(d)
 
 
