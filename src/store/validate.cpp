@@ -66,13 +66,18 @@ RootAttrs check_root_attrs(hid_t f) {
     bool required;
     std::size_t max_bytes;
   };
-  static const Text texts[] = {
-      {"plan_hash", true, max_short_text_bytes},        {"config", true, max_long_text_bytes},
-      {"overrides", false, max_long_text_bytes},        {"created", false, max_short_text_bytes},
-      {"finished", false, max_short_text_bytes},        {"reused", false, max_long_text_bytes},
-      {"rcsweep_version", false, max_short_text_bytes}, {"git_commit", false, max_short_text_bytes},
-      {"host", false, max_short_text_bytes},            {"blas", false, max_short_text_bytes},
-      {"hdf5_version", false, max_short_text_bytes},    {"sweep_name", false, max_short_text_bytes}};
+  static const Text texts[] = {{"plan_hash", true, max_short_text_bytes},
+                               {"config", true, max_long_text_bytes},
+                               {"overrides", false, max_long_text_bytes},
+                               {"created", false, max_short_text_bytes},
+                               {"finished", false, max_short_text_bytes},
+                               {"reused", false, max_long_text_bytes},
+                               {"rcsweep_version", false, max_short_text_bytes},
+                               {"git_commit", false, max_short_text_bytes},
+                               {"host", false, max_short_text_bytes},
+                               {"blas", false, max_short_text_bytes},
+                               {"hdf5_version", false, max_short_text_bytes},
+                               {"sweep_name", false, max_short_text_bytes}};
   RootAttrs out;
   for (const Text& t : texts)
     if (t.required || h5::has_attr(f, t.name)) out.text[t.name] = h5::get_attr_text(f, t.name, t.max_bytes);
@@ -291,8 +296,8 @@ void check_points(hid_t f, const config::SweepSpec& spec, std::uint64_t n_points
   for (const Field& field : fields) {
     hid_t mt = H5T_NATIVE_INT64;
     if (field.param && reg[*field.param].kind == config::ParamKind::choice) mt = choice.id();
-    if (field.param && (reg[*field.param].kind == config::ParamKind::real ||
-                        reg[*field.param].kind == config::ParamKind::scale))
+    if (field.param &&
+        (reg[*field.param].kind == config::ParamKind::real || reg[*field.param].kind == config::ParamKind::scale))
       mt = H5T_NATIVE_DOUBLE;
     h5::check(H5Tinsert(mem.id(), field.name.c_str(), field.offset, mt), "H5Tinsert " + field.name);
   }
@@ -430,8 +435,7 @@ void check_task_ids(hid_t tasks, std::uint64_t n_tasks, int replicates) {
   for (std::uint64_t i = 0; i < n_tasks; ++i)
     if (rows[i].id != i || rows[i].point != i / r || rows[i].replicate < 0 ||
         static_cast<std::uint64_t>(rows[i].replicate) != i % r)
-      throw StoreError("/tasks row " + std::to_string(i) +
-                       ": id, point or replicate is not task " + std::to_string(i) +
+      throw StoreError("/tasks row " + std::to_string(i) + ": id, point or replicate is not task " + std::to_string(i) +
                        "'s (id = point x replicates + replicate)");
 }
 
