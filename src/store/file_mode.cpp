@@ -44,13 +44,17 @@ std::optional<mode_t> mode_of_default_acl(const std::string& acl) {
            static_cast<unsigned>(static_cast<unsigned char>(acl[at + 1])) << 8;
   };
   if (acl.size() < 4 || (acl.size() - 4) % 8 != 0 || u16(0) != 2 || u16(2) != 0) return std::nullopt;
+  constexpr unsigned user_obj = 0x01, group_obj = 0x04, mask_tag = 0x10, other_tag = 0x20;  // <linux/posix_acl.h>
   std::optional<unsigned> user, group, mask, other;
   for (std::size_t at = 4; at < acl.size(); at += 8) {
-    const unsigned tag = u16(at), perm = u16(at + 2) & 07;
-    if (tag == 0x01) user = perm;        // ACL_USER_OBJ
-    else if (tag == 0x04) group = perm;  // ACL_GROUP_OBJ
-    else if (tag == 0x10) mask = perm;   // ACL_MASK
-    else if (tag == 0x20) other = perm;  // ACL_OTHER
+    const unsigned perm = u16(at + 2) & 07;
+    switch (u16(at)) {
+      case user_obj: user = perm; break;
+      case group_obj: group = perm; break;
+      case mask_tag: mask = perm; break;
+      case other_tag: other = perm; break;
+      default: break;  // named users and groups: inside the mask
+    }
   }
   if (!user || !group || !other) return std::nullopt;
   return static_cast<mode_t>((*user << 6 | (mask ? *mask : *group) << 3 | *other) & 0666);

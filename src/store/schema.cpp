@@ -520,7 +520,7 @@ Store Store::build(const WriterLock& lock, const plan::Plan& plan, const Provena
   // A store that will be replaced (--overwrite, growth, merge --overwrite): only by a user who may
   // write it (the replacement keeps its mode), and not while another program has it open;
   // refused before any work (publish() looks again for the latter).
-  if (struct stat old {}; ::lstat(lock.path().c_str(), &old) == 0) {
+  if (struct stat old{}; ::lstat(lock.path().c_str(), &old) == 0) {
     refuse_if_not_writable(lock.path(), old, p);
     refuse_if_open_elsewhere(lock.path(), old, p);
   }
@@ -565,8 +565,7 @@ void Store::publish(bool replace) {
     if (had_old && !S_ISREG(old.st_mode))
       throw StoreError(p + " is not a regular file; --overwrite replaces only a store");
     // The replacement is the old store's for everyone who could use that: its mode, group, owner.
-    if (had_old)
-      with_descriptor(s.file.id(), temporary, p, [&](int fd) { keep_mode_and_owner(fd, target, old, p); });
+    if (had_old) with_descriptor(s.file.id(), temporary, p, [&](int fd) { keep_mode_and_owner(fd, target, old, p); });
     // Durable before it replaces anything: the old store is lost only once the new one is on disk.
     h5::fsync_file(s.file.id());
     if (had_old) refuse_if_open_elsewhere(target, old, p);
