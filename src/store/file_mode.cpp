@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +127,21 @@ bool hdf5_lock_held_elsewhere(const std::filesystem::path& path) {
   }
   ::close(fd);  // releases the probe's lock, if it got one
   return held;
+}
+
+void refuse_open_elsewhere(const std::filesystem::path& target, const std::string& name) {
+  if (hdf5_lock_held_elsewhere(target)) throw StoreError(open_elsewhere_message(name));
+}
+
+void refuse_unwritable_replacement(const std::filesystem::path& target, const std::string& name) {
+  struct stat st {};
+  if (::lstat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  if (::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) == 0 || errno != EACCES) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  throw StoreError(name + " is not writable for you (mode " + mode +
+                   "): a store is replaced (--overwrite, a growth, merge --overwrite) only by a user who may write "
+                   "it; make it writable or write another store");
 }
 
 std::string open_elsewhere_message(const std::string& store) {

@@ -43,6 +43,18 @@ void keep_mode_and_owner(int fd, const std::filesystem::path& old_path, const st
 /// not have `path` open through HDF5 itself: two descriptors' locks conflict within one process.
 bool hdf5_lock_held_elsewhere(const std::filesystem::path& path);
 
+/// Throw StoreError (open_elsewhere_message) when another process holds HDF5's file lock on the
+/// store at `target` (hdf5_lock_held_elsewhere; `name`: the store as the user named it). For a
+/// caller with no HDF5 file open on it (`rcsweep run -n` before mpiexec starts; Store::build and
+/// publish check that first).
+void refuse_open_elsewhere(const std::filesystem::path& target, const std::string& name);
+
+/// Throw StoreError ("NAME is not writable for you (mode 0444): ...") when a regular file at
+/// `target` exists that this process may not write: a replacement (--overwrite, growth, merge
+/// --overwrite) keeps the old store's mode, so a read-only store is not replaced (a grown one
+/// could not be resumed). Root may write any file.
+void refuse_unwritable_replacement(const std::filesystem::path& target, const std::string& name);
+
 /// The refusal when another program has the store `store` (the name the user gave) open with
 /// HDF5's file lock: what holds it and what to do.
 std::string open_elsewhere_message(const std::string& store);

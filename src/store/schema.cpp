@@ -475,20 +475,7 @@ bool locked_through_hdf5_here(const struct stat& st) {
 /// that reads it would go on reading a file that is no longer the store. rcsweep's own readers take
 /// no lock.
 void refuse_if_open_elsewhere(const std::filesystem::path& target, const struct stat& old, const std::string& p) {
-  if (S_ISREG(old.st_mode) && !locked_through_hdf5_here(old) && hdf5_lock_held_elsewhere(target))
-    throw StoreError(open_elsewhere_message(p));
-}
-
-/// Throw StoreError when this process may not write the store at `target` (`old`: its lstat):
-/// its replacement keeps its mode, so a read-only store stays read-only, and neither a resume
-/// nor a growth may write it (a growth would replace it and then fail to resume it).
-void refuse_if_not_writable(const std::filesystem::path& target, const struct stat& old, const std::string& p) {
-  if (!S_ISREG(old.st_mode) || ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) == 0 || errno != EACCES) return;
-  char mode[8];
-  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(old.st_mode & 07777));
-  throw StoreError(p + " is not writable for you (mode " + mode +
-                   "): a store is replaced (--overwrite, a growth, merge --overwrite) only by a user who may write "
-                   "it; make it writable or write another store");
+  if (S_ISREG(old.st_mode) && !locked_through_hdf5_here(old)) refuse_open_elsewhere(target, p);
 }
 
 /// Run `fn(fd)` on a descriptor of the file HDF5 writes `file` through: its own, or with a driver
@@ -521,7 +508,7 @@ Store Store::build(const WriterLock& lock, const plan::Plan& plan, const Provena
   // write it (the replacement keeps its mode), and not while another program has it open;
   // refused before any work (publish() looks again for the latter).
   if (struct stat old{}; ::lstat(lock.path().c_str(), &old) == 0) {
-    refuse_if_not_writable(lock.path(), old, p);
+    refuse_unwritable_replacement(lock.path(), p);
     refuse_if_open_elsewhere(lock.path(), old, p);
   }
   // A temporary name that no other process has (O_EXCL), so that a kill while the datasets are

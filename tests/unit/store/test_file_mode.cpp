@@ -171,6 +171,41 @@ TEST_F(FileModeTest, AnotherProcesssLockIsSeenAndReleased) {
   for (int f : {ready[0], ready[1], done[0], done[1]}) ::close(f);
 }
 
+TEST_F(FileModeTest, AStoreItsUserMayNotWriteIsNotReplaced) {
+  const fs::path p = dir / "ro.h5";
+  ::close(private_file(p));
+  EXPECT_NO_THROW(refuse_unwritable_replacement(p, "ro.h5"));
+  EXPECT_NO_THROW(refuse_unwritable_replacement(dir / "missing.h5", "missing.h5"));
+  if (::geteuid() != 0) {
+    ASSERT_EQ(::chmod(p.c_str(), 0444), 0);
+  } else {  // root writes anything: the refusal is seen by user nobody, in a child
+    ASSERT_EQ(::chown(p.c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chmod(p.c_str(), 0444), 0);
+    EXPECT_NO_THROW(refuse_unwritable_replacement(p, "ro.h5"));
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+      try {
+        refuse_unwritable_replacement(p, "ro.h5");
+      } catch (const StoreError& e) {
+        ::_exit(std::string(e.what()).rfind("ro.h5 is not writable for you (mode 0444): ", 0) == 0 ? 0 : 1);
+      }
+      ::_exit(2);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return;
+  }
+  try {
+    refuse_unwritable_replacement(p, "ro.h5");
+    ADD_FAILURE() << "not refused";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("ro.h5 is not writable for you (mode 0444): ", 0), 0u) << e.what();
+  }
+}
+
 TEST_F(FileModeTest, TheRefusalNamesTheStoreAndWhatToDo) {
   const std::string msg = open_elsewhere_message("runs/a b.h5");
   EXPECT_EQ(msg.rfind("runs/a b.h5 is open in another program that holds HDF5's file lock on it", 0), 0u) << msg;
