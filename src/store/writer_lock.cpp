@@ -731,7 +731,7 @@ std::string sanitise(std::string_view text, std::size_t max_bytes) {
 
 std::string lock_name(const std::string& store_name, std::size_t name_max) {
   const std::string suffix = ".lock";
-  if (store_name.size() + suffix.size() <= name_max) return store_name + suffix;
+  if (store_name.size() + suffix.size() <= name_max || name_max < 64) return store_name + suffix;
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
   for (const char c : store_name) {
     h ^= static_cast<unsigned char>(c);
@@ -744,6 +744,7 @@ std::string lock_name(const std::string& store_name, std::size_t name_max) {
 
 std::string temporary_prefix(const std::string& store_name, std::size_t name_max) {
   const std::string suffix = ".partial-";
+  if (name_max < 64) return store_name + suffix;  // no file system names so few bytes: as asked
   return utf8_prefix(store_name, name_max - suffix.size() - 6) + suffix;
 }
 
