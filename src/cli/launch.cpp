@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <mpi.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -134,10 +136,73 @@ std::vector<std::string> mpiexec_command(int ranks, int threads, const std::stri
   return cmd;
 }
 
+/// mpiexec's standard output passed through this process when ours is a pipe, FIFO or socket.
+/// Open MPI's mpiexec aborts the job when its stdout's reader goes away (SIGPIPE); passed through
+/// here, a reader that closes (`rcsweep run -n 2 ... --progress json | head -1`) only ends what it
+/// sees: the relay then reads and drops the rest, and the run goes on to its end as a single
+/// process does (docs/EVENTS.md "A reader that does not keep up").
+class StdoutRelay {
+ public:
+  /// Whether stdout needs the relay (a pipe, FIFO or socket: a reader that can go away).
+  static bool wanted() {
+    struct stat st {};
+    return ::fstat(STDOUT_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+  }
+
+  StdoutRelay() {
+    if (pipe2(fds_, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  }
+  StdoutRelay(const StdoutRelay&) = delete;
+  StdoutRelay& operator=(const StdoutRelay&) = delete;
+  ~StdoutRelay() {
+    if (fds_[1] >= 0) close(fds_[1]);
+    if (thread_.joinable()) thread_.detach();  // still blocked on a reader: the process exits around it
+  }
+
+  /// In the child, before exec: its stdout is the relay's pipe.
+  void attach_child() const { dup2(fds_[1], STDOUT_FILENO); }
+
+  /// In this process, after the fork: copy the pipe to stdout until every writer closed it.
+  void start() {
+    close(fds_[1]);
+    fds_[1] = -1;
+    thread_ = std::thread([this] {
+      sigset_t all;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, nullptr);  // EPIPE instead of SIGPIPE; signals stay the main thread's
+      char buf[1 << 16];
+      bool reader = true;
+      for (;;) {
+        const ssize_t n = read(fds_[0], buf, sizeof buf);
+        if (n == 0 || (n < 0 && errno != EINTR)) break;
+        for (ssize_t off = 0; reader && n > 0 && off < n;) {
+          const ssize_t w = write(STDOUT_FILENO, buf + off, static_cast<std::size_t>(n - off));
+          if (w > 0) off += w;
+          else if (w < 0 && errno != EINTR) reader = false;  // the reader is gone: drop the rest
+        }
+      }
+      close(fds_[0]);
+      done_ = true;
+    });
+  }
+
+  /// Wait up to `seconds` for what mpiexec wrote to be passed on.
+  void finish(double seconds) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!done_ && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+  std::thread thread_;
+  std::atomic<bool> done_{false};
+};
+
 /// Start `cmd` (mpiexec) in a child process of its own group, with this process's signal mask `old`
 /// and the exit file in its environment. Returns its pid, or nullopt (after saying why, with the
 /// signal mask `old` restored) when it could not be started.
-std::optional<pid_t> start_mpiexec(std::vector<std::string>& cmd, const ExitFile& exit_file, const sigset_t& old) {
+std::optional<pid_t> start_mpiexec(std::vector<std::string>& cmd, const ExitFile& exit_file, const sigset_t& old,
+                                   StdoutRelay* relay) {
   std::vector<char*> cargv;
   for (auto& w : cmd) cargv.push_back(w.data());
   cargv.push_back(nullptr);
@@ -157,6 +222,7 @@ std::optional<pid_t> start_mpiexec(std::vector<std::string>& cmd, const ExitFile
     if (getppid() != launcher) _exit(1);
     const int null = open("/dev/null", O_RDONLY);
     if (null >= 0) dup2(null, STDIN_FILENO);
+    if (relay) relay->attach_child();
     setenv(exit_file_env, exit_file.path.c_str(), 1);
     setenv(store::launcher_pid_env, std::to_string(launcher).c_str(), 1);
     execvp(cargv[0], cargv.data());
@@ -165,6 +231,7 @@ std::optional<pid_t> start_mpiexec(std::vector<std::string>& cmd, const ExitFile
     _exit(127);
   }
   setpgid(child, child);  // also here, before any signal is forwarded to the group
+  if (relay) relay->start();
   close(exec_error[1]);
   int e = 0;
   const bool exec_failed = read(exec_error[0], &e, sizeof e) == static_cast<ssize_t>(sizeof e);
@@ -230,10 +297,13 @@ int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, cha
   sigemptyset(&set);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGCHLD}) sigaddset(&set, sig);
   sigprocmask(SIG_BLOCK, &set, &old);
-  const auto child = start_mpiexec(cmd, exit_file, old);
+  std::optional<StdoutRelay> relay;
+  if (StdoutRelay::wanted()) relay.emplace();
+  const auto child = start_mpiexec(cmd, exit_file, old, relay ? &*relay : nullptr);
   if (!child) return 2;
   int hard = 0;  // the second SIGINT/SIGTERM (stop at once)
   const int status = wait_forwarding_signals(*child, set, hard);
+  if (relay) relay->finish(2.0);
   sigprocmask(SIG_SETMASK, &old, nullptr);
   if (hard != 0) {  // stopped at once: end as a single process does, by the signal
     std::fflush(nullptr);

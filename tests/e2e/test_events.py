@@ -256,6 +256,22 @@ def test_a_stdout_closed_early_still_completes_the_store(tmp_path, kill_sweep):
     assert all_done(store)
 
 
+def test_under_run_n_a_stdout_closed_early_still_completes_the_store(tmp_path, kill_sweep):
+    # mpiexec aborts the job when its own stdout's reader goes away: `rcsweep run -n` passes
+    # mpiexec's stdout through itself, so the run goes on as a single process does.
+    store = tmp_path / "k.h5"
+    env = dict(STALL, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.Popen([BIN, "run", "-n", "2", "--mpiexec", "mpiexec --oversubscribe", str(kill_sweep),
+                             "-o", str(store), "--progress", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = json.loads(proc.stdout.readline())  # `| head -1`
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert first["event"] == "started"
+    assert proc.returncode == 0, err.decode(errors="replace")
+    assert all_done(store)
+
+
 def test_any_bytes_in_a_path_give_strict_json(tmp_path):
     sweep = tmp_path / "s.toml"
     sweep.write_text(SMALL)
