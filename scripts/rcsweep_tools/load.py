@@ -704,6 +704,26 @@ def _grid(f):
     return dims
 
 
+ROOT_NAMES = ("format", "schema_version", *(name for name, _, _ in ROOT_TEXTS), "seed", "replicates", "max_depth",
+              "n_points", "n_tasks", "mpi_ranks", "threads", "blas_threads")
+
+
+def _soft_text(obj, name):
+    """An attribute that only labels (a description, what was stored): its text, or None when it is
+    missing or not a short UTF-8 string."""
+    try:
+        return _attr_text(obj, name, MAX_SHORT_TEXT) if name in obj.attrs else None
+    except Exception:  # noqa: BLE001 - a label that cannot be read is left out
+        return None
+
+
+def _soft_int(obj, name):
+    try:
+        return _attr_int(obj, name) if name in obj.attrs else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _attrs(name, description=None):
     long_name, symbol, units = METRICS.get(name, (name, name, "1"))
     a = {"long_name": long_name, "symbol": symbol, "units": units}
@@ -792,22 +812,22 @@ def _load(path):
 
         data = {}
         for m in LAYER_METRICS:  # the checked ones (a dataset added beside them is not read)
-            data[m] = (tdims + ["layer"], per_task(f["layers"][m][...]), _attrs(m, f["layers"][m].attrs.get("description")))
+            data[m] = (tdims + ["layer"], per_task(f["layers"][m][...]), _attrs(m, _soft_text(f["layers"][m], "description")))
         if "theory" in f:
             for q in f["theory"]:
                 data[f"theory_{q}"] = (tdims, per_task(f["theory"][q][...]),
-                                       _attrs(f"theory_{q}", f["theory"][q].attrs.get("description")))
+                                       _attrs(f"theory_{q}", _soft_text(f["theory"][q], "description")))
         if "grad" in f:
             for q in ("log10_g", "stderr"):
                 if q in f["grad"]:
                     a = np.full((n_tasks, lmax + 1), np.nan)
                     a[:, 1:] = f["grad"][q][...]
-                    data[f"grad_{q}"] = (tdims + ["layer"], per_task(a), _attrs(f"grad_{q}", f["grad"][q].attrs.get("description")))
+                    data[f"grad_{q}"] = (tdims + ["layer"], per_task(a), _attrs(f"grad_{q}", _soft_text(f["grad"][q], "description")))
                 if f"{q}_all" in f["grad"]:
                     a = np.full((n_tasks, lmax, lmax + 1), np.nan)
                     a[:, :, 1:] = f["grad"][f"{q}_all"][...]
                     data[f"grad_{q}_all"] = (tdims + ["L", "layer"], per_task(a),
-                                             _attrs(f"grad_{q}_all", f["grad"][f"{q}_all"].attrs.get("description")))
+                                             _attrs(f"grad_{q}_all", _soft_text(f["grad"][f"{q}_all"], "description")))
                     coords["L"] = np.arange(1, lmax + 1)
         data["status"] = (tdims, status.reshape(tshape), _attrs("status"))
         data["task"] = (tdims, tasks["id"].astype(np.int64).reshape(tshape), _attrs("task"))
@@ -815,17 +835,17 @@ def _load(path):
         data["rank"] = (tdims, tasks["rank"].reshape(tshape), _attrs("rank"))
         data["message"] = (tdims, np.char.decode(tasks["message"], "utf-8", "replace").astype(str).reshape(tshape), _attrs("message"))
 
-        attrs = {k: (v.item() if isinstance(v, np.generic) else _str(v)) for k, v in f.attrs.items()}
+        # the root attributes check_store read (an attribute added beside them is not read)
+        attrs = {k: (v.item() if isinstance(v, np.generic) else _str(v)) for k, v in f.attrs.items() if k in ROOT_NAMES}
         attrs["path"] = os.path.abspath(os.fspath(path))
         if "depth" in f["axes"]:
             attrs["requested_depths"] = [int(x) for x in f["axes/depth"][...]]
         if "spectra" in f:
-            attrs["spectra_stored"] = _str(f["spectra"].attrs.get("stored", "none"))
-            attrs["mixer_spectra_stored"] = _str(f["spectra"].attrs.get("mixer_stored", "none"))
+            attrs["spectra_stored"] = _soft_text(f["spectra"], "stored") or "none"
+            attrs["mixer_spectra_stored"] = _soft_text(f["spectra"], "mixer_stored") or "none"
         if "grad" in f:
             for k in ("stored", "method", "probes"):
-                v = f["grad"].attrs.get(k)
-                attrs[f"grad_{k}"] = v.item() if isinstance(v, np.generic) else _str(v)
+                attrs[f"grad_{k}"] = _soft_int(f["grad"], k) if k == "probes" else _soft_text(f["grad"], k)
 
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     for c in ds.coords:
@@ -856,7 +876,7 @@ def spectrum(src, name, layer, **sel):
     ids = ids.ravel()
     values, off_name, len_name, stored_attr = SPECTRA[name]
     with open_store(ds.attrs["path"]) as f:
-        if "spectra" not in f or off_name not in f["spectra"] or _str(f["spectra"].attrs.get(stored_attr, "none")) == "none":
+        if "spectra" not in f or off_name not in f["spectra"] or (_soft_text(f["spectra"], stored_attr) or "none") == "none":
             which = "[output] spectra" if name == "x_sv" else "[output] mixer_spectra"
             raise KeyError(f"{ds.attrs['path']}: no {name} spectra stored (the sweep needs {which} = \"last\" or \"all\")")
         g = f["spectra"]

@@ -409,3 +409,18 @@ def test_the_commands_exit_2_with_the_line(tmp_path, grid):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and f"error: {line}\n" in proc.stderr, (cmd, proc.returncode, proc.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store.h5"]
+
+
+def test_attributes_beside_the_checked_ones_are_not_read(tmp_path, grid):
+    """A root attribute the schema does not have (here not UTF-8) and a description of 5 MB:
+    `rcsweep info` accepts the store and load() reads it (without them), as neither is used."""
+    _, made = grid
+    path = tmp_path / "store.h5"
+    shutil.copy(made, path)
+    with h5py.File(path, "r+") as f:
+        f.attrs.create("note", np.array(b"\xff\xfe", dtype=h5py.string_dtype("utf-8")))
+        f["layers/fro"].attrs["description"] = "x" * 5_000_000
+    assert subprocess.run([BIN, "info", str(path)], capture_output=True).returncode == 0
+    ds = load(path)
+    assert "note" not in ds.attrs and "description" not in ds["fro"].attrs
+    assert ds.attrs["plan_hash"] and "description" in ds["log_fro"].attrs
