@@ -192,7 +192,8 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,100}")
 # SHA-256 of the file's other lines, so a file it wrote and nobody edited since is told from any other.
 _MARK = "# Written by rcsweep_tools.Sweep ({what}; sha256 {digest} of the other lines): replaced when the sweep " \
         "changes, kept once edited\n"
-_MARK_LINE = re.compile(r"# Written by rcsweep_tools\.Sweep \([^;\n]*; sha256 ([0-9a-f]{64}) of the other lines\)[^\n]*\n")
+_MARK_LINE = re.compile(r"# Written by rcsweep_tools\.Sweep \([^;\n]*; sha256 ([0-9a-f]{64}) "
+                        r"of the other lines\)[^\n]*\n")
 
 
 def _digest(text):

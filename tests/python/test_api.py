@@ -518,7 +518,8 @@ def test_no_other_keyword_reaches_the_command_line_as_an_option(tmp_path, monkey
         sw.run("-dash.h5", args="--overwrite")
     marker = tmp_path / "marker"
     for args, keyword in ((["--mpiexec", f"touch {marker}", "-n", "2"], "mpiexec"), (["-n2"], "ranks"),
-                          (["--overwrite"], "overwrite"), (["-qo", "x.h5"], "progress"), (["-o", "x.h5"], "store"), (["--output=x.h5"], "store"),
+                          (["--overwrite"], "overwrite"), (["-qo", "x.h5"], "progress"), (["-o", "x.h5"], "store"),
+                          (["--output=x.h5"], "store"),
                           (["--", "model.T=2"], "overrides")):
         with pytest.raises(ValueError, match=keyword):
             sw.run("-dash.h5", args=args)

@@ -56,8 +56,8 @@ Parsed parse(std::vector<std::string> words) {
 TEST(EndOfOptions, EveryArgumentAfterItIsAnOverride) {
   const Parsed p = parse({"SWEEP", "-o", "a.h5", "--", "--overwrite=true", "--ranks=2", "--mpiexec=touch x", "-o",
                           "b.h5", "model.T=2"});
-  EXPECT_EQ(p.overrides,
-            (std::vector<std::string>{"--overwrite=true", "--ranks=2", "--mpiexec=touch x", "-o", "b.h5", "model.T=2"}));
+  const std::vector<std::string> all{"--overwrite=true", "--ranks=2", "--mpiexec=touch x", "-o", "b.h5", "model.T=2"};
+  EXPECT_EQ(p.overrides, all);
   EXPECT_FALSE(p.overwrite);
   EXPECT_EQ(p.ranks, 0);
   EXPECT_TRUE(p.mpiexec.empty());
