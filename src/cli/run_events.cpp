@@ -143,7 +143,7 @@ std::string chatty_text(const sweep::Event& e, const TextStyle& style) {
                  "[rcsweep] grown to this sweep: " + std::to_string(x.copied) + " finished tasks copied\n";
         else if constexpr (std::is_same_v<T, ev::NoFlock>)
           return "[rcsweep] note: the file system of " + x.store +
-                 " has no flock: one writer per store is not enforced\n";
+                 " has no flock: one writer per store is not enforced by rcsweep's lock\n";
         else if constexpr (std::is_same_v<T, ev::Reused>)
           return reused_text(x);
         else if constexpr (std::is_same_v<T, ev::Started>)
@@ -210,7 +210,7 @@ void add_fields(JsonObject& o, const sweep::Event& e) {
         else if constexpr (std::is_same_v<T, ev::StoreGrown>)
           o.add("store", x.store).add("changes", x.changes).add("copied", x.copied);
         else if constexpr (std::is_same_v<T, ev::NoFlock>)
-          o.add("store", x.store);
+          o.add("store", x.store).add("hdf5_locking_off", x.hdf5_locking_off);
         else if constexpr (std::is_same_v<T, ev::Reused>)
           o.add("from", x.from)
               .add("copied", x.copied)
@@ -284,6 +284,10 @@ std::string event_text(const sweep::Event& e, const TextStyle& style) {
         "finished tasks are kept\n",
         l->rank, l->host.c_str(), l->silent_s);
   if (const auto* k = std::get_if<ev::KernelsDiffer>(&e)) return kernels_text(*k);
+  if (const auto* n = std::get_if<ev::NoFlock>(&e); n && n->hdf5_locking_off)
+    return "[rcsweep] warning: the file system of " + n->store +
+           " has no flock and HDF5's file locking is off (HDF5_USE_FILE_LOCKING=FALSE): nothing keeps a second "
+           "writer out of this store; run one writer at a time\n";
   if (const auto* f = std::get_if<ev::Finished>(&e)) return finished_text(*f, style.quiet);
   return style.quiet ? std::string() : chatty_text(e, style);
 }

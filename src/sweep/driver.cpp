@@ -171,7 +171,7 @@ store::Store open_store(const RunContext& c) {
   const store::WriterLock lock = claim(opt);
   const bool exists = check_claimed(opt, lock, c.plan);
   store::Store store = open_or_create(c, lock, prov, exists);
-  if (!lock.enforced()) report(opt.events, event::NoFlock{opt.output.string()});
+  if (!lock.enforced()) report(opt.events, event::NoFlock{opt.output.string(), store::hdf5_file_locking_off()});
   reuse(c, store);
   return store;
 }

@@ -25,9 +25,11 @@ struct StoreGrown {
   std::uint64_t copied = 0;
 };
 
-/// The store's file system has no flock: one writer per store is not enforced.
+/// The store's file system has no flock: one writer per store is not enforced by rcsweep's lock;
+/// with HDF5's own file locking off too (HDF5_USE_FILE_LOCKING=FALSE), by nothing.
 struct NoFlock {
   std::string store;
+  bool hdf5_locking_off = false;
 };
 
 /// `--reuse FROM`: finished results copied into this run's pending tasks.

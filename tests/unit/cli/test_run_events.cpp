@@ -95,6 +95,10 @@ TEST(EventText, QuietKeepsWhatTheUserMustKnow) {
   EXPECT_EQ(event_text(progress(3, 10, 0.42, 5.0, 7.0), quiet), "");
   EXPECT_EQ(event_text(ev::TaskEnded{7, "failed", "failed: out of memory"}, quiet), "");
   EXPECT_EQ(event_text(ev::NoFlock{"a.h5"}, quiet), "");
+  // No flock and HDF5's locking off too: nothing keeps a second writer out, said even with -q.
+  EXPECT_NE(event_text(ev::NoFlock{"a.h5", true}, quiet).find("warning: the file system of a.h5 has no flock and HDF5's"),
+            std::string::npos);
+  EXPECT_NE(event_json(ev::NoFlock{"a.h5", true}).find("\"hdf5_locking_off\": true"), std::string::npos);
   EXPECT_NE(event_text(ev::Stopping{"SIGINT", "", 30.0, "a SIGINT or SIGTERM"}, quiet), "");
   EXPECT_EQ(event_text(ev::LauncherGone{"mpiexec"}, quiet),
             "[rcsweep] mpiexec is gone: stopping now; finished tasks are kept\n");
