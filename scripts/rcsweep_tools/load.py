@@ -343,29 +343,63 @@ def _check_objects(f):
         if isinstance(link, h5py.SoftLink):
             _bad(f"{name} is a soft link to {link.path}: every object of a store is its own, reached by hard links only")
         _bad(f"{name} is a user-defined link: every object of a store is its own, reached by hard links only")
-    def storage(name, obj):  # h5::storage_outside_file, and the chunk count of h5::storage_mismatch
+    end = f.id.get_filesize()
+
+    def storage(name, obj):  # h5::storage_outside_file and h5::storage_mismatch
         if not isinstance(obj, h5py.Dataset):
             return None
         if obj.is_virtual or obj.external:
             where = "a virtual dataset (its values are in other datasets)" if obj.is_virtual else \
                 f"external storage in {_str(obj.external[0][0])}"
             return f"/{name} keeps its values outside the store ({where})"
-        if obj.chunks is not None:
-            if 0 in obj.chunks:
-                return f"/{name} does not fit the file: a chunk dimension is 0"
-            n_chunks = 1
-            for size, chunk in zip(obj.shape, obj.chunks):
-                per_dim = -(-size // chunk)
-                if per_dim == 0:
-                    return None  # no values, no chunks
-                if per_dim > (1 << 26) // n_chunks:
-                    return f"/{name} does not fit the file: it has more chunks than a store makes"
-                n_chunks *= per_dim
-        return None
+        misfit = _storage_misfit(obj, end)
+        return f"/{name} does not fit the file: {misfit}" if misfit else None
 
     problem = f.visititems(storage)
     if problem is not None:
         _bad(problem)
+
+
+def _storage_misfit(d, end):
+    """Why the stored values of dataset `d` do not fit a file whose end is at byte `end`: a
+    contiguous block or a chunk that runs past the end or (unfiltered, fixed-size values) holds
+    another number of bytes than its values need; None when they fit."""
+    type_size = d.id.get_type().get_size()
+    fixed = not d.dtype.hasobject
+    past_end = lambda addr, size: addr > end or size > end - addr  # noqa: E731
+    plist = d.id.get_create_plist()
+    if plist.get_layout() == h5py.h5d.CONTIGUOUS:
+        addr = d.id.get_offset()
+        if addr is None:
+            return None
+        have, need = d.id.get_storage_size(), type_size * int(np.prod(d.shape, dtype=object))
+        if fixed and have != need:
+            return f"its values take {have} bytes at byte {addr}, not {need}"
+        if past_end(addr, have):
+            return f"its values, {have} bytes at byte {addr}, run past the end of the file"
+        return None
+    if d.chunks is None:
+        return None
+    if 0 in d.chunks:
+        return "a chunk dimension is 0"
+    n_chunks = 1
+    for size, chunk in zip(d.shape, d.chunks):
+        per_dim = -(-size // chunk)
+        if per_dim == 0:
+            return None  # no values, no chunks
+        if per_dim > (1 << 26) // n_chunks:
+            return "it has more chunks than a store makes"
+        n_chunks *= per_dim
+    chunk_bytes = type_size * int(np.prod(d.chunks, dtype=object))
+    filtered = plist.get_nfilters() > 0
+    infos = sorted((d.id.get_chunk_info(i) for i in range(d.id.get_num_chunks())), key=lambda c: c.chunk_offset)
+    for c in infos:
+        at = "(" + ", ".join(str(x) for x in c.chunk_offset) + ")"
+        if fixed and not filtered and c.size != chunk_bytes:
+            return f"its chunk at {at} takes {c.size} bytes at byte {c.byte_offset}, not {chunk_bytes}"
+        if past_end(c.byte_offset, c.size):
+            return f"its chunk at {at}, {c.size} bytes at byte {c.byte_offset}, runs past the end of the file"
+    return None
 
 
 def _check_description(f):

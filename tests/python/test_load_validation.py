@@ -226,6 +226,25 @@ def huge_in_small_chunks(g, name):  # 10^11 values in chunks of 10: more chunks 
     return g.create_dataset(name, shape=(10**11,), dtype="<i8", chunks=(10,))
 
 
+def flipped_chunk_size(path):
+    """One bit flipped in the stored size of /layers/fro's first chunk (HDF5 1.10 keeps no checksum
+    there)."""
+    import struct
+
+    with h5py.File(path, "r") as f:
+        info = f["layers/fro"].id.get_chunk_info(0)
+    data = bytearray(path.read_bytes())
+    field = struct.pack("<Q", info.size)
+    for at in [i for i in range(len(data)) if data.startswith(field, i)]:
+        data[at + 2] ^= 1
+        path.write_bytes(bytes(data))
+        with h5py.File(path, "r") as f:
+            if f["layers/fro"].id.get_chunk_info(0).size != info.size:
+                return
+        data[at + 2] ^= 1
+    raise AssertionError("no stored chunk size found")
+
+
 def invalid_utf8(g, name):
     d = g.create_dataset(name, shape=(2,), dtype=h5py.string_dtype("utf-8"))
     d[...] = np.array([b"\xff\xfe", b"markov"], dtype=object)
@@ -244,6 +263,8 @@ DESCRIPTION_CASES = [
      "/axes/d is 100000000000, but the stored sweep has 2 values"),
     ("axis of 10^11 values in 10^10 chunks", replace_axis("d", huge_in_small_chunks),
      "/axes/d does not fit the file: it has more chunks than a store makes"),
+    ("a chunk's stored size flipped", flipped_chunk_size,
+     "/layers/fro does not fit the file: its chunk at (0, 0) takes 65920 bytes at byte"),
     ("50 MB string attribute", h5edit(lambda f: f.attrs.__setitem__("host", "x" * 50_000_000)),
      "attribute 'host' is 50000000 bytes long, more than the 4096 it may have"),
     ('min = "abc" in the stored sweep', stored_config(min_abc),
