@@ -570,6 +570,7 @@ void Store::publish(bool replace) {
       throw StoreError("cannot create " + p + ": " + std::strerror(errno));
   }
   s.unpublished.path.clear();
+  s.lock->release_unlinked();  // a replaced store's inode: its space is freed now, not at the end of the run
 }
 
 Store Store::create(const WriterLock& lock, const plan::Plan& plan, const Provenance& prov, bool overwrite) {

@@ -17,6 +17,7 @@
 #include "models/task_runner.hpp"
 #include "plan/adaptive.hpp"
 #include "rcsweep/version.hpp"
+#include "store/file_mode.hpp"
 #include "store/reuse.hpp"
 #include "store/store.hpp"
 #include "sweep/decisions.hpp"
@@ -377,13 +378,16 @@ void check_store(const plan::Plan& plan, const RunOptions& opt) {
   try {
     const store::WriterLock lock = claim(opt);
     const bool exists = check_claimed(opt, lock, plan);
+    if (exists) store::refuse_open_elsewhere(lock.path(), opt.output.string());  // a resume could not open it
     if (exists && !opt.overwrite) {  // open_or_create resumes it, grown first when of another plan
       if (store::read_info(opt.output).plan_hash == plan.hash) {
         store::Store::open_read(opt.output, plan);  // open_resume's checks, read-only
         return;
       }
       check_growth(opt.output, plan);
+      store::refuse_unwritable_replacement(lock.path(), opt.output.string());
     } else {
+      if (exists) store::refuse_unwritable_replacement(lock.path(), opt.output.string());
       store::check_output(lock, opt.overwrite);  // Store::create's
     }
     // Creation and growth build the store under a temporary name beside it: the directory must take one.

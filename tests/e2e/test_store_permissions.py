@@ -295,6 +295,23 @@ def test_a_store_open_in_h5py_is_neither_resumed_nor_replaced_under_it(tmp_path,
     assert not [p for p in tmp_path.iterdir() if ".partial" in p.name]
 
 
+@pytest.mark.parametrize("how", ["resume", "growth"])
+def test_run_n_refuses_a_store_open_in_h5py_before_mpiexec_starts(tmp_path, held, how):
+    """`rcsweep run -n 2` says it as a single process does, before mpiexec starts (no banners)."""
+    store = held
+    before = digest(store)
+    marker = tmp_path / "mpiexec-started"
+    mpiexec = tmp_path / "mpiexec.sh"
+    mpiexec.write_text(f'#!/bin/sh\ntouch "{marker}"\nexec mpiexec --oversubscribe --allow-run-as-root "$@"\n')
+    mpiexec.chmod(0o755)
+    proc = run("run", "-n", "2", "--mpiexec", str(mpiexec), sweep(tmp_path, replicates=1 if how == "resume" else 2),
+               "-o", store, "-q")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(held_message(store)), proc.stderr
+    assert not marker.exists()
+    assert digest(store) == before
+
+
 def test_a_store_open_in_h5py_without_locking_is_replaced(tmp_path):
     """h5py.File(path, "r", locking=False) is what the refusal suggests: then growth goes ahead."""
     store = tmp_path / "free.h5"
