@@ -631,7 +631,7 @@ def _check_identity(f, path):
     if "format" not in f.attrs:
         raise StoreInvalid(f"{path} is not an rcsweep store (no 'format' attribute)", path)
     try:
-        fmt = _attr_text(f, "format", MAX_SHORT_TEXT)
+        fmt = _attr_text(f, "format", MAX_LONG_TEXT)  # as check_identity reads it
     except _Refused as r:
         _refuse(path, str(r))
     if fmt != "rcsweep":
