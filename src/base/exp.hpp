@@ -1,6 +1,6 @@
 // exp for loops that the compiler vectorises: IEEE basic operations only, no branch, no libm call.
-// The softmax and Markov rows of a layer (T^2 exponentials each) were 1.6 % of the Mind the Gap
-// grid through glibc's scalar exp.
+// The softmax and Markov rows of a layer (T^2 exponentials each) through glibc's scalar exp were a
+// visible share of a grid's time (docs/BENCHMARKS.md "Figures behind choices in the source").
 #pragma once
 #include <bit>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 namespace rcsweep {
 
-/// e^x to about 1 ulp (tested against std::exp in tests/unit/numerics). Results below 2^-1021
+/// e^x to about 1 ulp (tested against std::exp in tests/unit/linalg/test_linalg.cpp). Results below 2^-1021
 /// (x < -708) are 0 instead of tiny or subnormal; x > 709.7827 (ln of the largest double) gives
 /// +inf; NaN gives NaN.
 /// e^x = 2^k e^r, k = round(x / ln 2), r = x - k ln 2 in two parts (Cody–Waite, exact for
@@ -52,9 +52,9 @@ inline double exp_vectorisable(double x) {
 }
 
 /// x_i <- e^(a x_i - b) for i < n (exp_vectorisable, vectorised), and returns the sum of the
-/// results (in 4 partial sums): the exponentials of a softmax or Markov row. 1.7x a loop over
-/// libm's exp for a row of 150, 1.45x for 1024 (bench_kernels BM_exp_row_vectorised,
-/// BM_exp_row_libm: 287 against 166 M/s, 168 against 116 M/s).
+/// results (in 4 partial sums): the exponentials of a softmax or Markov row. Faster than a loop
+/// over libm's exp (bench_kernels BM_exp_row_vectorised against BM_exp_row_libm:
+/// docs/BENCHMARKS.md "Metric kernels").
 double exp_affine_sum(double* x, std::size_t n, double a, double b);
 
 }  // namespace rcsweep

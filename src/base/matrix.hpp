@@ -11,7 +11,8 @@ namespace rcsweep {
 
 /// std::allocator, except that value-initialisation without arguments (what vector::resize and
 /// the size constructor do) leaves a double uninitialised: a matrix about to be overwritten (a
-/// GEMM result with beta = 0) is then not cleared first (memset was ~2 % of a sweep).
+/// GEMM result with beta = 0) is then not cleared first (clearing was a measurable share of a
+/// sweep: docs/BENCHMARKS.md "Figures behind choices in the source").
 template <class T>
 struct DefaultInitAllocator : std::allocator<T> {
   template <class U>

@@ -35,9 +35,9 @@ blasint to_blas(std::size_t n) {
 // Numbers of eigenvalues of the tridiagonal (d, e2 = e^2) below each of the points x_p: negative
 // pivots of the LDL^T factorisations of T - x_p I. The recurrence is a chain of divisions; the
 // points' chains are independent and one AVX2 division serves 4 of them. More points per pass cut
-// the passes but cost more per pass (the divider's throughput): 4 points took 44 us for both
-// eigenvalues at n = 150, 8 points 52 us, 16 points 85 us (bench_kernels BM_top_two_tridiagonal,
-// AMD EPYC Zen 4). The AVX2 and baseline clones give the same counts: every operation
+// the passes but cost more per pass (the divider's throughput); 4 points per pass was the fastest
+// (bench_kernels BM_top_two_tridiagonal: docs/BENCHMARKS.md "Figures behind choices in the
+// source"). The AVX2 and baseline clones give the same counts: every operation
 // is a correctly rounded subtraction or division, with nothing to contract into an FMA.
 constexpr std::size_t sturm_points = 4;
 __attribute__((target_clones("avx2", "default"))) void sturm_counts(const double* d, const double* e2, std::size_t n,
@@ -321,8 +321,7 @@ namespace {
 // threads, and a binary tree of dtpqrt merges them (tall-skinny QR); dgesdd then takes the k x k
 // R. Bitwise the same on any number of threads. Faster than dgesdd on A even on one thread: a
 // row-major tall A is a wide matrix to LAPACK, which then reduces it by LQ, more slowly than by QR
-// (2048 x 512: 110 ms dgesdd against 79 ms this way; 32768 x 256: 1030 against 267 ms;
-// bench_kernels BM_singular_values, docs/BENCHMARKS.md "Metric kernels").
+// (bench_kernels BM_singular_values, docs/BENCHMARKS.md "Metric kernels").
 constexpr lapack_int tpqrt_block = 32;
 
 // Rows [r0, r0 + b) of the long view of A as a column-major b x k block (leading dimension b);
@@ -450,7 +449,7 @@ std::vector<std::complex<double>> eigenvalues(const Matrix& A) {
 // the BLAS multiplies small products unpacked (unpacked_gemm_limit) and a piece of gram_piece
 // columns fits its limit, the column pieces G[0:end, piece] = R[0:end, :] R^T[:, piece] of the
 // k x inner factor R (A, or A^T) and its transpose (one copy), each one unpacked GEMM without
-// transposes: 1.03-1.7x the dsyrk at the Mind the Gap grid's shapes (Zen 4, docs/BENCHMARKS.md
+// transposes: faster than the dsyrk at the Mind the Gap grid's shapes (docs/BENCHMARKS.md
 // "Products cut for the unpacked kernels"), though they also compute the lower halves of the
 // diagonal blocks. From gram_split_min_order on (with enough work to share), in column parts of
 // gram_part_size, each the rectangle G[0:end, part] = one GEMM, on the rank's threads (largest
@@ -462,7 +461,7 @@ void gram_upper(const Matrix& A, double alpha, bool rows, Matrix& G) {
   if (k < gram_split_min_order || work < gemm_split_min_flops) {
     const double limit = unpacked_gemm_limit();
     if (limit > 0.0 && static_cast<double>(k) * static_cast<double>(gram_piece) * static_cast<double>(inner) <= limit) {
-      Matrix At(A.cols(), A.rows(), Matrix::uninitialized);  // OpenBLAS's transposing copy: 2x a plain loop
+      Matrix At(A.cols(), A.rows(), Matrix::uninitialized);  // OpenBLAS's transposing copy: faster than a plain loop
       cblas_domatcopy(CblasRowMajor, CblasTrans, to_blas(A.rows()), to_blas(A.cols()), 1.0, A.data(), to_blas(lda),
                       At.data(), to_blas(A.rows()));
       const Matrix& R = rows ? A : At;   // k x inner
@@ -503,7 +502,7 @@ GramTop gram_top(const Matrix& A, double alpha, double decline_below, bool secon
   const bool rows = m <= n;
   gram_upper(A, alpha, rows, G);
   // trace and ||G||_F^2 = sum_i g_ii^2 + 2 sum_(j > i) g_ij^2; the off-diagonal sum in 4
-  // independent partial sums (no loop-carried latency chain: it was 11 us per call at k = 150).
+  // independent partial sums (no loop-carried latency chain, which dominated the call's time).
   double off[4] = {0.0, 0.0, 0.0, 0.0};
   for (std::size_t i = 0; i < k; ++i) {
     const double* g = G.row(i).data();

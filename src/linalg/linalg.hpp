@@ -25,9 +25,9 @@ void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, do
 /// Where the BLAS multiplies small products without packing (unpacked_gemm_limit() > 0), a
 /// product op(A) op(B) without transposes whose m n k exceeds that limit is cut along C's columns
 /// into pieces that stay within it: as many columns as fit, a multiple of 8, at least
-/// gemm_min_piece (else one call). OpenBLAS's SkylakeX and Cooperlake kernels run the unpacked
-/// products at 56-58 GFLOP/s where one packed call of the Mind the Gap grid's X W and M V runs at
-/// 46-52 (Zen 4; docs/BENCHMARKS.md "Products cut for the unpacked kernels").
+/// gemm_min_piece (else one call). On OpenBLAS's SkylakeX and Cooperlake kernels the unpacked
+/// pieces run faster than one packed call at the Mind the Gap grid's X W and M V
+/// (docs/BENCHMARKS.md "Products cut for the unpacked kernels").
 struct GemmParts {
   bool columns = false;  ///< parts of C's columns (else of its rows)
   parallel::Parts parts;
@@ -124,7 +124,7 @@ inline constexpr std::size_t gram_split_min_order = 512;
 inline constexpr std::size_t gram_part_size = 128;
 /// Columns per piece of a small Gram matrix formed by unpacked GEMMs (gram_top, where
 /// unpacked_gemm_limit() > 0): the narrowest of 8, 16, 24, 32 was the fastest at every shape of
-/// the Mind the Gap grid (Zen 4).
+/// the Mind the Gap grid (docs/BENCHMARKS.md "Products cut for the unpacked kernels").
 inline constexpr std::size_t gram_piece = 8;
 
 /// Householder reduction of the symmetric A (n x n; only its upper triangle is read, and it is

@@ -78,7 +78,7 @@ struct SpectralSummary {
   Route route = Route::none;
 };
 /// s_2^2 / s_1^2 above which the Gram route is used (its s_2 then has relative error
-/// <~ k eps / (2 gram_threshold); measured in tests/unit/numerics against the SVD).
+/// <~ k eps / (2 gram_threshold); measured in tests/unit/metrics against the SVD).
 inline constexpr double gram_threshold = 1e-3;
 SpectralSummary spectral_summary(const Matrix& A, bool want_all, bool second = true);
 

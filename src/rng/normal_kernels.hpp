@@ -1,7 +1,7 @@
 // Private to rcsweep_rng (and its unit test): the branch-free elementary functions of the
 // Box–Muller transform in fill_normal.
 //
-// Why not libm: std::log/std::cos/std::sin are scalar calls (~60% of fill_normal's time) and
+// Why not libm: std::log/std::cos/std::sin are scalar calls (most of fill_normal's time) and
 // their last bit may differ between libm versions. These kernels use only IEEE-754 basic
 // operations (+ - * / sqrt, min, integer bit manipulation of the representation), each
 // correctly rounded, so the result is bitwise the same on every x86-64 machine and with any
@@ -12,7 +12,7 @@
 // with AVX2 (4 doubles) in fill_normal_avx2 and AVX-512 (8) in fill_normal_avx512, of which
 // fill_normal picks the widest the CPU runs.
 //
-// Accuracy (tests/unit/numerics/test_rng.cpp measures it against libm over millions of points):
+// Accuracy (tests/unit/rng/test_philox.cpp measures it against libm over millions of points):
 //   log_open_unit(u):   relative error < 2^-52 on the whole 53-bit grid of (0, 1) (fdlibm's
 //                       log kernel: reduction to [sqrt(2)/2, sqrt(2)), s = f/(2+f), minimax
 //                       polynomial of degree 14 in s, |error| < 2^-58.45 before rounding).
@@ -21,7 +21,7 @@
 //                       |t| <= 1/512), then a 257-entry table of sin/cos(2 pi k/256), correctly
 //                       rounded, and short Taylor polynomials in t (truncation < 1e-17). g++
 //                       vectorises the table reads as two 16-byte loads per pair of lanes.
-//   log_open_unit measured: 2.2e-16 relative (test_rng.cpp, 2.2 M points incl. u = 2^-54).
+//   log_open_unit measured: 2.2e-16 relative (test_philox.cpp, 2.2 M points incl. u = 2^-54).
 #pragma once
 #include <bit>
 #include <cstddef>

@@ -156,7 +156,9 @@ class PhiloxBlocks {
 [[gnu::target("avx512f,avx512dq,avx512vl")]] void PhiloxBlocks::generate_avx512(std::uint64_t first, std::size_t nb,
                                                                                 std::uint64_t* __restrict a,
                                                                                 std::uint64_t* __restrict b) const {
-  constexpr int vectors = 2;  // two independent chains: 1.72 vs 2.02 ns per normal with one (Zen 4)
+  // Two independent chains hide the multiplies' latency (docs/BENCHMARKS.md "Figures behind
+  // choices in the source").
+  constexpr int vectors = 2;
   constexpr std::size_t step = 8 * vectors;
   const __m512i m0l = word(PHILOX_M4x64_0 & 0xffffffffULL), m0h = word(PHILOX_M4x64_0 >> 32);
   const __m512i m1l = word(PHILOX_M4x64_1 & 0xffffffffULL), m1h = word(PHILOX_M4x64_1 >> 32);
@@ -271,7 +273,7 @@ void box_muller_portable(const std::uint64_t* a, const std::uint64_t* b, double*
 }
 
 // The same code compiled for AVX2: g++ vectorises the Box–Muller loop 4 doubles wide instead of 2
-// (1.44x the portable fill on Zen 3, docs/BENCHMARKS.md). No "fma" in the target: the bits must equal the portable
+// (faster than the portable fill: docs/BENCHMARKS.md "Random numbers"). No "fma" in the target: the bits must equal the portable
 // variant's (and -ffp-contract=off would forbid contraction anyway). The scalar Philox part
 // compiles to the same instructions in both variants.
 [[gnu::target("avx2")]] void fill_normal_part_avx2(const StreamKey& key, std::size_t first_block,
@@ -287,7 +289,7 @@ void box_muller_portable(const std::uint64_t* a, const std::uint64_t* b, double*
 }
 
 // The same for AVX-512 (F, DQ, VL): the Box–Muller loop 8 doubles per instruction and Philox 8
-// counters per vector (PhiloxBlocks::generate_avx512), 1.44x the AVX2 fill on Zen 4
+// counters per vector (PhiloxBlocks::generate_avx512), faster than the AVX2 fill
 // (docs/BENCHMARKS.md "Random numbers"). Still no "fma".
 [[gnu::target("avx512f,avx512dq,avx512vl")]] void fill_normal_part_avx512(const StreamKey& key, std::size_t first_block,
                                                                           std::span<double> out) {
