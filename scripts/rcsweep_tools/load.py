@@ -47,6 +47,7 @@ import os
 import h5py
 import numpy as np
 
+SCHEMA_VERSION = 2  # the store layout this toolkit reads: schema_version in src/store/store.hpp
 STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed", 5: "vanished"}
 DONE, DIVERGED, NOT_NEEDED, VANISHED = 1, 3, 4, 5
 # The metrics of every task (dims grid..., replicate, layer); replicate_stats summarises these.
@@ -639,8 +640,8 @@ def _check_identity(f, path):
     if "schema_version" not in f.attrs:
         raise StoreInvalid(f"{path} is not an rcsweep store (no 'schema_version' attribute)", path)
     version = _attr_int(f, "schema_version")
-    if version != 1:
-        raise StoreInvalid(f"{path}: schema version {version}, this rcsweep reads 1", path)
+    if version != SCHEMA_VERSION:
+        raise StoreInvalid(f"{path}: schema version {version}, this rcsweep reads {SCHEMA_VERSION}", path)
 
 
 def _check(f):

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <type_traits>
+#include <concepts>
+#include <string>
+#include <variant>
 
 #include "base/units.hpp"
 #include "cli/json.hpp"
@@ -37,17 +39,6 @@ std::string short_duration(double s) {
   return format("%.1fh", s / 3600);
 }
 
-/// Why a run stopped early ("" when it did not).
-std::string stop_reason(const sweep::RunSummary& s) {
-  if (s.exit_code() != 4) return "";
-  if (s.lost_rank > 0) return "stopped because rank " + std::to_string(s.lost_rank) + " was lost";
-  if (s.launcher_gone) return "stopped because " + sweep::launcher_name() + " is gone";
-  if (s.stop_signal)
-    return "stopped by " + sweep::signal_name(s.stop_signal) +
-           (sweep::launcher_teardown() ? " from " + sweep::launcher_name() : std::string());
-  return "time limit of " + human_seconds(s.time_limit_s) + " reached";
-}
-
 /// What rank 0 says at the end of a run: this run's outcomes and the store's (not with --quiet),
 /// then, after an early stop, why and how to go on (always: the user must know).
 std::string finished_text(const sweep::event::Finished& f, bool quiet) {
@@ -75,7 +66,7 @@ std::string finished_text(const sweep::event::Finished& f, bool quiet) {
   }
   if (s.exit_code() == 4)
     out += format("[rcsweep] %s: %llu tasks left, every finished task is in %s; resume with the same command\n",
-                  stop_reason(s).c_str(), ull{s.store_pending}, f.store.c_str());
+                  sweep::event::stopped_because(s).c_str(), ull{s.store_pending}, f.store.c_str());
   return out;
 }
 
@@ -129,44 +120,94 @@ std::string reused_text(const sweep::event::Reused& r) {
   return out + "\n";
 }
 
-/// The text of the events --quiet drops (everything but stops, lost ranks and kernel notes).
-std::string chatty_text(const sweep::Event& e, const TextStyle& style) {
-  namespace ev = sweep::event;
-  return std::visit(
-      [&style](const auto& x) -> std::string {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, ev::WaitingForStore>)
-          return format("[rcsweep] %s is still held by a run that is stopping (%s): waiting up to %.0f s\n",
-                        x.store.c_str(), x.holder.c_str(), x.wait_s);
-        else if constexpr (std::is_same_v<T, ev::StoreGrown>)
-          return "[rcsweep] " + x.store + " was made from another version of the sweep file:\n" + x.changes +
-                 "[rcsweep] grown to this sweep: " + std::to_string(x.copied) + " finished tasks copied\n";
-        else if constexpr (std::is_same_v<T, ev::NoFlock>)
-          return "[rcsweep] note: the file system of " + x.store +
-                 " has no flock: one writer per store is not enforced by rcsweep's lock\n";
-        else if constexpr (std::is_same_v<T, ev::Reused>)
-          return reused_text(x);
-        else if constexpr (std::is_same_v<T, ev::Started>)
-          return started_text(x);
-        else if constexpr (std::is_same_v<T, ev::Warning>)
-          return "[rcsweep] warning: " + x.text + "\n";
-        else if constexpr (std::is_same_v<T, ev::Progress>)
-          return style.progress ? progress_text(x, style.tty) : std::string();
-        else if constexpr (std::is_same_v<T, ev::TaskEnded>)
-          return "[rcsweep] task " + std::to_string(x.task) + " " + x.message + "\n";
-        else if constexpr (std::is_same_v<T, ev::Paused>)
-          return format("[rcsweep] rank 0 was held up for %.0f s (the job stopped, its machine paused, "
-                        "or a slow write): the workers' silence meanwhile is not counted\n",
-                        x.seconds);
-        else if constexpr (std::is_same_v<T, ev::WeightsDumped>)
-          return "[rcsweep] --dump-weights: /dump holds " + std::to_string(x.tasks) + " tasks (" +
-                 human_bytes(static_cast<double>(x.bytes)) + ")" +
-                 (x.not_done ? "; " + std::to_string(x.not_done) + " tasks not done (no dump)" : std::string()) + "\n";
-        else
-          return "";
-      },
-      e);
+// The text of each kind of event ("" when `style` shows nothing of it): one overload per kind and
+// no generic one, so that a kind of sweep::Event without its text does not compile (event_text
+// visits them). --quiet keeps only what the user must know: stops, lost ranks, kernels that
+// differ, a store nothing keeps a second writer out of, how to go on after an early stop, errors.
+
+std::string text(const sweep::event::WaitingForStore& x, const TextStyle& style) {
+  if (style.quiet) return "";
+  return format("[rcsweep] %s is still held by a run that is stopping (%s): waiting up to %.0f s\n", x.store.c_str(),
+                x.holder.c_str(), x.wait_s);
 }
+
+std::string text(const sweep::event::StoreGrown& x, const TextStyle& style) {
+  if (style.quiet) return "";
+  return "[rcsweep] " + x.store + " was made from another version of the sweep file:\n" + x.changes +
+         "[rcsweep] grown to this sweep: " + std::to_string(x.copied) + " finished tasks copied\n";
+}
+
+std::string text(const sweep::event::NoFlock& x, const TextStyle& style) {
+  if (x.hdf5_locking_off)
+    return "[rcsweep] warning: the file system of " + x.store +
+           " has no flock and HDF5's file locking is off (HDF5_USE_FILE_LOCKING=FALSE): nothing keeps a second "
+           "writer out of this store; run one writer at a time\n";
+  if (style.quiet) return "";
+  return "[rcsweep] note: the file system of " + x.store +
+         " has no flock: one writer per store is not enforced by rcsweep's lock\n";
+}
+
+std::string text(const sweep::event::Reused& x, const TextStyle& style) { return style.quiet ? "" : reused_text(x); }
+
+std::string text(const sweep::event::KernelsDiffer& x, const TextStyle&) { return kernels_text(x); }
+
+std::string text(const sweep::event::Started& x, const TextStyle& style) { return style.quiet ? "" : started_text(x); }
+
+std::string text(const sweep::event::Warning& x, const TextStyle& style) {
+  return style.quiet ? "" : "[rcsweep] warning: " + x.text + "\n";
+}
+
+std::string text(const sweep::event::Progress& x, const TextStyle& style) {
+  return style.quiet || !style.progress ? "" : progress_text(x, style.tty);
+}
+
+std::string text(const sweep::event::TaskEnded& x, const TextStyle& style) {
+  return style.quiet ? "" : "[rcsweep] task " + std::to_string(x.task) + " " + x.message + "\n";
+}
+
+std::string text(const sweep::event::Paused& x, const TextStyle& style) {
+  if (style.quiet) return "";
+  return format("[rcsweep] rank 0 was held up for %.0f s (the job stopped, its machine paused, "
+                "or a slow write): the workers' silence meanwhile is not counted\n",
+                x.seconds);
+}
+
+std::string text(const sweep::event::Stopping& x, const TextStyle&) { return stopping_text(x); }
+
+std::string text(const sweep::event::LauncherGone& x, const TextStyle&) {
+  return "[rcsweep] " + x.launcher + " is gone: stopping now; finished tasks are kept\n";
+}
+
+std::string text(const sweep::event::RankLost& x, const TextStyle&) {
+  return format(
+      "[rcsweep] rank %d (%s) has not been heard from for %.0f s: its node or the network failed; stopping now, "
+      "finished tasks are kept\n",
+      x.rank, x.host.c_str(), x.silent_s);
+}
+
+std::string text(const sweep::event::Finished& x, const TextStyle& style) { return finished_text(x, style.quiet); }
+
+std::string text(const sweep::event::WeightsDumped& x, const TextStyle& style) {
+  if (style.quiet) return "";
+  return "[rcsweep] --dump-weights: /dump holds " + std::to_string(x.tasks) + " tasks (" +
+         human_bytes(static_cast<double>(x.bytes)) + ")" +
+         (x.not_done ? "; " + std::to_string(x.not_done) + " tasks not done (no dump)" : std::string()) + "\n";
+}
+
+std::string text(const sweep::event::Fatal& x, const TextStyle&) {
+  return "[rank 0/" + std::to_string(x.ranks) + "] error: " + x.message + "\n";
+}
+
+/// Whether `T` has its text here.
+template <typename T>
+concept HasText = requires(const T& e, const TextStyle& style) {
+  { text(e, style) } -> std::same_as<std::string>;
+};
+template <typename V>
+inline constexpr bool every_text = false;
+template <typename... T>
+inline constexpr bool every_text<std::variant<T...>> = (HasText<T> && ...);
+static_assert(every_text<sweep::Event>, "every kind of event has its text here");
 
 /// JSON: one object, fields in the order added.
 class JsonObject {
@@ -190,75 +231,6 @@ class JsonObject {
   std::string text_ = "{";
 };
 
-void add_fields(JsonObject& o, const sweep::event::Finished& f) {
-  const auto& s = f.summary;
-  o.add("store", f.store).add("exit_code", s.exit_code()).add("stopped_because", stop_reason(s));
-  o.add("done", s.done).add("diverged", s.diverged).add("vanished", s.vanished).add("failed", s.failed);
-  o.add("not_needed", s.not_needed).add("already_finished", s.skipped).add("wall_s", s.wall_s);
-  o.add("resumed", s.resumed).add("ended_first_layer", s.ended_first_layer).add("ended_last_layer", s.ended_last_layer);
-  o.add("store_failed", s.store_failed).add("store_diverged", s.store_diverged).add("store_vanished", s.store_vanished);
-  o.add("store_pending", s.store_pending);
-}
-
-void add_fields(JsonObject& o, const sweep::Event& e) {
-  namespace ev = sweep::event;
-  std::visit(
-      [&o](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, ev::WaitingForStore>)
-          o.add("store", x.store).add("holder", x.holder).add("wait_s", x.wait_s);
-        else if constexpr (std::is_same_v<T, ev::StoreGrown>)
-          o.add("store", x.store).add("changes", x.changes).add("copied", x.copied);
-        else if constexpr (std::is_same_v<T, ev::NoFlock>)
-          o.add("store", x.store).add("hdf5_locking_off", x.hdf5_locking_off);
-        else if constexpr (std::is_same_v<T, ev::Reused>)
-          o.add("from", x.from)
-              .add("copied", x.copied)
-              .add("not_in_sweep", x.not_in_sweep)
-              .add("other_shards", x.other_shards);
-        else if constexpr (std::is_same_v<T, ev::KernelsDiffer>)
-          o.add("this_run", x.this_run)
-              .add("stored", x.stored)
-              .add("ranks_differ", x.ranks_differ)
-              .add("new_kernel", x.new_kernel);
-        else if constexpr (std::is_same_v<T, ev::Started>)
-          o.add("store", x.store)
-              .add("resumed", x.resumed)
-              .add("tasks", x.tasks)
-              .add("possible_tasks", x.possible_tasks)
-              .add("bundles", x.bundles)
-              .add("ranks", x.ranks)
-              .add("threads", x.threads)
-              .add("already_finished", x.already_finished)
-              .add("schedule", x.schedule);
-        else if constexpr (std::is_same_v<T, ev::Warning>)
-          o.add("text", x.text);
-        else if constexpr (std::is_same_v<T, ev::Progress>)
-          o.add("tasks_done", x.tasks_done)
-              .add("tasks_total", x.tasks_total)
-              .add("fraction", x.fraction)
-              .add("elapsed_s", x.elapsed_s)
-              .add("eta_s", x.eta_s < 0 ? std::nan("") : x.eta_s)
-              .add("eta_is_bound", x.eta_is_bound)
-              .add("last", x.last);
-        else if constexpr (std::is_same_v<T, ev::TaskEnded>)
-          o.add("task", x.task).add("status", x.status).add("message", x.message);
-        else if constexpr (std::is_same_v<T, ev::Paused>)
-          o.add("seconds", x.seconds);
-        else if constexpr (std::is_same_v<T, ev::Stopping>)
-          o.add("signal", x.signal).add("launcher", x.launcher).add("grace_s", x.grace_s);
-        else if constexpr (std::is_same_v<T, ev::LauncherGone>)
-          o.add("launcher", x.launcher);
-        else if constexpr (std::is_same_v<T, ev::RankLost>)
-          o.add("rank", x.rank).add("host", x.host).add("silent_s", x.silent_s);
-        else if constexpr (std::is_same_v<T, ev::Finished>)
-          add_fields(o, x);
-        else if constexpr (std::is_same_v<T, ev::WeightsDumped>)
-          o.add("tasks", x.tasks).add("bytes", x.bytes).add("not_done", x.not_done);
-      },
-      e);
-}
-
 /// The text of a count: "1 event", "3 events".
 std::string count_of(std::uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -274,28 +246,17 @@ std::string why_not_written(const LineWriter::Outcome& o) {
 }  // namespace
 
 std::string event_text(const sweep::Event& e, const TextStyle& style) {
-  namespace ev = sweep::event;
-  if (const auto* s = std::get_if<ev::Stopping>(&e)) return stopping_text(*s);
-  if (const auto* g = std::get_if<ev::LauncherGone>(&e))
-    return "[rcsweep] " + g->launcher + " is gone: stopping now; finished tasks are kept\n";
-  if (const auto* l = std::get_if<ev::RankLost>(&e))
-    return format(
-        "[rcsweep] rank %d (%s) has not been heard from for %.0f s: its node or the network failed; stopping now, "
-        "finished tasks are kept\n",
-        l->rank, l->host.c_str(), l->silent_s);
-  if (const auto* k = std::get_if<ev::KernelsDiffer>(&e)) return kernels_text(*k);
-  if (const auto* n = std::get_if<ev::NoFlock>(&e); n && n->hdf5_locking_off)
-    return "[rcsweep] warning: the file system of " + n->store +
-           " has no flock and HDF5's file locking is off (HDF5_USE_FILE_LOCKING=FALSE): nothing keeps a second "
-           "writer out of this store; run one writer at a time\n";
-  if (const auto* f = std::get_if<ev::Finished>(&e)) return finished_text(*f, style.quiet);
-  return style.quiet ? std::string() : chatty_text(e, style);
+  return std::visit([&style](const auto& x) { return text(x, style); }, e);
 }
 
 std::string event_json(const sweep::Event& e) {
-  JsonObject o(sweep::event_name(e));
-  add_fields(o, e);
-  return o.line();
+  return std::visit(
+      [](const auto& x) {
+        JsonObject o(x.name);
+        x.fields([&o](const char* key, const auto& value) { o.add(key, value); });
+        return o.line();
+      },
+      e);
 }
 
 std::string dropped_json(const LineWriter::Dropped& dropped) {
@@ -349,6 +310,29 @@ sweep::EventSink both(sweep::EventSink first, sweep::EventSink second) {
   };
 }
 
+namespace {
+
+/// Give `json` (if any) about `wait` to write what is waiting, then `text` what is left of `wait`
+/// (at least a quarter of it after a stalled stdout), and stop them; JSON events neither written
+/// nor counted in a written `dropped` notice are said in the text. The outcome of `json`.
+LineWriter::Outcome close_writers(const std::shared_ptr<LineWriter>& json, const std::shared_ptr<LineWriter>& text,
+                                  std::chrono::milliseconds wait) {
+  const auto start = std::chrono::steady_clock::now();
+  LineWriter::Outcome json_outcome;
+  if (json) {
+    json_outcome = json->close(wait);
+    if (json_outcome.lost > 0)
+      text->write("[rcsweep] note: " + count_of(json_outcome.lost, "event was", "events were") +
+                      " not written to stdout (" + why_not_written(json_outcome) + ")\n",
+                  "note", LineWriter::Keep::always);
+  }
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  text->close(std::max(wait - spent, wait / 4));
+  return json_outcome;
+}
+
+}  // namespace
+
 RunEvents::RunEvents(TextStyle style, bool json, int out_fd, int err_fd, std::size_t bound_bytes)
     : text_(std::make_shared<LineWriter>(err_fd, dropped_text, bound_bytes)) {
   sink_ = text_sink(text_, style);
@@ -356,6 +340,11 @@ RunEvents::RunEvents(TextStyle style, bool json, int out_fd, int err_fd, std::si
     json_ = std::make_shared<LineWriter>(out_fd, dropped_json, bound_bytes);
     sink_ = both(json_sink(json_), std::move(sink_));
   }
+  // The process ends as soon as the sink returns from a `fatal` event: write it first.
+  sink_ = [sink = std::move(sink_), json = json_, text = text_](const sweep::Event& e) {
+    sink(e);
+    if (std::holds_alternative<sweep::event::Fatal>(e)) close_writers(json, text, fatal_close_wait);
+  };
 }
 
 RunEvents::~RunEvents() { close(LineWriter::default_close_wait); }
@@ -363,17 +352,7 @@ RunEvents::~RunEvents() { close(LineWriter::default_close_wait); }
 LineWriter::Outcome RunEvents::close(std::chrono::milliseconds wait) {
   if (closed_) return json_outcome_;
   closed_ = true;
-  const auto start = std::chrono::steady_clock::now();
-  if (json_) {
-    json_outcome_ = json_->close(wait);
-    if (json_outcome_.lost > 0)
-      text_->write("[rcsweep] note: " + count_of(json_outcome_.lost, "event was", "events were") +
-                       " not written to stdout (" + why_not_written(json_outcome_) + ")\n",
-                   "note", LineWriter::Keep::always);
-  }
-  // The text gets what is left of `wait`, and at least a quarter of it after a stalled stdout.
-  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-  text_->close(std::max(wait - spent, wait / 4));
+  json_outcome_ = close_writers(json_, text_, wait);
   return json_outcome_;
 }
 

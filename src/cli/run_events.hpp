@@ -19,10 +19,12 @@ struct TextStyle {
   bool progress = true;  ///< progress lines (without: --progress json, whose progress is on stdout)
 };
 
-/// The text of an event as rank 0 prints it ("" when `style` shows nothing of it).
+/// The text of an event as rank 0 prints it ("" when `style` shows nothing of it). Each kind has
+/// its own text in run_events.cpp, without a generic fallback: a kind without it does not compile.
 std::string event_text(const sweep::Event& e, const TextStyle& style);
 
-/// The event as one JSON object on one line (with its newline): {"event": NAME, ...its fields}.
+/// The event as one JSON object on one line (with its newline): {"event": NAME, ...its fields},
+/// the kind's `name` and `fields` (sweep/events.hpp); a time that is not known is null.
 std::string event_json(const sweep::Event& e);
 
 /// The notices of dropped events (LineWriter::Notice): as JSON, {"event": "dropped", "events": N,
@@ -56,7 +58,10 @@ class RunEvents {
   RunEvents& operator=(const RunEvents&) = delete;
 
   /// The sink of the run (RunOptions::events); events given to it after close() are not written.
+  /// A `fatal` event (the process ends as soon as the sink returns) closes the writers before it
+  /// returns, giving them about fatal_close_wait to write it and what is waiting before it.
   const sweep::EventSink& sink() const noexcept { return sink_; }
+  static constexpr std::chrono::milliseconds fatal_close_wait{500};
 
   /// Give the writers about `wait` to write the events still waiting (as long again at most for
   /// the text after a stalled stdout), then stop them; when JSON events were neither written nor

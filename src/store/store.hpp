@@ -19,7 +19,7 @@
 
 namespace rcsweep::store {
 
-inline constexpr int schema_version = 1;
+inline constexpr int schema_version = 2;
 
 /// diverged: X became non-finite at some layer; vanished: X became exactly zero (complete
 /// collapse); both are outcomes of the stack with the layers before recorded (models::Outcome).

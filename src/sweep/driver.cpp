@@ -228,7 +228,7 @@ PendingWork schedule(const RunContext& c, const Runnable& runnable, const plan::
 /// asks `cancelled` models::checks_per_layer times per layer (before it and within it) and before
 /// every task's gradients: counting the calls gives rank 0's progress within a bundle, also within
 /// a layer (a single big task shows its ETA too). Outside a bundle (out of
-/// memory) an error ends the job at once, as after a kill.
+/// memory) an error is reported (event::Fatal) and ends the job at once, as after a kill.
 void compute_at_rank0(const RunContext& c, WorkQueue& queue, ResultQueue& local, const StopState& stop,
                       Service& service) {
   double bundle_flops = 0.0, checks = 0.0, expected_checks = 1.0;
@@ -250,9 +250,12 @@ void compute_at_rank0(const RunContext& c, WorkQueue& queue, ResultQueue& local,
       service.partial_progress(0.0);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank 0/%d] error: %s\n", c.size,
-                 is_out_of_memory(e) ? out_of_memory_message("handing results over", e, 0.0).c_str() : e.what());
-    std::fflush(stderr);
+    try {  // the sink has written it when it returns (event::Fatal)
+      report(
+          c.opt.events,
+          event::Fatal{c.size, is_out_of_memory(e) ? out_of_memory_message("handing results over", e, 0.0) : e.what()});
+    } catch (...) {  // no memory left even for that: the exit code says it
+    }
     if (c.size > 1) MPI_Abort(c.comm, 1);
     std::_Exit(1);
   }

@@ -1,47 +1,18 @@
 #include "sweep/events.hpp"
 
-#include <type_traits>
+#include "base/units.hpp"
+#include "sweep/stop.hpp"
 
-namespace rcsweep::sweep {
+namespace rcsweep::sweep::event {
 
-const char* event_name(const Event& e) {
-  return std::visit(
-      [](const auto& x) -> const char* {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, event::WaitingForStore>)
-          return "waiting_for_store";
-        else if constexpr (std::is_same_v<T, event::StoreGrown>)
-          return "store_grown";
-        else if constexpr (std::is_same_v<T, event::NoFlock>)
-          return "no_flock";
-        else if constexpr (std::is_same_v<T, event::Reused>)
-          return "reused";
-        else if constexpr (std::is_same_v<T, event::KernelsDiffer>)
-          return "kernels_differ";
-        else if constexpr (std::is_same_v<T, event::Started>)
-          return "started";
-        else if constexpr (std::is_same_v<T, event::Warning>)
-          return "warning";
-        else if constexpr (std::is_same_v<T, event::Progress>)
-          return "progress";
-        else if constexpr (std::is_same_v<T, event::TaskEnded>)
-          return "task_ended";
-        else if constexpr (std::is_same_v<T, event::Paused>)
-          return "paused";
-        else if constexpr (std::is_same_v<T, event::Stopping>)
-          return "stopping";
-        else if constexpr (std::is_same_v<T, event::LauncherGone>)
-          return "launcher_gone";
-        else if constexpr (std::is_same_v<T, event::RankLost>)
-          return "rank_lost";
-        else if constexpr (std::is_same_v<T, event::Finished>)
-          return "finished";
-        else {
-          static_assert(std::is_same_v<T, event::WeightsDumped>);
-          return "weights_dumped";
-        }
-      },
-      e);
+std::string stopped_because(const RunSummary& s) {
+  if (s.exit_code() != 4) return "";
+  if (s.lost_rank > 0) return "stopped because rank " + std::to_string(s.lost_rank) + " was lost";
+  if (s.launcher_gone) return "stopped because " + launcher_name() + " is gone";
+  if (s.stop_signal)
+    return "stopped by " + signal_name(s.stop_signal) +
+           (launcher_teardown() ? " from " + launcher_name() : std::string());
+  return "time limit of " + human_seconds(s.time_limit_s) + " reached";
 }
 
-}  // namespace rcsweep::sweep
+}  // namespace rcsweep::sweep::event

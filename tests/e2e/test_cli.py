@@ -47,7 +47,7 @@ def test_run_info_and_h5py_xarray_readers(tmp_path):
 
     with h5py.File(store, "r") as f:
         assert f.attrs["format"] in ("rcsweep", b"rcsweep")
-        assert int(f.attrs["schema_version"]) == 1
+        assert int(f.attrs["schema_version"]) == 2
         assert int(f.attrs["mpi_ranks"]) == 2
         sr = f["layers/sr_cov"][...]
         assert sr.shape == (108, 13)

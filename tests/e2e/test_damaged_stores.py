@@ -240,10 +240,10 @@ CASES = [
      (2, "{p} is not an rcsweep store (format = 'netcdf')"), (2, "{p} is not an rcsweep store (format = 'netcdf')")),
     ("format attribute not a string", set_attr("format", np.int32(7)),
      (2, STORE + "attribute 'format' is not a string)"), (2, STORE + "attribute 'format' is not a string)")),
-    ("schema version 2", set_attr("schema_version", np.int32(2)),
-     (2, "{p}: schema version 2, this rcsweep reads 1"), (2, "{p}: schema version 2, this rcsweep reads 1")),
-    ("schema version 0", set_attr("schema_version", np.int32(0)),
-     (2, "{p}: schema version 0, this rcsweep reads 1"), (2, "{p}: schema version 0, this rcsweep reads 1")),
+    ("schema version 3", set_attr("schema_version", np.int32(3)),
+     (2, "{p}: schema version 3, this rcsweep reads 2"), (2, "{p}: schema version 3, this rcsweep reads 2")),
+    ("schema version 1", set_attr("schema_version", np.int32(1)),
+     (2, "{p}: schema version 1, this rcsweep reads 2"), (2, "{p}: schema version 1, this rcsweep reads 2")),
     ("plan hash missing", with_h5py(lambda f: f.attrs.__delitem__("plan_hash")),
      (2, STORE + "attribute 'plan_hash' is missing)"), (2, STORE + "attribute 'plan_hash' is missing)")),
     ("/tasks with 3 rows", with_h5py(shorter_tasks),
@@ -463,7 +463,7 @@ def test_not_needed_fits_an_adaptive_sweep_only_from_its_min(tmp_path):
 
 
 @pytest.mark.parametrize("case_id", ["empty file", "random bytes", "cut inside the superblock", "cut in half",
-                                     "bit flip in the superblock", "plain HDF5 file", "schema version 2",
+                                     "bit flip in the superblock", "plain HDF5 file", "schema version 3",
                                      "/tasks with 3 rows", "/layers/mu of the wrong shape"])
 def test_overwrite_replaces_a_damaged_store(tmp_path, made, case_id):
     (_, damage, _, _), = [c for c in CASES if c[0] == case_id]
@@ -473,7 +473,7 @@ def test_overwrite_replaces_a_damaged_store(tmp_path, made, case_id):
     assert proc.returncode == 0, proc.stderr
     info = cli("info", path)
     assert info.returncode == 0, info.stderr
-    assert f"plan {made['hash']['real']}, schema 1" in info.stdout
+    assert f"plan {made['hash']['real']}, schema 2" in info.stdout
     assert "100.0% finished: 4 done" in info.stdout
 
 
@@ -494,7 +494,7 @@ def test_store_of_another_plan_is_refused_naming_both_hashes_then_overwritten(tm
     proc = cli("run", made["other"], "-o", path, "-q", "--overwrite")
     assert proc.returncode == 0, proc.stderr
     info = cli("info", path)
-    assert f"plan {other}, schema 1" in info.stdout and "100.0% finished: 4 done" in info.stdout
+    assert f"plan {other}, schema 2" in info.stdout and "100.0% finished: 4 done" in info.stdout
 
 
 def test_a_directory_is_not_a_store(tmp_path, made):

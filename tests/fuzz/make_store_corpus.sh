@@ -26,8 +26,8 @@ def variant(name, base=src):
     shutil.copy(base, f"{tmp}/{name}")
     return f"{tmp}/{name}"
 
-with h5py.File(variant("small-schema2.h5"), "r+") as f:        # a future schema: refused
-    f.attrs["schema_version"] = 2
+with h5py.File(variant("small-schema3.h5"), "r+") as f:        # a future schema: refused
+    f.attrs["schema_version"] = 3
 with h5py.File(variant("small-no-theory.h5"), "r+") as f:      # older rcsweep: info yes, resume no
     del f["theory"]
 with h5py.File(variant("small-bad-status.h5"), "r+") as f:     # a status outside the enum

@@ -39,7 +39,7 @@ def sizes(f):
 def test_root_attributes(f):
     a = f.attrs
     assert a["format"] == "rcsweep"
-    assert int(a["schema_version"]) == 1
+    assert int(a["schema_version"]) == 2
     for name in ["rcsweep_version", "git_commit", "config", "plan_hash", "created", "finished",
                  "blas", "hdf5_version", "host", "sweep_name", "overrides"]:
         assert isinstance(a[name], str), name  # h5py reads them as str, not bytes

@@ -6,13 +6,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace rcsweep::cli {
 namespace {
@@ -96,8 +101,9 @@ TEST(EventText, QuietKeepsWhatTheUserMustKnow) {
   EXPECT_EQ(event_text(ev::TaskEnded{7, "failed", "failed: out of memory"}, quiet), "");
   EXPECT_EQ(event_text(ev::NoFlock{"a.h5"}, quiet), "");
   // No flock and HDF5's locking off too: nothing keeps a second writer out, said even with -q.
-  EXPECT_NE(event_text(ev::NoFlock{"a.h5", true}, quiet).find("warning: the file system of a.h5 has no flock and HDF5's"),
-            std::string::npos);
+  EXPECT_NE(
+      event_text(ev::NoFlock{"a.h5", true}, quiet).find("warning: the file system of a.h5 has no flock and HDF5's"),
+      std::string::npos);
   EXPECT_NE(event_json(ev::NoFlock{"a.h5", true}).find("\"hdf5_locking_off\": true"), std::string::npos);
   EXPECT_NE(event_text(ev::Stopping{"SIGINT", "", 30.0, "a SIGINT or SIGTERM"}, quiet), "");
   EXPECT_EQ(event_text(ev::LauncherGone{"mpiexec"}, quiet),
@@ -164,6 +170,22 @@ TEST(EventJson, UnknownTimesAreNullAndStringsEscaped) {
       "line\\\\\"}\n");
 }
 
+TEST(EventJson, StoppingSaysWhatStopsAtOnce) {
+  EXPECT_EQ(event_json(ev::Stopping{"SIGTERM", "", 30.0, "the same signal again"}),
+            "{\"event\": \"stopping\", \"signal\": \"SIGTERM\", \"launcher\": \"\", \"grace_s\": 30, "
+            "\"stops_at_once\": \"the same signal again\"}\n");
+}
+
+TEST(EventText, AFatalErrorIsSaidAsRankZerosErrorEvenWhenQuiet) {
+  const ev::Fatal fatal{2, "out of memory while handing results over"};
+  const std::string said = "[rank 0/2] error: out of memory while handing results over\n";
+  EXPECT_EQ(event_text(fatal, {}), said);
+  EXPECT_EQ(event_text(fatal, {true, false, true}), said);
+  EXPECT_EQ(event_json(fatal),
+            "{\"event\": \"fatal\", \"ranks\": 2, \"message\": \"out of memory while handing results over\"}\n");
+  EXPECT_EQ(keep_of(fatal), LineWriter::Keep::always);
+}
+
 TEST(EventJson, FinishedCarriesTheExitCodeAndCounts) {
   ev::Finished f;
   f.store = "s.h5";
@@ -196,6 +218,129 @@ void check_every_kind(std::index_sequence<I...>) {
 
 TEST(EventJson, EveryKindHasItsOwnName) {
   check_every_kind(std::make_index_sequence<std::variant_size_v<sweep::Event>>{});
+}
+
+// Exhaustive by construction: every kind has its name and JSON fields (sweep::event::Kind; the
+// variant static_asserts it), and a struct without them is no kind, so a new kind that lacks them
+// does not compile. Its text: run_events.cpp visits one overload per kind without a fallback and
+// static_asserts that every kind has one.
+struct NoName {
+  template <typename F>
+  void fields(F&&) const {}
+};
+struct NoFields {
+  static constexpr const char* name = "no_fields";
+};
+struct Complete {
+  static constexpr const char* name = "complete";
+  int n = 0;
+  template <typename F>
+  void fields(F&& f) const {
+    f("n", n);
+  }
+};
+static_assert(!sweep::event::Kind<NoName>);
+static_assert(!sweep::event::Kind<NoFields>);
+static_assert(sweep::event::Kind<Complete>);
+static_assert(sweep::all_kinds<sweep::Event>);
+static_assert(!sweep::all_kinds<std::variant<ev::Started, NoFields>>);
+
+/// The top-level keys of a JSON object on one line, in order.
+std::vector<std::string> top_level_keys(const std::string& line) {
+  std::vector<std::string> keys;
+  int depth = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == '"') {
+      std::string s;
+      for (++i; i < line.size() && line[i] != '"'; ++i) {
+        if (line[i] == '\\') ++i;
+        s += line[i];
+      }
+      std::size_t j = i + 1;
+      while (j < line.size() && line[j] == ' ') ++j;
+      if (depth == 1 && j < line.size() && line[j] == ':') keys.push_back(s);
+    }
+  }
+  return keys;
+}
+
+/// docs/EVENTS.md's table of events: each event's name and its fields, the names in backquotes
+/// outside parentheses in the table's last column.
+std::map<std::string, std::set<std::string>> events_table() {
+  const auto path = std::filesystem::path(__FILE__).parent_path() / "../../../docs/EVENTS.md";
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << path;
+  std::map<std::string, std::set<std::string>> table;
+  bool in_section = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## The events";
+    if (!in_section || line.rfind("| `", 0) != 0) continue;
+    std::vector<std::string> cells;
+    for (std::size_t at = 1, bar; (bar = line.find('|', at)) != std::string::npos; at = bar + 1)
+      cells.push_back(line.substr(at, bar - at));
+    if (cells.size() != 3) {
+      ADD_FAILURE() << "a row of 3 cells: " << line;
+      continue;
+    }
+    const auto open = cells[0].find('`'), close = cells[0].find('`', open + 1);
+    auto& fields = table[cells[0].substr(open + 1, close - open - 1)];
+    int depth = 0;
+    const std::string& f = cells[2];
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      if (f[i] == '(') ++depth;
+      if (f[i] == ')') --depth;
+      if (f[i] != '`') continue;
+      const auto end = f.find('`', i + 1);
+      if (depth == 0) fields.insert(f.substr(i + 1, end - i - 1));
+      i = end;
+    }
+  }
+  return table;
+}
+
+/// The JSON keys of each kind of event (but "event"), from a line of each, and of `dropped`.
+template <std::size_t... I>
+std::map<std::string, std::set<std::string>> json_keys(std::index_sequence<I...>) {
+  std::map<std::string, std::set<std::string>> keys;
+  const auto add = [&keys](const std::string& line) {
+    const auto k = top_level_keys(line);
+    EXPECT_FALSE(k.empty()) << line;
+    if (k.empty() || k[0] != "event") return;
+    const auto name_at = line.find('"', line.find(':') + 1);
+    auto& fields = keys[line.substr(name_at + 1, line.find('"', name_at + 1) - name_at - 1)];
+    fields.insert(k.begin() + 1, k.end());
+  };
+  (add(event_json(sweep::Event{std::in_place_index<I>})), ...);
+  add(dropped_json({{"progress", 1}}));
+  return keys;
+}
+
+TEST(EventsDoc, TheTableListsTheJsonFieldsOfEveryKind) {
+  const auto table = events_table();
+  const auto keys = json_keys(std::make_index_sequence<std::variant_size_v<sweep::Event>>{});
+  ASSERT_FALSE(table.empty());
+  for (const auto& [name, fields] : keys) {
+    const auto row = table.find(name);
+    if (row == table.end()) {
+      ADD_FAILURE() << "docs/EVENTS.md has no row for " << name;
+      continue;
+    }
+    for (const auto& k : fields)
+      EXPECT_TRUE(row->second.count(k)) << name << "." << k << " is written but not in docs/EVENTS.md";
+    for (const auto& k : row->second)
+      EXPECT_TRUE(fields.count(k)) << name << "." << k << " is in docs/EVENTS.md but not written";
+  }
+  for (const auto& [name, fields] : table) EXPECT_TRUE(keys.count(name)) << name << " is no event";
+}
+
+TEST(EventsDoc, TheKeysOfALineAreReadAtItsTopLevel) {
+  EXPECT_EQ(top_level_keys("{\"a\": \"x\\\": 1\", \"b\": {\"c\": 2}, \"d\": [\"e\"]}"),
+            (std::vector<std::string>{"a", "b", "d"}));
 }
 
 TEST(EventSinks, BothGivesEachEventToTheFirstThenTheSecond) {
@@ -254,6 +399,27 @@ TEST(EventSinks, DroppedEventsAreNamedWithTheirCounts) {
   EXPECT_EQ(dropped_text({{"progress", 12}, {"task_ended", 3}, {"warning", 1}}),
             "[rcsweep] stderr was not read in time: 4 events not shown (3 task_ended, 1 warning)\n");
   EXPECT_EQ(dropped_text({{"progress", 12}}), "");  // a progress line is replaced by the next
+}
+
+TEST(RunEvents, AFatalEventIsWrittenBeforeTheSinkReturns) {
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  ASSERT_NE(err, nullptr);
+  {
+    RunEvents events({}, true, fileno(out), fileno(err));
+    // Enough lines waiting that the writers are still at them when the sink returns, unless it
+    // waits for them.
+    for (std::uint64_t t = 0; t < 2000; ++t) events.sink()(ev::TaskEnded{t, "failed", "failed: an error"});
+    events.sink()(ev::Fatal{1, "out of memory"});
+    const std::string text = contents(fileno(err)), json = contents(fileno(out));
+    const std::string said = "[rank 0/1] error: out of memory\n";
+    EXPECT_EQ(text.substr(text.size() - std::min(text.size(), said.size())), said);
+    const std::string line = "{\"event\": \"fatal\", \"ranks\": 1, \"message\": \"out of memory\"}\n";
+    EXPECT_EQ(json.substr(json.size() - std::min(json.size(), line.size())), line);
+  }
+  std::fclose(out);
+  std::fclose(err);
 }
 
 TEST(RunEvents, AStdoutWithoutReaderIsSaidOnStderrAndHoldsNothing) {

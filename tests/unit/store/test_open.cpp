@@ -174,17 +174,18 @@ TEST_F(DamagedStoreTest, PlainHdf5WithoutRcsweepAttributes) {
   expect_refused(path("plain.h5"), "is not an rcsweep store");
 }
 
-TEST_F(DamagedStoreTest, SchemaVersion2) {
+TEST_F(DamagedStoreTest, AnotherSchemaVersion) {
   real_store_bytes();
   {
     H5Id f(H5Fopen(path("real.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     H5Adelete(f.id, "schema_version");
     H5Id sp(H5Screate(H5S_SCALAR));
     H5Id a(H5Acreate2(f.id, "schema_version", H5T_STD_I32LE, sp.id, H5P_DEFAULT, H5P_DEFAULT));
-    const int v = 2;
+    const int v = store::schema_version + 1;
     H5Awrite(a.id, H5T_NATIVE_INT, &v);
   }
-  expect_refused(path("real.h5"), "schema version 2, this rcsweep reads 1");
+  expect_refused(path("real.h5"), "schema version " + std::to_string(store::schema_version + 1) +
+                                      ", this rcsweep reads " + std::to_string(store::schema_version));
 }
 
 TEST_F(DamagedStoreTest, StoreWithoutTasksDataset) {

@@ -52,7 +52,7 @@ TEST_F(StoreTest, CreateHasShapesAttributesAndAllPending) {
   H5Id f(H5Fopen(path("a.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   ASSERT_GE(f.id, 0);
   EXPECT_EQ(read_str_attr(f.id, "format"), "rcsweep");
-  EXPECT_EQ(read_int_attr(f.id, "schema_version"), 1);
+  EXPECT_EQ(read_int_attr(f.id, "schema_version"), store::schema_version);
   EXPECT_EQ(read_str_attr(f.id, "plan_hash"), plan.hash);
   EXPECT_EQ(read_str_attr(f.id, "config"), plan.spec.canonical_toml());
   EXPECT_EQ(read_str_attr(f.id, "finished"), "");
