@@ -1,7 +1,8 @@
 # All dependencies come from Debian packages; nothing is downloaded at configure time.
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
-find_package(HDF5 REQUIRED COMPONENTS C)
+# HDF5 once, with the high-level library: the dimension-scale API (H5DS*) lives in hdf5_hl.
+find_package(HDF5 REQUIRED COMPONENTS C HL)
 find_package(tomlplusplus REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -26,10 +27,14 @@ add_library(rcsweep_blas INTERFACE)
 target_include_directories(rcsweep_blas INTERFACE ${RCSWEEP_CBLAS_INCLUDE} ${RCSWEEP_LAPACKE_INCLUDE})
 target_link_libraries(rcsweep_blas INTERFACE ${RCSWEEP_LAPACKE_LIB} ${RCSWEEP_OPENBLAS_LIB})
 
+# rcsweep_hdf5: the C library (hdf5.h), for src/store and the tests that read stores themselves;
+# rcsweep_hdf5_hl: its high-level part (H5DSpublic.h), which only src/store's sources use.
 add_library(rcsweep_hdf5 INTERFACE)
 target_include_directories(rcsweep_hdf5 INTERFACE ${HDF5_C_INCLUDE_DIRS})
 target_link_libraries(rcsweep_hdf5 INTERFACE ${HDF5_C_LIBRARIES})
 target_compile_definitions(rcsweep_hdf5 INTERFACE ${HDF5_C_DEFINITIONS})
+add_library(rcsweep_hdf5_hl INTERFACE)
+target_link_libraries(rcsweep_hdf5_hl INTERFACE ${HDF5_C_HL_LIBRARIES} rcsweep_hdf5)
 
 if(RCSWEEP_BUILD_TESTS)
   find_package(GTest REQUIRED)
