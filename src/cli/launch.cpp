@@ -177,8 +177,10 @@ class StdoutRelay {
         if (n == 0 || (n < 0 && errno != EINTR)) break;
         for (ssize_t off = 0; reader && n > 0 && off < n;) {
           const ssize_t w = write(STDOUT_FILENO, buf + off, static_cast<std::size_t>(n - off));
-          if (w > 0) off += w;
-          else if (w < 0 && errno != EINTR) reader = false;  // the reader is gone: drop the rest
+          if (w > 0)
+            off += w;
+          else if (w < 0 && errno != EINTR)
+            reader = false;  // the reader is gone: drop the rest
         }
       }
       close(fds_[0]);
@@ -189,7 +191,8 @@ class StdoutRelay {
   /// Wait up to `seconds` for what mpiexec wrote to be passed on.
   void finish(double seconds) const {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (!done_ && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (!done_ && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
  private:

@@ -26,8 +26,8 @@ struct Parsed {
 Parsed parse(std::vector<std::string> words) {
   // A file of this test's own: ctest may run the tests of this program at the same time.
   const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  const auto file = std::filesystem::temp_directory_path() / (std::string("rcsweep-test-command-line-") +
-                                                              test->name() + "-" + std::to_string(getpid()) + ".toml");
+  const auto file = std::filesystem::temp_directory_path() / (std::string("rcsweep-test-command-line-") + test->name() +
+                                                              "-" + std::to_string(getpid()) + ".toml");
   std::ofstream(file) << "[sweep]\nname = \"x\"\n";
   Parsed p;
   CLI::App app{"test"};
@@ -54,8 +54,8 @@ Parsed parse(std::vector<std::string> words) {
 }
 
 TEST(EndOfOptions, EveryArgumentAfterItIsAnOverride) {
-  const Parsed p = parse({"SWEEP", "-o", "a.h5", "--", "--overwrite=true", "--ranks=2", "--mpiexec=touch x", "-o",
-                          "b.h5", "model.T=2"});
+  const Parsed p = parse(
+      {"SWEEP", "-o", "a.h5", "--", "--overwrite=true", "--ranks=2", "--mpiexec=touch x", "-o", "b.h5", "model.T=2"});
   const std::vector<std::string> all{"--overwrite=true", "--ranks=2", "--mpiexec=touch x", "-o", "b.h5", "model.T=2"};
   EXPECT_EQ(p.overrides, all);
   EXPECT_FALSE(p.overwrite);

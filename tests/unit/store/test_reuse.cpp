@@ -334,8 +334,10 @@ TEST_F(StoreReuse, AStoreThatCannotBeReadIsRefused) {
   set_root_string(bad, "config", "[sweep]\nname = \"broken\"\nthis is not toml\n");
   const std::string unreadable = store_error_of([&] { store::compare_with_store(bad, plan); });
   // The store's own check comes first: a sweep text that is not the one its plan hash names.
-  EXPECT_EQ(unreadable.rfind(bad.string() + ": damaged rcsweep store (attribute 'config' (the stored sweep) does not "
-                                           "hash to plan_hash " + plan.hash,
+  EXPECT_EQ(unreadable.rfind(bad.string() +
+                                 ": damaged rcsweep store (attribute 'config' (the stored sweep) does not "
+                                 "hash to plan_hash " +
+                                 plan.hash,
                              0),
             0u)
       << unreadable;
@@ -347,8 +349,10 @@ TEST_F(StoreReuse, AStoreThatCannotBeReadIsRefused) {
   const auto other_plan = plan::make_plan(spec);
   set_root_string(other, "config", other_plan.spec.canonical_toml());
   const std::string msg = store_error_of([&] { store::compare_with_store(other, plan); });
-  EXPECT_EQ(msg.rfind(other.string() + ": damaged rcsweep store (attribute 'config' (the stored sweep) does not hash "
-                                       "to plan_hash " + plan.hash,
+  EXPECT_EQ(msg.rfind(other.string() +
+                          ": damaged rcsweep store (attribute 'config' (the stored sweep) does not hash "
+                          "to plan_hash " +
+                          plan.hash,
                       0),
             0u)
       << msg;
