@@ -177,13 +177,14 @@ def header_owners(src_targets):
     for m in MODULES:
         folder = (ROOT / "src" / m).resolve()
         here = [t for t in src_targets.values() if t.folder.resolve() == folder]
-        main = next((t for t in here if t.name == f"rcsweep_{m}"), next((t for t in here if t.kind == "add_executable"), None))
+        program = next((t for t in here if t.kind == "add_executable"), None)
+        main = next((t for t in here if t.name == f"rcsweep_{m}"), program)
         for h in sorted(folder.glob("*.hpp")):
             owners[f"{m}/{h.name}"] = next((t for t in here if h.with_suffix(".cpp") in t.sources), main)
     return owners
 
 
-def uses(files, owners, follow_executables=True):
+def uses(files, owners):
     """The libraries that files include (rcsweep targets and walled outside libraries), following the
     test folder's own headers and headers of an executable compiled into the target."""
     used, seen, todo = set(), set(), list(files)
@@ -198,9 +199,8 @@ def uses(files, owners, follow_executables=True):
             elif h.startswith("rcsweep/"):  # the generated version.hpp: rcsweep_base's include folder
                 used.add("rcsweep_base")
             elif h in owners and owners[h]:
-                if owners[h].kind == "add_executable":
-                    if follow_executables:
-                        todo.append(ROOT / "src" / h)
+                if owners[h].kind == "add_executable":  # compiled into the target: what it includes counts
+                    todo.append(ROOT / "src" / h)
                 else:
                     used.add(owners[h].name)
             elif kind == '"' and (f.parent / h).exists():
@@ -264,13 +264,15 @@ def test_libraries_state_their_usage_requirements():
     store = src["rcsweep_store"]
     store.public.discard("rcsweep_models")
     store.private.add("rcsweep_models")
-    assert "rcsweep_store: its headers include rcsweep_models, so it links it PUBLIC" in library_problems(store, owners, src)
+    found = library_problems(store, owners, src)
+    assert "rcsweep_store: its headers include rcsweep_models, so it links it PUBLIC" in found, found
 
 
 def test_program_tests_and_benchmarks_link_what_they_include():
     src, others = all_targets()
     owners = header_owners(src)
-    consumers = [src["rcsweep"]] + [t for t in others.values() if t.sources and t.kind != "add_library"]  # not the shims
+    # the program and every executable of tests/ and bench/ (not the LD_PRELOAD shims, plain C)
+    consumers = [src["rcsweep"]] + [t for t in others.values() if t.sources and t.kind != "add_library"]
     names = {t.name for t in consumers}
     assert {"test_base", "test_rng", "test_linalg", "test_metrics", "test_store", "test_sweep_mpi",
             "make_test_store", "bench_kernels", "rcsweep_fuzz_replay_store"} <= names, names
