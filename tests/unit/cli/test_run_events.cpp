@@ -1,5 +1,6 @@
 // The text and JSON forms of a run's events (cli/run_events.hpp): the text is what rank 0 has
-// always printed, the JSON one object per line with every field.
+// always printed, the JSON one object per line with every field; every kind has its name, fields
+// and text by construction, and docs/EVENTS.md's table lists the JSON keys of every kind.
 #include "cli/run_events.hpp"
 
 #include <gtest/gtest.h>
