@@ -1,4 +1,4 @@
-"""The sources' shape that a newcomer relies on (docs/CONTRIBUTING.md "Tests"):
+"""The sources' shape that a newcomer relies on (docs/CONTRIBUTING.md "Test"):
 
 - every source unit src/<module>/<unit>.cpp has a test of its own, tests/unit/<module>/test_<unit>.cpp,
   or is in UNTESTED below with the reason (the test that covers it); the list holds no stale entry;
@@ -65,8 +65,8 @@ def source_units():
 
 
 def untested_problems(units, tests, untested):
-    problems = [f"src/{u}.cpp has no tests/unit/{u.split('/')[0]}/test_{u.split('/')[1]}.cpp: write one, or "
-                "name the test that covers it in UNTESTED" for u in units if u not in tests and u not in untested]
+    problems = [f"source unit {u} has no tests/unit/<module>/test_<unit>.cpp: write one, or name the test that "
+                "covers it in UNTESTED" for u in units if u not in tests and u not in untested]
     problems += [f"UNTESTED names {u}, which " + ("has a test of its own now" if u in tests else "is no source unit")
                  for u in untested if u in tests or u not in units]
     problems += [f"UNTESTED[{u!r}] gives no reason" for u, why in untested.items() if not why.strip()]
