@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <utility>
@@ -11,9 +10,9 @@
 #include "base/error.hpp"
 #include "metrics/metrics.hpp"
 #include "sweep/decisions.hpp"
-#include "sweep/message.hpp"
-#include "sweep/mpi.hpp"
 #include "sweep/events.hpp"
+#include "sweep/mpi.hpp"
+#include "sweep/protocol.hpp"
 #include "sweep/stop.hpp"
 
 namespace rcsweep::sweep {
@@ -127,21 +126,11 @@ bool Service::finished(bool local_done) const {
 
 bool Service::serve_one_worker(std::vector<store::TaskResult>& batch) {
   if (n_workers_ == 0) return false;
-  int flag = 0;
-  MPI_Status status;
-  mpi::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_result, c_.comm, &flag, &status), "MPI_Iprobe");
-  if (!flag) return false;
-  int count = 0;
-  mpi::check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
-  std::vector<char> buf(static_cast<std::size_t>(count));
-  mpi::check(MPI_Recv(buf.data(), count, MPI_BYTE, status.MPI_SOURCE, tag_result, c_.comm, MPI_STATUS_IGNORE),
-             "MPI_Recv");
-  std::int32_t worker_signal = 0;
-  if (buf.size() < sizeof worker_signal) throw MpiError("a worker's result message has no header");
-  std::memcpy(&worker_signal, buf.data(), sizeof worker_signal);
-  buf.erase(buf.begin(), buf.begin() + sizeof worker_signal);
-  for (auto& r : unpack(buf)) batch.push_back(std::move(r));
-  const auto w = static_cast<std::size_t>(status.MPI_SOURCE);
+  auto from = poll_results(c_.comm);
+  if (!from) return false;
+  const std::int32_t worker_signal = from->message.signal;
+  for (auto& r : from->message.results) batch.push_back(std::move(r));
+  const auto w = static_cast<std::size_t>(from->rank);
   heard_[w] = steady::now();
   if (gone_ || worker_signal == leaving) {  // the worker's last message: it does not wait for an answer
     busy_[w] = false;
@@ -165,9 +154,7 @@ bool Service::assign(std::size_t w) {
   heard_[w] = steady::now();
   patience_s_[w] = std::max(c_.opt.silence_s, silent_layer_factor * layer_flops);
   if (next.empty()) stop_worker(w);
-  mpi::check(
-      MPI_Send(next.data(), static_cast<int>(next.size()), MPI_UINT64_T, static_cast<int>(w), tag_assign, c_.comm),
-      "MPI_Send");
+  send_assignment(c_.comm, static_cast<int>(w), next);
   return true;
 }
 
@@ -249,13 +236,7 @@ void Service::listen_for_heartbeats() {
     std::fill(heard_.begin(), heard_.end(), now);
     if (gap >= 1.0) report(c_.opt.events, event::Paused{gap});
   }
-  for (int flag = 1;;) {
-    MPI_Status status;
-    mpi::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_beat, c_.comm, &flag, &status), "MPI_Iprobe");
-    if (!flag) break;
-    mpi::check(MPI_Recv(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, tag_beat, c_.comm, MPI_STATUS_IGNORE), "MPI_Recv");
-    heard_[static_cast<std::size_t>(status.MPI_SOURCE)] = steady::now();
-  }
+  for (const int w : take_beats(c_.comm)) heard_[static_cast<std::size_t>(w)] = steady::now();
   for (int w = 1; w <= n_workers_; ++w) {
     const auto i = static_cast<std::size_t>(w);
     if (stopped_[i] || seconds_since(heard_[i]) <= patience_s_[i]) continue;
@@ -287,7 +268,7 @@ void Service::cancel_busy_workers() {
   for (int w = 1; w <= n_workers_; ++w) {
     const auto i = static_cast<std::size_t>(w);
     if (!busy_[i] || cancelled_[i]) continue;
-    mpi::check(MPI_Send(nullptr, 0, MPI_BYTE, w, tag_cancel, c_.comm), "MPI_Send");
+    send_cancel(c_.comm, w);
     cancelled_[i] = true;
   }
 }

@@ -1,15 +1,14 @@
 #include "sweep/worker.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "base/error.hpp"
 #include "base/platform.hpp"
-#include "sweep/message.hpp"
-#include "sweep/mpi.hpp"
+#include "sweep/protocol.hpp"
 #include "sweep/stop.hpp"
 
 namespace rcsweep::sweep {
@@ -50,16 +49,9 @@ std::vector<store::TaskResult> compute(const BundleRunner& runner, const plan::P
   return results;
 }
 
-bool take_cancel(MPI_Comm comm) {
-  int flag = 0;
-  mpi::check(MPI_Iprobe(0, tag_cancel, comm, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
-  if (flag) mpi::check(MPI_Recv(nullptr, 0, MPI_BYTE, 0, tag_cancel, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-  return flag != 0;
-}
-
 namespace {
 
-/// One worker's side of the farm's messages (farm.hpp).
+/// One worker's side of the farm's messages (protocol.hpp).
 class Worker {
  public:
   Worker(const RunOptions& opt, MPI_Comm comm) : opt_(opt), comm_(comm) {}
@@ -69,9 +61,7 @@ class Worker {
   void beat() {
     if (seconds_since(beaten_) < beat_s) return;
     beaten_ = steady::now();
-    MPI_Request request;
-    mpi::check(MPI_Isend(nullptr, 0, MPI_BYTE, 0, tag_beat, comm_, &request), "MPI_Isend");
-    mpi::check(MPI_Request_free(&request), "MPI_Request_free");
+    send_beat(comm_);
   }
 
   /// A bundle is abandoned when this rank's own grace period is over, rank 0 says so or the launcher died.
@@ -81,25 +71,18 @@ class Worker {
            take_cancel(comm_);
   }
 
-  /// Header: this rank's stop signal, or `leaving` once its launcher is gone; then the packed
-  /// results of its last bundle. Without a launcher rank 0 may be gone too: neither the hand-over
-  /// nor the answer is waited for without bound (a blocking send of a large message would wait
-  /// forever). False: the hand-over was given up.
+  /// This rank's stop signal, or `leaving` once its launcher is gone, and the results of its last
+  /// bundle. Without a launcher rank 0 may be gone too: neither the hand-over nor the answer is
+  /// waited for without bound (a blocking send of a large message would wait forever). False: the
+  /// hand-over was given up.
   bool hand_over() {
     const std::int32_t sig = launcher_gone() ? leaving : stop_signal();
     left_ = sig == leaving;
-    std::memcpy(results_.data(), &sig, sizeof sig);
-    MPI_Request request;
-    mpi::check(MPI_Isend(results_.data(), static_cast<int>(results_.size()), MPI_BYTE, 0, tag_result, comm_, &request),
-               "MPI_Isend");
-    for (int done = 0;;) {
-      mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return true;
+    ResultSend send = send_results(comm_, sig, results_);
+    for (;;) {
+      if (send.done()) return true;
       if (!gone_at_ && launcher_gone()) gone_at_ = steady::now();
-      if (gone_at_ && seconds_since(*gone_at_) > gone_send_s) {
-        (void)new std::vector<char>(std::move(results_));  // the send may still read it: leave it to MPI
-        return false;
-      }
+      if (gone_at_ && seconds_since(*gone_at_) > gone_send_s) return false;  // `send` leaves its bytes to MPI
     }
   }
 
@@ -107,40 +90,30 @@ class Worker {
   /// (also after results sent just before it noticed, which rank 0 may have answered with a bundle).
   void leave() {
     if (left_) return;
-    results_.resize(sizeof(std::int32_t));
+    results_.clear();
     hand_over();
   }
 
   /// Rank 0's answer: the next unit (empty: stop). Nothing: the launcher is gone (the worker left).
   std::optional<TaskList> next_unit() {
-    MPI_Status status;
-    for (int flag = 0;;) {
-      mpi::check(MPI_Iprobe(0, tag_assign, comm_, &flag, &status), "MPI_Iprobe");
-      if (flag) break;
+    for (;;) {
+      if (auto tasks = poll_assignment(comm_)) return tasks;
       if (launcher_gone()) {
         leave();
         return std::nullopt;
       }
       beat();
     }
-    int count = 0;
-    mpi::check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
-    TaskList tasks(static_cast<std::size_t>(count));
-    mpi::check(MPI_Recv(tasks.data(), count, MPI_UINT64_T, 0, tag_assign, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
-    return tasks;
   }
 
   /// The results of the next hand-over.
-  void set_results(const std::vector<store::TaskResult>& results) {
-    results_.resize(sizeof(std::int32_t));
-    for (const auto& r : results) pack(r, results_);
-  }
+  void set_results(std::vector<store::TaskResult> results) { results_ = std::move(results); }
 
  private:
   const RunOptions& opt_;
   MPI_Comm comm_;
   steady::time_point beaten_ = steady::now();
-  std::vector<char> results_ = std::vector<char>(sizeof(std::int32_t));
+  std::vector<store::TaskResult> results_;
   bool left_ = false;                          // the last hand-over said `leaving`
   std::optional<steady::time_point> gone_at_;  // when this rank saw its launcher gone: waits end gone_send_s later
 };

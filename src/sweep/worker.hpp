@@ -13,20 +13,18 @@
 #include "store/store.hpp"
 #include "sweep/driver.hpp"
 #include "sweep/farm.hpp"
+#include "sweep/protocol.hpp"  // take_cancel, which run_sweep calls too
 
 namespace rcsweep::sweep {
 
 /// The stored form of a finished task computed on `rank`: done or diverged, its layers, spectra,
-/// gradients and theory values (the worker packs it for the writer: message.hpp).
+/// gradients and theory values (the worker packs it for the writer: protocol.hpp).
 store::TaskResult to_result(models::TaskOutput&& out, int rank);
 
 /// Compute one bundle; an exception marks all its tasks failed (the sweep goes on). When
 /// `cancelled` says so the bundle is abandoned: only the tasks finished before are returned.
 std::vector<store::TaskResult> compute(const BundleRunner& runner, const plan::Plan& plan, const TaskList& tasks,
                                        int rank, const std::function<bool()>& cancelled);
-
-/// A cancel message from rank 0, received if there is one.
-bool take_cancel(MPI_Comm comm);
 
 /// The loop of worker `rank` (not 0) until rank 0 says stop or the launcher is gone; counts its
 /// units and waits in `summary`.
