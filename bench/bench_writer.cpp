@@ -2,7 +2,7 @@
 // many results per second rank 0's service thread can take in (unpack + Store::write into a real
 // store, rows, flushes and statuses included), per output setting and batch size.
 //   bench_writer [TASKS] [REPS] [DIR]   (default 4096 tasks per store, 3 repetitions, stores in $TMPDIR)
-// Message sizes are checked three ways: the formula of sweep/protocol.cpp, a real task
+// Message sizes are checked three ways: the formula of sweep/message.cpp, a real task
 // (models::run_task at T = d = 32) packed, and the synthetic result used for the throughput.
 #include <unistd.h>
 
@@ -19,10 +19,11 @@
 #include "../tests/mpi/synthetic_tasks.hpp"
 #include "config/sweep_spec.hpp"
 #include "models/task_runner.hpp"
+#include "plan/bundle_job.hpp"
 #include "plan/plan.hpp"
 #include "store/store.hpp"
 #include "sweep/driver.hpp"
-#include "sweep/protocol.hpp"
+#include "sweep/message.hpp"
 #include "sweep/worker.hpp"
 
 namespace rcsweep {
@@ -56,7 +57,7 @@ std::size_t packed_bytes(const store::TaskResult& r) {
   return buf.size();
 }
 
-/// Bytes of one done task's message by the layout of sweep/protocol.cpp: id, status, wall time,
+/// Bytes of one done task's message by the layout of sweep/message.cpp: id, status, wall time,
 /// rank, message (empty); the layer metrics; four per-layer lists (X spectra, mixer singular
 /// values and eigenvalue parts) each with a count per layer; the theory row; two gradient vectors.
 std::size_t formula_bytes(const plan::Plan& p, std::uint64_t t) {
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
       "| output | T = d | formula (B) | real task packed (B) | synthetic packed (B) |\n|---|---|---|---|---|\n");
   for (const auto& s : settings) {
     const auto small = make(s, 32, 1);
-    const std::size_t real = packed_bytes(sweep::to_result(models::run_task(small, 0), 0));
+    const std::size_t real = packed_bytes(sweep::to_result(models::run_task(plan::bundle_job(small, {0})), 0));
     for (const int n : {32, 64, 128, 512}) {
       const auto p = make(s, n, 1);
       const std::size_t f = formula_bytes(p, 0),

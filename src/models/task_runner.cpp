@@ -13,7 +13,6 @@
 #include "linalg/linalg.hpp"
 #include "models/layer.hpp"
 #include "models/random_source.hpp"
-#include "plan/threads.hpp"
 
 namespace rcsweep::models {
 namespace {
@@ -60,10 +59,10 @@ double renormalise(Running& r, double max_abs) {
 }
 
 // The layer's signal metrics; `max_abs` >= 0 is max |x| of X, known already (else found here).
-void record(const plan::Plan& plan, Running& r, int layer, const metrics::MixerMetrics& mm, double max_abs = -1.0) {
-  const bool want_spectrum = plan.spectrum_at(layer);
+void record(const BundleJob& job, Running& r, int layer, const metrics::MixerMetrics& mm, double max_abs = -1.0) {
+  const bool want_spectrum = job.recording.spectrum_at(layer);
   std::vector<double> spectrum;
-  const metrics::MetricSet& selected = plan.spec.output.metrics;
+  const metrics::MetricSet& selected = job.recording.metrics;
   const auto sm = metrics::signal_metrics(r.X, static_cast<double>(r.log2_scale) * std::log(2.0),
                                           want_spectrum ? &spectrum : nullptr, max_abs,
                                           metrics::signal_needs(selected));
@@ -178,22 +177,19 @@ class MixerPool {
 
 /// The bundle's tasks, each starting from its input X_0: one X_0 per input kind in `inputs`,
 /// drawn from `random` and shared (a task with an input_scale has its own scaled copy).
-std::vector<Running> start_runs(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks, RandomSource& random,
-                                std::map<int, Matrix>& inputs) {
-  const auto& first = plan.tasks.at(tasks.front());
-  const auto& m0 = plan.models.at(first.point);
-  const int L = plan.max_depth;
+std::vector<Running> start_runs(const BundleJob& job, RandomSource& random, std::map<int, Matrix>& inputs) {
+  const auto& m0 = *job.tasks.front().model;
+  const int L = job.max_depth;
   metrics::LayerRow nan_row;
   nan_row.fill(metrics::nan);
   std::vector<Running> runs;
-  runs.reserve(tasks.size());
-  for (const auto id : tasks) {
-    const auto& t = plan.tasks.at(id);
-    const auto& model = plan.models.at(t.point);
-    if (t.replicate != first.replicate || model.T != m0.T || model.d != m0.d)
-      throw Error("run_bundle: task " + std::to_string(id) + " is not of this bundle");
+  runs.reserve(job.tasks.size());
+  for (const auto& t : job.tasks) {
+    const auto& model = *t.model;
+    if (model.T != m0.T || model.d != m0.d)
+      throw Error("run_bundle: task " + std::to_string(t.id) + " is not of this bundle");
     Running r{&model, {}, {}, 0, true, 0.0, 0.0, std::numeric_limits<double>::quiet_NaN()};
-    r.out.task = id;
+    r.out.task = t.id;
     r.out.layers.assign(L + 1, nan_row);
     r.out.spectra.assign(L + 1, {});
     r.out.mixer_sv.assign(L + 1, {});
@@ -220,14 +216,14 @@ struct AddTime {
 };
 
 /// Layer 0: tasks with the same input kind and scale share X_0 and so its metrics.
-void record_layer0(const plan::Plan& plan, std::vector<Running>& runs) {
+void record_layer0(const BundleJob& job, std::vector<Running>& runs) {
   std::map<std::pair<int, double>, const Running*> first_of_input;
   for (auto& r : runs) {
     const AddTime add_time{r};
     auto [it, inserted] = first_of_input.try_emplace(
         std::make_pair(static_cast<int>(r.model->input), r.model->input_scale), &r);
     if (inserted) {
-      record(plan, r, 0, metrics::MixerMetrics{});
+      record(job, r, 0, metrics::MixerMetrics{});
     } else {
       r.out.layers[0] = it->second->out.layers[0];
       r.out.spectra[0] = it->second->out.spectra[0];
@@ -237,12 +233,12 @@ void record_layer0(const plan::Plan& plan, std::vector<Running>& runs) {
 
 /// One layer of a running task: X_{layer} from X_{layer-1}, its metrics, or the end of the task
 /// (diverged, vanished) there.
-void run_layer(const plan::Plan& plan, Running& r, int layer, RandomSource& random, const ProductCache& products,
+void run_layer(const BundleJob& job, Running& r, int layer, RandomSource& random, const ProductCache& products,
                Callbacks& calls, MixerPool& mixers) {
   const AddTime add_time{r};
   LayerStats stats;
-  stats.keep_head0 = plan.mixer_spectrum_at(layer);
-  stats.head0_needs = metrics::mixer_needs(plan.spec.output.metrics);
+  stats.keep_head0 = job.recording.mixer_spectrum_at(layer);
+  stats.head0_needs = metrics::mixer_needs(job.recording.metrics);
   LayerScratch scratch{mixers.take(), [&calls] { calls.stage_passed(); }};
   apply_layer(*r.model, layer, random, r.X, &stats, products, nullptr, &scratch);
   mixers.give(std::move(scratch.mixer));
@@ -260,8 +256,8 @@ void run_layer(const plan::Plan& plan, Running& r, int layer, RandomSource& rand
     return;
   }
   if (r.model->norm == config::Norm::none && r.model->homogeneous()) max_abs = renormalise(r, max_abs);
-  record(plan, r, layer, stats.head0, max_abs);
-  if (layer < plan.max_depth && !std::isnan(r.row_deviation))  // X_layer is the next layer's input
+  record(job, r, layer, stats.head0, max_abs);
+  if (layer < job.max_depth && !std::isnan(r.row_deviation))  // X_layer is the next layer's input
     r.row_deviation = std::max(r.row_deviation, row_norm_deviation(r.X, r.log2_scale));
   constexpr auto log_fro = metrics::metric_index("log_fro");
   if (!std::isfinite(r.out.layers[layer][log_fro])) {
@@ -272,9 +268,9 @@ void run_layer(const plan::Plan& plan, Running& r, int layer, RandomSource& rand
 }
 
 /// After the last layer: a done task's theory quantities, every task's gradient norms (when the
-/// plan stores them), and the task handed over.
-void finish_task(const plan::Plan& plan, Running& r, const std::vector<int>& depths, Callbacks& calls) {
-  const int L = plan.max_depth;
+/// job records them), and the task handed over.
+void finish_task(const BundleJob& job, Running& r, const std::vector<int>& depths, Callbacks& calls) {
+  const int L = job.max_depth;
   if (r.out.outcome == Outcome::done) {
     const auto& m = *r.model;
     r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0), log_mu(r.out, L),
@@ -286,7 +282,7 @@ void finish_task(const plan::Plan& plan, Running& r, const std::vector<int>& dep
     r.out.grad_log10.assign(depths.size() * static_cast<std::size_t>(L), metrics::nan);
     r.out.grad_stderr = r.out.grad_log10;
     if (r.out.outcome == Outcome::done) {
-      const GradientNorms g = task_gradients(plan, r.out.task, depths);
+      const GradientNorms g = task_gradients(job, r.out.task, depths);
       for (std::size_t k = 0; k < depths.size(); ++k) {
         std::copy(g.log10_g[k].begin(), g.log10_g[k].end(), r.out.grad_log10.begin() + k * L);
         std::copy(g.stderr_log10[k].begin(), g.stderr_log10[k].end(), r.out.grad_stderr.begin() + k * L);
@@ -298,29 +294,29 @@ void finish_task(const plan::Plan& plan, Running& r, const std::vector<int>& dep
 
 }  // namespace
 
-void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
-                const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled) {
-  if (tasks.empty()) return;
+void run_bundle(const BundleJob& job, const std::function<void(TaskOutput&&)>& on_done,
+                const std::function<bool()>& cancelled) {
+  if (job.tasks.empty()) return;
+  if (job.concurrent && job.order.size() != job.tasks.size())
+    throw Error("run_bundle: the order of " + std::to_string(job.tasks.size()) + " concurrent tasks has " +
+                std::to_string(job.order.size()) + " entries");
   Callbacks calls(on_done, cancelled);
   MixerPool mixers;
   // body(i) for every run i: with several threads the tasks of a small-task unit run concurrently
-  // (plan/threads.hpp), the threads taking them in plan::task_order (while one builds a shared
-  // product, the others run tasks that do not wait for it); else one after the other, each task's
-  // products split over the threads.
-  const plan::ThreadMode mode = plan::thread_mode(plan, tasks, parallel::threads());
-  const std::vector<std::size_t> order = plan::task_order(plan, tasks);
+  // (plan/threads.hpp), the threads taking them in job.order (while one builds a shared product,
+  // the others run tasks that do not wait for it); else one after the other, each task's products
+  // split over the threads.
   const auto for_each_run = [&](std::size_t count, const std::function<void(std::size_t)>& body) {
-    if (mode == plan::ThreadMode::tasks)
-      parallel::for_each(count, [&](std::size_t i) { body(order[i]); });
+    if (job.concurrent)
+      parallel::for_each(count, [&](std::size_t i) { body(job.order[i]); });
     else
       for (std::size_t i = 0; i < count; ++i) body(i);
   };
-  const auto& first = plan.tasks.at(tasks.front());
-  const auto& m0 = plan.models.at(first.point);
-  RandomSource random(plan.spec.seed, first.replicate, m0.T, m0.d);
+  const auto& m0 = *job.tasks.front().model;
+  RandomSource random(job.seed, job.replicate, m0.T, m0.d);
   std::map<int, Matrix> inputs;  // one X_0 per input kind, shared by the bundle
-  std::vector<Running> runs = start_runs(plan, tasks, random, inputs);
-  record_layer0(plan, runs);
+  std::vector<Running> runs = start_runs(job, random, inputs);
+  record_layer0(job, runs);
 
   // Where a task's products X W are cached at `layer` (models::ProductCache): at layer 1 every task
   // still holds its bundle's X_0 bitwise and shares them with the others (a bundle of one task has
@@ -329,11 +325,11 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     if (runs.size() == 1 || layer != 1 || r.model->input_scale != 1.0) return ProductCache{};
     return ProductCache{"input" + std::to_string(static_cast<int>(r.model->input))};
   };
-  for (int layer = 1; layer <= plan.max_depth; ++layer) {
+  for (int layer = 1; layer <= job.max_depth; ++layer) {
     calls.begin_layer(
         static_cast<double>(std::count_if(runs.begin(), runs.end(), [](const Running& r) { return r.alive; })));
     for_each_run(runs.size(), [&](std::size_t i) {
-      if (runs[i].alive) run_layer(plan, runs[i], layer, random, product_cache(runs[i], layer), calls, mixers);
+      if (runs[i].alive) run_layer(job, runs[i], layer, random, product_cache(runs[i], layer), calls, mixers);
     });
     // The layer's weights, mixers and shared products are not needed any more: free them before
     // the next layer allocates its own (and X_0 after layer 1), which bounds the peak memory.
@@ -342,33 +338,40 @@ void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
     calls.end_layer();
   }
   mixers.clear();
-  const auto depths = plan.gradient_depths();
-  for_each_run(runs.size(), [&](std::size_t i) { finish_task(plan, runs[i], depths, calls); });
+  const std::vector<int>& depths = job.recording.gradient_depths;
+  for_each_run(runs.size(), [&](std::size_t i) { finish_task(job, runs[i], depths, calls); });
 }
 
-TaskTape record_task(const plan::Plan& plan, std::uint64_t task) {
-  const auto& t = plan.tasks.at(task);
-  const auto& model = plan.models.at(t.point);
-  RandomSource random(plan.spec.seed, t.replicate, model.T, model.d);
+namespace {
+const JobTask& job_task(const BundleJob& job, std::uint64_t task) {
+  const auto t = std::find_if(job.tasks.begin(), job.tasks.end(), [&](const JobTask& x) { return x.id == task; });
+  if (t == job.tasks.end()) throw Error("task " + std::to_string(task) + " is not in this bundle");
+  return *t;
+}
+}  // namespace
+
+TaskTape record_task(const BundleJob& job, std::uint64_t task) {
+  const auto& model = *job_task(job, task).model;
+  RandomSource random(job.seed, job.replicate, model.T, model.d);
   Matrix X0 = make_input(model, random);
   if (model.input_scale != 1.0)
     for (double& x : X0.values()) x *= model.input_scale;
-  return record_task(model, random, X0, plan.max_depth);
+  return record_task(model, random, X0, job.max_depth);
 }
 
-GradientNorms task_gradients(const plan::Plan& plan, std::uint64_t task, const std::vector<int>& depths) {
-  const auto& t = plan.tasks.at(task);
-  const auto& model = plan.models.at(t.point);
-  RandomSource random(plan.spec.seed, t.replicate, model.T, model.d);
-  const TaskTape tape = record_task(plan, task);
-  return plan.exact_gradients(model)
-             ? exact_gradient_norms(model, tape, depths)
-             : hutchinson_gradient_norms(model, tape, depths, plan.spec.output.grad_probes, random);
+GradientNorms task_gradients(const BundleJob& job, std::uint64_t task, const std::vector<int>& depths) {
+  const JobTask& t = job_task(job, task);
+  const auto& model = *t.model;
+  RandomSource random(job.seed, job.replicate, model.T, model.d);
+  const TaskTape tape = record_task(job, task);
+  return t.exact_gradients ? exact_gradient_norms(model, tape, depths)
+                           : hutchinson_gradient_norms(model, tape, depths, job.recording.grad_probes, random);
 }
 
-TaskOutput run_task(const plan::Plan& plan, std::uint64_t task) {
+TaskOutput run_task(const BundleJob& job) {
+  if (job.tasks.size() != 1) throw Error("run_task: a job of " + std::to_string(job.tasks.size()) + " tasks, not one");
   TaskOutput result;
-  run_bundle(plan, {task}, [&](TaskOutput&& out) { result = std::move(out); });
+  run_bundle(job, [&](TaskOutput&& out) { result = std::move(out); });
   return result;
 }
 

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "metrics/metrics.hpp"
+#include "models/bundle_job.hpp"
 #include "models/gradients.hpp"
 #include "models/layer.hpp"
 #include "models/task_values.hpp"
 #include "models/theory.hpp"
-#include "plan/plan.hpp"
 
 namespace rcsweep::models {
 
@@ -40,27 +40,29 @@ struct Cancelled : std::exception {
 /// another 1 / (checks_per_layer - 1) of the layer's stages (layer_stages per running task: after
 /// its mixer, its mixer metrics and its mixing products; for one task, after each of them), the
 /// rest at the end of the layer. So a caller that counts the calls sees the progress within a layer
-/// (a single big task's too): a bundle makes plan.max_depth * checks_per_layer calls, plus one
+/// (a single big task's too): a bundle makes job.max_depth * checks_per_layer calls, plus one
 /// before each task's gradients when gradients are stored.
 inline constexpr int checks_per_layer = 1 + layer_stages;
 
-/// Run the given tasks (all of one bundle: same replicate, T and d) to plan.max_depth.
+/// Run the job's tasks (all of one bundle: same replicate, T and d, else an Error) to job.max_depth.
 /// Tasks share their random tensors. `on_done` is called once per task after the last layer.
 /// Results are bitwise independent of which other tasks are in the call. `cancelled` (optional)
 /// is asked checks_per_layer times per layer (before it and within it) and before every task's
 /// gradients, never concurrently; when it returns true the bundle is abandoned by throwing
 /// Cancelled. A task holds one T x T mixer at a time, in an allocation reused from layer to layer.
-void run_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
-                const std::function<void(TaskOutput&&)>& on_done, const std::function<bool()>& cancelled = {});
+void run_bundle(const BundleJob& job, const std::function<void(TaskOutput&&)>& on_done,
+                const std::function<bool()>& cancelled = {});
 
-/// The taped forward pass of one task to plan.max_depth, alone (models/gradients.hpp): bitwise the
-/// same X_l as run_bundle, with every weight and intermediate the reverse pass needs.
-TaskTape record_task(const plan::Plan& plan, std::uint64_t task);
+/// The taped forward pass of the job's task with id `task` to job.max_depth, alone
+/// (models/gradients.hpp): bitwise the same X_l as run_bundle, with every weight and intermediate
+/// the reverse pass needs. Throws Error when the job has no such task.
+TaskTape record_task(const BundleJob& job, std::uint64_t task);
 
-/// Task t's gradient norms for the output depths `depths` by the plan's route (exact or Hutchinson).
-GradientNorms task_gradients(const plan::Plan& plan, std::uint64_t task, const std::vector<int>& depths);
+/// Task `task`'s gradient norms for the output depths `depths` by its route (JobTask::exact_gradients:
+/// exact, else Hutchinson's with job.recording.grad_probes probes). Throws Error when the job has no such task.
+GradientNorms task_gradients(const BundleJob& job, std::uint64_t task, const std::vector<int>& depths);
 
-/// Convenience for tests: run one task alone.
-TaskOutput run_task(const plan::Plan& plan, std::uint64_t task);
+/// Convenience for tests: run a job of one task and return its output (throws Error for another size).
+TaskOutput run_task(const BundleJob& job);
 
 }  // namespace rcsweep::models

@@ -6,6 +6,7 @@
 #include "base/error.hpp"
 #include "config/params.hpp"
 #include "models/task_runner.hpp"
+#include "plan/bundle_job.hpp"
 #include "store/hdf5.hpp"
 #include "store/task_status.hpp"
 #include "store/writer_lock.hpp"
@@ -124,7 +125,7 @@ DumpSummary write_dump(const std::filesystem::path& path, const plan::Plan& plan
       continue;
     }
     const auto& task = plan.tasks.at(id);
-    const models::TaskTape tape = models::record_task(plan, id);
+    const models::TaskTape tape = models::record_task(plan::bundle_job(plan, {id}), id);
     if (!tape.finite || tape.layers.size() != static_cast<std::size_t>(plan.max_depth))
       throw Error("--dump-weights: task " + std::to_string(id) +
                   " is done in the store but its recorded forward pass is not finite");

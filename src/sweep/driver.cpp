@@ -16,6 +16,7 @@
 #include "linalg/linalg.hpp"
 #include "models/task_runner.hpp"
 #include "plan/adaptive.hpp"
+#include "plan/bundle_job.hpp"
 #include "rcsweep/version.hpp"
 #include "store/file_mode.hpp"
 #include "store/reuse.hpp"
@@ -406,7 +407,13 @@ int RunSummary::exit_code() const {
 }
 
 RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, const BundleRunner& runner_) {
-  const BundleRunner runner = runner_ ? runner_ : BundleRunner(models::run_bundle);
+  const BundleRunner runner =
+      runner_ ? runner_
+              : BundleRunner([](const plan::Plan& p, const std::vector<std::uint64_t>& tasks,
+                                const std::function<void(models::TaskOutput&&)>& on_done,
+                                const std::function<bool()>& cancelled) {
+                  models::run_bundle(plan::bundle_job(p, tasks), on_done, cancelled);
+                });
   parallel::set_threads(opt.threads);
   linalg::set_blas_threads(opt.blas_threads);
   install_stop_handlers();

@@ -61,8 +61,8 @@ struct RunOptions {
   double assumed_flop_rate = 18e9;
 };
 
-/// Computes the tasks of one bundle, calling `on_done` once per finished task (the signature and
-/// contract of models::run_bundle, the default). The seam lets tests run the scheduler on tasks
+/// Computes the tasks of one bundle, calling `on_done` once per finished task (the contract of
+/// models::run_bundle on plan::bundle_job(plan, tasks), the default). The seam lets tests run the scheduler on tasks
 /// of synthetic cost; every rank must pass the same function.
 using BundleRunner = std::function<void(const plan::Plan&, const std::vector<std::uint64_t>& tasks,
                                         const std::function<void(models::TaskOutput&&)>& on_done,

@@ -18,6 +18,7 @@
 #include "config/sweep_spec.hpp"
 #include "metrics/metrics.hpp"
 #include "models/task_runner.hpp"
+#include "plan/bundle_job.hpp"
 #include "plan/plan.hpp"
 #include "sweep/driver.hpp"
 #include "sweep/mpi.hpp"
@@ -43,7 +44,7 @@ std::vector<std::complex<double>> eig_of(const models::TaskOutput& out, std::siz
 
 TEST(MixerSpectra, MarkovHasEigenvalueOneAndABulkOfRadiusSigmaOverSqrtT) {
   const auto plan = markov_plan("none", "all");
-  const auto out = models::run_task(plan, 0);
+  const auto out = models::run_task(plan::bundle_job(plan, {0}));
   ASSERT_EQ(out.outcome, models::Outcome::done) << out.message;
   const double T = 200.0, sigma_A = 1.0, radius = 1.3 * 2.0 * sigma_A / std::sqrt(T);
   ASSERT_EQ(out.mixer_sv.size(), 3u);
@@ -72,7 +73,7 @@ TEST(MixerSpectra, MarkovHasEigenvalueOneAndABulkOfRadiusSigmaOverSqrtT) {
     EXPECT_NEAR(sv[1] / out.layers[l][metrics::metric_index("m_s2")], 1.0, 1e-10);
   }
   // The option changes only what is stored: the layer metrics are bitwise those of a run without it.
-  const auto plain = models::run_task(markov_plan("none", "none"), 0);
+  const auto plain = models::run_task(plan::bundle_job(markov_plan("none", "none"), {0}));
   for (std::size_t l = 0; l < out.layers.size(); ++l)
     for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k)
       EXPECT_EQ(std::memcmp(&out.layers[l][k], &plain.layers[l][k], sizeof(double)), 0) << l << " " << k;
@@ -80,7 +81,7 @@ TEST(MixerSpectra, MarkovHasEigenvalueOneAndABulkOfRadiusSigmaOverSqrtT) {
 }
 
 TEST(MixerSpectra, PerpRemovesTheEigenvalueOne) {
-  const auto out = models::run_task(markov_plan("perp", "last"), 0);
+  const auto out = models::run_task(plan::bundle_job(markov_plan("perp", "last"), {0}));
   ASSERT_EQ(out.outcome, models::Outcome::done) << out.message;
   const double radius = 1.3 * 2.0 / std::sqrt(200.0);
   EXPECT_TRUE(out.mixer_sv[1].empty());  // "last": layer 2 only
@@ -141,7 +142,7 @@ mixer_spectra = "all"
   ASSERT_EQ(sv.size(), static_cast<std::size_t>(plan.mixer_spectrum_total()));
   std::size_t mismatches = 0, compared = 0, diverged_layers = 0;
   for (const auto& t : plan.tasks) {
-    const auto ref = models::run_task(plan, t.id);
+    const auto ref = models::run_task(plan::bundle_job(plan, {t.id}));
     for (int l = 1; l <= plan.max_depth; ++l) {
       const auto off = static_cast<std::size_t>(plan.mixer_spectrum_offset(t.id, l));
       const auto L = static_cast<std::size_t>(l);

@@ -13,6 +13,7 @@
 #include "config/sweep_spec.hpp"
 #include "metrics/metrics.hpp"
 #include "models/task_runner.hpp"
+#include "plan/bundle_job.hpp"
 #include "plan/plan.hpp"
 #include "sweep/driver.hpp"
 #include "sweep/mpi.hpp"
@@ -101,7 +102,7 @@ sweep::RunSummary expect_bitwise_serial(const plan::Plan& plan, const std::strin
   const auto spectra = read_all(file, "/spectra/x_sv");
   std::size_t mismatches = 0;
   for (const auto& t : plan.tasks) {
-    const auto ref = models::run_task(plan, t.id);
+    const auto ref = models::run_task(plan::bundle_job(plan, {t.id}));
     for (int l = 0; l < L1; ++l) {
       for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k) {
         const double got = stored[k][t.id * L1 + l], want = ref.layers[l][k];

@@ -13,6 +13,7 @@
 #include "metrics/metrics.hpp"
 #include "model_fixtures.hpp"
 #include "models/task_runner.hpp"
+#include "plan/bundle_job.hpp"
 
 namespace rcsweep::models {
 namespace {
@@ -123,7 +124,7 @@ std::string axis_text() {
 std::vector<TaskOutput> run_engine(Sys sys, Nrm n) {
   const auto plan = test::plan_from(model_text(sys, n), axis_text());
   std::vector<TaskOutput> out;
-  for (std::size_t i = 0; i < lambdas.size(); ++i) out.push_back(run_task(plan, i));
+  for (std::size_t i = 0; i < lambdas.size(); ++i) out.push_back(run_task(plan::bundle_job(plan, {i})));
   return out;
 }
 
@@ -238,7 +239,7 @@ TEST(Analytic, Sys2ClosedFormOfA12IsTheSquaredSineNotMu) {
 TEST(Analytic, LambdaMinusOneVanishes) {
   for (const Sys sys : {Sys::one, Sys::two}) {
     const auto plan = test::plan_from(model_text(sys, Nrm::rms), "lambda = [-1.0]");
-    const auto out = run_task(plan, 0);
+    const auto out = run_task(plan::bundle_job(plan, {0}));
     EXPECT_EQ(out.outcome, Outcome::vanished);
     EXPECT_TRUE(out.message.starts_with("vanished at layer 1: 1 row of X was exactly zero before the rms norm"))
         << out.message;
@@ -254,7 +255,7 @@ TEST(Analytic, MatrixMixerReproducesSys1) {
   const auto plan = test::plan_from(model, axis_text());
   const auto lti = run_engine(Sys::one, Nrm::rms);
   for (std::size_t i = 0; i < lambdas.size(); ++i) {
-    const auto out = run_task(plan, i);
+    const auto out = run_task(plan::bundle_job(plan, {i}));
     for (int k = 0; k <= depth; ++k)
       for (const auto m : {mu_i, s1_i, s2_i})
         EXPECT_NEAR(out.layers[static_cast<std::size_t>(k)][m], lti[i].layers[static_cast<std::size_t>(k)][m], 1e-14)

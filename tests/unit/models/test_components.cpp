@@ -15,6 +15,7 @@
 #include "models/layer.hpp"
 #include "models/task_runner.hpp"
 #include "models/theory.hpp"
+#include "plan/bundle_job.hpp"
 
 namespace rcsweep {
 namespace {
@@ -271,7 +272,7 @@ TEST(Theory, WithoutMuTheBoundsAreNaN) {
 // Through the engine: C_M is the largest ||M||_F over layers and S = ||W_V||_F (skip_scale 1).
 TEST(Theory, TaskRecordsCmAndS) {
   const auto plan = test::plan_from("mixer = \"markov\"\nT = 6\nd = 8\ndepth = 3\nlambda = 2.0");
-  const auto out = models::run_task(plan, 0);
+  const auto out = models::run_task(plan::bundle_job(plan, {0}));
   ASSERT_EQ(out.outcome, models::Outcome::done);
   double cm = 0;
   for (int l = 1; l <= 3; ++l) cm = std::max(cm, out.layers[l][metrics::metric_index("m_fro")]);
@@ -294,7 +295,7 @@ namespace {
 
 std::vector<double> log_mu(const std::string& model_lines) {
   const auto plan = test::plan_from(model_lines);
-  const auto out = models::run_task(plan, 0);
+  const auto out = models::run_task(plan::bundle_job(plan, {0}));
   std::vector<double> r;
   for (const auto& row : out.layers) r.push_back(std::log(row[metrics::metric_index("mu")]));
   return r;

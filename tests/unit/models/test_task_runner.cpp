@@ -8,6 +8,7 @@
 
 #include "base/error.hpp"
 #include "base/parallel.hpp"
+#include "plan/bundle_job.hpp"
 #include "plan/threads.hpp"
 #include "linalg/linalg.hpp"
 
@@ -24,7 +25,7 @@ bool bitwise_equal(double a, double b) { return std::memcmp(&a, &b, sizeof a) ==
 // scale-invariant metric stays finite and log_fro keeps the true scale.
 TEST(TaskRunner, DeepHomogeneousStackStaysFiniteAndExact) {
   const auto plan = test::plan_from("mixer = \"markov\"\nT = 8\nd = 16\ndepth = 200\nlambda = 0.5\nsigma_v = 100.0");
-  const auto out = models::run_task(plan, 0);
+  const auto out = models::run_task(plan::bundle_job(plan, {0}));
   EXPECT_EQ(out.outcome, models::Outcome::done) << out.message;
   for (int l = 0; l <= 200; ++l)
     for (auto name : {"log_fro", "sr_cov", "sr_x", "mu_rel", "res_rel", "m_s1", "m_gap"}) {
@@ -43,7 +44,7 @@ TEST(TaskRunner, DeepHomogeneousStackStaysFiniteAndExact) {
 TEST(TaskRunner, PowerOfTwoScaleChangesOnlyLogFro) {
   const auto plan = test::plan_from("mixer = \"markov\"\nT = 10\nd = 12\ndepth = 6", "skip_scale = [1.0, 4.0]");
   std::vector<models::TaskOutput> outs;
-  models::run_bundle(plan, {0, 1}, [&](models::TaskOutput&& o) { outs.push_back(std::move(o)); });
+  models::run_bundle(plan::bundle_job(plan, {0, 1}), [&](models::TaskOutput&& o) { outs.push_back(std::move(o)); });
   ASSERT_EQ(outs.size(), 2u);
   for (int l = 0; l <= 6; ++l) {
     for (auto name : {"sr_cov", "sr_x", "mu_rel", "res_rel"})
@@ -60,7 +61,7 @@ TEST(TaskRunner, PowerOfTwoScaleChangesOnlyLogFro) {
 // That is recorded as "diverged at layer l" with NaN after it, not a crash and not silent NaN.
 TEST(TaskRunner, NonHomogeneousOverflowIsRecordedAsDiverged) {
   const auto plan = test::plan_from("mixer = \"softmax\"\nT = 8\nd = 8\ndepth = 200\nsigma_v = 1e30");
-  const auto out = models::run_task(plan, 0);
+  const auto out = models::run_task(plan::bundle_job(plan, {0}));
   ASSERT_EQ(out.outcome, models::Outcome::diverged);
   EXPECT_NE(out.message.find("diverged at layer"), std::string::npos);
   const int at = std::stoi(out.message.substr(std::string("diverged at layer ").size()));
@@ -74,7 +75,7 @@ TEST(TaskRunner, NonHomogeneousOverflowIsRecordedAsDiverged) {
 // collapse; recorded as "vanished at layer 1" (told apart from an overflow), NaN from there on.
 TEST(TaskRunner, ExactlyZeroSignalIsRecordedAsVanished) {
   const auto plan = test::plan_from("mixer = \"uniform\"\ngap_fix = \"perp\"\nT = 8\nd = 8\ndepth = 4");
-  const auto out = models::run_task(plan, 0);
+  const auto out = models::run_task(plan::bundle_job(plan, {0}));
   ASSERT_EQ(out.outcome, models::Outcome::vanished) << out.message;
   EXPECT_TRUE(out.message.starts_with("vanished at layer 1: every entry of X is zero")) << out.message;
   EXPECT_TRUE(std::isfinite(out.layers[0][metrics::metric_index("sr_cov")]));
@@ -84,7 +85,7 @@ TEST(TaskRunner, ExactlyZeroSignalIsRecordedAsVanished) {
 // With a norm, softmax is safe at any depth.
 TEST(TaskRunner, NormalisedSoftmaxStackRunsDeep) {
   const auto plan = test::plan_from("mixer = \"softmax\"\nT = 8\nd = 8\ndepth = 200\nnorm = \"rms\"\nlambda = 1.0");
-  const auto out = models::run_task(plan, 0);
+  const auto out = models::run_task(plan::bundle_job(plan, {0}));
   EXPECT_EQ(out.outcome, models::Outcome::done);
   EXPECT_TRUE(std::isfinite(out.layers[200][metrics::metric_index("sr_cov")]));
   EXPECT_NEAR(out.layers[200][metrics::metric_index("fro")], std::sqrt(8.0), 1e-12);  // rows of unit norm
@@ -101,9 +102,9 @@ TEST(TaskRunner, BundlingIsBitwiseInvisible) {
   std::vector<std::uint64_t> bundle = plan.bundles.front().tasks;
   ASSERT_EQ(bundle.size(), 8u);
   std::vector<models::TaskOutput> together;
-  models::run_bundle(plan, bundle, [&](models::TaskOutput&& o) { together.push_back(std::move(o)); });
+  models::run_bundle(plan::bundle_job(plan, bundle), [&](models::TaskOutput&& o) { together.push_back(std::move(o)); });
   for (const auto& t : together) {
-    const auto alone = models::run_task(plan, t.task);
+    const auto alone = models::run_task(plan::bundle_job(plan, {t.task}));
     for (int l = 0; l <= 4; ++l) {
       for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k)
         EXPECT_TRUE(bitwise_equal(t.layers[l][k], alone.layers[l][k]) ||
@@ -131,10 +132,11 @@ TEST(TaskRunner, BundleCompositionIsBitwiseInvisible) {
     const std::vector<std::uint64_t> part = {bundle[16], bundle[1], bundle[5], bundle[9]};
     for (const auto& tasks : {bundle, part}) {
       std::vector<models::TaskOutput> together;
-      models::run_bundle(plan, tasks, [&](models::TaskOutput&& o) { together.push_back(std::move(o)); });
+      models::run_bundle(plan::bundle_job(plan, tasks),
+                         [&](models::TaskOutput&& o) { together.push_back(std::move(o)); });
       ASSERT_EQ(together.size(), tasks.size());
       for (const auto& t : together) {
-        const auto alone = models::run_task(plan, t.task);
+        const auto alone = models::run_task(plan::bundle_job(plan, {t.task}));
         ASSERT_EQ(alone.outcome, models::Outcome::done);
         for (int l = 0; l <= 3; ++l)
           for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k)
@@ -149,12 +151,12 @@ TEST(TaskRunner, BundleCompositionIsBitwiseInvisible) {
 
 TEST(TaskRunner, RejectsTasksOfAnotherBundle) {
   const auto plan = test::plan_from("T = 6\ndepth = 1", "d = [6, 8]");
-  EXPECT_THROW(models::run_bundle(plan, {0, 1}, [](models::TaskOutput&&) {}), Error);
+  EXPECT_THROW(models::run_bundle(plan::bundle_job(plan, {0, 1}), [](models::TaskOutput&&) {}), Error);
 }
 
 TEST(TaskRunner, SpectraAreStoredWhereRequestedAndNormalised) {
   const auto plan = test::plan_from("T = 5\nd = 7\ndepth = 3", "", 1, "last");
-  const auto out = models::run_task(plan, 0);
+  const auto out = models::run_task(plan::bundle_job(plan, {0}));
   for (int l = 0; l < 3; ++l) EXPECT_TRUE(out.spectra[l].empty());
   ASSERT_EQ(out.spectra[3].size(), 5u);
   double ss = 0;
@@ -193,7 +195,7 @@ void expect_bitwise_equal(const models::TaskOutput& a, const models::TaskOutput&
 std::vector<models::TaskOutput> run_on(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks, int threads) {
   parallel::set_threads(threads);
   std::vector<models::TaskOutput> out;
-  models::run_bundle(plan, tasks, [&](models::TaskOutput&& o) { out.push_back(std::move(o)); });
+  models::run_bundle(plan::bundle_job(plan, tasks), [&](models::TaskOutput&& o) { out.push_back(std::move(o)); });
   parallel::set_threads(1);
   std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.task < y.task; });
   return out;
@@ -239,7 +241,7 @@ TEST(TaskRunner, CancelledIsAskedAFixedNumberOfTimesPerLayer) {
     parallel::set_threads(threads);
     int calls = 0, done = 0;
     models::run_bundle(
-        plan, tasks, [&](models::TaskOutput&&) { ++done; },
+        plan::bundle_job(plan, tasks), [&](models::TaskOutput&&) { ++done; },
         [&] {
           ++calls;
           return false;
@@ -256,7 +258,7 @@ TEST(TaskRunner, CancelledIsAskedAFixedNumberOfTimesPerLayer) {
   const auto bundle = eight.bundles.front().tasks;
   ASSERT_EQ(bundle.size(), 8u);
   bool diverged = false;
-  models::run_bundle(eight, bundle,
+  models::run_bundle(plan::bundle_job(eight, bundle),
                      [&](models::TaskOutput&& o) { diverged = diverged || o.outcome == models::Outcome::diverged; });
   EXPECT_TRUE(diverged);
   for (int threads : {1, 2, 3}) EXPECT_EQ(count(eight, bundle, threads), 3 * models::checks_per_layer) << threads;
@@ -266,7 +268,8 @@ TEST(TaskRunner, CancelledIsAskedAFixedNumberOfTimesPerLayer) {
 
   int calls = 0, done = 0;
   EXPECT_THROW(models::run_bundle(
-                   one, one.bundles.front().tasks, [&](models::TaskOutput&&) { ++done; }, [&] { return ++calls == 2; }),
+                   plan::bundle_job(one, one.bundles.front().tasks), [&](models::TaskOutput&&) { ++done; },
+                   [&] { return ++calls == 2; }),
                models::Cancelled);
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(done, 0);

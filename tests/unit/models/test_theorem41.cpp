@@ -8,6 +8,7 @@
 #include "model_fixtures.hpp"
 #include "models/task_runner.hpp"
 #include "models/theory.hpp"
+#include "plan/bundle_job.hpp"
 
 namespace rcsweep {
 namespace {
@@ -141,7 +142,7 @@ TEST(Theorem41, EngineChecksTheRowsOfEveryLayerIncludingTheInput) {
       "input_scale = [1.0, 1.000001, 100.0]");
   ASSERT_EQ(plan.tasks.size(), 3u);
   for (const auto& t : plan.tasks) {
-    const auto out = models::run_task(plan, t.id);
+    const auto out = models::run_task(plan::bundle_job(plan, {t.id}));
     ASSERT_EQ(out.outcome, models::Outcome::done);
     const double scale = plan.models.at(t.point).input_scale;
     const BoundReason want = scale == 1.0 ? BoundReason::applies : BoundReason::rows_not_unit;
@@ -157,7 +158,7 @@ TEST(Theorem41, EngineFlagsAComponentOutsideTheTheorem) {
   for (const char* extra : {"norm = \"layernorm\"", "norm = \"rms\"\nmlp = \"relu\"", "norm = \"rms\"\ngate = \"silu\"",
                             "norm = \"rms\"\nheads = 2"}) {
     const auto plan = test::plan_from(base + extra);
-    const auto out = models::run_task(plan, 0);
+    const auto out = models::run_task(plan::bundle_job(plan, {0}));
     ASSERT_EQ(out.outcome, models::Outcome::done) << extra;
     EXPECT_EQ(out.theory[applies_col], 0.0) << extra;
     EXPECT_EQ(out.theory[reason_col], code(BoundReason::not_covered)) << extra;

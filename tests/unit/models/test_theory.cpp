@@ -10,6 +10,7 @@
 #include "model_fixtures.hpp"
 #include "models/layer.hpp"
 #include "models/task_runner.hpp"
+#include "plan/bundle_job.hpp"
 
 namespace rcsweep {
 namespace {
@@ -67,7 +68,8 @@ double mean_sr_cov_layer1(int T, const char* gap_fix, int replicates) {
                                         "\ndepth = 1\ngap_fix = \"" + gap_fix + "\"",
                                     "", replicates);
   double sum = 0;
-  for (const auto& t : plan.tasks) sum += models::run_task(plan, t.id).layers[1][metrics::metric_index("sr_cov")];
+  for (const auto& t : plan.tasks)
+    sum += models::run_task(plan::bundle_job(plan, {t.id})).layers[1][metrics::metric_index("sr_cov")];
   return sum / replicates;
 }
 

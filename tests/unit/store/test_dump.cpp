@@ -16,6 +16,7 @@
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
 #include "models/task_runner.hpp"
+#include "plan/bundle_job.hpp"
 #include "plan/plan.hpp"
 #include "store/dump.hpp"
 #include "store/store.hpp"
@@ -114,7 +115,7 @@ TEST_F(StoreDump, OnlyDoneTasksAreDumpedWithTheTapedForwardPass) {
     EXPECT_EQ(read_int_attr(group.id, "point"), static_cast<std::int64_t>(plan.tasks[id].point));
     EXPECT_EQ(read_int_attr(group.id, "replicate"), plan.tasks[id].replicate);
     EXPECT_EQ(read_int_attr(group.id, "layers"), L);
-    const models::TaskTape tape = models::record_task(plan, id);
+    const models::TaskTape tape = models::record_task(plan::bundle_job(plan, {id}), id);
     ASSERT_EQ(tape.layers.size(), static_cast<std::size_t>(L));
     for (int l = 0; l <= L; ++l) {
       const Matrix& X = l < L ? tape.layers[static_cast<std::size_t>(l)].X : tape.X_out;
