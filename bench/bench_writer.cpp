@@ -2,7 +2,7 @@
 // many results per second rank 0's service thread can take in (unpack + Store::write into a real
 // store, rows, flushes and statuses included), per output setting and batch size.
 //   bench_writer [TASKS] [REPS] [DIR]   (default 4096 tasks per store, 3 repetitions, stores in $TMPDIR)
-// Message sizes are checked three ways: the formula of sweep/message.cpp, a real task
+// Message sizes are checked three ways: the formula of sweep/protocol.cpp, a real task
 // (models::run_task at T = d = 32) packed, and the synthetic result used for the throughput.
 #include <unistd.h>
 
@@ -23,7 +23,7 @@
 #include "plan/plan.hpp"
 #include "store/store.hpp"
 #include "sweep/driver.hpp"
-#include "sweep/message.hpp"
+#include "sweep/protocol.hpp"
 #include "sweep/worker.hpp"
 
 namespace rcsweep {
@@ -57,7 +57,7 @@ std::size_t packed_bytes(const store::TaskResult& r) {
   return buf.size();
 }
 
-/// Bytes of one done task's message by the layout of sweep/message.cpp: id, status, wall time,
+/// Bytes of one done task's message by the layout of sweep/protocol.cpp: id, status, wall time,
 /// rank, message (empty); the layer metrics; four per-layer lists (X spectra, mixer singular
 /// values and eigenvalue parts) each with a count per layer; the theory row; two gradient vectors.
 std::size_t formula_bytes(const plan::Plan& p, std::uint64_t t) {
