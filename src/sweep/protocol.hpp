@@ -1,7 +1,8 @@
 // The task farm's protocol: every message between rank 0's service thread (service.hpp) and the
 // worker ranks (worker.hpp), its tag, its layout, and the calls that send and receive it. No
-// other file of the farm makes a point-to-point MPI call. The layouts are pure functions on bytes
-// (encode_* / decode_*, pack / unpack), tested without mpiexec (tests/unit/sweep/test_protocol.cpp).
+// other source file makes a point-to-point MPI call (a test checks). The layouts are pure
+// functions on bytes (encode_* / decode_*, pack / unpack), tested without mpiexec
+// (tests/unit/sweep/test_protocol.cpp).
 //
 // The messages, all sent on the run's communicator as MPI_BYTE (numbers in the host's byte order
 // and without padding: every rank runs the same binary):

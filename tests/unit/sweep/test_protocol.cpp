@@ -2,12 +2,18 @@
 // gives the same values bitwise (a finished task's every field, the theory row and NaN payloads
 // included; the result header; a unit's task ids), the layout is the documented one, and a cut,
 // damaged or foreign buffer is refused, never read past its end.
+#include <unistd.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -247,6 +253,44 @@ TEST(Protocol, AssignmentOfPartialIdsIsRefused) {
     std::vector<char> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
     EXPECT_THROW(sweep::decode_assignment(cut), MpiError) << n;
   }
+}
+
+// --- one file ---
+
+namespace {
+/// "file: call" for every point-to-point MPI call in the .cpp and .hpp files under `root`, except
+/// in `allowed` (relative to `root`).
+std::vector<std::string> point_to_point_calls(const std::filesystem::path& root, const std::filesystem::path& allowed) {
+  static const char* calls[] = {"MPI_Send(",  "MPI_Isend(", "MPI_Ssend(",  "MPI_Issend(", "MPI_Bsend(",
+                                "MPI_Rsend(", "MPI_Recv(",  "MPI_Irecv(",  "MPI_Probe(",  "MPI_Iprobe(",
+                                "MPI_Mprobe(", "MPI_Improbe(", "MPI_Mrecv(", "MPI_Get_count(", "MPI_Sendrecv("};
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    const auto ext = entry.path().extension();
+    if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".hpp")) continue;
+    const auto relative = entry.path().lexically_relative(root);
+    if (relative == allowed) continue;
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const char* call : calls)
+      if (text.find(call) != std::string::npos) found.push_back(relative.string() + ": " + call);
+  }
+  return found;
+}
+}  // namespace
+
+TEST(Protocol, NoOtherSourceMakesAPointToPointCall) {
+  // The scanner sees a call where there is one ...
+  const auto fixture = std::filesystem::temp_directory_path() / ("rcsweep_protocol_scan_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(fixture / "sweep");
+  std::ofstream(fixture / "sweep" / "protocol.cpp") << "MPI_Send(nullptr, 0, MPI_BYTE, 1, 11, comm);";
+  std::ofstream(fixture / "sweep" / "service.cpp") << "x = 1;\nmpi::check(MPI_Iprobe(0, 12, comm, &f, &s));";
+  const auto seen = point_to_point_calls(fixture, "sweep/protocol.cpp");
+  std::filesystem::remove_all(fixture);
+  EXPECT_EQ(seen, std::vector<std::string>{"sweep/service.cpp: MPI_Iprobe("});
+  // ... and the farm's messages are sent and received in sweep/protocol.cpp alone.
+  EXPECT_EQ(point_to_point_calls(std::filesystem::path(RCSWEEP_SOURCE_DIR) / "src", "sweep/protocol.cpp"),
+            std::vector<std::string>{});
 }
 
 // --- the tags ---
