@@ -11,17 +11,22 @@
 
 #include "base/error.hpp"
 #include "metrics/metrics.hpp"
+#include "models/mixers/mixer_kind.hpp"
 
 namespace rcsweep::plan {
 namespace {
 using config::Mixer;
 using config::ModelParams;
 
-struct Pricer {
+struct Pricer final : models::LayerPrices {
+  Pricer(const Calibration& calibration, bool mixer_spectrum) : c(calibration), mixer_spectrum(mixer_spectrum) {}
   const Calibration& c;
   bool mixer_spectrum = true;  // s_1, s_2 of the mixer wanted ([output] metrics): else only its norm
+  double exp_rate() const override { return c.exp_rate; }
+  double pass_rate() const override { return c.pass_rate; }
+  double conv_rate() const override { return c.conv_rate; }
   // An m x k times k x n product at the dgemm rate measured for a cube of the same volume.
-  double gemm(double m, double n, double k) const {
+  double gemm(double m, double n, double k) const override {
     return 2.0 * m * n * k / interpolate(c.gemm_rate, std::max(std::cbrt(m * n * k), 1.0));
   }
   double signal_metrics(double T, double d) const {
@@ -34,7 +39,7 @@ struct Pricer {
   // one with M^T, bound by memory once M is out of cache) and the steps do not grow with T
   // (plan::mixer_lanczos_steps): the last measurement times (T / T_last)^2, not the last segment's
   // power law (which between an in-cache and an out-of-cache size is steeper than T^3).
-  double mixer_metrics(double T) const {
+  double mixer_metrics(double T) const override {
     if (!mixer_spectrum || c.mixer_s.empty()) return 0.0;
     const auto [last_T, last_s] = c.mixer_s.back();
     if (T > last_T && last_T >= static_cast<double>(metrics::mixer_lanczos_min_order))
@@ -49,30 +54,8 @@ struct Pricer {
 
 // Seconds of one layer of one task, without what its bundle shares (see shared_layer_seconds).
 double task_layer_seconds(const ModelParams& m, const Pricer& p) {
-  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
-  double s = 0.0;
-  switch (m.mixer) {
-    case Mixer::softmax:
-    case Mixer::relu:
-    case Mixer::sigmoid:
-      s = H * ((m.qk_product ? p.gemm(T, d, d) + p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
-               T * T / p.c.exp_rate + p.gemm(T, d, d) + p.gemm(T, d, T));
-      s += p.mixer_metrics(T);  // head 0's metrics, per task
-      break;
-    case Mixer::markov: s = H * (p.gemm(T, d, d) + p.gemm(T, d, T)); break;
-    case Mixer::identity:
-      s = H * p.gemm(T, d, d) + (m.gap_fix == config::GapFix::none ? 0.0 : H * p.gemm(T, d, T));
-      break;
-    case Mixer::uniform:
-    case Mixer::matrix: s = H * (p.gemm(T, d, d) + p.gemm(T, d, T)); break;
-    case Mixer::ssd:
-      s = H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + p.gemm(T, d, T) + T * T / p.c.pass_rate) + p.mixer_metrics(T);
-      break;
-    case Mixer::lti: s = H * p.gemm(T, d, T); break;
-    case Mixer::s4d:  // the causal convolution: T (T + 1) / 2 multiply-adds per channel
-      s = T * (T + 1) / 2 * d / p.c.conv_rate;
-      break;
-  }
+  const double T = m.T, d = m.d, H = m.heads;
+  double s = models::mixer_kind(m.mixer).task_seconds(m, p);  // the mixer's own work (models/mixers/)
   if (m.gap_fix == config::GapFix::outliers && m.input_dependent_mixer()) s += H * 3.0 * p.svd(T, T);
   if (m.gap_fix == config::GapFix::perp && m.input_dependent_mixer()) s += H * T * T / p.c.pass_rate;  // M - 1/T
   if (m.gate == config::Gate::silu) s += p.gemm(T, d, d) + T * d / p.c.exp_rate;

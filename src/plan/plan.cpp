@@ -8,6 +8,7 @@
 #include "base/error.hpp"
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
+#include "models/mixers/mixer_kind.hpp"
 #include "plan/memory.hpp"
 
 namespace rcsweep::plan {
@@ -15,11 +16,9 @@ namespace {
 using config::Mixer;
 using config::ModelParams;
 
-// Flop-equivalents of one standard normal (Philox + Box–Muller: log, sqrt, sin/cos), measured
-// order of magnitude; used only to weigh weight generation against GEMMs in the cost model.
-constexpr double normal_cost = 30.0;
-// exp and a divide per softmax / Markov entry.
-constexpr double exp_cost = 20.0;
+// Flop-equivalents of a standard normal and of an exp (models/mixers/mixer_kind.hpp).
+constexpr double normal_cost = models::normal_flops;
+constexpr double exp_cost = models::exp_flops;
 
 // dgesdd, values only, of an m x n matrix: QR when m >> n, then bidiagonalisation 4mn^2 - 4n^3/3
 // and a cheap bidiagonal QR iteration.
@@ -56,31 +55,8 @@ double mixer_metrics_flops(double T) {
 }
 
 double layer_flops(const ModelParams& m) {
-  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
-  double f = 0.0;
-  switch (m.mixer) {
-    case Mixer::softmax:
-    case Mixer::relu:
-    case Mixer::sigmoid:
-      // per head: Q = X W_Q, K = X W_K, S = Q K^T, the entrywise map, M X, (M X) W_V; plus weights.
-      // With qk_product: X P and (X P) X^T instead (P itself is the bundle's, not counted here).
-      f = H * ((m.qk_product ? 2.0 * T * d * d + 2.0 * T * T * d : 4.0 * T * d * dqk + 2.0 * T * T * dqk) +
-               exp_cost * T * T + 2.0 * T * T * d + 2.0 * T * d * d + normal_cost * (2.0 * d * dqk + d * d));
-      break;
-    case Mixer::markov:
-      f = H * (normal_cost * T * T + exp_cost * T * T + 2.0 * T * T * d + 2.0 * T * d * d + normal_cost * d * d);
-      break;
-    case Mixer::identity:
-    case Mixer::uniform:
-    case Mixer::matrix: f = H * (2.0 * T * d * d + normal_cost * d * d); break;
-    case Mixer::ssd:  // B = X W_B, C = X W_C, C B^T, mask, M X (C_V = I)
-      f = H * (4.0 * T * d * N + 2.0 * T * T * N + 2.0 * T * T * d + normal_cost * 2.0 * d * N);
-      break;
-    case Mixer::s4d:  // per channel: kernel T N, causal convolution T^2
-      f = 2.0 * T * N * d + 2.0 * T * T * d + normal_cost * 2.0 * d * N;
-      break;
-    case Mixer::lti: f = H * (2.0 * T * T * d + normal_cost * 2.0 * N); break;
-  }
+  const double T = m.T, d = m.d, H = m.heads;
+  double f = models::mixer_kind(m.mixer).layer_flops(m);                 // the mixer's own work (models/mixers/)
   if (m.gap_fix == config::GapFix::outliers) f += H * 22.0 * T * T * T;  // SVD with vectors
   if (m.gap_fix == config::GapFix::perp) f += H * T * T;                 // M - (1/T) 1 1^T
   if (m.gate == config::Gate::silu) f += 2.0 * T * d * d + normal_cost * d * d + exp_cost * T * d;

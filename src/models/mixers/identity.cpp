@@ -1,0 +1,21 @@
+// The identity mixer: M = I (a stack of value maps and skips only; with a gap fix, the fixed M).
+#include "models/mixers/mixer_kind.hpp"
+
+namespace rcsweep::models {
+namespace {
+// Per head: X W_V and the value weights (M X = X is not computed).
+double flops(const config::ModelParams& m) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (2.0 * T * d * d + normal_flops * d * d);
+}
+
+// Per head X W_V; with a gap fix M is no longer I and M X is a product.
+double seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * p.gemm(T, d, d) + (m.gap_fix == config::GapFix::none ? 0.0 : H * p.gemm(T, d, T));
+}
+}  // namespace
+
+extern const MixerKind identity_kind{config::Mixer::identity, "identity", flops, seconds};
+
+}  // namespace rcsweep::models

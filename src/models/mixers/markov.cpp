@@ -1,0 +1,22 @@
+// The Markov mixer: a row-stochastic M = rownormalise(exp(sigma_A G)) of Gaussian draws G per head
+// and layer, input-independent (models/layer.cpp markov_rows).
+#include "models/mixers/mixer_kind.hpp"
+
+namespace rcsweep::models {
+namespace {
+// Per head: the T x T draws and their map, M X, (M X) W_V; plus the value weights.
+double flops(const config::ModelParams& m) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (normal_flops * T * T + exp_flops * T * T + 2.0 * T * T * d + 2.0 * T * d * d + normal_flops * d * d);
+}
+
+// The draws and their map are the bundle's (plan/cost_model.cpp); per task M X and (M X) W_V.
+double seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (p.gemm(T, d, d) + p.gemm(T, d, T));
+}
+}  // namespace
+
+extern const MixerKind markov_kind{config::Mixer::markov, "markov", flops, seconds};
+
+}  // namespace rcsweep::models

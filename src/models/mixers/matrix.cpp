@@ -1,0 +1,21 @@
+// The matrix mixer: the [model] mixer_matrix, the same T x T M at every layer and head.
+#include "models/mixers/mixer_kind.hpp"
+
+namespace rcsweep::models {
+namespace {
+// Per head: X W_V and the value weights.
+double flops(const config::ModelParams& m) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (2.0 * T * d * d + normal_flops * d * d);
+}
+
+// Per head M X and (M X) W_V (M is the bundle's).
+double seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (p.gemm(T, d, d) + p.gemm(T, d, T));
+}
+}  // namespace
+
+extern const MixerKind matrix_kind{config::Mixer::matrix, "matrix", flops, seconds};
+
+}  // namespace rcsweep::models

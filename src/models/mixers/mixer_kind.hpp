@@ -1,0 +1,52 @@
+// A mixer as one descriptor: what the planner asks of a mixer (its flops and its seconds per
+// layer), one entry per mixer, each in its own file of src/models/mixers/ and registered in
+// mixers.cpp. Pure: no MPI, no I/O.
+#pragma once
+#include <span>
+#include <string_view>
+
+#include "config/params.hpp"
+
+namespace rcsweep::models {
+
+/// Flop-equivalents of one standard normal (Philox + Box–Muller: log, sqrt, sin/cos), an order of
+/// magnitude; used only to weigh weight generation against products in the planner's flop count.
+inline constexpr double normal_flops = 30.0;
+/// Flop-equivalents of an exp and a divide (a softmax or Markov entry).
+inline constexpr double exp_flops = 20.0;
+
+/// The prices the planner puts on a layer's kinds of work, from the machine's measured rates
+/// (plan/cost_model.hpp's Calibration), in seconds and per second.
+class LayerPrices {
+ public:
+  virtual ~LayerPrices() = default;
+  /// Seconds of an m x k times k x n product.
+  virtual double gemm(double m, double n, double k) const = 0;
+  /// Seconds of the mixer metrics of head 0's T x T mixer (0 when the selected metrics skip them).
+  virtual double mixer_metrics(double T) const = 0;
+  virtual double exp_rate() const = 0;   ///< softmax entries per second (exp, sum, scale)
+  virtual double pass_rate() const = 0;  ///< entries per second of a simple pass
+  virtual double conv_rate() const = 0;  ///< multiply-adds per second of the S4D causal convolution
+};
+
+/// One mixer's descriptor. The functions take a resolved model whose `mixer` is this one.
+struct MixerKind {
+  config::Mixer mixer;
+  std::string_view name;  ///< the `mixer` choice in a sweep file (config::model_params())
+  /// Flops of the mixer's own work in one layer of one task, every head: its products, entrywise
+  /// maps and its weights drawn (as normal_flops each). The planner adds the gap fix, gate, MLP,
+  /// norm and metrics (plan::layer_flops).
+  double (*layer_flops)(const config::ModelParams& model);
+  /// Seconds of the mixer's own work in one layer of one task at `prices`, without what the
+  /// bundle's tasks share (its weights, an input-independent mixer: plan/cost_model.cpp); with the
+  /// mixer metrics of head 0 where each task has its own mixer.
+  double (*task_seconds)(const config::ModelParams& model, const LayerPrices& prices);
+};
+
+/// The descriptor of `mixer` (mixers.cpp lists them). Throws rcsweep::Error for a value that has none.
+const MixerKind& mixer_kind(config::Mixer mixer);
+
+/// Every registered descriptor, in the order of the `mixer` choices.
+std::span<const MixerKind* const> mixer_kinds();
+
+}  // namespace rcsweep::models

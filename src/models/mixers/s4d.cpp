@@ -1,0 +1,22 @@
+// S4D: one diagonal SSM per channel, a causal convolution of each channel with its kernel; no
+// single M (models/s4d.hpp).
+#include "models/mixers/mixer_kind.hpp"
+
+namespace rcsweep::models {
+namespace {
+// Per channel: the kernel (T N), the causal convolution (T^2); plus B and C.
+double flops(const config::ModelParams& m) {
+  const double T = m.T, d = m.d, N = m.state_dim;
+  return 2.0 * T * N * d + 2.0 * T * T * d + normal_flops * 2.0 * d * N;
+}
+
+// The causal convolution: T (T + 1) / 2 multiply-adds per channel (the kernels are the bundle's).
+double seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d;
+  return T * (T + 1) / 2 * d / p.conv_rate();
+}
+}  // namespace
+
+extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d", flops, seconds};
+
+}  // namespace rcsweep::models

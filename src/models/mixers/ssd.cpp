@@ -1,0 +1,21 @@
+// The selective SSM (Mamba-2's SSD, scalar decay): M = L o (C B^T), B = X W_B, C = X W_C, L the
+// decay mask, per head; input-dependent (models/layer.cpp).
+#include "models/mixers/mixer_kind.hpp"
+
+namespace rcsweep::models {
+namespace {
+// Per head: B = X W_B, C = X W_C, C B^T, the mask, M X (C_V = I); plus W_B, W_C.
+double flops(const config::ModelParams& m) {
+  const double T = m.T, d = m.d, H = m.heads, N = m.state_dim;
+  return H * (4.0 * T * d * N + 2.0 * T * T * N + 2.0 * T * T * d + normal_flops * 2.0 * d * N);
+}
+
+double seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d, H = m.heads, N = m.state_dim;
+  return H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + p.gemm(T, d, T) + T * T / p.pass_rate()) + p.mixer_metrics(T);
+}
+}  // namespace
+
+extern const MixerKind ssd_kind{config::Mixer::ssd, "ssd", flops, seconds};
+
+}  // namespace rcsweep::models

@@ -1,0 +1,21 @@
+// The uniform mixer: M = (1/T) 1 1^T, every token the mean of all (the collapsed limit).
+#include "models/mixers/mixer_kind.hpp"
+
+namespace rcsweep::models {
+namespace {
+// Per head: X W_V and the value weights.
+double flops(const config::ModelParams& m) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (2.0 * T * d * d + normal_flops * d * d);
+}
+
+// Per head M X and (M X) W_V (M is the bundle's).
+double seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (p.gemm(T, d, d) + p.gemm(T, d, T));
+}
+}  // namespace
+
+extern const MixerKind uniform_kind{config::Mixer::uniform, "uniform", flops, seconds};
+
+}  // namespace rcsweep::models

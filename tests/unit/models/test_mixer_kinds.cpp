@@ -1,0 +1,76 @@
+// The mixer descriptors (models/mixers/): one per `mixer` choice, and what the planner asks of them.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/error.hpp"
+#include "config/params.hpp"
+#include "models/mixers/mixer_kind.hpp"
+#include "model_fixtures.hpp"
+
+namespace rcsweep {
+namespace {
+
+const config::ParamInfo& mixer_param() {
+  for (const auto& p : config::model_params())
+    if (p.name == "mixer") return p;
+  throw Error("no mixer parameter");
+}
+
+TEST(MixerKinds, OnePerMixerChoiceInTheRegistrysOrder) {
+  const auto& choices = mixer_param().choices;
+  const auto kinds = models::mixer_kinds();
+  ASSERT_EQ(kinds.size(), choices.size());
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    const auto mixer = static_cast<config::Mixer>(i);  // decoding is by position
+    EXPECT_EQ(kinds[i]->name, choices[i]) << i;
+    EXPECT_EQ(kinds[i]->mixer, mixer) << choices[i];
+    EXPECT_EQ(&models::mixer_kind(mixer), kinds[i]) << choices[i];
+    EXPECT_NE(kinds[i]->layer_flops, nullptr) << choices[i];
+    EXPECT_NE(kinds[i]->task_seconds, nullptr) << choices[i];
+  }
+  EXPECT_THROW(models::mixer_kind(static_cast<config::Mixer>(choices.size())), Error);
+}
+
+// Prices of one second per product and per entry: a mixer's seconds count its products and passes.
+struct UnitPrices final : models::LayerPrices {
+  double gemm(double m, double n, double k) const override { return 2.0 * m * n * k; }
+  double mixer_metrics(double) const override { return 1000.0; }
+  double exp_rate() const override { return 1.0; }
+  double pass_rate() const override { return 1.0; }
+  double conv_rate() const override { return 1.0; }
+};
+
+TEST(MixerKinds, CostsArePositiveAndGrowWithTheSequence) {
+  const UnitPrices prices;
+  for (const models::MixerKind* k : models::mixer_kinds()) {
+    auto small = test::small_model(k->mixer, 8, 6), long_one = test::small_model(k->mixer, 32, 6);
+    small.state_dim = long_one.state_dim = 4;
+    EXPECT_GT(k->layer_flops(small), 0.0) << k->name;
+    EXPECT_GT(k->task_seconds(small, prices), 0.0) << k->name;
+    EXPECT_GT(k->layer_flops(long_one), k->layer_flops(small)) << k->name;
+    EXPECT_GT(k->task_seconds(long_one, prices), k->task_seconds(small, prices)) << k->name;
+  }
+}
+
+// Where each task has its own mixer (attention, ssd), its metrics are the task's; the others' are
+// the bundle's (plan/cost_model.cpp), so the mixer metrics' price does not enter their seconds.
+TEST(MixerKinds, InputDependentMixersPayTheirOwnMixerMetrics) {
+  const UnitPrices prices;
+  struct NoMetrics final : models::LayerPrices {
+    double gemm(double m, double n, double k) const override { return 2.0 * m * n * k; }
+    double mixer_metrics(double) const override { return 0.0; }
+    double exp_rate() const override { return 1.0; }
+    double pass_rate() const override { return 1.0; }
+    double conv_rate() const override { return 1.0; }
+  } none;
+  for (const models::MixerKind* k : models::mixer_kinds()) {
+    auto m = test::small_model(k->mixer);
+    m.state_dim = 4;
+    EXPECT_EQ(k->task_seconds(m, prices) - k->task_seconds(m, none), m.input_dependent_mixer() ? 1000.0 : 0.0)
+        << k->name;
+  }
+}
+
+}  // namespace
+}  // namespace rcsweep
