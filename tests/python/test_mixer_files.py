@@ -1,0 +1,87 @@
+"""How many files a mixer is named in (docs/CONTRIBUTING.md "Worked path: add a mixer").
+
+A mixer is one descriptor in src/models/mixers/ (its own file and a line of mixers.cpp). Every
+other source file that names it (`Mixer::<name>`) is a place its descriptor does not own yet.
+PLACES lists those places per mixer today; the lists may only shrink: a mixer named in a file
+not listed for it fails, as does a listed file that no longer names it (take it off the list),
+and a mixer that is not listed at all (a new one) may be named in at most NEW_MIXER_PLACES files
+outside src/models/mixers/.
+"""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MIXERS_DIR = "src/models/mixers/"
+
+# The parameter registry decodes the choice (params.cpp) and the models' forward, reverse pass and
+# the weights dump still branch on the mixer; the planner's shared tensors and memory do for the
+# SSMs and Markov draws.
+PLACES = {
+    "softmax": {"src/config/params.cpp", "src/config/params.hpp", "src/models/layer.cpp", "src/models/gradients.cpp",
+                "src/store/dump.cpp"},
+    "markov": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/plan/plan.cpp", "src/models/layer.cpp"},
+    "identity": {"src/config/params.cpp", "src/models/layer.cpp"},
+    "uniform": {"src/config/params.cpp", "src/models/layer.cpp"},
+    "relu": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
+    "sigmoid": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
+    "ssd": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/plan/plan.cpp", "src/models/layer.cpp",
+            "src/models/gradients.cpp", "src/store/dump.cpp"},
+    "lti": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/plan/plan.cpp", "src/models/layer.cpp"},
+    "matrix": {"src/config/sweep_spec.cpp", "src/config/params.cpp", "src/models/layer.cpp"},
+    "s4d": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/plan/plan.cpp", "src/models/layer.cpp",
+            "src/models/gradients.cpp", "src/models/theory.cpp", "src/cli/calibrate.cpp", "src/store/dump.cpp"},
+}
+# A new mixer: its enumerator and choice (params.hpp, params.cpp), and at most the forward
+# (layer.cpp) and the reverse pass (gradients.cpp) until those are the descriptor's too.
+NEW_MIXER_PLACES = 4
+
+
+def mixers():
+    """The enumerators of config::Mixer, in order."""
+    text = (ROOT / "src/config/params.hpp").read_text()
+    body = re.search(r"enum class Mixer\s*\{([^}]*)\}", text).group(1)
+    return [name.strip() for name in body.split(",") if name.strip()]
+
+
+def sources():
+    return {str(f.relative_to(ROOT)): f.read_text() for f in sorted((ROOT / "src").rglob("*.[ch]pp"))}
+
+
+def places(mixer, files):
+    """The files outside src/models/mixers/ that name Mixer::<mixer>."""
+    pattern = re.compile(r"\bMixer::" + re.escape(mixer) + r"\b")
+    return {path for path, text in files.items() if not path.startswith(MIXERS_DIR) and pattern.search(text)}
+
+
+def place_problems(names, files, listed, new_limit):
+    problems = []
+    for mixer in names:
+        found = places(mixer, files)
+        if mixer not in listed:
+            if len(found) > new_limit:
+                problems.append(f"mixer {mixer} is named in {len(found)} files outside {MIXERS_DIR} "
+                                f"(at most {new_limit}): {sorted(found)}; give its descriptor what they do")
+            continue
+        for path in sorted(found - listed[mixer]):
+            problems.append(f"{path} names Mixer::{mixer}: that belongs in its descriptor ({MIXERS_DIR})")
+        for path in sorted(listed[mixer] - found):
+            problems.append(f"{path} no longer names Mixer::{mixer}: take it off PLACES")
+    problems += [f"PLACES lists {m}, which is no mixer" for m in listed if m not in names]
+    return problems
+
+
+def test_a_mixer_is_named_only_where_its_descriptor_does_not_reach_yet():
+    names = mixers()
+    assert "softmax" in names and "s4d" in names
+    problems = place_problems(names, sources(), PLACES, NEW_MIXER_PLACES)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_count_can_fail():
+    files = {"x/a.cpp": "Mixer::foo", "x/b.cpp": "Mixer::foo;", "x/c.cpp": "x = Mixer::foo", MIXERS_DIR + "foo.cpp":
+             "Mixer::foo", "x/d.cpp": "Mixer::foobar"}
+    assert places("foo", files) == {"x/a.cpp", "x/b.cpp", "x/c.cpp"}
+    assert place_problems(["foo"], files, {}, 3) == []
+    assert len(place_problems(["foo"], files, {}, 2)) == 1                     # a new mixer in too many files
+    assert len(place_problems(["foo"], files, {"foo": {"x/a.cpp", "x/b.cpp"}}, 9)) == 1  # a new place
+    assert len(place_problems(["foo"], files, {"foo": {"x/a.cpp", "x/b.cpp", "x/c.cpp", "x/e.cpp"}}, 9)) == 1
