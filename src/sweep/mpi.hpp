@@ -1,5 +1,5 @@
-// Thin MPI wrappers that return values and throw MpiError (the only MPI-facing code besides
-// the sweep driver and main).
+// Thin MPI wrappers that return values and throw MpiError: the ranks, collectives, the MPI
+// session. The farm's point-to-point messages are in protocol.hpp.
 #pragma once
 #include <mpi.h>
 
