@@ -261,8 +261,8 @@ namespace {
 /// "file: call" for every point-to-point MPI call in the .cpp and .hpp files under `root`, except
 /// in `allowed` (relative to `root`).
 std::vector<std::string> point_to_point_calls(const std::filesystem::path& root, const std::filesystem::path& allowed) {
-  static const char* calls[] = {"MPI_Send(",  "MPI_Isend(", "MPI_Ssend(",  "MPI_Issend(", "MPI_Bsend(",
-                                "MPI_Rsend(", "MPI_Recv(",  "MPI_Irecv(",  "MPI_Probe(",  "MPI_Iprobe(",
+  static const char* calls[] = {"MPI_Send(",   "MPI_Isend(",   "MPI_Ssend(", "MPI_Issend(",    "MPI_Bsend(",
+                                "MPI_Rsend(",  "MPI_Recv(",    "MPI_Irecv(", "MPI_Probe(",     "MPI_Iprobe(",
                                 "MPI_Mprobe(", "MPI_Improbe(", "MPI_Mrecv(", "MPI_Get_count(", "MPI_Sendrecv("};
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
