@@ -19,7 +19,7 @@ using config::Mixer;
 using config::ModelParams;
 
 struct Pricer final : models::LayerPrices {
-  Pricer(const Calibration& calibration, bool mixer_spectrum) : c(calibration), mixer_spectrum(mixer_spectrum) {}
+  Pricer(const Calibration& calibration, bool wanted) : c(calibration), mixer_spectrum(wanted) {}
   const Calibration& c;
   bool mixer_spectrum = true;  // s_1, s_2 of the mixer wanted ([output] metrics): else only its norm
   double exp_rate() const override { return c.exp_rate; }
@@ -79,21 +79,19 @@ double shared_layer_seconds(const std::vector<const ModelParams*>& models, const
       tensors.insert({1, H, 2 * d * m->d_qk});
       qk_product = qk_product || m->qk_product;
     }
-    if (m->mixer == Mixer::markov) tensors.insert({2, H, T * T});
-    if (m->mixer == Mixer::ssd || m->mixer == Mixer::s4d || m->mixer == Mixer::lti)
-      tensors.insert({3, H, 2 * d * m->state_dim});
+    const models::MixerKind& kind = models::mixer_kind(m->mixer);
+    const models::MixerDraws draws = kind.draws(*m);
+    if (draws.square > 0) tensors.insert({2, H, static_cast<int>(draws.square)});
+    if (draws.ssm > 0) tensors.insert({3, H, static_cast<int>(draws.ssm)});
     if (m->gate == config::Gate::silu) tensors.insert({4, 1, d * d});
     if (m->mlp == config::Mlp::relu) tensors.insert({5, 1, 2 * d * m->mlp_ratio * d});
-    if (!m->input_dependent_mixer() && m->mixer != Mixer::s4d &&
+    if (kind.memory(*m).fixed_mixer &&
         fixed_mixers.insert({static_cast<int>(m->mixer), static_cast<int>(m->gap_fix), H}).second) {
       const double TT = static_cast<double>(T) * T;
       s += TT / p.c.exp_rate + p.mixer_metrics(T);
       if (m->gap_fix == config::GapFix::outliers) s += 3.0 * p.svd(T, T);
     }
-    // The S4D kernels: T d N multiply-adds, vectorised across channels like the convolution but
-    // with a dependent recurrence per lane: about half its rate (bench_layers breakdown,
-    // docs/BENCHMARKS.md "S4D causal convolution", the kernel build).
-    if (m->mixer == Mixer::s4d) s += static_cast<double>(T) * d * m->state_dim / (0.5 * p.c.conv_rate);
+    s += kind.shared_seconds(*m, p);  // work on the draws (S4D's kernels: models/mixers/s4d.cpp)
   }
   double normals = 0.0;
   for (const auto& [kind, heads, size] : tensors) normals += static_cast<double>(heads) * size;

@@ -13,7 +13,6 @@
 
 namespace rcsweep::plan {
 namespace {
-using config::Mixer;
 using config::ModelParams;
 
 // Flop-equivalents of a standard normal and of an exp (models/mixers/mixer_kind.hpp).
@@ -82,7 +81,7 @@ double gradient_flops(const ModelParams& m, int max_depth, const std::vector<int
 }
 
 std::size_t tape_bytes(const ModelParams& m, int max_depth) {
-  const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.ssm() && m.mixer == Mixer::s4d ? 1 : m.heads;
+  const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = models::mixer_kind(m.mixer).per_channel ? 1 : m.heads;
   std::size_t per_layer = 2 * T * d + H * (T * T + d * d + 2 * d * dqk + 2 * d * m.state_dim);
   if (m.gap_fix == config::GapFix::outliers) per_layer += H * T * T;
   if (m.gate == config::Gate::silu) per_layer += d * d + T * d;
@@ -106,18 +105,20 @@ std::size_t MemoryEstimate::shared() const {
 // Counted from what layer.cpp and task_runner.cpp hold at the peak of a layer (measured against
 // maximum RSS in docs/BENCHMARKS.md, bench/run_plan_accuracy.sh).
 MemoryEstimate memory_estimate(const ModelParams& m) {
-  const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
+  const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
   const std::size_t hidden = m.mlp_ratio * d, k = std::min(T, d);
+  const models::MixerKind& kind = models::mixer_kind(m.mixer);
+  const models::MixerDraws draws = kind.draws(m);
+  const models::MixerMemory mixer = kind.memory(m);
   MemoryEstimate e;
   auto& p = e.shared_parts;
   if (!m.ssm() && m.value_init != config::ValueInit::identity)
     p[0] = H * d * d * (m.value_init == config::ValueInit::orthogonal ? 2 : 1);
   if (m.attention()) p[1] = H * 2 * d * dqk;
   if (m.qk_product) p[2] = H * d * d;
-  if (m.mixer == Mixer::markov) p[3] = H * T * T;
-  if (!m.input_dependent_mixer() && m.mixer != Mixer::s4d) p[4] = H * T * T;  // the cached M
-  if (m.mixer == Mixer::ssd || m.mixer == Mixer::lti || m.mixer == Mixer::s4d) p[5] = H * 2 * d * N;
-  if (m.mixer == Mixer::s4d) p[5] += T * d;  // the kernels
+  p[3] = H * draws.square;
+  if (mixer.fixed_mixer) p[4] = H * T * T;  // the cached M
+  p[5] = H * draws.ssm + mixer.kernels;
   if (m.gate == config::Gate::silu) p[6] = d * d;
   if (m.mlp == config::Mlp::relu) p[7] = 2 * d * hidden;
   p[8] = T * d;  // X_0 (until layer 1 is done)
@@ -128,7 +129,7 @@ MemoryEstimate memory_estimate(const ModelParams& m) {
   // matrix and, for a collapsed signal or a stored spectrum, what linalg::singular_values holds.
   std::size_t sc = 2 * T * d + (m.sigma_v != 1.0 ? d * d : 0);
   if (m.attention()) sc += m.qk_product ? T * d : 2 * T * dqk;
-  if (m.mixer == Mixer::ssd) sc += 2 * T * N;
+  sc += mixer.scratch;
   if (m.input_dependent_mixer()) sc += T * T + (T >= 256 ? 200 * T : T * T);
   if (m.gap_fix == config::GapFix::outliers) sc += 3 * T * T;
   if (m.gate == config::Gate::silu) sc += 2 * T * d;

@@ -14,22 +14,22 @@ ROOT = Path(__file__).resolve().parents[2]
 MIXERS_DIR = "src/models/mixers/"
 
 # The parameter registry decodes the choice (params.cpp) and the models' forward, reverse pass and
-# the weights dump still branch on the mixer; the planner's shared tensors and memory do for the
-# SSMs and Markov draws.
+# the weights dump still branch on the mixer; the cost model prices SSD's layer-1 products shared
+# through X_0 (input_product_seconds).
 PLACES = {
     "softmax": {"src/config/params.cpp", "src/config/params.hpp", "src/models/layer.cpp", "src/models/gradients.cpp",
                 "src/store/dump.cpp"},
-    "markov": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/plan/plan.cpp", "src/models/layer.cpp"},
+    "markov": {"src/config/params.cpp", "src/models/layer.cpp"},
     "identity": {"src/config/params.cpp", "src/models/layer.cpp"},
     "uniform": {"src/config/params.cpp", "src/models/layer.cpp"},
     "relu": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
     "sigmoid": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
-    "ssd": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/plan/plan.cpp", "src/models/layer.cpp",
-            "src/models/gradients.cpp", "src/store/dump.cpp"},
-    "lti": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/plan/plan.cpp", "src/models/layer.cpp"},
+    "ssd": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/models/layer.cpp", "src/models/gradients.cpp",
+            "src/store/dump.cpp"},
+    "lti": {"src/config/params.cpp", "src/models/layer.cpp"},
     "matrix": {"src/config/sweep_spec.cpp", "src/config/params.cpp", "src/models/layer.cpp"},
-    "s4d": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/plan/plan.cpp", "src/models/layer.cpp",
-            "src/models/gradients.cpp", "src/models/theory.cpp", "src/cli/calibrate.cpp", "src/store/dump.cpp"},
+    "s4d": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/models/theory.cpp",
+            "src/cli/calibrate.cpp", "src/store/dump.cpp"},
 }
 # A new mixer: its enumerator and choice (params.hpp, params.cpp), and at most the forward
 # (layer.cpp) and the reverse pass (gradients.cpp) until those are the descriptor's too.

@@ -19,10 +19,15 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
   s += p.mixer_metrics(T);  // head 0's metrics, per task
   return s;
 }
+
+MixerMemory memory(const config::ModelParams&) { return {}; }  // its mixer is the task's (scratch of the planner)
 }  // namespace
 
-extern const MixerKind softmax_kind{config::Mixer::softmax, "softmax", flops, seconds};
-extern const MixerKind relu_kind{config::Mixer::relu, "relu", flops, seconds};
-extern const MixerKind sigmoid_kind{config::Mixer::sigmoid, "sigmoid", flops, seconds};
+extern const MixerKind softmax_kind{config::Mixer::softmax, "softmax", false, flops, seconds, no_draws, memory,
+                                    no_shared_seconds};
+extern const MixerKind relu_kind{config::Mixer::relu, "relu", false, flops, seconds, no_draws, memory,
+                                 no_shared_seconds};
+extern const MixerKind sigmoid_kind{config::Mixer::sigmoid, "sigmoid", false, flops, seconds, no_draws, memory,
+                                    no_shared_seconds};
 
 }  // namespace rcsweep::models

@@ -14,8 +14,11 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, H = m.heads;
   return H * p.gemm(T, d, d) + (m.gap_fix == config::GapFix::none ? 0.0 : H * p.gemm(T, d, T));
 }
+
+MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
-extern const MixerKind identity_kind{config::Mixer::identity, "identity", flops, seconds};
+extern const MixerKind identity_kind{config::Mixer::identity, "identity", false, flops, seconds, no_draws, memory,
+                                     no_shared_seconds};
 
 }  // namespace rcsweep::models

@@ -14,8 +14,15 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, H = m.heads;
   return H * p.gemm(T, d, T);
 }
+
+MixerDraws draws(const config::ModelParams& m) {
+  const std::size_t d = m.d, N = m.state_dim;
+  return {.ssm = 2 * d * N};
+}
+
+MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
-extern const MixerKind lti_kind{config::Mixer::lti, "lti", flops, seconds};
+extern const MixerKind lti_kind{config::Mixer::lti, "lti", false, flops, seconds, draws, memory, no_shared_seconds};
 
 }  // namespace rcsweep::models

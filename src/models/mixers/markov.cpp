@@ -15,8 +15,16 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, H = m.heads;
   return H * (p.gemm(T, d, d) + p.gemm(T, d, T));
 }
+
+MixerDraws draws(const config::ModelParams& m) {
+  const std::size_t T = m.T;
+  return {.square = T * T};
+}
+
+MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
-extern const MixerKind markov_kind{config::Mixer::markov, "markov", flops, seconds};
+extern const MixerKind markov_kind{config::Mixer::markov, "markov", false, flops, seconds, draws, memory,
+                                   no_shared_seconds};
 
 }  // namespace rcsweep::models

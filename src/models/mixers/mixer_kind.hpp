@@ -1,7 +1,8 @@
-// A mixer as one descriptor: what the planner asks of a mixer (its flops and its seconds per
-// layer), one entry per mixer, each in its own file of src/models/mixers/ and registered in
-// mixers.cpp. Pure: no MPI, no I/O.
+// A mixer as one descriptor: what the planner asks of a mixer (its flops and seconds per layer,
+// its draws, what it holds in memory and the work its bundle shares), one entry per mixer, each
+// in its own file of src/models/mixers/ and registered in mixers.cpp. Pure: no MPI, no I/O.
 #pragma once
+#include <cstddef>
 #include <span>
 #include <string_view>
 
@@ -29,10 +30,26 @@ class LayerPrices {
   virtual double conv_rate() const = 0;  ///< multiply-adds per second of the S4D causal convolution
 };
 
+/// The random numbers a mixer draws per layer and head, shared by the bundle's tasks (the value,
+/// query and key weights every mixer may use are the planner's).
+struct MixerDraws {
+  std::size_t square = 0;  ///< a T x T Gaussian (Markov)
+  std::size_t ssm = 0;     ///< SSM weights B and C
+};
+
+/// What a mixer holds in a layer beyond its draws, in float64 values.
+struct MixerMemory {
+  bool fixed_mixer = false;  ///< one input-independent T x T M per head, built once per layer and shared by the bundle
+  std::size_t kernels = 0;   ///< values built from the draws and shared by the bundle (S4D's kernels)
+  std::size_t scratch = 0;   ///< the mixer's own temporaries in a task's layer
+};
+
 /// One mixer's descriptor. The functions take a resolved model whose `mixer` is this one.
 struct MixerKind {
   config::Mixer mixer;
   std::string_view name;  ///< the `mixer` choice in a sweep file (config::model_params())
+  /// No single M: one mixer per channel (S4D), applied by its own kernel and taped as one head.
+  bool per_channel = false;
   /// Flops of the mixer's own work in one layer of one task, every head: its products, entrywise
   /// maps and its weights drawn (as normal_flops each). The planner adds the gap fix, gate, MLP,
   /// norm and metrics (plan::layer_flops).
@@ -41,7 +58,18 @@ struct MixerKind {
   /// bundle's tasks share (its weights, an input-independent mixer: plan/cost_model.cpp); with the
   /// mixer metrics of head 0 where each task has its own mixer.
   double (*task_seconds)(const config::ModelParams& model, const LayerPrices& prices);
+  /// Its draws per layer and head (MixerDraws).
+  MixerDraws (*draws)(const config::ModelParams& model);
+  /// What it holds in a layer beyond its draws (MixerMemory).
+  MixerMemory (*memory)(const config::ModelParams& model);
+  /// Seconds per layer of work on its draws that the bundle's tasks share, beyond drawing them and
+  /// building a fixed mixer (which the planner prices): S4D's kernels.
+  double (*shared_seconds)(const config::ModelParams& model, const LayerPrices& prices);
 };
+
+/// For descriptors without draws, shared work or memory of their own.
+inline MixerDraws no_draws(const config::ModelParams&) { return {}; }
+inline double no_shared_seconds(const config::ModelParams&, const LayerPrices&) { return 0.0; }
 
 /// The descriptor of `mixer` (mixers.cpp lists them). Throws rcsweep::Error for a value that has none.
 const MixerKind& mixer_kind(config::Mixer mixer);

@@ -15,8 +15,25 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d;
   return T * (T + 1) / 2 * d / p.conv_rate();
 }
+
+MixerDraws draws(const config::ModelParams& m) {
+  const std::size_t d = m.d, N = m.state_dim;
+  return {.ssm = 2 * d * N};
+}
+
+// The kernels, T per channel; no cached M (the convolution applies them).
+MixerMemory memory(const config::ModelParams& m) {
+  const std::size_t T = m.T, d = m.d;
+  return {.kernels = T * d};
+}
+
+// The kernels: T d N multiply-adds, vectorised across channels like the convolution but with a
+// dependent recurrence per lane: about half its rate (docs/BENCHMARKS.md "S4D causal convolution").
+double shared_seconds(const config::ModelParams& m, const LayerPrices& p) {
+  return static_cast<double>(m.T) * m.d * m.state_dim / (0.5 * p.conv_rate());
+}
 }  // namespace
 
-extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d", flops, seconds};
+extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d", true, flops, seconds, draws, memory, shared_seconds};
 
 }  // namespace rcsweep::models

@@ -14,8 +14,19 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, H = m.heads, N = m.state_dim;
   return H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + p.gemm(T, d, T) + T * T / p.pass_rate()) + p.mixer_metrics(T);
 }
+
+MixerDraws draws(const config::ModelParams& m) {
+  const std::size_t d = m.d, N = m.state_dim;
+  return {.ssm = 2 * d * N};
+}
+
+// Its mixer is the task's (the planner's scratch); B = X W_B and C = X W_C.
+MixerMemory memory(const config::ModelParams& m) {
+  const std::size_t T = m.T, N = m.state_dim;
+  return {.scratch = 2 * T * N};
+}
 }  // namespace
 
-extern const MixerKind ssd_kind{config::Mixer::ssd, "ssd", flops, seconds};
+extern const MixerKind ssd_kind{config::Mixer::ssd, "ssd", false, flops, seconds, draws, memory, no_shared_seconds};
 
 }  // namespace rcsweep::models

@@ -14,8 +14,11 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, H = m.heads;
   return H * (p.gemm(T, d, d) + p.gemm(T, d, T));
 }
+
+MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
-extern const MixerKind uniform_kind{config::Mixer::uniform, "uniform", flops, seconds};
+extern const MixerKind uniform_kind{config::Mixer::uniform, "uniform", false, flops, seconds, no_draws, memory,
+                                    no_shared_seconds};
 
 }  // namespace rcsweep::models

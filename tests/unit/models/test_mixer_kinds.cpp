@@ -72,5 +72,22 @@ TEST(MixerKinds, InputDependentMixersPayTheirOwnMixerMetrics) {
   }
 }
 
+// What a descriptor says it draws and holds agrees with the registry's classes of mixers
+// (config::ModelParams): SSMs draw B and C, only Markov draws a T x T Gaussian, the
+// input-independent mixers with a single M cache it, and only S4D has one mixer per channel.
+TEST(MixerKinds, DrawsAndMemoryAgreeWithTheMixersClass) {
+  for (const models::MixerKind* k : models::mixer_kinds()) {
+    auto m = test::small_model(k->mixer, 8, 6);
+    m.state_dim = 4;
+    const models::MixerDraws draws = k->draws(m);
+    const models::MixerMemory memory = k->memory(m);
+    EXPECT_EQ(draws.ssm > 0, m.ssm()) << k->name;
+    EXPECT_EQ(draws.square, k->mixer == config::Mixer::markov ? 64u : 0u) << k->name;
+    EXPECT_EQ(k->per_channel, k->mixer == config::Mixer::s4d) << k->name;
+    EXPECT_EQ(memory.fixed_mixer, !m.input_dependent_mixer() && !k->per_channel) << k->name;
+    EXPECT_EQ(memory.kernels > 0, k->per_channel) << k->name;
+  }
+}
+
 }  // namespace
 }  // namespace rcsweep
