@@ -22,7 +22,7 @@
 #include "plan/plan.hpp"
 #include "sweep/driver.hpp"
 #include "sweep/mpi.hpp"
-#include "../../common/mpi_run.hpp"
+#include "../common/mpi_run.hpp"
 
 namespace rcsweep {
 namespace {
