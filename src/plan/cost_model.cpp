@@ -15,7 +15,6 @@
 
 namespace rcsweep::plan {
 namespace {
-using config::Mixer;
 using config::ModelParams;
 
 struct Pricer final : models::LayerPrices {
@@ -125,17 +124,11 @@ struct InputProducts {
   double values = 0.0, qk = 0.0, mixer = 0.0;
 };
 InputProducts input_product_seconds(const ModelParams& m, const Pricer& p) {
-  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads, N = m.state_dim;
+  const double T = m.T, d = m.d, H = m.heads;
   InputProducts s;
   if (!m.ssm() && m.value_init != config::ValueInit::identity) s.values = H * p.gemm(T, d, d);
-  if (m.attention()) {
-    if (m.qk_product) s.qk = H * p.gemm(T, d, d);
-    s.mixer = H * ((m.qk_product ? p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
-                   T * T / p.c.exp_rate) +
-              p.mixer_metrics(T);
-  }
-  if (m.mixer == Mixer::ssd)
-    s.mixer = H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.c.pass_rate) + p.mixer_metrics(T);
+  if (m.attention() && m.qk_product) s.qk = H * p.gemm(T, d, d);
+  s.mixer = models::mixer_kind(m.mixer).input_mixer_seconds(m, p);  // 0 for an input-independent mixer
   return s;
 }
 }  // namespace

@@ -14,8 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MIXERS_DIR = "src/models/mixers/"
 
 # The parameter registry decodes the choice (params.cpp) and the models' forward, reverse pass and
-# the weights dump still branch on the mixer; the cost model prices SSD's layer-1 products shared
-# through X_0 (input_product_seconds).
+# the weights dump still branch on the mixer; the planner (src/plan) names none.
 PLACES = {
     "softmax": {"src/config/params.cpp", "src/config/params.hpp", "src/models/layer.cpp", "src/models/gradients.cpp",
                 "src/store/dump.cpp"},
@@ -24,8 +23,7 @@ PLACES = {
     "uniform": {"src/config/params.cpp", "src/models/layer.cpp"},
     "relu": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
     "sigmoid": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
-    "ssd": {"src/config/params.cpp", "src/plan/cost_model.cpp", "src/models/layer.cpp", "src/models/gradients.cpp",
-            "src/store/dump.cpp"},
+    "ssd": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
     "lti": {"src/config/params.cpp", "src/models/layer.cpp"},
     "matrix": {"src/config/sweep_spec.cpp", "src/config/params.cpp", "src/models/layer.cpp"},
     "s4d": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/models/theory.cpp",

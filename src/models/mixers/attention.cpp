@@ -12,6 +12,13 @@ double flops(const config::ModelParams& m) {
               exp_flops * T * T + 2.0 * T * T * d + 2.0 * T * d * d + normal_flops * (2.0 * d * dqk + d * d));
 }
 
+// M(X) alone: the logits (X P X^T with qk_product), the map, head 0's metrics.
+double input_mixer_seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
+  return H * ((m.qk_product ? p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) + T * T / p.exp_rate()) +
+         p.mixer_metrics(T);
+}
+
 double seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
   double s = H * ((m.qk_product ? p.gemm(T, d, d) + p.gemm(T, T, d) : 2 * p.gemm(T, dqk, d) + p.gemm(T, T, dqk)) +
@@ -23,11 +30,11 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
 MixerMemory memory(const config::ModelParams&) { return {}; }  // its mixer is the task's (scratch of the planner)
 }  // namespace
 
-extern const MixerKind softmax_kind{config::Mixer::softmax, "softmax", false, flops, seconds, no_draws, memory,
-                                    no_shared_seconds};
-extern const MixerKind relu_kind{config::Mixer::relu, "relu", false, flops, seconds, no_draws, memory,
-                                 no_shared_seconds};
-extern const MixerKind sigmoid_kind{config::Mixer::sigmoid, "sigmoid", false, flops, seconds, no_draws, memory,
-                                    no_shared_seconds};
+extern const MixerKind softmax_kind{
+    config::Mixer::softmax, "softmax", false, flops, seconds, no_draws, memory, no_seconds, input_mixer_seconds};
+extern const MixerKind relu_kind{config::Mixer::relu, "relu", false, flops, seconds, no_draws, memory, no_seconds,
+                                 input_mixer_seconds};
+extern const MixerKind sigmoid_kind{
+    config::Mixer::sigmoid, "sigmoid", false, flops, seconds, no_draws, memory, no_seconds, input_mixer_seconds};
 
 }  // namespace rcsweep::models

@@ -18,7 +18,7 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
 MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
-extern const MixerKind identity_kind{config::Mixer::identity, "identity", false, flops, seconds, no_draws, memory,
-                                     no_shared_seconds};
+extern const MixerKind identity_kind{
+    config::Mixer::identity, "identity", false, flops, seconds, no_draws, memory, no_seconds, no_seconds};
 
 }  // namespace rcsweep::models

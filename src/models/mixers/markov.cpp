@@ -24,7 +24,7 @@ MixerDraws draws(const config::ModelParams& m) {
 MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
-extern const MixerKind markov_kind{config::Mixer::markov, "markov", false, flops, seconds, draws, memory,
-                                   no_shared_seconds};
+extern const MixerKind markov_kind{
+    config::Mixer::markov, "markov", false, flops, seconds, draws, memory, no_seconds, no_seconds};
 
 }  // namespace rcsweep::models

@@ -65,11 +65,15 @@ struct MixerKind {
   /// Seconds per layer of work on its draws that the bundle's tasks share, beyond drawing them and
   /// building a fixed mixer (which the planner prices): S4D's kernels.
   double (*shared_seconds)(const config::ModelParams& model, const LayerPrices& prices);
+  /// Seconds of one task's input-dependent mixer M(X) of a layer with its metrics, without X W_V
+  /// (and, with qk_product, without X P): what tasks on the same X_0 share at layer 1. 0 for an
+  /// input-independent mixer.
+  double (*input_mixer_seconds)(const config::ModelParams& model, const LayerPrices& prices);
 };
 
-/// For descriptors without draws, shared work or memory of their own.
+/// For descriptors without draws of their own, or with no seconds of a kind (shared work, M(X)).
 inline MixerDraws no_draws(const config::ModelParams&) { return {}; }
-inline double no_shared_seconds(const config::ModelParams&, const LayerPrices&) { return 0.0; }
+inline double no_seconds(const config::ModelParams&, const LayerPrices&) { return 0.0; }
 
 /// The descriptor of `mixer` (mixers.cpp lists them). Throws rcsweep::Error for a value that has none.
 const MixerKind& mixer_kind(config::Mixer mixer);

@@ -34,6 +34,7 @@ double shared_seconds(const config::ModelParams& m, const LayerPrices& p) {
 }
 }  // namespace
 
-extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d", true, flops, seconds, draws, memory, shared_seconds};
+extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d",     true, flops, seconds, draws, memory,
+                                shared_seconds,     no_seconds};
 
 }  // namespace rcsweep::models

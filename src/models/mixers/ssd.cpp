@@ -25,8 +25,15 @@ MixerMemory memory(const config::ModelParams& m) {
   const std::size_t T = m.T, N = m.state_dim;
   return {.scratch = 2 * T * N};
 }
+
+// M(X) alone: B, C, C B^T and the mask, head 0's metrics.
+double input_mixer_seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d, H = m.heads, N = m.state_dim;
+  return H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.pass_rate()) + p.mixer_metrics(T);
+}
 }  // namespace
 
-extern const MixerKind ssd_kind{config::Mixer::ssd, "ssd", false, flops, seconds, draws, memory, no_shared_seconds};
+extern const MixerKind ssd_kind{config::Mixer::ssd, "ssd", false, flops, seconds, draws, memory, no_seconds,
+                                input_mixer_seconds};
 
 }  // namespace rcsweep::models

@@ -28,6 +28,10 @@ TEST(MixerKinds, OnePerMixerChoiceInTheRegistrysOrder) {
     EXPECT_EQ(&models::mixer_kind(mixer), kinds[i]) << choices[i];
     EXPECT_NE(kinds[i]->layer_flops, nullptr) << choices[i];
     EXPECT_NE(kinds[i]->task_seconds, nullptr) << choices[i];
+    EXPECT_NE(kinds[i]->draws, nullptr) << choices[i];
+    EXPECT_NE(kinds[i]->memory, nullptr) << choices[i];
+    EXPECT_NE(kinds[i]->shared_seconds, nullptr) << choices[i];
+    EXPECT_NE(kinds[i]->input_mixer_seconds, nullptr) << choices[i];
   }
   EXPECT_THROW(models::mixer_kind(static_cast<config::Mixer>(choices.size())), Error);
 }
@@ -86,6 +90,7 @@ TEST(MixerKinds, DrawsAndMemoryAgreeWithTheMixersClass) {
     EXPECT_EQ(k->per_channel, k->mixer == config::Mixer::s4d) << k->name;
     EXPECT_EQ(memory.fixed_mixer, !m.input_dependent_mixer() && !k->per_channel) << k->name;
     EXPECT_EQ(memory.kernels > 0, k->per_channel) << k->name;
+    EXPECT_EQ(k->input_mixer_seconds(m, UnitPrices()) > 0.0, m.input_dependent_mixer()) << k->name;
   }
 }
 
