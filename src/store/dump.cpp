@@ -5,6 +5,7 @@
 
 #include "base/error.hpp"
 #include "config/params.hpp"
+#include "models/mixers/mixer_kind.hpp"
 #include "models/task_runner.hpp"
 #include "plan/bundle_job.hpp"
 #include "store/hdf5.hpp"
@@ -20,26 +21,18 @@ constexpr std::uint64_t object_overhead_bytes = 1024;
 // The tape matrices a layer of `model` dumps, by their dumped name and shape (rows, cols) — the
 // same list write_layer writes, so the estimate is exact in the values.
 std::vector<std::pair<std::uint64_t, std::uint64_t>> layer_shapes(const config::ModelParams& m) {
-  using config::Mixer;
   const std::uint64_t T = static_cast<std::uint64_t>(m.T), d = static_cast<std::uint64_t>(m.d);
-  const std::uint64_t dqk = static_cast<std::uint64_t>(m.d_qk), N = static_cast<std::uint64_t>(m.state_dim);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> shapes;
-  const bool attention = m.mixer == Mixer::softmax || m.mixer == Mixer::relu || m.mixer == Mixer::sigmoid;
-  const int heads = m.mixer == Mixer::s4d ? 1 : m.heads;
+  const models::MixerKind& kind = models::mixer_kind(m.mixer);
+  const models::MixerDump own = kind.dump(m);  // the mixer's own weights (models/mixers/)
+  const int heads = kind.per_channel ? 1 : m.heads;
   for (int h = 0; h < heads; ++h) {
-    if (m.mixer != Mixer::s4d) shapes.emplace_back(T, T);                                               // M
+    if (!kind.per_channel) shapes.emplace_back(T, T);                                                   // M
     if (m.gap_fix == config::GapFix::outliers && m.input_dependent_mixer()) shapes.emplace_back(T, T);  // M_raw
     shapes.emplace_back(d, d);                                                                          // W_V
-    if (attention) {
-      shapes.emplace_back(d, dqk);
-      shapes.emplace_back(d, dqk);
-    }
-    if (m.mixer == Mixer::ssd && m.bc_init == config::BcInit::gaussian) {
-      shapes.emplace_back(d, N);
-      shapes.emplace_back(d, N);
-    }
+    shapes.insert(shapes.end(), own.per_head.begin(), own.per_head.end());
   }
-  if (m.mixer == Mixer::s4d) shapes.emplace_back(T, d);
+  shapes.insert(shapes.end(), own.per_layer.begin(), own.per_layer.end());
   if (m.gate == config::Gate::silu) shapes.emplace_back(d, d);
   if (m.mlp == config::Mlp::relu) {
     const std::uint64_t hidden = static_cast<std::uint64_t>(m.mlp_ratio) * d;

@@ -13,21 +13,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MIXERS_DIR = "src/models/mixers/"
 
-# The parameter registry decodes the choice (params.cpp) and the models' forward, reverse pass and
-# the weights dump still branch on the mixer; the planner (src/plan) names none.
+# The parameter registry decodes the choice (params.cpp) and checks it, and the models' forward
+# and reverse pass still branch on the mixer; the planner (src/plan) and the weights dump
+# (src/store/dump.cpp) name none.
 PLACES = {
-    "softmax": {"src/config/params.cpp", "src/config/params.hpp", "src/models/layer.cpp", "src/models/gradients.cpp",
-                "src/store/dump.cpp"},
+    "softmax": {"src/config/params.cpp", "src/config/params.hpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
     "markov": {"src/config/params.cpp", "src/models/layer.cpp"},
     "identity": {"src/config/params.cpp", "src/models/layer.cpp"},
     "uniform": {"src/config/params.cpp", "src/models/layer.cpp"},
-    "relu": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
-    "sigmoid": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
-    "ssd": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/store/dump.cpp"},
+    "relu": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
+    "sigmoid": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
+    "ssd": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
     "lti": {"src/config/params.cpp", "src/models/layer.cpp"},
     "matrix": {"src/config/sweep_spec.cpp", "src/config/params.cpp", "src/models/layer.cpp"},
     "s4d": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/models/theory.cpp",
-            "src/cli/calibrate.cpp", "src/store/dump.cpp"},
+            "src/cli/calibrate.cpp"},
 }
 # A new mixer: its enumerator and choice (params.hpp, params.cpp), and at most the forward
 # (layer.cpp) and the reverse pass (gradients.cpp) until those are the descriptor's too.

@@ -28,13 +28,18 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
 }
 
 MixerMemory memory(const config::ModelParams&) { return {}; }  // its mixer is the task's (scratch of the planner)
+
+MixerDump dump(const config::ModelParams& m) {  // W_Q, W_K
+  const std::uint64_t d = static_cast<std::uint64_t>(m.d), dqk = static_cast<std::uint64_t>(m.d_qk);
+  return {{{d, dqk}, {d, dqk}}, {}};
+}
 }  // namespace
 
 extern const MixerKind softmax_kind{
-    config::Mixer::softmax, "softmax", false, flops, seconds, no_draws, memory, no_seconds, input_mixer_seconds};
+    config::Mixer::softmax, "softmax", false, flops, seconds, no_draws, memory, no_seconds, input_mixer_seconds, dump};
 extern const MixerKind relu_kind{config::Mixer::relu, "relu", false, flops, seconds, no_draws, memory, no_seconds,
-                                 input_mixer_seconds};
+                                 input_mixer_seconds, dump};
 extern const MixerKind sigmoid_kind{
-    config::Mixer::sigmoid, "sigmoid", false, flops, seconds, no_draws, memory, no_seconds, input_mixer_seconds};
+    config::Mixer::sigmoid, "sigmoid", false, flops, seconds, no_draws, memory, no_seconds, input_mixer_seconds, dump};
 
 }  // namespace rcsweep::models

@@ -19,6 +19,6 @@ MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
 extern const MixerKind identity_kind{
-    config::Mixer::identity, "identity", false, flops, seconds, no_draws, memory, no_seconds, no_seconds};
+    config::Mixer::identity, "identity", false, flops, seconds, no_draws, memory, no_seconds, no_seconds, no_dump};
 
 }  // namespace rcsweep::models

@@ -23,7 +23,7 @@ MixerDraws draws(const config::ModelParams& m) {
 MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
-extern const MixerKind lti_kind{config::Mixer::lti, "lti",     false, flops, seconds, draws, memory,
-                                no_seconds,         no_seconds};
+extern const MixerKind lti_kind{config::Mixer::lti, "lti",      false,  flops, seconds, draws, memory,
+                                no_seconds,         no_seconds, no_dump};
 
 }  // namespace rcsweep::models

@@ -25,6 +25,6 @@ MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
 extern const MixerKind markov_kind{
-    config::Mixer::markov, "markov", false, flops, seconds, draws, memory, no_seconds, no_seconds};
+    config::Mixer::markov, "markov", false, flops, seconds, draws, memory, no_seconds, no_seconds, no_dump};
 
 }  // namespace rcsweep::models

@@ -3,6 +3,9 @@
 // in its own file of src/models/mixers/ and registered in mixers.cpp. Pure: no MPI, no I/O.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
 #include <span>
 #include <string_view>
 
@@ -44,6 +47,13 @@ struct MixerMemory {
   std::size_t scratch = 0;   ///< the mixer's own temporaries in a task's layer
 };
 
+/// The weights of a mixer that `rcsweep run --dump-weights` writes per layer beyond M, M_raw and
+/// W_V (store/dump.cpp), as (rows, cols), in the order written.
+struct MixerDump {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> per_head;   ///< per head (W_Q, W_K; W_B, W_C)
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> per_layer;  ///< once per layer (S4D's kernels)
+};
+
 /// One mixer's descriptor. The functions take a resolved model whose `mixer` is this one.
 struct MixerKind {
   config::Mixer mixer;
@@ -69,10 +79,13 @@ struct MixerKind {
   /// (and, with qk_product, without X P): what tasks on the same X_0 share at layer 1. 0 for an
   /// input-independent mixer.
   double (*input_mixer_seconds)(const config::ModelParams& model, const LayerPrices& prices);
+  /// Its weights in a weights dump (MixerDump).
+  MixerDump (*dump)(const config::ModelParams& model);
 };
 
 /// For descriptors without draws of their own, or with no seconds of a kind (shared work, M(X)).
 inline MixerDraws no_draws(const config::ModelParams&) { return {}; }
+inline MixerDump no_dump(const config::ModelParams&) { return {}; }
 inline double no_seconds(const config::ModelParams&, const LayerPrices&) { return 0.0; }
 
 /// The descriptor of `mixer` (mixers.cpp lists them). Throws rcsweep::Error for a value that has none.

@@ -32,9 +32,13 @@ MixerMemory memory(const config::ModelParams& m) {
 double shared_seconds(const config::ModelParams& m, const LayerPrices& p) {
   return static_cast<double>(m.T) * m.d * m.state_dim / (0.5 * p.conv_rate());
 }
+
+MixerDump dump(const config::ModelParams& m) {  // the kernels
+  return {{}, {{static_cast<std::uint64_t>(m.T), static_cast<std::uint64_t>(m.d)}}};
+}
 }  // namespace
 
-extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d",     true, flops, seconds, draws, memory,
-                                shared_seconds,     no_seconds};
+extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d",      true, flops, seconds, draws, memory,
+                                shared_seconds,     no_seconds, dump};
 
 }  // namespace rcsweep::models

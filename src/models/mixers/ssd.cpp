@@ -31,9 +31,15 @@ double input_mixer_seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, H = m.heads, N = m.state_dim;
   return H * (2 * p.gemm(T, N, d) + p.gemm(T, T, N) + T * T / p.pass_rate()) + p.mixer_metrics(T);
 }
+
+MixerDump dump(const config::ModelParams& m) {  // W_B, W_C, when drawn (bc_init = "gaussian")
+  if (m.bc_init != config::BcInit::gaussian) return {};
+  const std::uint64_t d = static_cast<std::uint64_t>(m.d), N = static_cast<std::uint64_t>(m.state_dim);
+  return {{{d, N}, {d, N}}, {}};
+}
 }  // namespace
 
-extern const MixerKind ssd_kind{config::Mixer::ssd, "ssd", false, flops, seconds, draws, memory, no_seconds,
-                                input_mixer_seconds};
+extern const MixerKind ssd_kind{config::Mixer::ssd,  "ssd", false, flops, seconds, draws, memory, no_seconds,
+                                input_mixer_seconds, dump};
 
 }  // namespace rcsweep::models

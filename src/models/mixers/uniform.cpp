@@ -19,6 +19,6 @@ MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 }  // namespace
 
 extern const MixerKind uniform_kind{
-    config::Mixer::uniform, "uniform", false, flops, seconds, no_draws, memory, no_seconds, no_seconds};
+    config::Mixer::uniform, "uniform", false, flops, seconds, no_draws, memory, no_seconds, no_seconds, no_dump};
 
 }  // namespace rcsweep::models

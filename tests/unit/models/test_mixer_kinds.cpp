@@ -32,6 +32,7 @@ TEST(MixerKinds, OnePerMixerChoiceInTheRegistrysOrder) {
     EXPECT_NE(kinds[i]->memory, nullptr) << choices[i];
     EXPECT_NE(kinds[i]->shared_seconds, nullptr) << choices[i];
     EXPECT_NE(kinds[i]->input_mixer_seconds, nullptr) << choices[i];
+    EXPECT_NE(kinds[i]->dump, nullptr) << choices[i];
   }
   EXPECT_THROW(models::mixer_kind(static_cast<config::Mixer>(choices.size())), Error);
 }
@@ -91,6 +92,10 @@ TEST(MixerKinds, DrawsAndMemoryAgreeWithTheMixersClass) {
     EXPECT_EQ(memory.fixed_mixer, !m.input_dependent_mixer() && !k->per_channel) << k->name;
     EXPECT_EQ(memory.kernels > 0, k->per_channel) << k->name;
     EXPECT_EQ(k->input_mixer_seconds(m, UnitPrices()) > 0.0, m.input_dependent_mixer()) << k->name;
+    // the dump: W_Q, W_K per attention head; W_B, W_C per SSD head when drawn; S4D's kernels
+    const models::MixerDump dump = k->dump(m);
+    EXPECT_EQ(dump.per_head.size(), m.attention() || k->mixer == config::Mixer::ssd ? 2u : 0u) << k->name;
+    EXPECT_EQ(dump.per_layer.size(), k->per_channel ? 1u : 0u) << k->name;
   }
 }
 
