@@ -1,6 +1,7 @@
 """The sources' shape that a newcomer relies on (docs/CONTRIBUTING.md "Test"):
 
-- every source unit src/<module>/<unit>.cpp has a test of its own, tests/unit/<module>/test_<unit>.cpp,
+- every source unit src/<module>/<unit>.cpp has a test of its own, tests/unit/<module>/test_<unit>.cpp
+  (a unit in a folder of a module, src/<module>/<folder>/<unit>.cpp, the same folder of the tests),
   or is in UNTESTED below with the reason (the test that covers it); the list holds no stale entry;
 - tests that need mpiexec live in tests/mpi, none under tests/unit;
 - CMake states the usage requirements: a library in src links PUBLIC every rcsweep library its
@@ -41,6 +42,9 @@ UNTESTED = {
     "config/sweep_parser": "tests/unit/config/test_sweep_spec.cpp and test_sweep_errors.cpp",
     "config/sweep_table": "tests/unit/config/test_adaptive_replicates.cpp and test_sweep_spec.cpp ([sweep])",
     "config/toml_nodes": "tests/unit/config/test_parse_state.cpp",
+    **{f"models/mixers/{m}": "tests/unit/models/test_mixer_kinds.cpp (every descriptor: costs, draws, memory), "
+       "test_layer.cpp and test_components.cpp (its forward), test_gradients.cpp (its backward)"
+       for m in ("attention", "identity", "lti", "markov", "matrix", "mixers", "s4d", "ssd", "uniform")},
     "models/random_source": "tests/unit/models/test_layer.cpp and test_s4d.cpp (the draws of every mixer)",
     "store/store": "tests/unit/store/test_write.cpp (Store's writes and reads)",
     "store/store_impl": "tests/unit/store/test_write.cpp and test_open.cpp (the store's layout)",
@@ -61,7 +65,15 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
 
 def source_units():
-    return sorted(f"{f.parent.name}/{f.stem}" for m in MODULES for f in (ROOT / "src" / m).glob("*.cpp"))
+    """<module>/<unit>, or <module>/<folder>/<unit> for a unit in a folder of a module."""
+    return sorted(f.relative_to(ROOT / "src").with_suffix("").as_posix() for m in MODULES
+                  for f in (ROOT / "src" / m).rglob("*.cpp"))
+
+
+def unit_tests():
+    """The units that tests/unit/<module>[/<folder>]/test_<unit>.cpp files are named after."""
+    unit = ROOT / "tests" / "unit"
+    return {(f.parent.relative_to(unit) / f.stem[len("test_"):]).as_posix() for f in unit.rglob("test_*.cpp")}
 
 
 def untested_problems(units, tests, untested):
@@ -74,8 +86,7 @@ def untested_problems(units, tests, untested):
 
 
 def test_every_source_unit_has_a_test_of_its_own_or_a_reason():
-    tests = {f"{f.parent.name}/{f.stem[len('test_'):]}" for f in (ROOT / "tests" / "unit").glob("*/test_*.cpp")}
-    problems = untested_problems(source_units(), tests, UNTESTED)
+    problems = untested_problems(source_units(), unit_tests(), UNTESTED)
     assert not problems, "\n".join(problems)
     # the check can fail: a unit without a test, a stale entry, an entry without a reason
     assert untested_problems(["x/a"], set(), {})
@@ -179,8 +190,9 @@ def header_owners(src_targets):
         here = [t for t in src_targets.values() if t.folder.resolve() == folder]
         program = next((t for t in here if t.kind == "add_executable"), None)
         main = next((t for t in here if t.name == f"rcsweep_{m}"), program)
-        for h in sorted(folder.glob("*.hpp")):
-            owners[f"{m}/{h.name}"] = next((t for t in here if h.with_suffix(".cpp") in t.sources), main)
+        for h in sorted(folder.rglob("*.hpp")):
+            owners[f"{m}/{h.relative_to(folder).as_posix()}"] = next(
+                (t for t in here if h.with_suffix(".cpp") in t.sources), main)
     return owners
 
 
@@ -230,7 +242,8 @@ def counted(names):
 
 
 def library_problems(t, owners, src):
-    own = [f for f in t.folder.glob("*.hpp") if owners.get(f"{t.folder.name}/{f.name}") is t]
+    own = [f for f in t.folder.rglob("*.hpp")
+           if owners.get(f"{t.folder.name}/{f.relative_to(t.folder).as_posix()}") is t]
     headers = {x for x in uses(own, owners) - {t.name} if x.startswith("rcsweep_") and x not in WALLED.values()}
     if t.name != "rcsweep_base":  # it carries the include folder src/ that every header is found in
         headers.add("rcsweep_base")
