@@ -13,6 +13,7 @@
 #include "base/parallel.hpp"
 #include "base/sum.hpp"
 #include "linalg/linalg.hpp"
+#include "models/mixers/mixer_kind.hpp"
 #include "models/s4d.hpp"
 
 namespace rcsweep::models {
@@ -21,9 +22,6 @@ using config::ModelParams;
 using linalg::Op;
 using rng::Tensor;
 
-namespace {
-// A matrix of the sweep file (or its input file), checked against the model's shape: the config
-// checks it, so a mismatch here is a wiring error (e.g. a model not resolved by SweepSpec::model).
 Matrix given_matrix(const Matrix* A, std::size_t rows, std::size_t cols, const char* what) {
   if (!A) throw Error(std::string(what) + ": no matrix attached to the model (resolve it with SweepSpec::model)");
   if (A->rows() != rows || A->cols() != cols)
@@ -31,7 +29,6 @@ Matrix given_matrix(const Matrix* A, std::size_t rows, std::size_t cols, const c
                 ", the model needs " + std::to_string(rows) + " x " + std::to_string(cols));
   return *A;
 }
-}  // namespace
 
 Matrix make_input(const ModelParams& model, RandomSource& random) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
@@ -152,8 +149,8 @@ const Matrix& qk_weight(const ModelParams& model, int layer, int head, RandomSou
   });
 }
 
-// The attention logits X W_Q W_K^T X^T sigma_qk^2 / sqrt(d_qk) (Mind the Gap eq. (1)), from
-// standard-normal W_Q, W_K (the sigma_qk^2 is applied once to the product).
+}  // namespace
+
 Matrix attention_logits(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
                         const ProductCache& products, Matrix storage) {
   const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
@@ -176,8 +173,6 @@ Matrix attention_logits(const ModelParams& model, int layer, int head, const Mat
   linalg::gemm(scale, Q, Op::none, K, Op::trans, 0.0, S);
   return S;
 }
-
-}  // namespace
 
 void apply_decay_mask(double alpha, double gain, Matrix& M) {
   const std::size_t T = M.rows();
@@ -227,59 +222,7 @@ Matrix ssm_weight(int layer, Tensor tensor, int head, std::size_t rows, std::siz
 
 Matrix mixer_matrix(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
                     const ProductCache& products, SsdFactors* factors, Matrix storage) {
-  const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
-  switch (model.mixer) {
-    case Mixer::softmax:  // Mind the Gap eq. (1)
-    case Mixer::relu:
-    case Mixer::sigmoid: {
-      Matrix S = attention_logits(model, layer, head, X, random, products, std::move(storage));
-      attention_map(model.mixer, S);
-      return S;
-    }
-    case Mixer::markov: {
-      Matrix M = random.normal(layer, Tensor::markov, head, T, T);
-      markov_rows(model.sigma_A, M);
-      return M;
-    }
-    case Mixer::identity: return Matrix::identity(T);
-    case Mixer::uniform: return Matrix(T, T, 1.0 / static_cast<double>(T));
-    case Mixer::ssd: {
-      // Selective SSM (Mamba-2 / SSD, lambda-skip §4.2.1, App. A.3): M = L(alpha) ⊙ (C B^T),
-      // B = X W_B, C = X W_C (T x N); bc_init identity: W_B = W_C = I (N = d).
-      Matrix M = std::move(storage);
-      M.resize(T, T);  // every entry written below (beta = 0)
-      if (model.bc_init == config::BcInit::identity) {
-        linalg::gemm(1.0, X, Op::none, X, Op::trans, 0.0, M);
-      } else {
-        const auto N = static_cast<std::size_t>(model.state_dim);
-        Matrix B = linalg::matmul(X, ssm_weight(layer, Tensor::ssm_b, head, d, N, model.state_dim, random));
-        Matrix C = linalg::matmul(X, ssm_weight(layer, Tensor::ssm_c, head, d, N, model.state_dim, random));
-        linalg::gemm(1.0, C, Op::none, B, Op::trans, 0.0, M);
-        if (factors) *factors = {std::move(B), std::move(C)};
-      }
-      apply_decay_mask(model.alpha, 1.0, M);
-      return M;
-    }
-    case Mixer::lti: {
-      // LTI SSM with scalar gain g = c . b (lambda-skip App. A.8, A.10): M = g L(alpha).
-      double g = 1.0;
-      if (model.bc_init != config::BcInit::identity) {
-        const auto N = static_cast<std::size_t>(model.state_dim);
-        const Matrix b = ssm_weight(layer, Tensor::ssm_b, head, 1, N, model.state_dim, random);
-        const Matrix c = ssm_weight(layer, Tensor::ssm_c, head, 1, N, model.state_dim, random);
-        g = 0.0;
-        for (std::size_t n = 0; n < N; ++n) g += b(0, n) * c(0, n);
-      }
-      Matrix M(T, T, 1.0);
-      apply_decay_mask(model.alpha, g, M);
-      return M;
-    }
-    case Mixer::s4d:  // one mixer per channel: there is no single M (see s4d_kernels)
-      throw Error("s4d has no single mixer matrix");
-    case Mixer::matrix:  // the [model] mixer_matrix, the same at every layer and head
-      return given_matrix(model.mixer_matrix.get(), T, T, "mixer = \"matrix\" (mixer_matrix)");
-  }
-  return {};
+  return mixer_kind(model.mixer).matrix(model, layer, head, X, random, products, factors, std::move(storage));
 }
 
 std::size_t outliers_rank(const std::vector<double>& s, int outliers_r) {

@@ -39,6 +39,18 @@ struct SsdFactors {
 Matrix mixer_matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
                     const ProductCache& products = {}, SsdFactors* factors = nullptr, Matrix storage = {});
 
+/// A matrix of the sweep file (or its input file) `what`, checked against the model's shape
+/// (rows x cols): the config checks it, so a mismatch, or no matrix, is a wiring error (e.g. a
+/// model not resolved by SweepSpec::model): throws rcsweep::Error.
+Matrix given_matrix(const Matrix* A, std::size_t rows, std::size_t cols, const char* what);
+
+/// The attention logits S = X W_Q W_K^T X^T sigma_qk^2 / sqrt(d_qk) of head `head` at `layer`
+/// (Mind the Gap eq. (1)), from standard-normal W_Q, W_K (the sigma_qk^2 is applied once to the
+/// product; with qk_product as (X P) X^T, P = W_Q W_K^T shared by the bundle, X P through
+/// `products`), T x T in the allocation of `storage`.
+Matrix attention_logits(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+                        const ProductCache& products, Matrix storage);
+
 /// The SSD mixer M = L(alpha) ⊙ (C B^T), minus (1/T) 1 1^T with `perp`, as an operator whose
 /// products are scans (lambda-skip §4.2.1, the recurrent form of the selective SSM):
 /// (M v)_j = sum_n C_jn s_jn with s_jn = alpha s_(j-1)n + B_jn v_j, and (M^T u)_i = sum_n B_in r_in

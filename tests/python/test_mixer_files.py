@@ -13,19 +13,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MIXERS_DIR = "src/models/mixers/"
 
-# The parameter registry decodes the choice (params.cpp) and checks it, and the models' forward
-# and reverse pass still branch on the mixer; the planner (src/plan) and the weights dump
-# (src/store/dump.cpp) name none.
+# The parameter registry decodes the choice (params.cpp) and checks it; the models' layer (the
+# attention map, S4D's per-channel path, SSD's scans, identity's shortcut) and reverse pass still
+# branch on the mixer; the planner (src/plan) and the weights dump (src/store/dump.cpp) name none.
 PLACES = {
     "softmax": {"src/config/params.cpp", "src/config/params.hpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
-    "markov": {"src/config/params.cpp", "src/models/layer.cpp"},
+    "markov": {"src/config/params.cpp"},
     "identity": {"src/config/params.cpp", "src/models/layer.cpp"},
-    "uniform": {"src/config/params.cpp", "src/models/layer.cpp"},
+    "uniform": {"src/config/params.cpp"},
     "relu": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
     "sigmoid": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
     "ssd": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
-    "lti": {"src/config/params.cpp", "src/models/layer.cpp"},
-    "matrix": {"src/config/sweep_spec.cpp", "src/config/params.cpp", "src/models/layer.cpp"},
+    "lti": {"src/config/params.cpp"},
+    "matrix": {"src/config/sweep_spec.cpp", "src/config/params.cpp"},
     "s4d": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/models/theory.cpp",
             "src/cli/calibrate.cpp"},
 }

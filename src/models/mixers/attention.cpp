@@ -2,6 +2,8 @@
 // eq. (1)), ReLU(S) / T or sigmoid(S - ln T) (Mind the Gap Fig. 1(c), (d)); models/layer.cpp.
 #include "models/mixers/mixer_kind.hpp"
 
+#include <utility>
+
 namespace rcsweep::models {
 namespace {
 // Per head: Q = X W_Q, K = X W_K, S = Q K^T, the entrywise map, M X, (M X) W_V; plus the weights.
@@ -33,13 +35,23 @@ MixerDump dump(const config::ModelParams& m) {  // W_Q, W_K
   const std::uint64_t d = static_cast<std::uint64_t>(m.d), dqk = static_cast<std::uint64_t>(m.d_qk);
   return {{{d, dqk}, {d, dqk}}, {}};
 }
+// Mind the Gap eq. (1): the logits, then the mixer's map.
+Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+              const ProductCache& products, SsdFactors* factors, Matrix storage) {
+  (void)factors;
+  Matrix S = attention_logits(model, layer, head, X, random, products, std::move(storage));
+  attention_map(model.mixer, S);
+  return S;
+}
 }  // namespace
 
 extern const MixerKind softmax_kind{
-    config::Mixer::softmax, "softmax", false, flops, seconds, no_draws, memory, no_seconds, input_mixer_seconds, dump};
+    config::Mixer::softmax, "softmax", false, flops, seconds, no_draws, memory, no_seconds,
+    input_mixer_seconds,    dump,      matrix};
 extern const MixerKind relu_kind{config::Mixer::relu, "relu", false, flops, seconds, no_draws, memory, no_seconds,
-                                 input_mixer_seconds, dump};
+                                 input_mixer_seconds, dump,   matrix};
 extern const MixerKind sigmoid_kind{
-    config::Mixer::sigmoid, "sigmoid", false, flops, seconds, no_draws, memory, no_seconds, input_mixer_seconds, dump};
+    config::Mixer::sigmoid, "sigmoid", false, flops, seconds, no_draws, memory, no_seconds,
+    input_mixer_seconds,    dump,      matrix};
 
 }  // namespace rcsweep::models

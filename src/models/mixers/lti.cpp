@@ -1,6 +1,8 @@
 // The linear time-invariant SSM: M_ij = C A^(i-j) B per head, input-independent (models/layer.cpp).
 #include "models/mixers/mixer_kind.hpp"
 
+#include "rng/philox.hpp"
+
 namespace rcsweep::models {
 namespace {
 // Per head: M X; plus B and C.
@@ -21,9 +23,26 @@ MixerDraws draws(const config::ModelParams& m) {
 }
 
 MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
+// LTI SSM with scalar gain g = c . b (lambda-skip App. A.8, A.10): M = g L(alpha).
+Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+              const ProductCache& products, SsdFactors* factors, Matrix storage) {
+  (void)X, (void)products, (void)factors, (void)storage;
+  const auto T = static_cast<std::size_t>(model.T);
+  double g = 1.0;
+  if (model.bc_init != config::BcInit::identity) {
+    const auto N = static_cast<std::size_t>(model.state_dim);
+    const Matrix b = ssm_weight(layer, rng::Tensor::ssm_b, head, 1, N, model.state_dim, random);
+    const Matrix c = ssm_weight(layer, rng::Tensor::ssm_c, head, 1, N, model.state_dim, random);
+    g = 0.0;
+    for (std::size_t n = 0; n < N; ++n) g += b(0, n) * c(0, n);
+  }
+  Matrix M(T, T, 1.0);
+  apply_decay_mask(model.alpha, g, M);
+  return M;
+}
 }  // namespace
 
-extern const MixerKind lti_kind{config::Mixer::lti, "lti",      false,  flops, seconds, draws, memory,
-                                no_seconds,         no_seconds, no_dump};
+extern const MixerKind lti_kind{config::Mixer::lti, "lti",      false,   flops, seconds, draws, memory,
+                                no_seconds,         no_seconds, no_dump, matrix};
 
 }  // namespace rcsweep::models

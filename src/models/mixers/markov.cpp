@@ -2,6 +2,8 @@
 // and layer, input-independent (models/layer.cpp markov_rows).
 #include "models/mixers/mixer_kind.hpp"
 
+#include "rng/philox.hpp"
+
 namespace rcsweep::models {
 namespace {
 // Per head: the T x T draws and their map, M X, (M X) W_V; plus the value weights.
@@ -22,9 +24,17 @@ MixerDraws draws(const config::ModelParams& m) {
 }
 
 MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
+Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+              const ProductCache& products, SsdFactors* factors, Matrix storage) {
+  (void)X, (void)products, (void)factors, (void)storage;
+  const auto T = static_cast<std::size_t>(model.T);
+  Matrix M = random.normal(layer, rng::Tensor::markov, head, T, T);
+  markov_rows(model.sigma_A, M);
+  return M;
+}
 }  // namespace
 
 extern const MixerKind markov_kind{
-    config::Mixer::markov, "markov", false, flops, seconds, draws, memory, no_seconds, no_seconds, no_dump};
+    config::Mixer::markov, "markov", false, flops, seconds, draws, memory, no_seconds, no_seconds, no_dump, matrix};
 
 }  // namespace rcsweep::models

@@ -16,9 +16,16 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
 }
 
 MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
+// The [model] mixer_matrix, the same at every layer and head.
+Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+              const ProductCache& products, SsdFactors* factors, Matrix storage) {
+  (void)layer, (void)head, (void)X, (void)random, (void)products, (void)factors, (void)storage;
+  const auto T = static_cast<std::size_t>(model.T);
+  return given_matrix(model.mixer_matrix.get(), T, T, "mixer = \"matrix\" (mixer_matrix)");
+}
 }  // namespace
 
 extern const MixerKind matrix_kind{
-    config::Mixer::matrix, "matrix", false, flops, seconds, no_draws, memory, no_seconds, no_seconds, no_dump};
+    config::Mixer::matrix, "matrix", false, flops, seconds, no_draws, memory, no_seconds, no_seconds, no_dump, matrix};
 
 }  // namespace rcsweep::models

@@ -1,6 +1,7 @@
-// A mixer as one descriptor: what the planner asks of a mixer (its flops and seconds per layer,
-// its draws, what it holds in memory and the work its bundle shares), one entry per mixer, each
-// in its own file of src/models/mixers/ and registered in mixers.cpp. Pure: no MPI, no I/O.
+// A mixer as one descriptor: its forward (the T x T mixer of a head) and what the planner asks of
+// it (its flops and seconds per layer, its draws, what it holds in memory and the work its bundle
+// shares) and the weights it dumps, one entry per mixer, each in its own file of
+// src/models/mixers/ and registered in mixers.cpp. Pure: no MPI, no I/O.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string_view>
 
 #include "config/params.hpp"
+#include "models/layer.hpp"
 
 namespace rcsweep::models {
 
@@ -81,6 +83,10 @@ struct MixerKind {
   double (*input_mixer_seconds)(const config::ModelParams& model, const LayerPrices& prices);
   /// Its weights in a weights dump (MixerDump).
   MixerDump (*dump)(const config::ModelParams& model);
+  /// The forward: the T x T mixer of head `head` at `layer` for signal X, before gap_fix (the
+  /// contract of models::mixer_matrix, models/layer.hpp); a per-channel mixer throws rcsweep::Error.
+  Matrix (*matrix)(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+                   const ProductCache& products, SsdFactors* factors, Matrix storage);
 };
 
 /// For descriptors without draws of their own, or with no seconds of a kind (shared work, M(X)).

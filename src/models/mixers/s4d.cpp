@@ -2,6 +2,8 @@
 // single M (models/s4d.hpp).
 #include "models/mixers/mixer_kind.hpp"
 
+#include "base/error.hpp"
+
 namespace rcsweep::models {
 namespace {
 // Per channel: the kernel (T N), the causal convolution (T^2); plus B and C.
@@ -36,9 +38,15 @@ double shared_seconds(const config::ModelParams& m, const LayerPrices& p) {
 MixerDump dump(const config::ModelParams& m) {  // the kernels
   return {{}, {{static_cast<std::uint64_t>(m.T), static_cast<std::uint64_t>(m.d)}}};
 }
+// One mixer per channel: there is no single M (models/s4d.hpp s4d_kernels).
+Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+              const ProductCache& products, SsdFactors* factors, Matrix storage) {
+  (void)model, (void)layer, (void)head, (void)X, (void)random, (void)products, (void)factors, (void)storage;
+  throw Error("s4d has no single mixer matrix");
+}
 }  // namespace
 
 extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d",      true, flops, seconds, draws, memory,
-                                shared_seconds,     no_seconds, dump};
+                                shared_seconds,     no_seconds, dump, matrix};
 
 }  // namespace rcsweep::models

@@ -2,6 +2,11 @@
 // decay mask, per head; input-dependent (models/layer.cpp).
 #include "models/mixers/mixer_kind.hpp"
 
+#include <utility>
+
+#include "linalg/linalg.hpp"
+#include "rng/philox.hpp"
+
 namespace rcsweep::models {
 namespace {
 // Per head: B = X W_B, C = X W_C, C B^T, the mask, M X (C_V = I); plus W_B, W_C.
@@ -37,9 +42,29 @@ MixerDump dump(const config::ModelParams& m) {  // W_B, W_C, when drawn (bc_init
   const std::uint64_t d = static_cast<std::uint64_t>(m.d), N = static_cast<std::uint64_t>(m.state_dim);
   return {{{d, N}, {d, N}}, {}};
 }
+// Selective SSM (Mamba-2 / SSD, lambda-skip §4.2.1, App. A.3): M = L(alpha) ⊙ (C B^T),
+// B = X W_B, C = X W_C (T x N); bc_init identity: W_B = W_C = I (N = d).
+Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+              const ProductCache& products, SsdFactors* factors, Matrix storage) {
+  (void)products;
+  const auto T = static_cast<std::size_t>(model.T), d = static_cast<std::size_t>(model.d);
+  Matrix M = std::move(storage);
+  M.resize(T, T);  // every entry written below (beta = 0)
+  if (model.bc_init == config::BcInit::identity) {
+    linalg::gemm(1.0, X, linalg::Op::none, X, linalg::Op::trans, 0.0, M);
+  } else {
+    const auto N = static_cast<std::size_t>(model.state_dim);
+    Matrix B = linalg::matmul(X, ssm_weight(layer, rng::Tensor::ssm_b, head, d, N, model.state_dim, random));
+    Matrix C = linalg::matmul(X, ssm_weight(layer, rng::Tensor::ssm_c, head, d, N, model.state_dim, random));
+    linalg::gemm(1.0, C, linalg::Op::none, B, linalg::Op::trans, 0.0, M);
+    if (factors) *factors = {std::move(B), std::move(C)};
+  }
+  apply_decay_mask(model.alpha, 1.0, M);
+  return M;
+}
 }  // namespace
 
 extern const MixerKind ssd_kind{config::Mixer::ssd,  "ssd", false, flops, seconds, draws, memory, no_seconds,
-                                input_mixer_seconds, dump};
+                                input_mixer_seconds, dump,  matrix};
 
 }  // namespace rcsweep::models

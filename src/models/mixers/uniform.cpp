@@ -16,9 +16,24 @@ double seconds(const config::ModelParams& m, const LayerPrices& p) {
 }
 
 MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
+Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+              const ProductCache& products, SsdFactors* factors, Matrix storage) {
+  (void)layer, (void)head, (void)X, (void)random, (void)products, (void)factors, (void)storage;
+  const auto T = static_cast<std::size_t>(model.T);
+  return Matrix(T, T, 1.0 / static_cast<double>(T));
+}
 }  // namespace
 
-extern const MixerKind uniform_kind{
-    config::Mixer::uniform, "uniform", false, flops, seconds, no_draws, memory, no_seconds, no_seconds, no_dump};
+extern const MixerKind uniform_kind{config::Mixer::uniform,
+                                    "uniform",
+                                    false,
+                                    flops,
+                                    seconds,
+                                    no_draws,
+                                    memory,
+                                    no_seconds,
+                                    no_seconds,
+                                    no_dump,
+                                    matrix};
 
 }  // namespace rcsweep::models

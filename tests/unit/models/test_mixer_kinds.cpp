@@ -33,6 +33,7 @@ TEST(MixerKinds, OnePerMixerChoiceInTheRegistrysOrder) {
     EXPECT_NE(kinds[i]->shared_seconds, nullptr) << choices[i];
     EXPECT_NE(kinds[i]->input_mixer_seconds, nullptr) << choices[i];
     EXPECT_NE(kinds[i]->dump, nullptr) << choices[i];
+    EXPECT_NE(kinds[i]->matrix, nullptr) << choices[i];
   }
   EXPECT_THROW(models::mixer_kind(static_cast<config::Mixer>(choices.size())), Error);
 }
