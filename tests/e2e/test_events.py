@@ -161,7 +161,7 @@ def test_bad_progress_options_are_refused(tmp_path, args, key):
     assert key in proc.stderr and not (tmp_path / "s.h5").exists()
 
 
-# --- A reader that does not keep up (docs/EVENTS.md "A consumer that does not keep up") ---
+# --- A reader that does not keep up (docs/EVENTS.md "A reader that does not keep up") ---
 
 STALL = dict(os.environ, RCSWEEP_PROGRESS_INTERVAL="0.001")  # a flood of progress events
 
