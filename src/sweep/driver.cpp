@@ -406,14 +406,17 @@ int RunSummary::exit_code() const {
   return store_failed > 0 || (fail_on_diverged && store_diverged + store_vanished > 0) ? 3 : 0;
 }
 
+namespace {
+// The default BundleRunner: models::run_bundle on the plan's job for the unit's tasks.
+void run_planned_bundle(const plan::Plan& plan, const std::vector<std::uint64_t>& tasks,
+                        const std::function<void(models::TaskOutput&&)>& on_done,
+                        const std::function<bool()>& cancelled) {
+  models::run_bundle(plan::bundle_job(plan, tasks), on_done, cancelled);
+}
+}  // namespace
+
 RunSummary run_sweep(const plan::Plan& plan, const RunOptions& opt, MPI_Comm comm, const BundleRunner& runner_) {
-  const BundleRunner runner =
-      runner_ ? runner_
-              : BundleRunner([](const plan::Plan& p, const std::vector<std::uint64_t>& tasks,
-                                const std::function<void(models::TaskOutput&&)>& on_done,
-                                const std::function<bool()>& cancelled) {
-                  models::run_bundle(plan::bundle_job(p, tasks), on_done, cancelled);
-                });
+  const BundleRunner runner = runner_ ? runner_ : BundleRunner(run_planned_bundle);
   parallel::set_threads(opt.threads);
   linalg::set_blas_threads(opt.blas_threads);
   install_stop_handlers();
