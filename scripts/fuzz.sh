@@ -117,10 +117,12 @@ for t in "${targets[@]}"; do
   dict=()
   [[ -f $fuzz_dir/$t.dict ]] && dict=(-dict="$fuzz_dir/$t.dict")
   say "running $t for ${seconds}s on $(find "$run/corpus" -type f | wc -l) seed inputs (log: $run/fuzz.log)"
+  # -timeout=120: a seed that makes HDF5 malloc and clear gigabytes under ASan takes seconds on a
+  # quiet machine and tens of seconds on a loaded one; a hang still ends the run.
   # -malloc_limit_mb: HDF5 mallocs sizes read from the file (16 GiB seen) before finding the file
   # too short; that untouched memory is no bug. What is touched still counts (-rss_limit_mb).
   # shellcheck disable=SC2086  # RCSWEEP_FUZZ_FLAGS is a list of flags
-  "$build/tests/fuzz/rcsweep_fuzz_$t" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2560 -malloc_limit_mb=1048576 \
+  "$build/tests/fuzz/rcsweep_fuzz_$t" -max_total_time="$seconds" -timeout=120 -rss_limit_mb=2560 -malloc_limit_mb=1048576 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$run/artifacts/" "${dict[@]}" \
     ${RCSWEEP_FUZZ_FLAGS:-} "$run/corpus" >"$run/fuzz.log" 2>&1 &
   pids+=($!)
