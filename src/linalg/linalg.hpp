@@ -25,9 +25,8 @@ void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, do
 /// Where the BLAS multiplies small products without packing (unpacked_gemm_limit() > 0), a
 /// product op(A) op(B) without transposes whose m n k exceeds that limit is cut along C's columns
 /// into pieces that stay within it: as many columns as fit, a multiple of 8, at least
-/// gemm_min_piece (else one call). On OpenBLAS's SkylakeX and Cooperlake kernels the unpacked
-/// pieces run faster than one packed call at the Mind the Gap grid's X W and M V
-/// (docs/BENCHMARKS.md "Products cut for the unpacked kernels").
+/// gemm_min_piece (else one call): the pieces skip the BLAS's packing, which one call of that size
+/// would do (the measured effect: docs/BENCHMARKS.md "Products cut for the unpacked kernels").
 struct GemmParts {
   bool columns = false;  ///< parts of C's columns (else of its rows)
   parallel::Parts parts;
