@@ -4,10 +4,7 @@
 namespace rcsweep::models {
 namespace {
 // Per head: X W_V and the value weights (M X = X is not computed).
-double flops(const config::ModelParams& m) {
-  const double T = m.T, d = m.d, H = m.heads;
-  return H * (2.0 * T * d * d + normal_flops * d * d);
-}
+double flops(const config::ModelParams& m) { return value_map_flops(m); }
 
 // Per head X W_V; with a gap fix M is no longer I and M X is a product.
 double seconds(const config::ModelParams& m, const LayerPrices& p) {

@@ -13,10 +13,7 @@ double flops(const config::ModelParams& m) {
 }
 
 // The draws and their map are the bundle's (plan/cost_model.cpp); per task M X and (M X) W_V.
-double seconds(const config::ModelParams& m, const LayerPrices& p) {
-  const double T = m.T, d = m.d, H = m.heads;
-  return H * (p.gemm(T, d, d) + p.gemm(T, d, T));
-}
+double seconds(const config::ModelParams& m, const LayerPrices& p) { return given_mixer_seconds(m, p); }
 
 MixerDraws draws(const config::ModelParams& m) {
   const std::size_t T = m.T;

@@ -89,6 +89,17 @@ struct MixerKind {
                    const ProductCache& products, SsdFactors* factors, Matrix storage);
 };
 
+/// Flops of a layer whose mixer is fixed or trivial: per head X W_V (2 T d^2) and the value
+/// weights drawn (normal_flops d^2).
+inline double value_map_flops(const config::ModelParams& m) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (2.0 * T * d * d + normal_flops * d * d);
+}
+/// Seconds of a layer whose T x T M is given: per head M X and (M X) W_V.
+inline double given_mixer_seconds(const config::ModelParams& m, const LayerPrices& p) {
+  const double T = m.T, d = m.d, H = m.heads;
+  return H * (p.gemm(T, d, d) + p.gemm(T, d, T));
+}
 /// For descriptors without draws of their own, or with no seconds of a kind (shared work, M(X)).
 inline MixerDraws no_draws(const config::ModelParams&) { return {}; }
 inline MixerDump no_dump(const config::ModelParams&) { return {}; }

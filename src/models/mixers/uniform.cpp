@@ -4,16 +4,10 @@
 namespace rcsweep::models {
 namespace {
 // Per head: X W_V and the value weights.
-double flops(const config::ModelParams& m) {
-  const double T = m.T, d = m.d, H = m.heads;
-  return H * (2.0 * T * d * d + normal_flops * d * d);
-}
+double flops(const config::ModelParams& m) { return value_map_flops(m); }
 
 // Per head M X and (M X) W_V (M is the bundle's).
-double seconds(const config::ModelParams& m, const LayerPrices& p) {
-  const double T = m.T, d = m.d, H = m.heads;
-  return H * (p.gemm(T, d, d) + p.gemm(T, d, T));
-}
+double seconds(const config::ModelParams& m, const LayerPrices& p) { return given_mixer_seconds(m, p); }
 
 MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
