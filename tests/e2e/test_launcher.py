@@ -3,8 +3,10 @@ free the store for the same command; Ctrl-C and SIGTERM of a plain mpiexec stop 
 (Open MPI then exits 1); `rcsweep run -n N` turns Ctrl-C, SIGTERM and SIGUSR1 into exit code 4 with
 the resume line last, and a second Ctrl-C into a stop at once.
 
-The workloads are sized from measurements on this machine (module fixtures), and every kill lands
-at a fraction of a measured run, so the tests hold on machines several times faster or slower."""
+The workloads are sized from measurements of computing time on this machine (workload.py), and
+every stop of a many-task run lands once rank 0 has reported a share of its tasks done (progress
+every 50 ms), not after a sleep: the tests hold on machines several times faster or slower, and on
+a busy machine whose speed changes during the test."""
 import json
 import os
 import re
@@ -18,12 +20,14 @@ import h5py
 import numpy as np
 import pytest
 
+import workload
 from conftest import BIN, DATA, MPIEXEC, assert_same_results, rcsweep
 from test_kill_resume import alive, descendants, mpi_rank_of
 
 ROOT = os.geteuid() == 0
 MPIEXEC_CMD = " ".join([MPIEXEC, "--oversubscribe"] + (["--allow-run-as-root"] if ROOT else []))
 START = re.compile(rb"\d+ tasks in \d+ bundles")  # rank 0's first line: the run computes from here
+PROGRESS = re.compile(r"\[rcsweep\] (\d+)/(\d+) tasks")  # rank 0's progress lines
 RESUME_LINE = re.compile(r"\[rcsweep\] stopped [^\n]*: \d+ tasks left, every finished task is in [^\n]*; "
                          r"resume with the same command$")
 
@@ -44,20 +48,33 @@ def finished_after(stderr):
     return float(m.group(1)) * (60 if m.group(2) == "min" else 1)
 
 
-@pytest.fixture(scope="module")
-def workload(tmp_path_factory):
+SHARE = 0.25  # stops of a many-task run land once rank 0 reports this share of the tasks done
+
+
+@pytest.fixture(autouse=True)
+def frequent_progress(monkeypatch):
+    """Rank 0 reports progress every 50 ms (the ranks of a local mpiexec inherit its environment)."""
+    monkeypatch.setenv("RCSWEEP_PROGRESS_INTERVAL", "0.05")
+
+
+@pytest.fixture(scope="module", name="workload")
+def long_workload(tmp_path_factory):
     """kill.toml with replicates for about 6 s on 2 ranks here, and its uninterrupted 2-rank store.
-    Returns (sweep, reference, seconds of the reference run)."""
+    Returns (sweep, reference). Sized from the computing time of one core (workload.sized), then
+    from the 2-rank reference run itself: a measurement made while the machine was busier than it
+    is now would leave a run too short for a stop to land in it (after Ctrl-C, mpiexec waits 1 s
+    before it passes the stop on)."""
     d = tmp_path_factory.mktemp("launcher")
-    t = time.monotonic()
-    rcsweep("run", DATA / "kill.toml", "-o", d / "probe.h5", "-q", check=0)  # 30 replicates, one rank
-    per_replicate = max(time.monotonic() - t, 0.05) / 30
-    replicates = int(min(4000, max(30, 6.0 * 2 / per_replicate)))
-    sweep = d / "long.toml"
-    sweep.write_text((DATA / "kill.toml").read_text().replace("replicates = 30", f"replicates = {replicates}"))
-    reference = d / "reference.h5"
-    proc = rcsweep("run", sweep, "-o", reference, ranks=2, check=0)
-    return sweep, reference, finished_after(proc.stderr)
+    sweep, reference = d / "long.toml", d / "reference.h5"
+    text = workload.sized("kill", (DATA / "kill.toml").read_text(), "replicates", 12.0, lo=30, hi=4000)
+    for _ in range(4):
+        sweep.write_text(text)
+        seconds = finished_after(rcsweep("run", sweep, "-o", reference, "--overwrite", ranks=2, check=0).stderr)
+        replicates = int(re.search(r"^replicates = (\d+)$", text, re.M).group(1))
+        if seconds >= 4.0 or replicates >= 4000:
+            return sweep, reference
+        text = workload.set_unit(text, "replicates", min(4000, int(replicates * 6.0 / max(seconds, 0.1)) + 1))
+    return sweep, reference
 
 
 # One bundle per replicate: a Markov stack of T = d = 256 whose depth gives about 6 s here.
@@ -92,7 +109,7 @@ def big_sweep(directory, depth, replicates):
 
 # Runs a command under a child subreaper (PR_SET_CHILD_SUBREAPER), so that the processes orphaned
 # by a kill -9 become its children: it waits for them and reports how and when each ended. It waits
-# for rank 0's first line, sleeps `delay`, SIGKILLs the victims: "top" (the command's own process:
+# for rank 0's progress line with a share `share` of the tasks done, SIGKILLs the victims: "top" (the command's own process:
 # mpiexec, or rcsweep run -n), "top+rank0"; then reaps everything (at most 30 s, then SIGKILL).
 REAPER = r"""
 import ctypes, json, os, re, select, signal, subprocess, sys, time
@@ -100,15 +117,16 @@ spec = json.loads(sys.argv[1])
 if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
     print(json.dumps({"skip": "no PR_SET_CHILD_SUBREAPER"})); sys.exit(0)
 p = subprocess.Popen(spec["cmd"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+def reached(err):
+    return any(int(d) >= spec["share"] * int(t) for d, t in re.findall(spec["progress"].encode(), err))
 err, deadline = b"", time.monotonic() + 120
-while not re.search(spec["start"].encode(), err) and time.monotonic() < deadline:
+while not reached(err) and time.monotonic() < deadline:
     if select.select([p.stderr], [], [], 0.5)[0]:
         chunk = os.read(p.stderr.fileno(), 65536)
         if not chunk:
             break
         err += chunk
-started = re.search(spec["start"].encode(), err) is not None
-time.sleep(spec["delay"] if started else 0)
+started = reached(err)
 
 def tree(pid):
     kids = {}
@@ -170,9 +188,9 @@ print(json.dumps({"started": started, "ranks": {str(r): ended.get(q) for q, r in
 """
 
 
-def kill_under_reaper(cmd, delay, victims="top"):
+def kill_under_reaper(cmd, victims="top"):
     proc = subprocess.run([sys.executable, "-c", REAPER, json.dumps(
-        {"cmd": [str(c) for c in cmd], "delay": delay, "victims": victims, "start": START.pattern.decode()})],
+        {"cmd": [str(c) for c in cmd], "share": SHARE, "victims": victims, "progress": PROGRESS.pattern})],
         capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -221,6 +239,17 @@ def wait_for_start(proc, timeout=120):
     return text.decode(errors="replace")
 
 
+def wait_for_share(proc, timeout=120):
+    """Read stderr until rank 0 reports SHARE of the tasks done (at most `timeout` s); returns what
+    was read. The run must still be going then."""
+    text, deadline = "", time.monotonic() + timeout
+    while not any(int(d) >= SHARE * int(t) for d, t in PROGRESS.findall(text)):
+        assert time.monotonic() < deadline and proc.poll() is None, text
+        if select.select([proc.stderr], [], [], 0.5)[0]:
+            text += os.read(proc.stderr.fileno(), 65536).decode(errors="replace")
+    return text
+
+
 def finish(proc, before, timeout=60, linger=5.0):
     """Wait for `proc`; then no process of its tree may be left `linger` s later (a rank may still be
     exiting when mpiexec returns, more so on a loaded machine; one left then is killed and the test
@@ -260,9 +289,9 @@ def test_sigkill_of_mpiexec_stops_the_ranks_and_the_same_command_resumes(tmp_pat
     at once, keep what they finished and exit, so the same command run right after resumes. Rank 0
     and the workers end cleanly with exit code 4 (before Open MPI's own exit, 195, a second later);
     workers whose rank 0 died with mpiexec end within a few seconds all the same."""
-    sweep, reference, seconds = workload
+    sweep, reference = workload
     store = tmp_path / "k9.h5"
-    out = kill_under_reaper(mpiexec_args(ranks) + [BIN, "run", sweep, "-o", store], 0.3 * seconds, victims)
+    out = kill_under_reaper(mpiexec_args(ranks) + [BIN, "run", sweep, "-o", store], victims)
     ranks_ended = out["ranks"]
     assert len(ranks_ended) == ranks, out
     for rank, (code, after) in ranks_ended.items():
@@ -280,14 +309,13 @@ def test_a_silent_worker_stops_the_run_and_the_same_command_resumes(tmp_path, wo
     own launcher does not notice) is taken for lost after RCSWEEP_SILENCE_S: rank 0 writes what it
     has, closes the store and ends with exit 4 and the resume line; Open MPI then ends the job.
     The same command completes the store bitwise."""
-    sweep, reference, seconds = workload
+    sweep, reference = workload
     store = tmp_path / "silent.h5"
     cmd = mpiexec_args(2) + ["-x", "RCSWEEP_SILENCE_S", BIN, "run", sweep, "-o", store]
     proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "RCSWEEP_SILENCE_S": "2"})
     STARTED.append(proc)
-    before = wait_for_start(proc)
-    time.sleep(0.3 * seconds)
+    before = wait_for_share(proc)
     (worker,) = [p for p in descendants(proc.pid) if mpi_rank_of(p) == 1]
     os.kill(worker, signal.SIGSTOP)
     stopped = time.monotonic()
@@ -304,15 +332,14 @@ def test_ctrl_c_of_a_plain_mpiexec_stops_the_ranks_cleanly(tmp_path, workload):
     sends the ranks SIGTERM after odls_base_sigkill_timeout (1 s) and SIGKILL after as many again,
     and exits 1 whatever they return. The ranks take that SIGTERM as a stop at once: rank 0 prints
     the resume line and the job ends before the SIGKILL; the same command resumes."""
-    sweep, reference, seconds = workload
+    sweep, reference = workload
     store = tmp_path / "int.h5"
     proc = start(mpiexec_args(2) + [BIN, "run", sweep, "-o", store])
-    before = wait_for_start(proc)
-    time.sleep(0.3 * seconds)
+    before = wait_for_share(proc)
     t = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     err = finish(proc, before)
-    assert time.monotonic() - t < 1.0 + 1.0, "the ranks waited for the SIGKILL"
+    assert time.monotonic() - t < 1.0 + 1.0, f"the ranks waited for the SIGKILL\n{err}"
     assert proc.returncode == 1, err  # Open MPI 4.1: mpiexec exits 1 after a SIGINT, whatever the ranks return
     assert re.search(r"stopped by SIGTERM from mpiexec \(pid \d+\): \d+ tasks left.*resume with the same command", err), err
     resume(sweep, store, reference)
@@ -338,12 +365,11 @@ def test_stop_under_rcsweep_run_n_exits_4_with_the_resume_line_last(tmp_path, wo
     """`rcsweep run -n 2`: Ctrl-C (SIGINT to its process group), SIGTERM or SIGUSR1 stop every rank
     cleanly; the exit code is 4 and the resume line is the last word (no Open MPI report of a
     job aborted on a non-zero status); the same command resumes."""
-    sweep, reference, seconds = workload
+    sweep, reference = workload
     store = tmp_path / "n2.h5"
     launch = ["--mpiexec", MPIEXEC_CMD]
     proc = start([BIN, "run", "-n", "2", *launch, sweep, "-o", store])
-    before = wait_for_start(proc)
-    time.sleep(0.3 * seconds)
+    before = wait_for_share(proc)
     t = time.monotonic()
     if sig == signal.SIGINT:
         os.killpg(proc.pid, sig)
@@ -380,9 +406,9 @@ def test_second_ctrl_c_under_rcsweep_run_n_stops_at_once(tmp_path, big_depth):
 def test_sigkill_of_rcsweep_run_n_stops_mpiexec_and_the_ranks(tmp_path, workload):
     """kill -9 of `rcsweep run -n 2`: mpiexec gets SIGTERM (its parent-death signal) and tears the
     job down; the ranks stop cleanly within its 1 s and the same command resumes."""
-    sweep, reference, seconds = workload
+    sweep, reference = workload
     store = tmp_path / "launcher9.h5"
-    out = kill_under_reaper([BIN, "run", "-n", "2", "--mpiexec", MPIEXEC_CMD, sweep, "-o", store], 0.3 * seconds)
+    out = kill_under_reaper([BIN, "run", "-n", "2", "--mpiexec", MPIEXEC_CMD, sweep, "-o", store])
     assert len(out["ranks"]) == 2, out
     for rank, (code, after) in out["ranks"].items():
         assert after < 1.0 + 3.0, out
@@ -538,11 +564,10 @@ def test_a_rerun_right_after_a_killed_launcher_waits_for_its_ranks(tmp_path, wor
     """kill -9 of `rcsweep run -n 2`, then the same command at once: its ranks find the old ones
     still holding the store while they stop, wait for them (saying so) instead of refusing, and
     complete the store bitwise."""
-    sweep, reference, seconds = workload
+    sweep, reference = workload
     store = tmp_path / "rerun.h5"
     proc = start([BIN, "run", "-n", "2", "--mpiexec", MPIEXEC_CMD, sweep, "-o", store])
-    wait_for_start(proc)
-    time.sleep(0.3 * seconds)
+    wait_for_share(proc)
     old = [proc.pid] + descendants(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     again = rcsweep("run", "-n", "2", "--mpiexec", MPIEXEC_CMD, sweep, "-o", store)
@@ -556,4 +581,7 @@ def test_a_rerun_right_after_a_killed_launcher_waits_for_its_ranks(tmp_path, wor
                          r"to 10 s" % proc.pid, again.stderr), again.stderr
     assert_same_results(store, reference)
     proc.communicate()
+    deadline = time.monotonic() + 10  # the old ranks stop within about a second, the rerun may be quicker
+    while [p for p in old if alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not [p for p in old if alive(p)]
