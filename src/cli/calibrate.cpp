@@ -84,7 +84,7 @@ plan::Calibration measure_calibration() {
   }
   for (std::size_t k : {16, 64, 150, 512, 1024}) {
     // A signal as layers leave it: singular values decaying like 1/i (a Gaussian matrix, whose
-    // flat spectrum is the slowest case for Lanczos, made the estimates 2x too high).
+    // flat spectrum is the slowest case for Lanczos, made the estimates too high).
     Matrix x = gaussian(k, k, 3);
     {
       const Matrix q1 = linalg::thin_q(x), q2 = linalg::thin_q(gaussian(k, k, 7));

@@ -279,7 +279,7 @@ const Matrix& value_weight(const ModelParams& model, int layer, int head, Random
 
 namespace {
 // Sum of (v - shift)^2 in 4 independent partial sums, as sum4 (base/sum.hpp) does for v (a single
-// accumulator was a latency chain: layernorm was 1.7 % of the Mind the Gap grid).
+// accumulator is a latency chain).
 double squares4(std::span<const double> v, double shift) {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t i = 0;

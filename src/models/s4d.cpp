@@ -66,9 +66,9 @@ template <int N, class F>
 // Column blocks are packed a group at a time: the channels [c0, c0 + 4 nb) of the first T rows of
 // a matrix become nb blocks of T contiguous vectors (block g at P + g T; lanes past the last
 // channel are 0), in one pass that reads 4 nb contiguous doubles of each row. (A row of a T x d
-// matrix with d >= 512 is a page or more: packing one block at a time touched a new page per row
-// and was 10-15 % of the time.) 8 blocks measured best of 1, 2, 4, 8, 16 at T = 512-2048 on Zen 3;
-// with 16 the group's three buffers (K, input, output: 3 x 16 x T x 32 bytes) overflow L2.
+// matrix with d >= 512 is a page or more: packing one block at a time touched a new page per row.)
+// 8 blocks measured best of 1, 2, 4, 8, 16 (docs/BENCHMARKS.md "Figures behind choices in the
+// source"); with 16 the group's three buffers (K, input, output: 3 x 16 x T x 32 bytes) overflow L2.
 constexpr std::size_t group_blocks = 8;
 
 [[gnu::always_inline]] inline std::size_t block_width(std::size_t d, std::size_t c) { return std::min(lanes, d - c); }
@@ -118,7 +118,7 @@ constexpr std::size_t group_blocks = 8;
 
 // Keep the accumulators in registers at this point (AVX2 only, where a 4-double vector is one ymm
 // register). Without it g++ interleaves the unrolled steps, needs more than the 16 registers and
-// spills accumulators inside the inner loop (25 instead of 40+ GFLOP/s on Zen 3).
+// spills accumulators inside the inner loop (docs/BENCHMARKS.md "Figures behind choices in the source").
 template <bool Pin, int R>
 [[gnu::always_inline]] inline void pin(v4d (&acc)[R]) {
 #if defined(__clang__)  // clang checks the 256-bit "x" operand outside the AVX2 target: no pinning
@@ -136,8 +136,8 @@ struct Tile {
 };
 // AVX2: 12 accumulators + 1 input + 1 product of the 16 ymm registers; each step loads 1 input and
 // 12 kernel vectors (memory operands of the multiplies) for 12 multiplies and 12 adds, and the 12
-// independent add chains cover the 2 add pipes x 3 cycles of latency. R = 8..14 measured within
-// noise of each other on Zen 3; fewer than 6 chains leave the adders idle.
+// independent add chains cover the 2 add pipes x 3 cycles of latency. R from 8 to 14 measure
+// alike; fewer than 6 chains leave the adders idle.
 using TileAvx2 = Tile<12, 12, true>;
 // The baseline: a vector is 2 of the 16 xmm registers (R = 4 measured best of 3..8).
 using TilePortable = Tile<4, 1, false>;
@@ -147,7 +147,7 @@ using TilePortable = Tile<4, 1, false>;
 // sum in ascending i from +0. A tile is R consecutive output rows j0 + r; step i adds
 // K[j0 + r - i] X[i] to row r. K is packed in reverse (Kr[m] = K[T - 1 - m]), so that the kernel
 // rows a tile reads ascend with i like the input rows (the hardware prefetchers follow ascending
-// streams better: 2-3 % on Zen 3).
+// streams better).
 template <class Sh>
 [[gnu::always_inline]] inline void causal_tile(const v4d* Kr, const v4d* Xp, std::size_t T, std::size_t j0,
                                                v4d (&acc)[Sh::R]) {

@@ -1,7 +1,7 @@
 // The S4D mixer (lambda-skip App. A.13.1): per-channel kernels K_c and their causal convolution,
 // O[j, c] = sum_{i <= j} K_c[j - i] X[i, c], and its transpose (the reverse pass of gradients.cpp).
 // The convolution is direct and register-blocked (s4d.cpp), with the operation order of the plain
-// loop, so results are bitwise those of the scalar code; an FFT was measured faster at T >= 1024
+// loop, so results are bitwise those of the scalar code; an FFT was measured faster at long T
 // but changes results by rounding and needs a cached spectrum (docs/BENCHMARKS.md, "S4D causal
 // convolution").
 #pragma once

@@ -36,8 +36,8 @@ double log_mu(const TaskOutput& out, int layer) {
 }
 
 // x - x is 0 for a finite x and NaN for an infinite or NaN one; the NaN survives the sums. In 4
-// independent partial sums, without an early exit: the loop vectorises (a per-element branch was
-// 0.5 % of a sweep).
+// independent partial sums, without an early exit: the loop vectorises (a per-element branch did
+// not: docs/BENCHMARKS.md "Figures behind choices in the source").
 bool all_finite(const Matrix& X) {
   const std::span<const double> v = X.values();
   double s[4] = {0.0, 0.0, 0.0, 0.0};

@@ -33,8 +33,8 @@ struct Calibration {
   double task_layer_s = 0.0;                         ///< fixed cost per task and layer (bookkeeping, allocation)
 };
 
-/// Rough rates of a 2-core AMD EPYC (Zen 3) with OpenBLAS 0.3.21, used when no calibration of
-/// this machine is stored (predictions then carry no guarantee).
+/// Rough rates of a small x86-64 server, used when no calibration of this machine is stored
+/// (predictions then carry no guarantee).
 Calibration default_calibration();
 
 /// `c` as TOML text, and back. parse_calibration throws rcsweep::Error on a malformed text.

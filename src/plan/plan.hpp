@@ -88,9 +88,8 @@ Plan make_plan(config::SweepSpec spec, Shard shard = {});
 /// model, calibrated once (docs/BENCHMARKS.md).
 double layer_flops(const config::ModelParams& model);
 /// Golub–Kahan–Lanczos steps the mixer metrics take on a layer's T x T mixer (T >=
-/// metrics::mixer_lanczos_min_order): 24–55 measured on softmax stacks with and without `perp` at
-/// T = 1024 to 8192 (layernorm, d = 256, 4 layers), with no trend in T (docs/BENCHMARKS.md "Long
-/// context (T = 32768)"), so a step count independent of T.
+/// metrics::mixer_lanczos_min_order): the counts measured on softmax stacks show no trend in T
+/// (docs/BENCHMARKS.md "Long context (T = 32768)"), so a step count independent of T.
 inline constexpr double mixer_lanczos_steps = 40.0;
 /// Flops of the mixer metrics of a T x T mixer: from metrics::mixer_lanczos_min_order on,
 /// mixer_lanczos_steps Golub–Kahan–Lanczos steps (a product with M and one with M^T, 4 T^2 each,
