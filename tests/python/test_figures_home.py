@@ -73,13 +73,13 @@ def test_source_comments_carry_no_benchmark_figures():
     assert len(files) > 50
     problems = [p for f in files
                 for p in figure_problems(f.relative_to(SOURCE), comments(f.read_text()), SOURCE_PATTERNS)]
-    assert not problems, "comments name the benchmark; the figures go to docs/BENCHMARKS.md " \
-        "\"Figures behind choices in the source\":\n" + "\n".join(problems)
+    assert not problems, "comments name the benchmark; the figures go to docs/BENCHMARKS.md, section " \
+        "'Figures behind choices in the source':\n" + "\n".join(problems)
 
 
 def test_the_checks_find_figures():
     def doc(text):
-        return figure_problems("X.md", prose(text), DOC_PATTERNS)
+        return figure_problems("a page", prose(text), DOC_PATTERNS)
 
     def src(text):
         return figure_problems("x.cpp", comments(text), SOURCE_PATTERNS)
