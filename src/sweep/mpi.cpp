@@ -26,11 +26,11 @@ Session::Session(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   // A process no launcher started is an MPI singleton, for which Open MPI starts a daemon of its
-  // own (orted: ~0.1 s of a run's start-up, docs/SCALING.md). Isolated, it runs without one; what
+  // own (orted: docs/BENCHMARKS.md "A single process's start-up"). Isolated, it runs without one; what
   // that gives up (MPI_Comm_spawn, publish/lookup) rcsweep does not use. A job on one node needs
   // no network either (its ranks meet in shared memory): the matching transports (MTLs) psm, psm2
-  // and ofi, whose libraries probe for their hardware and time a clock as they load (~0.2 s per
-  // rank), are left out. Values already set win.
+  // and ofi, whose libraries probe for their hardware and time a clock as they load (a fixed cost
+  // per rank), are left out. Values already set win.
   if (!initialized && !sweep::started_by_launcher()) {
     ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
     // Every isolated singleton is job family 0 to Open MPI, so all of them on a node use the same

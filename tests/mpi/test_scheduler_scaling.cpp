@@ -230,7 +230,7 @@ double startup_cost() {
   return cost;
 }
 
-constexpr double max_startup_s = 1.0;  // docs/SCALING.md: measured 0.04-0.24 s at 64 ranks, load 10-20
+constexpr double max_startup_s = 1.0;  // measured: docs/BENCHMARKS.md "The scheduler at 64 ranks"
 
 // Task seconds in [lo, hi]. The bound is computed from the durations the sleeps actually took (on
 // a loaded machine a sleeping rank may wake late: that lengthens the work, not the schedule).
