@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "base/error.hpp"
@@ -49,18 +50,62 @@ double decode_real(const ParamValue& value) {
   if (const auto* i = std::get_if<std::int64_t>(&value)) return static_cast<double>(*i);
   return std::get<double>(value);
 }
+
+std::string shape(const Matrix& A) { return std::to_string(A.rows()) + " x " + std::to_string(A.cols()); }
+
+void check_s4d(const ModelParams& m, ModelProblems& problems) {
+  if (m.gap_fix != GapFix::none)
+    problems.emplace_back("gap_fix", "s4d has one mixer per channel and no gap fix: use gap_fix = \"none\"");
+}
+
+void check_matrix(const ModelParams& m, ModelProblems& problems) {
+  const auto T = static_cast<std::size_t>(m.T);
+  if (!m.mixer_matrix)
+    problems.emplace_back("mixer_matrix", "required with mixer = \"matrix\": give the T x T mixer as a list of T rows");
+  else if (m.mixer_matrix->rows() != T || m.mixer_matrix->cols() != T)
+    problems.emplace_back("mixer_matrix", "is " + shape(*m.mixer_matrix) + " (rows x columns) but must be T x T = " +
+                                              std::to_string(m.T) + " x " + std::to_string(m.T));
+}
+
+// The mixers, one row each, in the order of `enum class Mixer` (MixerChoice).
+constexpr MixerChoice mixers[] = {
+    {.mixer = Mixer::softmax, .name = "softmax", .attention = true, .input_dependent = true},
+    {.mixer = Mixer::markov, .name = "markov"},
+    {.mixer = Mixer::identity, .name = "identity"},
+    {.mixer = Mixer::uniform, .name = "uniform"},
+    {.mixer = Mixer::relu, .name = "relu", .attention = true, .input_dependent = true},
+    {.mixer = Mixer::sigmoid, .name = "sigmoid", .attention = true, .input_dependent = true},
+    {.mixer = Mixer::ssd, .name = "ssd", .input_dependent = true, .ssm = true},
+    {.mixer = Mixer::lti, .name = "lti", .ssm = true},
+    {.mixer = Mixer::matrix, .name = "matrix", .check = check_matrix},
+    {.mixer = Mixer::s4d, .name = "s4d", .ssm = true, .per_channel = true, .check = check_s4d},
+};
+constexpr bool in_enum_order() {
+  for (std::size_t i = 0; i < std::size(mixers); ++i)
+    if (static_cast<std::size_t>(mixers[i].mixer) != i || mixers[i].name.size() > 16) return false;
+  return true;
+}
+static_assert(in_enum_order(), "one row per mixer, in the order of enum class Mixer, names of at most 16 characters");
+
+std::vector<std::string_view> mixer_names() {
+  std::vector<std::string_view> names;
+  for (const MixerChoice& c : mixers) names.push_back(c.name);
+  return names;
+}
 }  // namespace
+
+std::span<const MixerChoice> mixer_choices() noexcept { return mixers; }
+
+const MixerChoice& mixer_choice(Mixer mixer) noexcept {
+  static constexpr MixerChoice none{.mixer = Mixer::softmax, .name = ""};
+  const auto i = static_cast<std::size_t>(mixer);
+  return i < std::size(mixers) ? mixers[i] : none;
+}
 
 const std::vector<ParamInfo>& model_params() {
   using K = ParamKind;
   static const std::vector<ParamInfo> registry = {
-      {"mixer",
-       K::choice,
-       std::string("softmax"),
-       false,
-       0,
-       false,
-       {"softmax", "markov", "identity", "uniform", "relu", "sigmoid", "ssd", "lti", "matrix", "s4d"},
+      {"mixer", K::choice, std::string("softmax"), false, 0, false, mixer_names(),
        "token mixer M(X), MODELS.md 'Mixers'; \"matrix\" is the T x T mixer_matrix of [model]"},
       {"input",
        K::choice,
@@ -290,22 +335,19 @@ std::string to_toml(const ParamValue& value) {
 bool ModelParams::homogeneous() const noexcept {
   if (norm != Norm::none) return true;
   if (gate != Gate::none) return false;  // SiLU is not homogeneous; a ReLU MLP is (degree 1)
-  return mixer == Mixer::markov || mixer == Mixer::identity || mixer == Mixer::uniform || mixer == Mixer::lti ||
-         mixer == Mixer::matrix || mixer == Mixer::s4d;
+  return !input_dependent_mixer();       // a fixed mixer is linear in X
 }
 
-bool ModelParams::attention() const noexcept {
-  return mixer == Mixer::softmax || mixer == Mixer::relu || mixer == Mixer::sigmoid;
-}
+bool ModelParams::attention() const noexcept { return mixer_choice(mixer).attention; }
 
-bool ModelParams::input_dependent_mixer() const noexcept { return attention() || mixer == Mixer::ssd; }
+bool ModelParams::input_dependent_mixer() const noexcept { return mixer_choice(mixer).input_dependent; }
 
 bool ModelParams::linear_stack() const noexcept {
-  return !input_dependent_mixer() && mixer != Mixer::s4d && lambda == 0.0 && norm == Norm::none && gate == Gate::none &&
-         mlp == Mlp::none && heads == 1;
+  return !input_dependent_mixer() && !mixer_choice(mixer).per_channel && lambda == 0.0 && norm == Norm::none &&
+         gate == Gate::none && mlp == Mlp::none && heads == 1;
 }
 
-bool ModelParams::ssm() const noexcept { return mixer == Mixer::ssd || mixer == Mixer::lti || mixer == Mixer::s4d; }
+bool ModelParams::ssm() const noexcept { return mixer_choice(mixer).ssm; }
 
 ModelParams resolve(const std::vector<ParamValue>& values) {
   const auto& reg = model_params();
@@ -344,12 +386,11 @@ ModelParams resolve(const std::vector<ParamValue>& values) {
   return m;
 }
 
-std::vector<std::pair<std::string, std::string>> check_model(const ModelParams& m) {
-  std::vector<std::pair<std::string, std::string>> problems;
+ModelProblems check_model(const ModelParams& m) {
+  ModelProblems problems;
   if (m.input == InputKind::orthonormal && m.T > m.d)
     problems.emplace_back("input", "\"orthonormal\" needs T <= d (orthonormal rows), but T = " + std::to_string(m.T) +
                                        " > d = " + std::to_string(m.d));
-  const auto shape = [](const Matrix& A) { return std::to_string(A.rows()) + " x " + std::to_string(A.cols()); };
   const auto T = static_cast<std::size_t>(m.T), d = static_cast<std::size_t>(m.d);
   if ((m.input == InputKind::matrix || m.input == InputKind::file) && m.input_matrix &&
       (m.input_matrix->rows() != T || m.input_matrix->cols() != d))
@@ -358,13 +399,7 @@ std::vector<std::pair<std::string, std::string>> check_model(const ModelParams& 
                               std::to_string(m.T) + " x " + std::to_string(m.d));
   if (m.input == InputKind::matrix && !m.input_matrix)
     problems.emplace_back("input_matrix", "required with input = \"matrix\": give the T x d input as a list of T rows");
-  if (m.mixer == Mixer::s4d && m.gap_fix != GapFix::none)
-    problems.emplace_back("gap_fix", "s4d has one mixer per channel and no gap fix: use gap_fix = \"none\"");
-  if (m.mixer == Mixer::matrix && !m.mixer_matrix)
-    problems.emplace_back("mixer_matrix", "required with mixer = \"matrix\": give the T x T mixer as a list of T rows");
-  if (m.mixer == Mixer::matrix && m.mixer_matrix && (m.mixer_matrix->rows() != T || m.mixer_matrix->cols() != T))
-    problems.emplace_back("mixer_matrix", "is " + shape(*m.mixer_matrix) + " (rows x columns) but must be T x T = " +
-                                              std::to_string(m.T) + " x " + std::to_string(m.T));
+  if (const auto check = mixer_choice(m.mixer).check) check(m, problems);  // the mixer's own
   if (!(m.collapse_rate > 0.0 && m.collapse_rate < 1.0))
     problems.emplace_back("collapse_rate", "must be in (0, 1), got " + to_text(m.collapse_rate));
   if (m.gap_fix == GapFix::outliers && m.outliers_r >= m.T)

@@ -6,8 +6,10 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -127,12 +129,37 @@ struct ModelParams {
   bool linear_stack() const noexcept;
 };
 
+/// Problems of one resolved model that no single key shows, as ("key", "problem") pairs
+/// (check_model()'s).
+using ModelProblems = std::vector<std::pair<std::string, std::string>>;
+
+/// A `mixer` choice as the configuration sees it: its name, the classes of mixers it belongs to
+/// (what ModelParams' predicates answer) and its own checks. One row per mixer in params.cpp, in
+/// the order of `enum class Mixer`; the mixer's work is its descriptor (models/mixers/).
+struct MixerChoice {
+  Mixer mixer;
+  std::string_view name;         ///< the choice in a sweep file (at most 16 characters: /points)
+  bool attention = false;        ///< logits from W_Q, W_K (ModelParams::attention)
+  bool input_dependent = false;  ///< M depends on X; the others are linear in X
+  bool ssm = false;              ///< a state-space mixer: value map C_V = I, no W_V
+  bool per_channel = false;      ///< no single T x T M: one mixer per channel (s4d)
+  /// Appends the problems of a model with this mixer that no single key shows (check_model());
+  /// nullptr when it has none.
+  void (*check)(const ModelParams& model, ModelProblems& problems) = nullptr;
+};
+
+/// Every mixer choice, in the order of `enum class Mixer` and of the "mixer" choices of
+/// model_params().
+std::span<const MixerChoice> mixer_choices() noexcept;
+/// The row of `mixer`; a value outside the enum gets a row with no class and no checks.
+const MixerChoice& mixer_choice(Mixer mixer) noexcept;
+
 /// Decode a full value vector (already validated). Throws rcsweep::Error on a malformed vector.
 ModelParams resolve(const std::vector<ParamValue>& values);
 
 /// Problems of one resolved model that no single key shows (e.g. orthonormal input with T > d, an
 /// input_matrix that is not T x d). Each entry is "key: problem" material; empty when the model is
 /// valid. An input "file" whose matrix is not loaded yet is not a problem here.
-std::vector<std::pair<std::string, std::string>> check_model(const ModelParams& model);
+ModelProblems check_model(const ModelParams& model);
 
 }  // namespace rcsweep::config

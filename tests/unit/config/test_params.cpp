@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <set>
 
 #include "base/error.hpp"
@@ -71,6 +72,60 @@ TEST(Params, CheckModelOrthonormalNeedsTAtMostD) {
   auto v = defaults_with(9, 8);
   v[*param_index("input")] = std::string("sphere");
   EXPECT_TRUE(check_model(resolve(v)).empty());
+}
+
+// The mixer table: one row per enumerator, in order, named as the "mixer" choices; the classes
+// the predicates read, as MODELS.md "One layer" states them.
+TEST(Params, MixerChoicesAreTheRegistrysChoicesWithTheirClasses) {
+  const auto& choices = model_params()[*param_index("mixer")].choices;
+  ASSERT_EQ(mixer_choices().size(), choices.size());
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    EXPECT_EQ(mixer_choices()[i].name, choices[i]) << i;
+    EXPECT_EQ(static_cast<std::size_t>(mixer_choices()[i].mixer), i) << choices[i];
+    EXPECT_EQ(&mixer_choice(static_cast<Mixer>(i)), &mixer_choices()[i]) << choices[i];
+  }
+  ModelParams m;
+  const auto classes = [&](Mixer mixer) {
+    m.mixer = mixer;
+    return std::string(m.attention() ? "A" : "-") + (m.input_dependent_mixer() ? "X" : "-") + (m.ssm() ? "S" : "-") +
+           (m.linear_stack() ? "L" : "-") + (m.homogeneous() ? "H" : "-");
+  };
+  EXPECT_EQ(classes(Mixer::softmax), "AX---");
+  EXPECT_EQ(classes(Mixer::relu), "AX---");
+  EXPECT_EQ(classes(Mixer::sigmoid), "AX---");
+  EXPECT_EQ(classes(Mixer::ssd), "-XS--");
+  EXPECT_EQ(classes(Mixer::markov), "---LH");
+  EXPECT_EQ(classes(Mixer::identity), "---LH");
+  EXPECT_EQ(classes(Mixer::uniform), "---LH");
+  EXPECT_EQ(classes(Mixer::matrix), "---LH");
+  EXPECT_EQ(classes(Mixer::lti), "--SLH");
+  EXPECT_EQ(classes(Mixer::s4d), "--S-H");  // one mixer per channel: not a linear stack
+  EXPECT_TRUE(mixer_choice(static_cast<Mixer>(choices.size())).name.empty());
+}
+
+// A mixer's own checks (its row's `check`) come after the input's, with their key and message.
+TEST(Params, CheckModelRunsTheMixersChecks) {
+  auto v = defaults_with(9, 8);
+  v[*param_index("mixer")] = std::string("s4d");
+  v[*param_index("gap_fix")] = std::string("perp");
+  auto problems = check_model(resolve(v));
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0].first, "input");
+  EXPECT_EQ(problems[1].first, "gap_fix");
+  EXPECT_EQ(problems[1].second, "s4d has one mixer per channel and no gap fix: use gap_fix = \"none\"");
+  v = defaults_with(4, 8);
+  v[*param_index("mixer")] = std::string("matrix");
+  ModelParams m = resolve(v);
+  problems = check_model(m);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].first, "mixer_matrix");
+  EXPECT_EQ(problems[0].second, "required with mixer = \"matrix\": give the T x T mixer as a list of T rows");
+  m.mixer_matrix = std::make_shared<const Matrix>(4, 3);
+  problems = check_model(m);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].second, "is 4 x 3 (rows x columns) but must be T x T = 4 x 4");
+  m.mixer_matrix = std::make_shared<const Matrix>(4, 4);
+  EXPECT_TRUE(check_model(m).empty());
 }
 
 }  // namespace
