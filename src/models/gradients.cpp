@@ -7,11 +7,10 @@
 #include "base/error.hpp"
 #include "base/pow2.hpp"
 #include "linalg/linalg.hpp"
-#include "models/s4d.hpp"
+#include "models/mixers/mixer_kind.hpp"
 #include "rng/philox.hpp"
 
 namespace rcsweep::models {
-using config::Mixer;
 using config::ModelParams;
 using linalg::Op;
 
@@ -116,56 +115,18 @@ Matrix outliers_vjp(const Matrix& M_raw, int outliers_r, const Matrix& G) {
 }
 
 // Adds to G_X the cotangent of X through an input-dependent mixer M(X), given G_M (cotangent of
-// M after gap_fix).
+// M after gap_fix): gap_fix undone here, the mixer's own part its descriptor's (MixerKind::vjp).
 void mixer_vjp(const ModelParams& model, const HeadTape& head, const Matrix& X, Matrix G_M, Matrix& G_X) {
   const std::size_t T = X.rows();
+  const MixerKind& kind = mixer_kind(model.mixer);
+  if (!kind.vjp) throw Error("mixer_vjp: the mixer does not depend on X");
   if (model.gap_fix == config::GapFix::outliers) G_M = outliers_vjp(head.M_raw, model.outliers_r, G_M);
   // The mixer before gap_fix (perp subtracts a constant).
   Matrix P = model.gap_fix == config::GapFix::outliers ? head.M_raw : head.M;
   if (model.gap_fix == config::GapFix::perp)
     for (double& p : P.values()) p += 1.0 / static_cast<double>(T);
-  switch (model.mixer) {
-    case Mixer::softmax:
-    case Mixer::relu:
-    case Mixer::sigmoid: {
-      // S = c X W_Q W_K^T X^T, c = sigma_qk^2 / sqrt(d_qk) (Mind the Gap eq. (1)).
-      Matrix G_S(T, T);
-      if (model.mixer == Mixer::softmax) {  // P = softmax(S): G_S = P * (G_P - rowsum(G_P * P))
-        for (std::size_t i = 0; i < T; ++i) {
-          double dot = 0.0;
-          for (std::size_t j = 0; j < T; ++j) dot += G_M(i, j) * P(i, j);
-          for (std::size_t j = 0; j < T; ++j) G_S(i, j) = P(i, j) * (G_M(i, j) - dot);
-        }
-      } else if (model.mixer == Mixer::relu) {  // P = ReLU(S) / T
-        for (std::size_t i = 0; i < P.size(); ++i)
-          G_S.data()[i] = P.data()[i] > 0.0 ? G_M.data()[i] / static_cast<double>(T) : 0.0;
-      } else {  // P = sigmoid(S - ln T)
-        for (std::size_t i = 0; i < P.size(); ++i) G_S.data()[i] = G_M.data()[i] * P.data()[i] * (1.0 - P.data()[i]);
-      }
-      const double c = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(model.d_qk));
-      // dS = c (dX W_Q K^T + Q W_K^T dX^T): G_X += c (G_S K W_Q^T + G_S^T Q W_K^T)
-      linalg::gemm(c, product(1.0, G_S, Op::none, head.K, Op::none), Op::none, head.W_Q, Op::trans, 1.0, G_X);
-      linalg::gemm(c, product(1.0, G_S, Op::trans, head.Q, Op::none), Op::none, head.W_K, Op::trans, 1.0, G_X);
-      return;
-    }
-    case Mixer::ssd: {                                  // M = L(alpha) * (C B^T)
-      apply_decay_mask(model.alpha, 1.0, G_M);          // the mask is linear: G <- L * G
-      if (model.bc_init == config::BcInit::identity) {  // C = B = X: G_X += (G + G^T) X
-        linalg::gemm(1.0, G_M, Op::none, X, Op::none, 1.0, G_X);
-        linalg::gemm(1.0, G_M, Op::trans, X, Op::none, 1.0, G_X);
-      } else {  // C = X W_C, B = X W_B: G_C = G B, G_B = G^T C
-        linalg::gemm(1.0, product(1.0, G_M, Op::none, head.B, Op::none), Op::none, head.W_C, Op::trans, 1.0, G_X);
-        linalg::gemm(1.0, product(1.0, G_M, Op::trans, head.C, Op::none), Op::none, head.W_B, Op::trans, 1.0, G_X);
-      }
-      return;
-    }
-    default: throw Error("mixer_vjp: the mixer does not depend on X");
-  }
+  kind.vjp(model, head, X, P, G_M, G_X);
 }
-
-// The transpose of the S4D per-channel causal convolution: out[i, c] = sum_{j >= i} K[j - i, c] G[j, c]
-// (register-blocked, bitwise the plain loop: s4d.hpp).
-Matrix s4d_conv_transpose(const Matrix& K, const Matrix& G) { return s4d_mix_transpose(K, G); }
 
 double silu(double z) { return z / (1.0 + std::exp(-z)); }
 double silu_prime(double z) {
@@ -229,13 +190,14 @@ Matrix layer_vjp(const ModelParams& model, const LayerTape& tape, const Matrix& 
     linalg::gemm(c, G_Z, Op::none, tape.W_G, Op::trans, 1.0, G_X);
   }
   const double s = model.skip_scale;
+  const MixerKind& kind = mixer_kind(model.mixer);
   grad_W.resize(tape.heads.size());
   for (std::size_t h = 0; h < tape.heads.size(); ++h) {
     const HeadTape& head = tape.heads[h];
-    // V = X W, O += s M V: G_V = s M^T G_O (S4D: s times the transposed convolution).
+    // V = X W, O += s M V: G_V = s M^T G_O (per channel: s times the mixer's transpose).
     Matrix G_V;
-    if (model.mixer == Mixer::s4d) {
-      G_V = s4d_conv_transpose(tape.s4d_K, G_O);
+    if (kind.apply_transpose) {
+      G_V = kind.apply_transpose(tape, G_O);
       for (double& g : G_V.values()) g *= s;
     } else {
       G_V = product(s, head.M, Op::trans, G_O, Op::none);

@@ -14,7 +14,6 @@
 #include "base/sum.hpp"
 #include "linalg/linalg.hpp"
 #include "models/mixers/mixer_kind.hpp"
-#include "models/s4d.hpp"
 
 namespace rcsweep::models {
 using config::Mixer;
@@ -84,21 +83,9 @@ void map_entries(Matrix& M, F f) {
 }  // namespace
 
 void attention_map(Mixer mixer, Matrix& S) {
-  const double T = static_cast<double>(S.rows());
-  switch (mixer) {
-    case Mixer::softmax: softmax_rows(S); return;
-    case Mixer::relu: {  // ReLU(S) / T (Mind the Gap Fig. 1(c))
-      const double inv_t = 1.0 / T;
-      map_entries(S, [inv_t](double x) { return x > 0.0 ? x * inv_t : 0.0; });
-      return;
-    }
-    case Mixer::sigmoid: {  // sigmoid(S - ln T) (Mind the Gap Fig. 1(d))
-      const double shift = std::log(T);
-      map_entries(S, [shift](double x) { return 1.0 / (1.0 + std::exp(shift - x)); });
-      return;
-    }
-    default: throw Error("attention_map: not an attention mixer");
-  }
+  const MixerKind& kind = mixer_kind(mixer);
+  if (!kind.map) throw Error("attention_map: not an attention mixer");
+  kind.map(S);
 }
 
 void markov_rows(double sigma_A, Matrix& G) {
@@ -324,6 +311,24 @@ std::size_t apply_norm(config::Norm norm, Matrix& Y) {
 }
 
 namespace {
+// The stages of a layer passed so far (layer_stages in all, each reported once to
+// lent->stage_done).
+class Stages {
+ public:
+  explicit Stages(LayerScratch* lent) : lent_(lent) {}
+  void next() {
+    ++passed_;
+    if (lent_ && lent_->stage_done) lent_->stage_done();
+  }
+  void up_to(int n) {
+    while (passed_ < n) next();
+  }
+
+ private:
+  LayerScratch* lent_;
+  int passed_ = 0;
+};
+
 // The mixer of one head after gap_fix, with its metrics.
 struct MixedHead {
   Matrix M;
@@ -338,27 +343,29 @@ double frobenius(const Matrix& A) {
 }
 
 // Only head 0's metrics are reported (MODELS.md); every head's norm enters C_M. An input-dependent
-// M is built in `storage`'s allocation; `stage` (nullable) is called once M is formed and once its
-// metrics (the parts in `needs`) are (head 0).
+// M is built in `storage`'s allocation; `stages` (nullable) passes a stage once M is formed and
+// once its metrics (the parts in `needs`) are (head 0).
 MixedHead make_mixed_head(const ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
                           const ProductCache& products, metrics::MixerNeeds needs, Matrix storage = {},
-                          const std::function<void()>* stage = nullptr) {
-  // The SSD mixer's metrics take its products from the scans (ssd_operator) where they use
+                          Stages* stages = nullptr) {
+  // A mixer with factors of M (SSD's B and C) gives its metrics products from them where they use
   // Lanczos: O(T N) per product instead of O(T^2).
-  const bool scans = head == 0 && model.mixer == Mixer::ssd && model.bc_init == config::BcInit::gaussian &&
-                     model.gap_fix != config::GapFix::outliers &&
-                     static_cast<std::size_t>(model.T) >= metrics::mixer_lanczos_min_order;
+  const MixerKind& kind = mixer_kind(model.mixer);
+  const bool factored = head == 0 && kind.has_factors && kind.has_factors(model) &&
+                        model.gap_fix != config::GapFix::outliers &&
+                        static_cast<std::size_t>(model.T) >= metrics::mixer_lanczos_min_order;
   SsdFactors factors;
-  MixedHead h{
-      mixer_matrix(model, layer, head, X, random, products, scans ? &factors : nullptr, std::move(storage)), {}, 0.0};
+  MixedHead h{mixer_matrix(model, layer, head, X, random, products, factored ? &factors : nullptr, std::move(storage)),
+              {},
+              0.0};
   apply_gap_fix(model.gap_fix, h.M, model.outliers_r);
   if (head == 0) {
-    if (stage) (*stage)();
+    if (stages) stages->next();
     std::optional<linalg::LinearOperator> op;
-    if (scans) op = ssd_operator(factors, model.alpha, model.gap_fix == config::GapFix::perp);
+    if (factored) op = kind.factors_operator(model, factors);
     h.metrics = metrics::mixer_metrics(h.M, op ? &*op : nullptr, needs);
     h.fro = h.metrics.m_fro;
-    if (stage) (*stage)();
+    if (stages) stages->next();
   } else {
     h.fro = frobenius(h.M);
   }
@@ -392,6 +399,13 @@ void apply_gate(int layer, const Matrix& X, RandomSource& random, Matrix& O, Lay
   });
 }
 
+// The row normalisation of `out` (the pre-norm sum taped), its zero rows counted.
+void normalise(const ModelParams& model, Matrix& out, LayerTape* tape, LayerStats* stats) {
+  if (tape && model.norm != config::Norm::none) tape->U = out;
+  const std::size_t zero_rows = apply_norm(model.norm, out);
+  if (stats) stats->zero_rows_normed += zero_rows;
+}
+
 // MLP sub-block X <- norm(lambda_mlp X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d) (d x m), W_2 ~ N(0, 1/m)
 // (m x d), m = mlp_ratio d (Dong et al. §3.2).
 void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerTape* tape,
@@ -412,158 +426,137 @@ void apply_mlp(const ModelParams& model, int layer, RandomSource& random, Matrix
   const std::size_t zero_rows = apply_norm(model.norm, X);
   if (stats) stats->zero_rows_normed += zero_rows;
 }
-}  // namespace
-
-namespace {
-// What the reverse pass needs of head h that apply_layer does not hold (tape mode only).
-void record_head(const ModelParams& model, int layer, int h, const Matrix& X, const Matrix& M, RandomSource& random,
-                 HeadTape& tape) {
-  const auto d = static_cast<std::size_t>(model.d);
-  tape.M = M;
-  if (model.gap_fix == config::GapFix::outliers && model.input_dependent_mixer())
-    tape.M_raw = mixer_matrix(model, layer, h, X, random);
-  if (model.attention()) {
-    const auto dqk = static_cast<std::size_t>(model.d_qk);
-    tape.W_Q = random.normal(layer, Tensor::query, h, d, dqk);
-    tape.W_K = random.normal(layer, Tensor::key, h, d, dqk);
-    tape.Q = linalg::matmul(X, tape.W_Q);
-    tape.K = linalg::matmul(X, tape.W_K);
-  }
-  if (model.mixer == Mixer::ssd && model.bc_init == config::BcInit::gaussian) {
-    const auto N = static_cast<std::size_t>(model.state_dim);
-    tape.W_B = ssm_weight(layer, Tensor::ssm_b, h, d, N, model.state_dim, random);
-    tape.W_C = ssm_weight(layer, Tensor::ssm_c, h, d, N, model.state_dim, random);
-    tape.B = linalg::matmul(X, tape.W_B);
-    tape.C = linalg::matmul(X, tape.W_C);
-  }
-}
 
 Matrix scaled_identity(std::size_t d, double scale) {
   Matrix I = Matrix::identity(d);
   for (double& x : I.values()) x *= scale;
   return I;
 }
+
+// The mixer of head h: the bundle's when it does not depend on X, or when the bundle's tasks
+// share X (the cache of `random`); else the task's own, built in the allocation lent, into `own`.
+const MixedHead& head_mixer(const ModelParams& model, int layer, int h, const Matrix& X, RandomSource& random,
+                            const ProductCache& products, const LayerStats* stats, LayerScratch* lent, Stages& stages,
+                            MixedHead& own) {
+  const metrics::MixerNeeds needs = stats ? stats->head0_needs : metrics::MixerNeeds{};
+  const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random, products, needs); };
+  if (!model.input_dependent_mixer()) return random.derived<MixedHead>(layer, mixer_key(model), h, mix);
+  if (!products.key.empty()) return random.derived<MixedHead>(layer, products.key + mixer_key(model), h, mix);
+  own = make_mixed_head(model, layer, h, X, random, products, needs, lent ? std::move(lent->mixer) : Matrix{},
+                        h == 0 ? &stages : nullptr);
+  return own;
+}
+
+// The value map C_V,h of head h as the mixing product takes it: alpha (skip_scale, times sigma_v
+// for value_init identity), the values V it multiplies (X, or X W_V from the cache or in `own`)
+// and ||C_V,h||_F including skip_scale (lambda-skip S).
+struct ValueMap {
+  double alpha = 0.0;
+  double cv_fro = 0.0;
+  ConstMatrixView values;
+};
+ValueMap value_map(const ModelParams& model, int layer, int h, const Matrix& X, RandomSource& random,
+                   const ProductCache& products, Matrix& scratch, Matrix& own) {
+  const std::size_t d = X.cols();
+  ValueMap v{model.skip_scale, 0.0, X};
+  if (model.ssm()) {  // C_V = I
+    v.cv_fro = model.skip_scale * std::sqrt(static_cast<double>(d));
+  } else if (model.value_init == config::ValueInit::identity) {  // W_V = sigma_v I
+    v.alpha *= model.sigma_v;
+    v.cv_fro = std::abs(v.alpha) * std::sqrt(static_cast<double>(d));
+  } else {
+    const Matrix& W = value_weight(model, layer, h, random, scratch);
+    char params[128];
+    std::snprintf(params, sizeof params, "value_fro:%d:%a", static_cast<int>(model.value_init), model.sigma_v);
+    v.cv_fro = std::abs(model.skip_scale) * random.derived<double>(layer, params, h, [&] { return frobenius(W); });
+    v.values = task_product(
+        layer, h, products, value_product_name(model), X, [&]() -> const Matrix& { return W; }, random, own);
+  }
+  return v;
+}
+
+// Tape mode: what the reverse pass needs of head h (HeadTape), V the very values of the forward.
+void record_head(const ModelParams& model, int layer, int h, const Matrix& X, const Matrix& M, ConstMatrixView values,
+                 RandomSource& random, Matrix& scratch, HeadTape& tape) {
+  const std::size_t T = X.rows(), d = X.cols();
+  tape.M = M;
+  if (model.gap_fix == config::GapFix::outliers && model.input_dependent_mixer())
+    tape.M_raw = mixer_matrix(model, layer, h, X, random);
+  if (const auto record = mixer_kind(model.mixer).record) record(model, layer, h, X, random, tape);
+  if (model.ssm())
+    tape.W_V = Matrix::identity(d);
+  else if (model.value_init == config::ValueInit::identity)
+    tape.W_V = scaled_identity(d, model.sigma_v);
+  else
+    tape.W_V = value_weight(model, layer, h, random, scratch);
+  if (forms_value_product(model)) {  // the very V of the forward pass
+    tape.V = Matrix(T, d, Matrix::uninitialized);
+    for (std::size_t i = 0; i < T; ++i) std::copy_n(values.row(i).data(), d, tape.V.row(i).data());
+  } else {
+    tape.V = linalg::matmul(X, tape.W_V);
+  }
+}
+
+// The mixer branch of every head: acc <- beta acc + sum_h M_h X C_V,h alpha_h (lambda-skip eq.
+// (3)), with the heads' tapes and stats; passes the stages up to the mixing products.
+void mix_heads(const ModelParams& model, int layer, RandomSource& random, const Matrix& X, double beta, Matrix& acc,
+               LayerStats* stats, const ProductCache& products, LayerTape* tape, LayerScratch* lent, Stages& stages) {
+  const MixerKind& kind = mixer_kind(model.mixer);
+  Matrix scratch;
+  for (int h = 0; h < model.heads; ++h) {
+    MixedHead own;
+    const MixedHead& mixed = head_mixer(model, layer, h, X, random, products, stats, lent, stages, own);
+    if (h == 0) stages.up_to(2);  // M and its metrics (taken from the cache, or formed above)
+    Matrix own_values;
+    const ValueMap v = value_map(model, layer, h, X, random, products, scratch, own_values);
+    if (tape)
+      record_head(model, layer, h, X, mixed.M, v.values, random, scratch, tape->heads[static_cast<std::size_t>(h)]);
+    if (stats) {
+      if (h == 0) stats->head0 = mixed.metrics;
+      if (h == 0 && stats->keep_head0) stats->head0_M = mixed.M;
+      stats->max_m_fro = std::max(stats->max_m_fro, mixed.fro);
+      stats->max_cv_fro = std::max(stats->max_cv_fro, v.cv_fro);
+    }
+    if (kind.mix)
+      kind.mix(model, mixed.M, v.values, v.alpha, beta, acc);
+    else
+      linalg::gemm(v.alpha, mixed.M, Op::none, v.values, Op::none, beta, acc);
+    beta = 1.0;
+    if (lent && &mixed == &own) lent->mixer = std::move(own.M);  // for the next head or layer
+  }
+}
 }  // namespace
 
 void apply_layer(const ModelParams& model, int layer, RandomSource& random, Matrix& X, LayerStats* stats,
                  const ProductCache& products, LayerTape* tape, LayerScratch* lent) {
-  const std::size_t T = X.rows(), d = X.cols();
-  // The stages passed (layer_stages in all, each reported once to lent->stage_done).
-  int stages = 0;
-  const std::function<void()> stage = [&] {
-    ++stages;
-    if (lent && lent->stage_done) lent->stage_done();
-  };
-  const auto stages_up_to = [&](int n) {
-    while (stages < n) stage();
-  };
+  const MixerKind& kind = mixer_kind(model.mixer);
+  Stages stages(lent);
   if (tape) {
     tape->X = X;
-    tape->heads.assign(static_cast<std::size_t>(model.mixer == Mixer::s4d ? 1 : model.heads), HeadTape{});
+    tape->heads.assign(static_cast<std::size_t>(kind.per_channel ? 1 : model.heads), HeadTape{});
   }
-  const bool gated = model.gate == config::Gate::silu;
-  char params[128];
   // lambda-skip eq. (3): Y~ = lambda X + skip_scale * sum_h M_h X C_V,h. Without a gate the sum is
   // accumulated straight into Y = lambda X; with one it is formed apart first (O), gated, added.
   // With one head whose value product V = X W_V is formed, no gate and no tape, nothing reads X
   // once M and V are: Y is X itself (no copy of X per layer).
-  const bool in_place = !gated && !tape && model.heads == 1 && model.mixer != Mixer::s4d && forms_value_product(model);
+  const bool gated = model.gate == config::Gate::silu;
+  const bool in_place = !gated && !tape && model.heads == 1 && !kind.per_channel && forms_value_product(model);
   Matrix Y = in_place ? Matrix() : X;
   Matrix O;
-  if (gated) O = Matrix(T, d);  // zeros: the s4d and identity paths read it (times beta = 0)
+  if (gated) O = Matrix(X.rows(), X.cols());  // zeros: read by the mixing (times beta = 0)
   Matrix& acc = gated ? O : in_place ? X : Y;
-  double beta = gated ? 0.0 : model.lambda;
-  Matrix scratch;
-  if (model.mixer == Mixer::s4d) {  // one mixer per channel, C_V = I; no M-metrics (NaN)
-    std::snprintf(params, sizeof params, "s4d_kernels:%d", model.state_dim);
-    const Matrix& K = random.derived<Matrix>(layer, params, 0, [&] { return s4d_kernels(model, layer, random); });
-    s4d_mix(K, X, model.skip_scale, beta, acc);
-    if (tape) {
-      tape->s4d_K = K;
-      tape->heads[0].W_V = Matrix::identity(d);
-      tape->heads[0].V = X;
-    }
-    if (stats) {
-      stats->head0 = metrics::MixerMetrics{};
-      stats->max_m_fro = std::max(stats->max_m_fro, random.derived<double>(layer, std::string(params) + ":fro", 0,
-                                                                           [&] { return s4d_max_fro(K); }));
-      stats->max_cv_fro = std::max(stats->max_cv_fro, std::abs(model.skip_scale) * std::sqrt(static_cast<double>(d)));
-    }
-  }
-  for (int h = 0; h < model.heads && model.mixer != Mixer::s4d; ++h) {
-    const metrics::MixerNeeds needs = stats ? stats->head0_needs : metrics::MixerNeeds{};
-    const auto mix = [&, h] { return make_mixed_head(model, layer, h, X, random, products, needs); };
-    MixedHead own;
-    const MixedHead* mixed = &own;
-    if (!model.input_dependent_mixer()) {  // the same matrix for every task of the bundle
-      mixed = &random.derived<MixedHead>(layer, mixer_key(model), h, mix);
-    } else if (!products.key.empty()) {  // the same X for every task of the bundle: the same M
-      mixed = &random.derived<MixedHead>(layer, products.key + mixer_key(model), h, mix);
-    } else {  // the task's own M, in the allocation lent
-      own = make_mixed_head(model, layer, h, X, random, products, needs, lent ? std::move(lent->mixer) : Matrix{},
-                            h == 0 ? &stage : nullptr);
-    }
-    if (h == 0) stages_up_to(2);  // M and its metrics (taken from the cache, or formed above)
-
-    double alpha = model.skip_scale;
-    double cv_fro = 0.0;  // ||C_V,h||_F including skip_scale (lambda-skip S)
-    ConstMatrixView values = X;
-    Matrix own_values;
-    if (model.ssm()) {  // C_V = I
-      cv_fro = model.skip_scale * std::sqrt(static_cast<double>(d));
-    } else if (model.value_init == config::ValueInit::identity) {  // W_V = sigma_v I
-      alpha *= model.sigma_v;
-      cv_fro = std::abs(alpha) * std::sqrt(static_cast<double>(d));
-    } else {
-      const Matrix& W = value_weight(model, layer, h, random, scratch);
-      std::snprintf(params, sizeof params, "value_fro:%d:%a", static_cast<int>(model.value_init), model.sigma_v);
-      cv_fro = std::abs(model.skip_scale) * random.derived<double>(layer, params, h, [&] { return frobenius(W); });
-      values = task_product(
-          layer, h, products, value_product_name(model), X, [&]() -> const Matrix& { return W; }, random, own_values);
-    }
-    if (tape) {
-      auto& ht = tape->heads[static_cast<std::size_t>(h)];
-      record_head(model, layer, h, X, mixed->M, random, ht);
-      if (model.ssm())
-        ht.W_V = Matrix::identity(d);
-      else if (model.value_init == config::ValueInit::identity)
-        ht.W_V = scaled_identity(d, model.sigma_v);
-      else
-        ht.W_V = value_weight(model, layer, h, random, scratch);
-      if (forms_value_product(model)) {  // the very V of the forward pass
-        ht.V = Matrix(T, d, Matrix::uninitialized);
-        for (std::size_t i = 0; i < T; ++i) std::copy_n(values.row(i).data(), d, ht.V.row(i).data());
-      } else {
-        ht.V = linalg::matmul(X, ht.W_V);
-      }
-    }
-    if (stats) {
-      if (h == 0) stats->head0 = mixed->metrics;
-      if (h == 0 && stats->keep_head0) stats->head0_M = mixed->M;
-      stats->max_m_fro = std::max(stats->max_m_fro, mixed->fro);
-      stats->max_cv_fro = std::max(stats->max_cv_fro, cv_fro);
-    }
-
-    if (model.mixer == Mixer::identity && model.gap_fix == config::GapFix::none) {
-      // M = I: acc = beta acc + alpha V without a T x T product
-      const double* v = values.data;  // contiguous: a full-width row block
-      double* y = acc.data();
-      for (std::size_t i = 0; i < acc.size(); ++i) y[i] = beta * y[i] + alpha * v[i];
-    } else {
-      linalg::gemm(alpha, mixed->M, Op::none, values, Op::none, beta, acc);
-    }
-    beta = 1.0;
-    if (lent && mixed == &own) lent->mixer = std::move(own.M);  // for the next head or layer
-  }
-  stages_up_to(layer_stages);  // the mixing products
+  const double beta = gated ? 0.0 : model.lambda;
+  if (kind.apply)  // one mixer per channel
+    kind.apply(model, layer, X, beta, acc, random, tape, stats);
+  else
+    mix_heads(model, layer, random, X, beta, acc, stats, products, tape, lent, stages);
+  stages.up_to(layer_stages);  // the mixing products
   if (gated) {
     apply_gate(layer, X, random, O, tape);
     for (std::size_t i = 0; i < Y.size(); ++i) Y.data()[i] = model.lambda * Y.data()[i] + O.data()[i];
   }
   Matrix& out = in_place ? X : Y;
-  if (tape && model.norm != config::Norm::none) tape->U = out;
-  const std::size_t zero_rows = apply_norm(model.norm, out);
-  if (stats) stats->zero_rows_normed += zero_rows;
+  normalise(model, out, tape, stats);
   if (model.mlp == config::Mlp::relu) apply_mlp(model, layer, random, out, tape, stats);
   if (!in_place) X = std::move(Y);
 }

@@ -7,7 +7,7 @@ namespace rcsweep::models {
 
 bool theorem_covers(const config::ModelParams& model) noexcept {
   return model.norm == config::Norm::rms && model.gate == config::Gate::none && model.mlp == config::Mlp::none &&
-         model.heads == 1 && model.mixer != config::Mixer::s4d;
+         model.heads == 1 && !config::mixer_choice(model.mixer).per_channel;
 }
 
 double row_norm_deviation(const Matrix& X, long log2_scale) {

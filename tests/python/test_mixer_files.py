@@ -13,25 +13,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MIXERS_DIR = "src/models/mixers/"
 
-# The parameter registry decodes the choice (params.cpp) and checks it; the models' layer (the
-# attention map, S4D's per-channel path, SSD's scans, identity's shortcut) and reverse pass still
-# branch on the mixer; the planner (src/plan) and the weights dump (src/store/dump.cpp) name none.
+# The configuration's row of each mixer (params.cpp: its name, classes and checks; softmax is also
+# ModelParams' default in params.hpp); the layer, the reverse pass and the theorem ask the
+# descriptor, and so do the planner and the weights dump. The matrix mixer's matrix is attached
+# by the sweep spec; S4D is the mixer calibration measures.
 PLACES = {
-    "softmax": {"src/config/params.cpp", "src/config/params.hpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
+    "softmax": {"src/config/params.cpp", "src/config/params.hpp"},
     "markov": {"src/config/params.cpp"},
-    "identity": {"src/config/params.cpp", "src/models/layer.cpp"},
+    "identity": {"src/config/params.cpp"},
     "uniform": {"src/config/params.cpp"},
-    "relu": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
-    "sigmoid": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
-    "ssd": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp"},
+    "relu": {"src/config/params.cpp"},
+    "sigmoid": {"src/config/params.cpp"},
+    "ssd": {"src/config/params.cpp"},
     "lti": {"src/config/params.cpp"},
     "matrix": {"src/config/sweep_spec.cpp", "src/config/params.cpp"},
-    "s4d": {"src/config/params.cpp", "src/models/layer.cpp", "src/models/gradients.cpp", "src/models/theory.cpp",
-            "src/cli/calibrate.cpp"},
+    "s4d": {"src/config/params.cpp", "src/plan/calibration.cpp"},
 }
-# A new mixer: its enumerator and choice (params.hpp, params.cpp), and at most the forward
-# (layer.cpp) and the reverse pass (gradients.cpp) until those are the descriptor's too.
-NEW_MIXER_PLACES = 4
+# A new mixer: its row of the configuration's mixer table (params.cpp); its enumerator in
+# params.hpp does not name it as Mixer::<name>.
+NEW_MIXER_PLACES = 1
 
 
 def mixers():

@@ -1,8 +1,15 @@
 // Attention mixers: M = map(X W_Q (X W_K)^T / sqrt(d_qk)) per head, the map softmax (Mind the Gap
-// eq. (1)), ReLU(S) / T or sigmoid(S - ln T) (Mind the Gap Fig. 1(c), (d)); models/layer.cpp.
+// eq. (1)), ReLU(S) / T or sigmoid(S - ln T) (Mind the Gap Fig. 1(c), (d)); the logits are
+// models/layer.cpp's attention_logits. Each map has its reverse pass here.
 #include "models/mixers/mixer_kind.hpp"
 
+#include <cmath>
+#include <span>
 #include <utility>
+
+#include "base/parallel.hpp"
+#include "linalg/linalg.hpp"
+#include "rng/philox.hpp"
 
 namespace rcsweep::models {
 namespace {
@@ -43,15 +50,109 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
   attention_map(model.mixer, S);
   return S;
 }
+
+// f(x) for every entry of S, rows in parts over the threads.
+template <class F>
+void map_entries(Matrix& S, F f) {
+  parallel::for_rows(S.rows(), S.cols(), [&](std::size_t first, std::size_t end) {
+    for (double& x : std::span<double>(S.data() + first * S.cols(), (end - first) * S.cols())) x = f(x);
+  });
+}
+
+void relu_map(Matrix& S) {  // ReLU(S) / T (Mind the Gap Fig. 1(c))
+  const double inv_t = 1.0 / static_cast<double>(S.rows());
+  map_entries(S, [inv_t](double x) { return x > 0.0 ? x * inv_t : 0.0; });
+}
+
+void sigmoid_map(Matrix& S) {  // sigmoid(S - ln T) (Mind the Gap Fig. 1(d))
+  const double shift = std::log(static_cast<double>(S.rows()));
+  map_entries(S, [shift](double x) { return 1.0 / (1.0 + std::exp(shift - x)); });
+}
+
+// What the reverse pass needs: the query and key weights and products.
+void record(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+            HeadTape& tape) {
+  const auto d = static_cast<std::size_t>(model.d), dqk = static_cast<std::size_t>(model.d_qk);
+  tape.W_Q = random.normal(layer, rng::Tensor::query, head, d, dqk);
+  tape.W_K = random.normal(layer, rng::Tensor::key, head, d, dqk);
+  tape.Q = linalg::matmul(X, tape.W_Q);
+  tape.K = linalg::matmul(X, tape.W_K);
+}
+
+// S = c X W_Q W_K^T X^T, c = sigma_qk^2 / sqrt(d_qk) (Mind the Gap eq. (1)), given G_S:
+// dS = c (dX W_Q K^T + Q W_K^T dX^T), so G_X += c (G_S K W_Q^T + G_S^T Q W_K^T).
+void logits_vjp(const config::ModelParams& model, const HeadTape& head, const Matrix& G_S, Matrix& G_X) {
+  using linalg::Op;
+  const double c = model.sigma_qk * model.sigma_qk / std::sqrt(static_cast<double>(model.d_qk));
+  linalg::gemm(c, linalg::matmul(G_S, head.K, Op::none, Op::none), Op::none, head.W_Q, Op::trans, 1.0, G_X);
+  linalg::gemm(c, linalg::matmul(G_S, head.Q, Op::trans, Op::none), Op::none, head.W_K, Op::trans, 1.0, G_X);
+}
+
+// P = softmax(S): G_S = P * (G_P - rowsum(G_P * P)).
+void softmax_vjp(const config::ModelParams& model, const HeadTape& head, const Matrix& X, const Matrix& P, Matrix& G_M,
+                 Matrix& G_X) {
+  const std::size_t T = X.rows();
+  Matrix G_S(T, T);
+  for (std::size_t i = 0; i < T; ++i) {
+    double dot = 0.0;
+    for (std::size_t j = 0; j < T; ++j) dot += G_M(i, j) * P(i, j);
+    for (std::size_t j = 0; j < T; ++j) G_S(i, j) = P(i, j) * (G_M(i, j) - dot);
+  }
+  logits_vjp(model, head, G_S, G_X);
+}
+
+// P = ReLU(S) / T.
+void relu_vjp(const config::ModelParams& model, const HeadTape& head, const Matrix& X, const Matrix& P, Matrix& G_M,
+              Matrix& G_X) {
+  const std::size_t T = X.rows();
+  Matrix G_S(T, T);
+  for (std::size_t i = 0; i < P.size(); ++i)
+    G_S.data()[i] = P.data()[i] > 0.0 ? G_M.data()[i] / static_cast<double>(T) : 0.0;
+  logits_vjp(model, head, G_S, G_X);
+}
+
+// P = sigmoid(S - ln T).
+void sigmoid_vjp(const config::ModelParams& model, const HeadTape& head, const Matrix& X, const Matrix& P, Matrix& G_M,
+                 Matrix& G_X) {
+  const std::size_t T = X.rows();
+  Matrix G_S(T, T);
+  for (std::size_t i = 0; i < P.size(); ++i) G_S.data()[i] = G_M.data()[i] * P.data()[i] * (1.0 - P.data()[i]);
+  logits_vjp(model, head, G_S, G_X);
+}
 }  // namespace
 
-extern const MixerKind softmax_kind{
-    config::Mixer::softmax, "softmax", false, flops, seconds, no_draws, memory, no_seconds,
-    input_mixer_seconds,    dump,      matrix};
-extern const MixerKind relu_kind{config::Mixer::relu, "relu", false, flops, seconds, no_draws, memory, no_seconds,
-                                 input_mixer_seconds, dump,   matrix};
-extern const MixerKind sigmoid_kind{
-    config::Mixer::sigmoid, "sigmoid", false, flops, seconds, no_draws, memory, no_seconds,
-    input_mixer_seconds,    dump,      matrix};
+extern const MixerKind softmax_kind{.mixer = config::Mixer::softmax,
+                                    .name = "softmax",
+                                    .layer_flops = flops,
+                                    .task_seconds = seconds,
+                                    .memory = memory,
+                                    .input_mixer_seconds = input_mixer_seconds,
+                                    .dump = dump,
+                                    .matrix = matrix,
+                                    .map = softmax_rows,
+                                    .record = record,
+                                    .vjp = softmax_vjp};
+extern const MixerKind relu_kind{.mixer = config::Mixer::relu,
+                                 .name = "relu",
+                                 .layer_flops = flops,
+                                 .task_seconds = seconds,
+                                 .memory = memory,
+                                 .input_mixer_seconds = input_mixer_seconds,
+                                 .dump = dump,
+                                 .matrix = matrix,
+                                 .map = relu_map,
+                                 .record = record,
+                                 .vjp = relu_vjp};
+extern const MixerKind sigmoid_kind{.mixer = config::Mixer::sigmoid,
+                                    .name = "sigmoid",
+                                    .layer_flops = flops,
+                                    .task_seconds = seconds,
+                                    .memory = memory,
+                                    .input_mixer_seconds = input_mixer_seconds,
+                                    .dump = dump,
+                                    .matrix = matrix,
+                                    .map = sigmoid_map,
+                                    .record = record,
+                                    .vjp = sigmoid_vjp};
 
 }  // namespace rcsweep::models

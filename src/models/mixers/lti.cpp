@@ -42,7 +42,12 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
 }
 }  // namespace
 
-extern const MixerKind lti_kind{config::Mixer::lti, "lti",      false,   flops, seconds, draws, memory,
-                                no_seconds,         no_seconds, no_dump, matrix};
+extern const MixerKind lti_kind{.mixer = config::Mixer::lti,
+                                .name = "lti",
+                                .layer_flops = flops,
+                                .task_seconds = seconds,
+                                .draws = draws,
+                                .memory = memory,
+                                .matrix = matrix};
 
 }  // namespace rcsweep::models

@@ -31,7 +31,12 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
 }
 }  // namespace
 
-extern const MixerKind markov_kind{
-    config::Mixer::markov, "markov", false, flops, seconds, draws, memory, no_seconds, no_seconds, no_dump, matrix};
+extern const MixerKind markov_kind{.mixer = config::Mixer::markov,
+                                   .name = "markov",
+                                   .layer_flops = flops,
+                                   .task_seconds = seconds,
+                                   .draws = draws,
+                                   .memory = memory,
+                                   .matrix = matrix};
 
 }  // namespace rcsweep::models

@@ -19,7 +19,11 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
 }
 }  // namespace
 
-extern const MixerKind matrix_kind{
-    config::Mixer::matrix, "matrix", false, flops, seconds, no_draws, memory, no_seconds, no_seconds, no_dump, matrix};
+extern const MixerKind matrix_kind{.mixer = config::Mixer::matrix,
+                                   .name = "matrix",
+                                   .layer_flops = flops,
+                                   .task_seconds = seconds,
+                                   .memory = memory,
+                                   .matrix = matrix};
 
 }  // namespace rcsweep::models

@@ -2,7 +2,13 @@
 // single M (models/s4d.hpp).
 #include "models/mixers/mixer_kind.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
 #include "base/error.hpp"
+#include "models/s4d.hpp"
 
 namespace rcsweep::models {
 namespace {
@@ -44,9 +50,43 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
   (void)model, (void)layer, (void)head, (void)X, (void)random, (void)products, (void)factors, (void)storage;
   throw Error("s4d has no single mixer matrix");
 }
+
+// One causal convolution per channel with the bundle's kernels, C_V = I; no M-metrics (NaN).
+void apply(const config::ModelParams& model, int layer, const Matrix& X, double beta, Matrix& acc, RandomSource& random,
+           LayerTape* tape, LayerStats* stats) {
+  const std::size_t d = X.cols();
+  char params[128];
+  std::snprintf(params, sizeof params, "s4d_kernels:%d", model.state_dim);
+  const Matrix& K = random.derived<Matrix>(layer, params, 0, [&] { return s4d_kernels(model, layer, random); });
+  s4d_mix(K, X, model.skip_scale, beta, acc);
+  if (tape) {
+    tape->s4d_K = K;
+    tape->heads[0].W_V = Matrix::identity(d);
+    tape->heads[0].V = X;
+  }
+  if (stats) {
+    stats->head0 = metrics::MixerMetrics{};
+    stats->max_m_fro = std::max(stats->max_m_fro, random.derived<double>(layer, std::string(params) + ":fro", 0,
+                                                                         [&] { return s4d_max_fro(K); }));
+    stats->max_cv_fro = std::max(stats->max_cv_fro, std::abs(model.skip_scale) * std::sqrt(static_cast<double>(d)));
+  }
+}
+
+// The transposed convolution: out[i, c] = sum_{j >= i} K[j - i, c] G[j, c].
+Matrix apply_transpose(const LayerTape& tape, const Matrix& G) { return s4d_mix_transpose(tape.s4d_K, G); }
 }  // namespace
 
-extern const MixerKind s4d_kind{config::Mixer::s4d, "s4d",      true, flops, seconds, draws, memory,
-                                shared_seconds,     no_seconds, dump, matrix};
+extern const MixerKind s4d_kind{.mixer = config::Mixer::s4d,
+                                .name = "s4d",
+                                .per_channel = true,
+                                .layer_flops = flops,
+                                .task_seconds = seconds,
+                                .draws = draws,
+                                .memory = memory,
+                                .shared_seconds = shared_seconds,
+                                .dump = dump,
+                                .matrix = matrix,
+                                .apply = apply,
+                                .apply_transpose = apply_transpose};
 
 }  // namespace rcsweep::models

@@ -62,9 +62,53 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
   apply_decay_mask(model.alpha, 1.0, M);
   return M;
 }
+
+// B and C of Gaussian weights are factors of M: its products are scans (ssd_operator).
+bool has_factors(const config::ModelParams& m) { return m.bc_init == config::BcInit::gaussian; }
+linalg::LinearOperator factors_operator(const config::ModelParams& m, const SsdFactors& factors) {
+  return ssd_operator(factors, m.alpha, m.gap_fix == config::GapFix::perp);
+}
+
+// What the reverse pass needs: W_B, W_C and B = X W_B, C = X W_C, when drawn.
+void record(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
+            HeadTape& tape) {
+  if (model.bc_init != config::BcInit::gaussian) return;
+  const auto d = static_cast<std::size_t>(model.d), N = static_cast<std::size_t>(model.state_dim);
+  tape.W_B = ssm_weight(layer, rng::Tensor::ssm_b, head, d, N, model.state_dim, random);
+  tape.W_C = ssm_weight(layer, rng::Tensor::ssm_c, head, d, N, model.state_dim, random);
+  tape.B = linalg::matmul(X, tape.W_B);
+  tape.C = linalg::matmul(X, tape.W_C);
+}
+
+// M = L(alpha) * (C B^T): the mask is linear (G <- L * G); then B = C = X (bc_init identity):
+// G_X += (G + G^T) X, else C = X W_C, B = X W_B: G_C = G B, G_B = G^T C.
+void vjp(const config::ModelParams& model, const HeadTape& head, const Matrix& X, const Matrix& P, Matrix& G_M,
+         Matrix& G_X) {
+  using linalg::Op;
+  (void)P;
+  apply_decay_mask(model.alpha, 1.0, G_M);
+  if (model.bc_init == config::BcInit::identity) {
+    linalg::gemm(1.0, G_M, Op::none, X, Op::none, 1.0, G_X);
+    linalg::gemm(1.0, G_M, Op::trans, X, Op::none, 1.0, G_X);
+  } else {
+    linalg::gemm(1.0, linalg::matmul(G_M, head.B, Op::none, Op::none), Op::none, head.W_C, Op::trans, 1.0, G_X);
+    linalg::gemm(1.0, linalg::matmul(G_M, head.C, Op::trans, Op::none), Op::none, head.W_B, Op::trans, 1.0, G_X);
+  }
+}
 }  // namespace
 
-extern const MixerKind ssd_kind{config::Mixer::ssd,  "ssd", false, flops, seconds, draws, memory, no_seconds,
-                                input_mixer_seconds, dump,  matrix};
+extern const MixerKind ssd_kind{.mixer = config::Mixer::ssd,
+                                .name = "ssd",
+                                .layer_flops = flops,
+                                .task_seconds = seconds,
+                                .draws = draws,
+                                .memory = memory,
+                                .input_mixer_seconds = input_mixer_seconds,
+                                .dump = dump,
+                                .matrix = matrix,
+                                .has_factors = has_factors,
+                                .factors_operator = factors_operator,
+                                .record = record,
+                                .vjp = vjp};
 
 }  // namespace rcsweep::models

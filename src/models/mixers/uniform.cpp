@@ -18,16 +18,11 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
 }
 }  // namespace
 
-extern const MixerKind uniform_kind{config::Mixer::uniform,
-                                    "uniform",
-                                    false,
-                                    flops,
-                                    seconds,
-                                    no_draws,
-                                    memory,
-                                    no_seconds,
-                                    no_seconds,
-                                    no_dump,
-                                    matrix};
+extern const MixerKind uniform_kind{.mixer = config::Mixer::uniform,
+                                    .name = "uniform",
+                                    .layer_flops = flops,
+                                    .task_seconds = seconds,
+                                    .memory = memory,
+                                    .matrix = matrix};
 
 }  // namespace rcsweep::models

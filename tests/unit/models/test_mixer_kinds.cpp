@@ -34,6 +34,7 @@ TEST(MixerKinds, OnePerMixerChoiceInTheRegistrysOrder) {
     EXPECT_NE(kinds[i]->input_mixer_seconds, nullptr) << choices[i];
     EXPECT_NE(kinds[i]->dump, nullptr) << choices[i];
     EXPECT_NE(kinds[i]->matrix, nullptr) << choices[i];
+    EXPECT_EQ(config::mixer_choices()[i].name, kinds[i]->name) << i;
   }
   EXPECT_THROW(models::mixer_kind(static_cast<config::Mixer>(choices.size())), Error);
 }
@@ -97,6 +98,26 @@ TEST(MixerKinds, DrawsAndMemoryAgreeWithTheMixersClass) {
     const models::MixerDump dump = k->dump(m);
     EXPECT_EQ(dump.per_head.size(), m.attention() || k->mixer == config::Mixer::ssd ? 2u : 0u) << k->name;
     EXPECT_EQ(dump.per_layer.size(), k->per_channel ? 1u : 0u) << k->name;
+  }
+}
+
+// The layer's and the reverse pass's hooks agree with the mixer's class: an attention map and a
+// reverse pass for the attention mixers, a reverse pass exactly for the input-dependent ones, a
+// mixing step and its transpose exactly for the per-channel ones (the same as the configuration's
+// row says), factors with their operator.
+TEST(MixerKinds, HooksAgreeWithTheMixersClass) {
+  for (const models::MixerKind* k : models::mixer_kinds()) {
+    const auto m = test::small_model(k->mixer, 8, 6);
+    EXPECT_EQ(k->map != nullptr, m.attention()) << k->name;
+    EXPECT_EQ(k->vjp != nullptr, m.input_dependent_mixer()) << k->name;
+    EXPECT_EQ(k->per_channel, config::mixer_choice(k->mixer).per_channel) << k->name;
+    EXPECT_EQ(k->apply != nullptr, k->per_channel) << k->name;
+    EXPECT_EQ(k->apply_transpose != nullptr, k->per_channel) << k->name;
+    EXPECT_EQ(k->has_factors != nullptr, k->factors_operator != nullptr) << k->name;
+    if (k->per_channel) {
+      EXPECT_EQ(k->mix, nullptr) << k->name;
+      EXPECT_EQ(k->record, nullptr) << k->name;
+    }
   }
 }
 
