@@ -1,11 +1,15 @@
-// The values of command-line options that the subcommands parse themselves: sizes and shards.
+// The values of command-line options that the subcommands parse themselves: sizes, shards and the
+// store path of --output.
 #include "cli/commands.hpp"
 
 #include <cctype>
 #include <cmath>
 #include <string>
+#include <system_error>
 
 #include "base/error.hpp"
+#include "cli/cli_internal.hpp"
+#include "config/params.hpp"
 
 namespace rcsweep::cli {
 
@@ -48,6 +52,13 @@ plan::Shard parse_shard(const std::string& text) {
   } catch (const std::exception&) {
   }
   throw ConfigError({{"--shard", "expected i/n with 0 <= i < n, got '" + text + "'"}});
+}
+
+void check_store_path(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec && st.type() != std::filesystem::file_type::not_found)
+    throw ConfigError({{"--output", config::printable(path.string()) + ": " + ec.message()}});
 }
 
 }  // namespace rcsweep::cli

@@ -1,172 +1,16 @@
-#include "cli/calibrate.hpp"
-
-#include <algorithm>
-#include <ctime>
-#include <cmath>
+// `rcsweep calibrate`: measure this machine's rates for the cost model (plan/calibration.hpp),
+// print them and store them for `rcsweep plan` and `rcsweep run` on the same machine.
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <functional>
-#include <sstream>
-#include <thread>
-#include <vector>
 
-#include "base/error.hpp"
-#include "cli/command_line.hpp"
-#include "linalg/linalg.hpp"
-#include "metrics/metrics.hpp"
-#include "models/layer.hpp"
-#include "models/random_source.hpp"
-#include "rng/philox.hpp"
+#include "cli/commands.hpp"
+#include "plan/calibration.hpp"
 
 namespace rcsweep::cli {
-namespace {
 
-// CPU seconds of this thread: unlike wall time, not inflated when other processes share the core.
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Fastest of 3 timings of `f`, each repeated until it has used at least 20 ms of CPU: CPU seconds
-// per call (1 BLAS thread, so the thread's CPU time is the call's).
-double time_call(const std::function<void()>& f) {
-  double best = 1e300;
-  for (int rep = 0; rep < 3; ++rep) {
-    int calls = 0;
-    const double start = thread_cpu_seconds();
-    double elapsed = 0.0;
-    do {
-      f();
-      ++calls;
-      elapsed = thread_cpu_seconds() - start;
-    } while (elapsed < 0.02);
-    best = std::min(best, elapsed / calls);
-  }
-  return best;
-}
-
-Matrix gaussian(std::size_t m, std::size_t n, std::uint32_t salt) {
-  Matrix a(m, n);
-  rng::fill_normal(
-      {.seed = 77, .replicate = salt, .T = static_cast<std::uint32_t>(m), .d = static_cast<std::uint32_t>(n)},
-      a.values());
-  return a;
-}
-
-std::string read_first_line(const char* path, const char* key) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key, 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  return "unknown";
-}
-}  // namespace
-
-std::string machine_id() {
-  return read_first_line("/proc/cpuinfo", "model name") + ", " + std::to_string(std::thread::hardware_concurrency()) +
-         " cores, " + linalg::blas_info();
-}
-
-plan::Calibration measure_calibration() {
-  const int previous = linalg::set_blas_threads(1);
-  plan::Calibration c;
-  c.machine = machine_id();
-  for (std::size_t n : {16, 32, 64, 128, 256, 512, 1024}) {
-    const Matrix a = gaussian(n, n, 1), b = gaussian(n, n, 2);
-    Matrix out(n, n);
-    const double s = time_call([&] { linalg::gemm(1.0, a, linalg::Op::none, b, linalg::Op::none, 0.0, out); });
-    c.gemm_rate.emplace_back(static_cast<double>(n), 2.0 * static_cast<double>(n * n * n) / s);
-  }
-  for (std::size_t k : {16, 64, 150, 512, 1024}) {
-    // A signal as layers leave it: singular values decaying like 1/i (a Gaussian matrix, whose
-    // flat spectrum is the slowest case for Lanczos, made the estimates too high).
-    Matrix x = gaussian(k, k, 3);
-    {
-      const Matrix q1 = linalg::thin_q(x), q2 = linalg::thin_q(gaussian(k, k, 7));
-      for (std::size_t i = 0; i < k; ++i)
-        for (std::size_t j = 0; j < k; ++j) x(i, j) = q1(i, j) / static_cast<double>(j + 1);
-      x = linalg::matmul(x, q2, linalg::Op::none, linalg::Op::trans);
-    }
-    Matrix m = gaussian(k, k, 4);
-    models::softmax_rows(m);
-    c.signal_s.emplace_back(static_cast<double>(k), time_call([&] { (void)metrics::signal_metrics(x, 0.0); }));
-    c.mixer_s.emplace_back(static_cast<double>(k), time_call([&] { (void)metrics::mixer_metrics(m); }));
-    c.svd_s.emplace_back(static_cast<double>(k), time_call([&] { (void)linalg::singular_values(x); }));
-  }
-  {  // a mixer beyond the last-level cache: Lanczos there is bound by memory bandwidth
-    Matrix m = gaussian(2048, 2048, 4);
-    models::softmax_rows(m);
-    c.mixer_s.emplace_back(2048.0, time_call([&] { (void)metrics::mixer_metrics(m); }));
-  }
-  std::vector<double> v(1 << 20);
-  c.normal_rate = static_cast<double>(v.size()) / time_call([&] { rng::fill_normal({.seed = 5}, v); });
-  Matrix s = gaussian(512, 512, 6);
-  const Matrix s0 = s;
-  c.exp_rate = static_cast<double>(s.size()) / time_call([&] {
-                 s = s0;
-                 models::softmax_rows(s);
-               });
-  c.pass_rate = static_cast<double>(s.size()) / time_call([&] {
-                  s = s0;
-                  models::apply_norm(config::Norm::rms, s);
-                });
-  {  // the S4D causal convolution: T (T + 1) / 2 d multiply-adds of a layer whose kernels are cached
-    config::ModelParams m;
-    m.mixer = config::Mixer::s4d;
-    m.input = config::InputKind::sphere;
-    m.T = m.d = m.d_qk = 256;
-    m.depth = 1;
-    m.state_dim = 16;
-    m.lambda = 1.0;
-    models::RandomSource random(1, 0, m.T, m.d);
-    const Matrix x0 = models::make_input(m, random);
-    Matrix x = x0;
-    models::apply_layer(m, 1, random, x, nullptr);  // builds and caches the layer's kernels
-    const double t = time_call([&] {
-      x = x0;
-      models::apply_layer(m, 1, random, x, nullptr);
-    });
-    c.conv_rate = 256.0 * 257.0 / 2.0 * 256.0 / t;
-  }
-  linalg::set_blas_threads(previous);
-  return c;
-}
-
-std::filesystem::path calibration_path() {
-  if (const char* p = std::getenv("RCSWEEP_CALIBRATION"); p && *p) return p;
-  std::filesystem::path base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    base = std::filesystem::path(h) / ".cache";
-  else
-    base = std::filesystem::temp_directory_path();
-  return base / "rcsweep" / "calibration.toml";
-}
-
-std::optional<plan::Calibration> load_calibration(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    plan::Calibration c = plan::parse_calibration(text.str());
-    if (c.machine != machine_id()) return std::nullopt;  // measured elsewhere
-    return c;
-  } catch (const Error&) {
-    return std::nullopt;  // damaged: measured again
-  }
-}
-
-int calibrate_command(const std::filesystem::path& output) {
-  const auto path = output.empty() ? calibration_path() : output;
-  std::fprintf(stderr, "calibrating %s (about 3 s) ...\n", machine_id().c_str());
-  const plan::Calibration c = measure_calibration();
+int calibrate_command(const CalibrateArgs& args) {
+  const auto path = args.output.empty() ? plan::calibration_path() : args.output;
+  std::fprintf(stderr, "calibrating %s (about 3 s) ...\n", plan::machine_id().c_str());
+  const plan::Calibration c = plan::measure_calibration();
   for (const auto& [n, r] : c.gemm_rate) std::printf("dgemm %4.0f^3          %6.1f GFLOP/s\n", n, r / 1e9);
   for (std::size_t i = 0; i < c.signal_s.size(); ++i)
     std::printf("metrics k = %4.0f      signal %9.3f ms, mixer %9.3f ms, dgesdd %9.3f ms\n", c.signal_s[i].first,
@@ -174,12 +18,7 @@ int calibrate_command(const std::filesystem::path& output) {
   std::printf("normals              %6.1f M/s\nsoftmax entries      %6.1f M/s\nrms-norm entries     %6.1f M/s\n"
               "s4d multiply-adds    %6.1f M/s\n",
               c.normal_rate / 1e6, c.exp_rate / 1e6, c.pass_rate / 1e6, c.conv_rate / 1e6);
-  std::error_code ec;
-  std::filesystem::create_directories(path.parent_path(), ec);
-  std::ofstream out(path);
-  out << plan::to_toml(c);
-  out.close();
-  if (!out) {
+  if (!plan::save_calibration(c, path)) {
     std::fprintf(stderr, "error: cannot write the calibration to %s\n", path.c_str());
     return 1;
   }
@@ -187,10 +26,10 @@ int calibrate_command(const std::filesystem::path& output) {
   return 0;
 }
 
-CLI::App* add_calibrate_command(CLI::App& app, std::filesystem::path& output) {
+CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& args) {
   auto* cmd = app.add_subcommand("calibrate",
                                  "Measure this machine's rates (about 3 s) for the time estimates of `rcsweep plan`.");
-  cmd->add_option("-o,--output", output,
+  cmd->add_option("-o,--output", args.output,
                   "where to store them (default: $RCSWEEP_CALIBRATION, else ~/.cache/rcsweep/calibration.toml)");
   cmd->footer("Measures dgemm at n = 16..1024, the per-layer metrics, dgesdd, random normals and entrywise passes\n"
               "on one core with one BLAS thread; `rcsweep plan` prices a sweep's work with them. Run it on an\n"

@@ -1,21 +1,14 @@
-// What the subcommands of the rcsweep program share: reading a sweep file with its input, reading a
-// store in a child process, and this machine's memory and BLAS threads.
+// What the subcommands of the rcsweep program share: the check of a store path, reading a store in a
+// child process, and this machine's memory and BLAS threads.
 #pragma once
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
-#include <vector>
-
-#include "config/sweep_spec.hpp"
 
 namespace rcsweep::cli {
 
-// sweep_input.cpp
-
-/// load_sweep with the command-line overrides, then the input file if the sweep has one
-/// (input = "file": model.input_path, checked against T and d at every grid point that uses it).
-config::SweepSpec load_spec(const std::filesystem::path& sweep_file, const std::vector<std::string>& overrides);
+// arguments.cpp
 
 /// A store path that cannot even be looked at (a symbolic link loop, a name too long, a part that
 /// is not a directory) is refused on --output (exit 2) before any work; a missing file is a new store.

@@ -1,13 +1,12 @@
-// The subcommands of the rcsweep program on its command line (CLI11): each add_*_command adds one
-// subcommand with its options, help text, defaults and checks to the program's app, writing what it
-// parses into the given arguments; the *_from_command_line functions run a parsed command.
+// The command line of the rcsweep program (CLI11) apart from the commands themselves (commands.hpp):
+// the options that run and plan share, and the table entry by which main registers and dispatches
+// every subcommand.
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
-
-#include "cli/commands.hpp"
 
 namespace rcsweep::cli {
 
@@ -23,39 +22,24 @@ std::string overrides_help();
 /// The footer of `cmd --help` (run, plan) that explains the overrides, with `--`, by examples.
 std::string overrides_footer(const char* cmd);
 
-/// `rcsweep run` as parsed: its arguments, the --shard text and --mpiexec (run.cpp).
-struct RunCommandLine {
-  RunArgs args;
-  std::string shard = "0/1";
-  std::string mpiexec;
+/// A subcommand as main dispatches it: its CLI11 subcommand, the call that runs it with the
+/// arguments parsed into its XArgs (commands.hpp), and where: on every rank of a launcher (a
+/// command that uses MPI: run), else on the launcher's rank 0 alone (sweep::launcher_rank: one
+/// output, one merged store, one calibration that no other rank disturbs).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+  bool every_rank = false;
 };
-CLI::App* add_run_command(CLI::App& app, RunCommandLine& line);
-/// Run the parsed `rcsweep run`: here (under a launcher, or without -n), or with -n through mpiexec
-/// started by launch_run with the program's own arguments argv[1..argc).
-int run_from_command_line(RunCommandLine& line, int argc, char** argv);
 
-/// `rcsweep plan` as parsed: its arguments and the --shard text (plan.cpp).
-struct PlanCommandLine {
-  PlanArgs args;
-  std::string shard = "0/1";
-};
-CLI::App* add_plan_command(CLI::App& app, PlanCommandLine& line);
-int plan_from_command_line(PlanCommandLine& line);
-
-/// `rcsweep info` as parsed (info.cpp).
-struct InfoCommandLine {
-  std::filesystem::path store;
-  bool json = false;
-};
-CLI::App* add_info_command(CLI::App& app, InfoCommandLine& line);
-
-/// `rcsweep merge` (merge.cpp).
-CLI::App* add_merge_command(CLI::App& app, MergeArgs& args);
-
-/// `rcsweep export`: every argument after it is left for rcsweep-export (export.cpp).
-CLI::App* add_export_command(CLI::App& app);
-
-/// `rcsweep calibrate [-o FILE]` (calibrate.cpp).
-CLI::App* add_calibrate_command(CLI::App& app, std::filesystem::path& output);
+/// The subcommand that `add` (add_x_command) adds to `app`, with XArgs of its own that `command`
+/// (x_command) runs.
+template <class Args>
+Command make_command(CLI::App& app, CLI::App* (*add)(CLI::App&, Args&), int (*command)(const Args&),
+                     bool every_rank = false) {
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = add(app, *args);
+  return {sub, [args, command] { return command(*args); }, every_rank};
+}
 
 }  // namespace rcsweep::cli

@@ -10,11 +10,10 @@
 #include <system_error>
 #include <vector>
 
-#include "cli/command_line.hpp"
 
 namespace rcsweep::cli {
 
-int export_command(const std::vector<std::string>& args) {
+int export_command(const ExportArgs& args) {
   std::error_code ec;
   const auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
   std::filesystem::path script;
@@ -28,7 +27,7 @@ int export_command(const std::vector<std::string>& args) {
     return 2;
   }
   std::vector<std::string> words = {"/usr/bin/python3", script.string()};
-  words.insert(words.end(), args.begin(), args.end());
+  words.insert(words.end(), args.words.begin(), args.words.end());
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
@@ -38,10 +37,11 @@ int export_command(const std::vector<std::string>& args) {
   return 1;
 }
 
-CLI::App* add_export_command(CLI::App& app) {
+CLI::App* add_export_command(CLI::App& app, ExportArgs& args) {
   auto* cmd = app.add_subcommand(
       "export", "Write a store as csv (one row per task and layer), netcdf or parquet (the Python toolkit).");
   cmd->prefix_command();  // every argument goes to rcsweep-export
+  cmd->callback([cmd, &args] { args.words = cmd->remaining(); });
   cmd->footer("rcsweep export STORE [-o FILE] [--format csv|parquet|netcdf]\n"
               "Runs the toolkit's rcsweep-export (next to this program when installed, scripts/ in a checkout)\n"
               "with Debian's /usr/bin/python3; `rcsweep export STORE --help` shows its options.");

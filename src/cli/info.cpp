@@ -9,7 +9,6 @@
 
 #include "base/error.hpp"
 #include "cli/cli_internal.hpp"
-#include "cli/command_line.hpp"
 #include "cli/json.hpp"
 #include "config/overrides.hpp"
 #include "store/store.hpp"
@@ -111,17 +110,17 @@ int print_info_or_refuse(const std::filesystem::path& path, bool json) {
 }
 }  // namespace
 
-int info_command(const std::filesystem::path& path, bool json) {
+int info_command(const InfoArgs& args) {
   std::string crash;
-  if (const auto rc = in_child([&] { return print_info_or_refuse(path, json); }, crash)) return *rc;
-  std::fprintf(stderr, "error: %s\n", crashed_message(path, crash).c_str());
+  if (const auto rc = in_child([&] { return print_info_or_refuse(args.store, args.json); }, crash)) return *rc;
+  std::fprintf(stderr, "error: %s\n", crashed_message(args.store, crash).c_str());
   return 2;
 }
 
-CLI::App* add_info_command(CLI::App& app, InfoCommandLine& line) {
+CLI::App* add_info_command(CLI::App& app, InfoArgs& args) {
   auto* cmd = app.add_subcommand("info", "Show what a store holds: provenance, progress, datasets.");
-  cmd->add_option("store", line.store, "rcsweep HDF5 store")->required();
-  cmd->add_flag("--json", line.json,
+  cmd->add_option("store", args.store, "rcsweep HDF5 store")->required();
+  cmd->add_flag("--json", args.json,
                 "print one JSON object (provenance, task counts, platforms, overrides, datasets, config)");
   return cmd;
 }

@@ -100,9 +100,19 @@ void add_open_mpi_permissions(std::vector<std::string>& cmd, int ranks) {
   std::fprintf(stderr, "[rcsweep] passing Open MPI's mpiexec%s\n", added.c_str());
 }
 
+/// This program's arguments as it was started, argv[0..argc) (/proc/self/cmdline: each ends in a NUL).
+std::vector<std::string> program_arguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  for (std::string word; std::getline(in, word, '\0');) argv.push_back(word);
+  if (argv.empty()) throw Error("cannot read this program's arguments from /proc/self/cmdline");
+  return argv;
+}
+
 /// MPIEXEC split at spaces, with Open MPI's permissions, the placement of `threads` per rank (unless
-/// MPIEXEC places them itself), -n ranks, this program and its arguments argv[1..argc).
-std::vector<std::string> mpiexec_command(int ranks, int threads, const std::string& mpiexec, int argc, char** argv) {
+/// MPIEXEC places them itself), -n ranks, this program and its arguments argv[1..).
+std::vector<std::string> mpiexec_command(int ranks, int threads, const std::string& mpiexec,
+                                         const std::vector<std::string>& argv) {
   std::vector<std::string> cmd = split_words(mpiexec);
   if (cmd.empty()) throw ConfigError({ConfigIssue{"--mpiexec", "empty command"}});
   add_open_mpi_permissions(cmd, ranks);
@@ -131,8 +141,8 @@ std::vector<std::string> mpiexec_command(int ranks, int threads, const std::stri
                  over.c_str(), done.c_str());
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  cmd.insert(cmd.end(), {"-n", std::to_string(ranks), ec ? std::string(argv[0]) : self.string()});
-  for (int i = 1; i < argc; ++i) cmd.emplace_back(argv[i]);  // the ranks see -n too: they check the job's size
+  cmd.insert(cmd.end(), {"-n", std::to_string(ranks), ec ? argv[0] : self.string()});
+  cmd.insert(cmd.end(), argv.begin() + 1, argv.end());  // the ranks see -n too: they check the job's size
   return cmd;
 }
 
@@ -291,8 +301,8 @@ int wait_forwarding_signals(pid_t child, const sigset_t& set, int& hard) {
 }
 }  // namespace
 
-int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv) {
-  std::vector<std::string> cmd = mpiexec_command(ranks, threads, mpiexec, argc, argv);
+int launch_run(int ranks, int threads, const std::string& mpiexec) {
+  std::vector<std::string> cmd = mpiexec_command(ranks, threads, mpiexec, program_arguments());
   ExitFile exit_file;
 
   // The signals are taken with sigtimedwait: blocked from before the fork on, so none is lost.

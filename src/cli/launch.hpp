@@ -9,7 +9,8 @@
 
 namespace rcsweep::cli {
 
-/// Run `rcsweep <args>` (argv[1..argc)) as `MPIEXEC -n ranks <this program> <args>`, MPIEXEC being
+/// Run `rcsweep <args>` (this process's own arguments argv[1..], as it was started) as
+/// `MPIEXEC -n ranks <this program> <args>`, MPIEXEC being
 /// `mpiexec` split at spaces ("mpiexec --oversubscribe"). mpiexec runs in its own process group with
 /// stdin from /dev/null and dies with this process (SIGTERM); the first SIGINT, SIGTERM or SIGHUP
 /// is forwarded to it as SIGUSR1 (a clean stop of every rank), SIGUSR1/2 as themselves, a second
@@ -23,7 +24,7 @@ namespace rcsweep::cli {
 /// default binds a rank to one core, where its threads would share it. Options the user's MPIEXEC
 /// already gives for mapping or binding are left alone. More threads than cores in all
 /// (plan::oversubscription) is warned about on stderr, with what is done about it.
-int launch_run(int ranks, int threads, const std::string& mpiexec, int argc, char** argv);
+int launch_run(int ranks, int threads, const std::string& mpiexec);
 
 /// Whether this process is a rank started by launch_run (`rcsweep run -n`), which has said what
 /// it checks before the ranks start (a layout with more threads than cores, for one).

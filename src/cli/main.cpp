@@ -1,19 +1,19 @@
 // rcsweep: parallel sweeps of rank collapse in randomly initialised attention / SSM stacks.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "base/allocator.hpp"
 #include "base/error.hpp"
 #include "base/platform.hpp"
-#include "cli/calibrate.hpp"
 #include "cli/command_line.hpp"
 #include "cli/commands.hpp"
 #include "config/params.hpp"
 #include "linalg/linalg.hpp"
-#include "sweep/stop.hpp"
 #include "rcsweep/version.hpp"
+#include "sweep/stop.hpp"
 
 namespace {
 /// The program's version flag and its error messages, which its subcommands inherit.
@@ -50,17 +50,15 @@ int run_main(int argc, char** argv) {
                "of every layer in one HDF5 store (see docs/SCHEMA.md).",
                "rcsweep"};
   describe_program(app);
-  cli::RunCommandLine run;
-  cli::PlanCommandLine plan;
-  cli::InfoCommandLine info;
-  cli::MergeArgs merge;
-  std::filesystem::path calibration_out;
-  const auto* run_cmd = cli::add_run_command(app, run);
-  const auto* plan_cmd = cli::add_plan_command(app, plan);
-  cli::add_info_command(app, info);
-  const auto* merge_cmd = cli::add_merge_command(app, merge);
-  const auto* export_cmd = cli::add_export_command(app);
-  const auto* calibrate_cmd = cli::add_calibrate_command(app, calibration_out);
+  // Every subcommand, in the order of --help.
+  const cli::Command commands[] = {
+      cli::make_command(app, cli::add_run_command, cli::run_command, /*every_rank=*/true),
+      cli::make_command(app, cli::add_plan_command, cli::plan_command),
+      cli::make_command(app, cli::add_info_command, cli::info_command),
+      cli::make_command(app, cli::add_merge_command, cli::merge_command),
+      cli::make_command(app, cli::add_export_command, cli::export_command),
+      cli::make_command(app, cli::add_calibrate_command, cli::calibrate_command),
+  };
 
   try {
     app.parse(argc, argv);
@@ -69,16 +67,12 @@ int run_main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  // app.parse requires exactly one subcommand.
+  const auto& command = *std::find_if(std::begin(commands), std::end(commands),
+                                      [](const cli::Command& c) { return c.app->parsed(); });
   try {
-    if (*run_cmd) return cli::run_from_command_line(run, argc, argv);
-    // plan, info, merge and calibrate use no MPI: under a launcher only rank 0 runs them (one
-    // output, one merged store, one calibration that no other rank disturbs).
-    if (sweep::launcher_rank() != 0) return 0;
-    if (*plan_cmd) return cli::plan_from_command_line(plan);
-    if (*merge_cmd) return cli::merge_command(merge);
-    if (*export_cmd) return cli::export_command(export_cmd->remaining());
-    if (*calibrate_cmd) return cli::calibrate_command(calibration_out);
-    return cli::info_command(info.store, info.json);
+    if (!command.every_rank && sweep::launcher_rank() != 0) return 0;
+    return command.run();
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -10,7 +10,6 @@
 
 #include "base/error.hpp"
 #include "cli/cli_internal.hpp"
-#include "cli/command_line.hpp"
 #include "rcsweep/version.hpp"
 #include "store/store.hpp"
 #include "sweep/provenance.hpp"

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,19 +12,21 @@
 #include "base/error.hpp"
 #include "base/platform.hpp"
 #include "base/units.hpp"
-#include "cli/calibrate.hpp"
 #include "cli/cli_internal.hpp"
 #include "cli/command_line.hpp"
 #include "config/overrides.hpp"
 #include "metrics/metrics.hpp"
 #include "plan/adaptive.hpp"
+#include "plan/calibration.hpp"
 #include "plan/cost_model.hpp"
 #include "plan/job_script.hpp"
 #include "plan/layout.hpp"
 #include "plan/memory.hpp"
+#include "plan/scheduler.hpp"
 #include "plan/threads.hpp"
 #include "store/reuse.hpp"
 #include "store/store.hpp"
+#include "store/sweep_input.hpp"
 
 namespace rcsweep::cli {
 namespace {
@@ -36,37 +37,12 @@ std::string join_values(const std::vector<config::ParamValue>& values, std::size
   return out;
 }
 
-/// The cores per node of the scheduler's compute nodes (the partition's, when given): the most
-/// that `sinfo -h -o %c` (Slurm) or `pbsnodes -a` (PBS: resources_available.ncpus) reports; 0 when
-/// the scheduler's commands are missing or say nothing.
-int scheduler_cores_per_node(plan::Scheduler scheduler, const std::string& partition) {
-  const bool slurm = scheduler == plan::Scheduler::slurm;
-  const std::string cmd = slurm ? "timeout 20 sinfo -h -o %c" +
-                                      (partition.empty() ? std::string() : " -p " + plan::shell_quote(partition))
-                                : std::string("timeout 20 pbsnodes -a");
-  FILE* pipe = ::popen((cmd + " 2>/dev/null").c_str(), "r");
-  if (!pipe) return 0;
-  int most = 0;
-  char line[512];
-  while (std::fgets(line, sizeof line, pipe)) {
-    const char* at = line;
-    if (!slurm) {
-      at = std::strstr(line, "resources_available.ncpus = ");
-      if (!at) continue;
-      at += std::strlen("resources_available.ncpus = ");
-    }
-    most = std::max(most, std::atoi(at));  // sinfo: "64", or "32+" where nodes differ
-  }
-  ::pclose(pipe);
-  return most;
-}
-
 /// --cores, or with --emit the scheduler's nodes' (a job runs on them, not on this login node):
 /// 0 when the scheduler does not tell (size_job then refuses, naming --cores).
 int planned_cores(const PlanArgs& args) {
   if (args.cores > 0) return args.cores;
   if (args.emit.empty()) return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return scheduler_cores_per_node(plan::parse_scheduler(args.emit), args.site.partition);
+  return plan::scheduler_cores_per_node(plan::parse_scheduler(args.emit), args.site.partition);
 }
 
 /// What a job script was sized for (in the script, and on stderr): the sweep, the layout and the
@@ -132,7 +108,7 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
   std::fputs(plan::job_script(scheduler, s, names).c_str(), stdout);
   std::fprintf(stderr, "%s\n", summary.c_str());
   // --cores above the cores the scheduler reports of a node: the job's threads would outnumber them.
-  if (const int node = args.cores > 0 ? scheduler_cores_per_node(scheduler, args.site.partition) : 0; node > 0)
+  if (const int node = args.cores > 0 ? plan::scheduler_cores_per_node(scheduler, args.site.partition) : 0; node > 0)
     if (const auto over = plan::oversubscription(s.ranks_per_node, threads, node); !over.empty())
       std::fprintf(stderr,
                    "warning: %s (a node's cores as %s reports them; --cores %d is more): the scheduler may refuse "
@@ -270,7 +246,7 @@ void print_tasks(const plan::Plan& plan, const plan::Shard& shard, std::size_t s
 void print_work(const plan::Plan& plan, const plan::Calibration& rates, bool calibrated, double core_s) {
   const auto& spec = plan.spec;
   const double flops = plan.total_flops();
-  const std::string rates_text = calibrated ? "rates of this machine from " + calibration_path().string()
+  const std::string rates_text = calibrated ? "rates of this machine from " + plan::calibration_path().string()
                                             : "rough: this machine is not calibrated, run `rcsweep calibrate` once";
   if (spec.adaptive.enabled()) {
     // The least work: every point stops at min replicates; the most: every point needs max.
@@ -369,12 +345,13 @@ void print_layout(const PlanArgs& args, const plan::Plan& plan, const plan::Layo
 }  // namespace
 
 int plan_command(const PlanArgs& args) {
-  const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+  const plan::Shard shard = parse_shard(args.shard);
+  const plan::Plan plan = plan::make_plan(store::load_sweep_with_input(args.sweep_file, args.overrides), shard);
   if (!args.output.empty()) check_store_path(args.output);
   std::size_t shard_tasks = 0;
   for (const auto& b : plan.bundles) shard_tasks += b.tasks.size();
   // Time from the cost model at this machine's measured rates (rcsweep calibrate), or rough rates.
-  const auto stored = load_calibration(calibration_path());
+  const auto stored = plan::load_calibration(plan::calibration_path());
   const plan::Calibration rates = stored ? *stored : plan::default_calibration();
   double core_s = 0.0;
   std::vector<plan::BundleWork> work;
@@ -394,7 +371,7 @@ int plan_command(const PlanArgs& args) {
               static_cast<unsigned long long>(spec.seed));
   if (!spec.overrides.empty()) std::printf("overrides     %s\n", config::overrides_line(spec.overrides).c_str());
   print_grid(plan);
-  print_tasks(plan, args.shard, shard_tasks);
+  print_tasks(plan, shard, shard_tasks);
   print_work(plan, rates, stored.has_value(), core_s);
   print_memory(args, plan, layout, request);
   print_layout(args, plan, layout, work);
@@ -402,73 +379,67 @@ int plan_command(const PlanArgs& args) {
   return 0;
 }
 
-CLI::App* add_plan_command(CLI::App& app, PlanCommandLine& line) {
+CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   auto* cmd = app.add_subcommand("plan", "Show what a sweep would compute, its cost and memory; computes nothing.");
-  cmd->add_option("sweep", line.args.sweep_file, "sweep file (TOML)")->required()->check(sweep_file_check());
-  cmd->add_option("overrides", line.args.overrides, overrides_help());
+  cmd->add_option("sweep", args.sweep_file, "sweep file (TOML)")->required()->check(sweep_file_check());
+  cmd->add_option("overrides", args.overrides, overrides_help());
   cmd->footer(overrides_footer("plan"));
-  cmd->add_option("--shard", line.shard, "plan only shard i/n");
-  cmd->add_option("-o,--output", line.args.output,
+  cmd->add_option("--shard", args.shard, "plan only shard i/n");
+  cmd->add_option("-o,--output", args.output,
                   "a store to run into: say what `run -o` would do with it (start, resume with N tasks\n"
                   "left, grow it to this sweep copying N finished tasks, or refuse it and why)");
-  cmd->add_option("--cores", line.args.cores,
+  cmd->add_option("--cores", args.cores,
                   "cores to plan for: of this machine, or with --emit of one compute node (default: this\n"
                   "machine's; with --emit the scheduler's nodes', from sinfo or pbsnodes -a, else refused)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--mem-per-rank", line.args.mem_per_rank,
+  cmd->add_option("--mem-per-rank", args.mem_per_rank,
                   "memory budget of one rank (e.g. 4G), whatever the layout; refused (exit 2) if the largest\n"
                   "bundle does not fit. Default: --mem-per-node / ranks per node");
-  cmd->add_option("--mem-per-node", line.args.mem_per_node,
+  cmd->add_option("--mem-per-node", args.mem_per_node,
                   "memory of one node (e.g. 256G), shared by its ranks: the layout gives a rank whose largest\n"
                   "bundle does not fit its share threads instead of cores (default: this machine's memory)");
-  cmd->add_option("--threads", line.args.threads,
+  cmd->add_option("--threads", args.threads,
                   "OpenMP threads per rank: plan this layout (cores / N ranks per node) instead of choosing\n"
                   "one (default: one rank per core, or threads for big tasks, few tasks or little memory)")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--emit", line.args.emit,
+  cmd->add_option("--emit", args.emit,
                   "print a job script for slurm or pbs (jobs/slurm, jobs/pbs) sized from the cost model: ranks,\n"
                   "walltime with margin, memory per rank, and an array of --shard jobs when the sweep does\n"
                   "not fit --hours (docs/CLUSTER.md); what it was sized for goes to stderr");
-  cmd->add_option("--nodes", line.args.nodes, "with --emit: nodes per job (default 1); --cores is then cores per node");
-  cmd->add_option("--hours", line.args.hours, "with --emit: the longest walltime a job may ask for (default 24)");
-  cmd->add_option("--account", line.args.site.account,
-                  "with --emit: the account charged (#SBATCH --account=A, #PBS -A A)")
+  cmd->add_option("--nodes", args.nodes, "with --emit: nodes per job (default 1); --cores is then cores per node");
+  cmd->add_option("--hours", args.hours, "with --emit: the longest walltime a job may ask for (default 24)");
+  cmd->add_option("--account", args.site.account, "with --emit: the account charged (#SBATCH --account=A, #PBS -A A)")
       ->option_text("A");
-  cmd->add_option("--partition", line.args.site.partition,
+  cmd->add_option("--partition", args.site.partition,
                   "with --emit: the partition (#SBATCH --partition=P) or PBS queue (#PBS -q P)")
       ->option_text("P");
-  cmd->add_option("--qos", line.args.site.qos,
+  cmd->add_option("--qos", args.site.qos,
                   "with --emit slurm: the quality of service (#SBATCH --qos=Q); PBS has none, refused (exit 2)")
       ->option_text("Q");
-  cmd->add_option("--directive", line.args.site.directives,
+  cmd->add_option("--directive", args.site.directives,
                   "with --emit: one more scheduler line, as given after \"#SBATCH \" or \"#PBS \" (repeatable,\n"
                   "in order; e.g. --directive=--constraint=zen4 --directive='-l place=scatter'); values\n"
                   "with a line break or a leading '#' are refused (exit 2)")
       ->allow_extra_args(false);
-  cmd->add_flag("--exclusive", line.args.site.exclusive,
+  cmd->add_flag("--exclusive", args.site.exclusive,
                 "with --emit: whole nodes for the job (#SBATCH --exclusive, #PBS -l place=excl); without\n"
                 "it the job asks only for its ranks' cores and memory");
-  cmd->add_option("--launcher", line.args.site.launcher,
+  cmd->add_option("--launcher", args.site.launcher,
                   "with --emit slurm: the script's default LAUNCHER, mpiexec (the default) or srun")
       ->option_text("L");
-  cmd->add_option("--mpi", line.args.site.mpi,
+  cmd->add_option("--mpi", args.site.mpi,
                   "with --emit: the script's default MPI_FLAVOUR, openmpi, mpich or intel: mpiexec's binding\n"
                   "and environment flags (default auto: the MPI `mpiexec --version` names, when the job runs)")
       ->option_text("FLAVOUR");
-  cmd->add_option("--srun-mpi", line.args.site.srun_mpi,
+  cmd->add_option("--srun-mpi", args.site.srun_mpi,
                   "with --emit slurm: the script's default SRUN_MPI, srun's --mpi plugin (pmix, pmi2, ...) or\n"
                   "default for none (default auto: pmix, else pmi2, of `srun --mpi=list`, when the job runs)")
       ->option_text("PLUGIN");
-  cmd->add_option("--setup", line.args.setup,
+  cmd->add_option("--setup", args.setup,
                   "with --emit: a file the script sources before anything runs (module load, environment),\n"
                   "its default RCSWEEP_SETUP (absolute path); must exist (exit 2 otherwise)")
       ->option_text("FILE");
   return cmd;
-}
-
-int plan_from_command_line(PlanCommandLine& line) {
-  line.args.shard = parse_shard(line.shard);
-  return plan_command(line.args);
 }
 
 }  // namespace rcsweep::cli

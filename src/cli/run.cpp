@@ -21,15 +21,16 @@
 #include "base/parallel.hpp"
 #include "base/platform.hpp"
 #include "base/units.hpp"
-#include "cli/calibrate.hpp"
 #include "cli/cli_internal.hpp"
 #include "cli/command_line.hpp"
 #include "cli/launch.hpp"
 #include "cli/run_events.hpp"
+#include "plan/calibration.hpp"
 #include "plan/layout.hpp"
 #include "plan/memory.hpp"
 #include "store/dump.hpp"
 #include "store/store.hpp"
+#include "store/sweep_input.hpp"
 #include "sweep/mpi.hpp"
 #include "sweep/stop.hpp"
 
@@ -74,12 +75,12 @@ plan::RankSetup run_setup(const RunArgs& args, const plan::Plan& plan, int ranks
 /// before any BLAS call: OpenBLAS retries a buffer it cannot allocate for ever (its threads started
 /// at load do so already), and MPI's start, a fork or the exit then wait for that thread, signals
 /// or not. Exits at once (exit code 2, no MPI, no destructors that would wait for it).
-void refuse_over_address_limit(const RunArgs& args) {
+void refuse_over_address_limit(const RunArgs& args, const plan::Shard& shard) {
   const auto limit = address_space_limit();
   if (!limit) return;
   std::optional<std::string> problem;
   try {
-    const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+    const plan::Plan plan = plan::make_plan(store::load_sweep_with_input(args.sweep_file, args.overrides), shard);
     const plan::RankMemory m = plan::rank_memory(plan, run_setup(args, plan, ranks_before_mpi(args)));
     problem = plan::address_space_problem(m, plan::largest_bundle_text(plan, m), *limit);
   } catch (const std::exception&) {  // a bad sweep file is reported once MPI runs: the program alone here
@@ -251,9 +252,9 @@ void write_dump_weights(const sweep::EventSink& events, const std::filesystem::p
 
 /// The sweep on this rank, from the plan to the exit code; `needs_bytes` is set as soon as the plan
 /// estimates a rank's memory (for an out-of-memory message).
-int run_on_rank(const RunArgs& args, int rank, int size, double& needs_bytes) {
+int run_on_rank(const RunArgs& args, const plan::Shard& shard, int rank, int size, double& needs_bytes) {
   check_run_options(args, size);
-  plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+  plan::Plan plan = plan::make_plan(store::load_sweep_with_input(args.sweep_file, args.overrides), shard);
   const int on_node = check_node_memory(args, plan, size, needs_bytes);
   warn_if_threads_share_cores(args.options.threads, rank, on_node);
   sweep::RunOptions opt = args.options;
@@ -261,7 +262,7 @@ int run_on_rank(const RunArgs& args, int rank, int size, double& needs_bytes) {
   if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
   check_store_path(opt.output);
   // Bundle time estimates for the time limit at this machine's measured rates, when stored.
-  if (rank == 0) opt.calibration = load_calibration(calibration_path());
+  if (rank == 0) opt.calibration = plan::load_calibration(plan::calibration_path());
   check_stores_readable(opt, rank);
   std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
   if (args.dump_weights) {
@@ -328,13 +329,18 @@ sweep::EventSink preflight_events(const RunArgs& args) {
     }
   };
 }
-}  // namespace
 
-int check_run(const RunArgs& args, const std::string& mpiexec) {
-  refuse_over_address_limit(args);  // exits 2 itself
+/// What `run -n` checks before it starts `mpiexec` (its command, for where the ranks run): every
+/// refusal the ranks would make before any work that this process can decide alone (the options,
+/// the sweep file with its overrides, ulimit -v, the memory budget when the ranks are all on this
+/// machine or --mem-per-rank is given, --dump-weights, the store and its writer lock, the --reuse
+/// stores: sweep::check_store), said as a single process says it. Returns 0, or the exit code (2)
+/// after saying why, so that no rank starts for a run that cannot start.
+int check_run(const RunArgs& args, const plan::Shard& shard, const std::string& mpiexec) {
+  refuse_over_address_limit(args, shard);  // exits 2 itself
   try {
     check_run_options(args, args.ranks);
-    const plan::Plan plan = plan::make_plan(load_spec(args.sweep_file, args.overrides), args.shard);
+    const plan::Plan plan = plan::make_plan(store::load_sweep_with_input(args.sweep_file, args.overrides), shard);
     // The default budget is this machine's memory shared by its ranks: known only when all are here.
     if (!args.mem_per_rank.empty() || ranks_on_this_machine(mpiexec)) {
       double needs_bytes = 0.0;
@@ -357,17 +363,18 @@ int check_run(const RunArgs& args, const std::string& mpiexec) {
   }
 }
 
-int run_command(const RunArgs& args) {
+/// The run on this rank of MPI_COMM_WORLD (run_command's work once the options are read).
+int run_ranks(const RunArgs& args, const plan::Shard& shard) {
   // Before MPI_Init: a singleton MPI_Init looks like a launched rank, and a stop signal that comes
   // while MPI starts (mpiexec forwards SIGUSR1 at once) must not kill the rank.
   if (sweep::watch_launcher() && sweep::launcher_gone()) std::_Exit(4);  // started as its launcher died
   sweep::install_stop_handlers();
-  refuse_over_address_limit(args);
+  refuse_over_address_limit(args, shard);
   mpi::Session session(nullptr, nullptr);
   const int rank = mpi::comm_rank(MPI_COMM_WORLD), size = mpi::comm_size(MPI_COMM_WORLD);
   double needs_bytes = 0.0;  // the plan's estimate of a rank's memory, for an out-of-memory message
   try {
-    return run_on_rank(args, rank, size, needs_bytes);
+    return run_on_rank(args, shard, rank, size, needs_bytes);
   } catch (const ConfigError& e) {  // every rank read the same file: report once
     if (rank == 0) say_refused(args, e);
     return 2;
@@ -386,8 +393,9 @@ int run_command(const RunArgs& args) {
     return 1;
   }
 }
+}  // namespace
 
-CLI::App* add_run_command(CLI::App& app, RunCommandLine& line) {
+CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
   auto* cmd = app.add_subcommand("run",
                                  "Run a sweep into an HDF5 store (resumes an existing store of the same sweep).");
   cmd->footer("Run with one MPI rank per core, e.g.\n"
@@ -407,62 +415,62 @@ CLI::App* add_run_command(CLI::App& app, RunCommandLine& line) {
               "reruns them), or with --fail-on-diverged some diverged or vanished; 4 stopped early by a signal or\n"
               "the time limit (resumable: run the same command again).\n" +
               overrides_footer("run"));
-  cmd->add_option("sweep", line.args.sweep_file, "sweep file (TOML)")->required()->check(sweep_file_check());
-  cmd->add_option("overrides", line.args.overrides, overrides_help());
+  cmd->add_option("sweep", args.sweep_file, "sweep file (TOML)")->required()->check(sweep_file_check());
+  cmd->add_option("overrides", args.overrides, overrides_help());
   auto* ranks_opt = cmd->add_option(
-                           "-n,--ranks", line.args.ranks,
+                           "-n,--ranks", args.ranks,
                            "run on N MPI ranks: starts `mpiexec -n N` itself, so that Ctrl-C and SIGTERM stop the\n"
                            "run cleanly with exit code 4 (under mpiexec: the job must have N ranks)")
                         ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--mpiexec", line.mpiexec,
+  cmd->add_option("--mpiexec", args.mpiexec,
                   "with -n: the mpiexec command with its options, split at spaces, e.g.\n"
                   "\"mpiexec --oversubscribe --allow-run-as-root\" (default: $RCSWEEP_MPIEXEC, else mpiexec)")
       ->needs(ranks_opt);
-  cmd->add_option("-o,--output", line.args.options.output, "output store (HDF5); default: <sweep name>.h5");
-  auto* resume_flag = cmd->add_flag("--resume", line.args.options.require_existing,
+  cmd->add_option("-o,--output", args.options.output, "output store (HDF5); default: <sweep name>.h5");
+  auto* resume_flag = cmd->add_flag("--resume", args.options.require_existing,
                                     "require an existing store and continue it (the default when it exists)");
-  cmd->add_flag("--overwrite", line.args.options.overwrite, "replace an existing store")->excludes(resume_flag);
+  cmd->add_flag("--overwrite", args.options.overwrite, "replace an existing store")->excludes(resume_flag);
   cmd->add_option(
-      "--shard", line.shard,
+      "--shard", args.shard,
       "run only tasks with id % n == i (array jobs; adaptive replicates: points with point % n == i), as i/n");
-  line.args.options.threads = parallel::threads_from_environment();
-  cmd->add_option("--threads", line.args.options.threads,
+  args.options.threads = parallel::threads_from_environment();
+  cmd->add_option("--threads", args.options.threads,
                   "OpenMP threads per rank (default: OMP_NUM_THREADS, else 1). Results are bitwise the same\n"
                   "for every ranks x threads layout; threads pay off for big tasks (T or d in the\n"
                   "thousands) and bundles too big for one rank per core (docs/CLUSTER.md)")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--blas-threads", line.args.options.blas_threads,
+  cmd->add_option("--blas-threads", args.options.blas_threads,
                   "BLAS threads per OpenMP thread (default 1). Above 1 results depend on the layout and\n"
                   "--threads must be 1: use --threads instead")
       ->check(CLI::Range(1, 256));
-  auto* quiet = cmd->add_flag("-q,--quiet", line.args.quiet,
+  auto* quiet = cmd->add_flag("-q,--quiet", args.quiet,
                               "no progress, notes or summary on stderr (stops and errors are still said)");
-  cmd->add_option("--progress", line.args.progress,
+  cmd->add_option("--progress", args.progress,
                   "how the run reports what happens: text (default: lines on stderr), json (one JSON object\n"
                   "per event on stdout, for programs: docs/EVENTS.md) or none (as -q)")
       ->check(CLI::IsMember({"text", "json", "none"}))
       ->excludes(quiet);
-  cmd->add_option("--mem-per-rank", line.args.mem_per_rank,
+  cmd->add_option("--mem-per-rank", args.mem_per_rank,
                   "memory budget of one rank (e.g. 4G, 512M); a sweep whose largest bundle would not fit is\n"
                   "refused before any work (exit 2). Default: physical memory / ranks on the node");
-  cmd->add_flag("--retry-failed", line.args.options.retry_failed,
+  cmd->add_flag("--retry-failed", args.options.retry_failed,
                 "run failed, diverged and vanished tasks of the store again");
-  cmd->add_flag("--fail-on-diverged", line.args.options.fail_on_diverged,
+  cmd->add_flag("--fail-on-diverged", args.options.fail_on_diverged,
                 "exit 3 when some task diverged or vanished (by default they are outcomes: exit 0)");
-  cmd->add_option("--reuse", line.args.options.reuse,
+  cmd->add_option("--reuse", args.options.reuse,
                   "copy the finished results of this older store (repeatable) into the tasks they fit instead\n"
                   "of computing them: tasks with the same parameters, replicate, seed, largest depth and\n"
                   "[output] (docs/CONFIG.md \"Growing a sweep\"); e.g. more replicates or axis values into a new -o")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--grace", line.args.options.grace_s,
+  cmd->add_option("--grace", args.options.grace_s,
                   "seconds that running tasks get to finish after a stop signal (default 30)")
       ->check(CLI::Range(0.0, 1e6));
-  cmd->add_option("--time-limit", line.args.time_limit,
+  cmd->add_option("--time-limit", args.time_limit,
                   "stop cleanly before this wall time (e.g. 90s, 90m, 2h, 1h30m, or as Slurm's --time: 90 = 90 min,\n"
                   "1:30 = 1 min 30 s, 1:30:00, 2-12 = 2 days 12 h): no unit of work is started\n"
                   "whose estimated time would overrun it (at this machine's rates once `rcsweep calibrate` has run);\n"
                   "SLURM_JOB_END_TIME and PBS_WALLTIME are also honoured");
-  cmd->add_flag("--dump-weights", line.args.dump_weights,
+  cmd->add_flag("--dump-weights", args.dump_weights,
                 "after the sweep, write every done task's X_l and weights into /dump of the store, for\n"
                 "scripts/rcsweep_recompute.py (small sweeps only: refused with exit code 2, before any\n"
                 "work, when the dump would exceed " +
@@ -470,19 +478,19 @@ CLI::App* add_run_command(CLI::App& app, RunCommandLine& line) {
   return cmd;
 }
 
-int run_from_command_line(RunCommandLine& line, int argc, char** argv) {
-  RunArgs& run = line.args;
-  run.shard = parse_shard(line.shard);
-  if (!run.time_limit.empty()) run.options.time_limit_s = sweep::parse_duration(run.time_limit, "--time-limit");
-  if (run.progress == "none") run.quiet = true;
-  if (run.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
+int run_command(const RunArgs& given) {
+  RunArgs args = given;  // with its texts read: the time limit, --progress none as -q
+  const plan::Shard shard = parse_shard(args.shard);
+  if (!args.time_limit.empty()) args.options.time_limit_s = sweep::parse_duration(args.time_limit, "--time-limit");
+  if (args.progress == "none") args.quiet = true;
+  if (args.ranks > 0 && !sweep::started_by_launcher()) {  // -n outside an MPI job: start one
     const char* env = std::getenv("RCSWEEP_MPIEXEC");
-    const std::string mpiexec = !line.mpiexec.empty() ? line.mpiexec : env && *env ? env : "mpiexec";
+    const std::string mpiexec = !args.mpiexec.empty() ? args.mpiexec : env && *env ? env : "mpiexec";
     // What the ranks would refuse before any work is refused here, before any rank starts.
-    if (const int refused = check_run(run, mpiexec)) return refused;
-    return launch_run(run.ranks, run.options.threads, mpiexec, argc, argv);
+    if (const int refused = check_run(args, shard, mpiexec)) return refused;
+    return launch_run(args.ranks, args.options.threads, mpiexec);
   }
-  return run_command(run);
+  return run_ranks(args, shard);
 }
 
 }  // namespace rcsweep::cli

@@ -34,7 +34,6 @@ UNTESTED = {
     "cli/merge": "tests/e2e/test_merge.py",
     "cli/plan": "tests/e2e/test_cli.py and tests/cluster (rcsweep plan, --emit)",
     "cli/run": "tests/e2e (every rcsweep run)",
-    "cli/sweep_input": "tests/e2e/test_inputs.py (input_matrix, input_path)",
     "config/grid_tables": "tests/unit/config/test_sweep_spec.cpp and test_sweep_errors.cpp ([axes], [[zip]])",
     "config/model_table": "tests/unit/config/test_sweep_spec.cpp and test_matrix_keys.cpp ([model])",
     "config/output_table": "tests/unit/config/test_sweep_spec.cpp and test_sweep_errors.cpp ([output])",

@@ -1,5 +1,7 @@
 // The options that run and plan share (cli/command_line.hpp): after the end-of-options marker `--`
 // every argument is positional, an override, never an option; the help shows it for each command.
+// And the table entry of a command (make_command): its subcommand parses into arguments of its own,
+// which the command runs with.
 #include "cli/command_line.hpp"
 
 #include <gtest/gtest.h>
@@ -86,6 +88,73 @@ TEST(OverridesFooter, ShowsTheMarkerWithTheCommandsName) {
         << text;
   }
   EXPECT_NE(overrides_help().find("`--`"), std::string::npos);
+}
+
+/// Two commands of the one shape: XArgs, add_x_command, x_command(const XArgs&).
+struct GreetArgs {
+  std::string name;
+  bool loud = false;
+};
+CLI::App* add_greet_command(CLI::App& app, GreetArgs& args) {
+  auto* cmd = app.add_subcommand("greet", "");
+  cmd->add_option("name", args.name, "")->required();
+  cmd->add_flag("--loud", args.loud, "");
+  return cmd;
+}
+int greet_command(const GreetArgs& args) { return static_cast<int>(args.name.size()) + (args.loud ? 100 : 0); }
+
+struct CountArgs {
+  std::vector<std::string> words;
+};
+CLI::App* add_count_command(CLI::App& app, CountArgs& args) {
+  auto* cmd = app.add_subcommand("count", "");
+  cmd->prefix_command();  // every argument left to the command, as `export` does
+  cmd->callback([cmd, &args] { args.words = cmd->remaining(); });
+  return cmd;
+}
+int count_command(const CountArgs& args) { return static_cast<int>(args.words.size()); }
+
+/// The command the table finds parsed in `words` (as main does), run: its exit code; -1 for none.
+int dispatch(std::vector<const char*> words, bool* every_rank = nullptr) {
+  CLI::App app{"test"};
+  app.require_subcommand(1);
+  const Command commands[] = {make_command(app, add_greet_command, greet_command, true),
+                              make_command(app, add_count_command, count_command)};
+  words.insert(words.begin(), "rcsweep");
+  app.parse(static_cast<int>(words.size()), words.data());
+  for (const auto& c : commands)
+    if (c.app->parsed()) {
+      if (every_rank) *every_rank = c.every_rank;
+      return c.run();
+    }
+  return -1;
+}
+
+TEST(CommandTable, TheParsedCommandRunsWithItsOwnArguments) {
+  bool every_rank = false;
+  EXPECT_EQ(dispatch({"greet", "abc", "--loud"}, &every_rank), 103);
+  EXPECT_TRUE(every_rank);
+  EXPECT_EQ(dispatch({"greet", "abcd"}, &every_rank), 4);
+  EXPECT_EQ(dispatch({"count", "a", "--b", "-c", "--"}, &every_rank), 4);  // options too, left as they are
+  EXPECT_FALSE(every_rank);
+  EXPECT_EQ(dispatch({"count"}), 0);
+}
+
+TEST(CommandTable, SubcommandsKeepTheOrderOfTheTable) {
+  CLI::App app{"test"};
+  const Command commands[] = {make_command(app, add_greet_command, greet_command),
+                              make_command(app, add_count_command, count_command)};
+  const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  ASSERT_EQ(subs.size(), 2u);
+  EXPECT_EQ(subs[0], commands[0].app);
+  EXPECT_EQ(subs[0]->get_name(), "greet");
+  EXPECT_EQ(subs[1]->get_name(), "count");
+  EXPECT_FALSE(commands[0].app->parsed());
+}
+
+TEST(CommandTable, ParseErrorsRunNothing) {
+  EXPECT_THROW(dispatch({"greet"}), CLI::ParseError);  // its required name is missing
+  EXPECT_THROW(dispatch({}), CLI::ParseError);         // no command
 }
 
 }  // namespace

@@ -1,28 +1,24 @@
-// A sweep file read with its command-line overrides and its input file, and the check of a store path.
-#include "cli/cli_internal.hpp"
+// The input file of a sweep, read and checked against the grid.
+#include "store/sweep_input.hpp"
 
 #include <cstdint>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <variant>
 
 #include "base/error.hpp"
-#include "config/overrides.hpp"
+#include "config/params.hpp"
 #include "store/matrix_file.hpp"
 
-namespace rcsweep::cli {
-namespace {
-/// input = "file": read model.input_path (relative to the sweep file's folder) into the spec, and
-/// check its shape against T and d at every grid point that uses it. Problems are ConfigErrors on
-/// model.input_path (exit 2, before any work).
+namespace rcsweep::store {
+
 void load_input_file(config::SweepSpec& spec, const std::filesystem::path& sweep_file) {
   if (spec.input_path.empty()) return;  // parse_sweep requires it whenever input can be "file"
   std::filesystem::path path = spec.input_path;
   if (path.is_relative()) path = sweep_file.parent_path() / path;
   Matrix X;
   try {
-    X = store::read_matrix(path, spec.input_dataset);
+    X = read_matrix(path, spec.input_dataset);
   } catch (const StoreError& e) {
     throw ConfigError(std::vector<ConfigIssue>{{"model.input_path", std::string(e.what())}});
   }
@@ -53,19 +49,11 @@ void load_input_file(config::SweepSpec& spec, const std::filesystem::path& sweep
   spec.set_input_file(std::move(X));
 }
 
-}  // namespace
-
-config::SweepSpec load_spec(const std::filesystem::path& sweep_file, const std::vector<std::string>& overrides) {
+config::SweepSpec load_sweep_with_input(const std::filesystem::path& sweep_file,
+                                        const std::vector<std::string>& overrides) {
   config::SweepSpec spec = config::load_sweep(sweep_file, overrides);
   load_input_file(spec, sweep_file);
   return spec;
 }
 
-void check_store_path(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec && st.type() != std::filesystem::file_type::not_found)
-    throw ConfigError({{"--output", config::printable(path.string()) + ": " + ec.message()}});
-}
-
-}  // namespace rcsweep::cli
+}  // namespace rcsweep::store

@@ -1,0 +1,174 @@
+// Measuring this machine's rates, and the file they are kept in.
+#include "plan/calibration.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "base/error.hpp"
+#include "linalg/linalg.hpp"
+#include "metrics/metrics.hpp"
+#include "models/layer.hpp"
+#include "models/random_source.hpp"
+#include "rng/philox.hpp"
+
+namespace rcsweep::plan {
+namespace {
+
+// CPU seconds of this thread: unlike wall time, not inflated when other processes share the core.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Fastest of 3 timings of `f`, each repeated until it has used at least 20 ms of CPU: CPU seconds
+// per call (1 BLAS thread, so the thread's CPU time is the call's).
+double time_call(const std::function<void()>& f) {
+  double best = 1e300;
+  for (int rep = 0; rep < 3; ++rep) {
+    int calls = 0;
+    const double start = thread_cpu_seconds();
+    double elapsed = 0.0;
+    do {
+      f();
+      ++calls;
+      elapsed = thread_cpu_seconds() - start;
+    } while (elapsed < 0.02);
+    best = std::min(best, elapsed / calls);
+  }
+  return best;
+}
+
+Matrix gaussian(std::size_t m, std::size_t n, std::uint32_t salt) {
+  Matrix a(m, n);
+  rng::fill_normal(
+      {.seed = 77, .replicate = salt, .T = static_cast<std::uint32_t>(m), .d = static_cast<std::uint32_t>(n)},
+      a.values());
+  return a;
+}
+
+std::string read_first_line(const char* path, const char* key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown";
+}
+}  // namespace
+
+std::string machine_id() {
+  return read_first_line("/proc/cpuinfo", "model name") + ", " + std::to_string(std::thread::hardware_concurrency()) +
+         " cores, " + linalg::blas_info();
+}
+
+Calibration measure_calibration() {
+  const int previous = linalg::set_blas_threads(1);
+  Calibration c;
+  c.machine = machine_id();
+  for (std::size_t n : {16, 32, 64, 128, 256, 512, 1024}) {
+    const Matrix a = gaussian(n, n, 1), b = gaussian(n, n, 2);
+    Matrix out(n, n);
+    const double s = time_call([&] { linalg::gemm(1.0, a, linalg::Op::none, b, linalg::Op::none, 0.0, out); });
+    c.gemm_rate.emplace_back(static_cast<double>(n), 2.0 * static_cast<double>(n * n * n) / s);
+  }
+  for (std::size_t k : {16, 64, 150, 512, 1024}) {
+    // A signal as layers leave it: singular values decaying like 1/i (a Gaussian matrix, whose
+    // flat spectrum is the slowest case for Lanczos, made the estimates too high).
+    Matrix x = gaussian(k, k, 3);
+    {
+      const Matrix q1 = linalg::thin_q(x), q2 = linalg::thin_q(gaussian(k, k, 7));
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j) x(i, j) = q1(i, j) / static_cast<double>(j + 1);
+      x = linalg::matmul(x, q2, linalg::Op::none, linalg::Op::trans);
+    }
+    Matrix m = gaussian(k, k, 4);
+    models::softmax_rows(m);
+    c.signal_s.emplace_back(static_cast<double>(k), time_call([&] { (void)metrics::signal_metrics(x, 0.0); }));
+    c.mixer_s.emplace_back(static_cast<double>(k), time_call([&] { (void)metrics::mixer_metrics(m); }));
+    c.svd_s.emplace_back(static_cast<double>(k), time_call([&] { (void)linalg::singular_values(x); }));
+  }
+  {  // a mixer beyond the last-level cache: Lanczos there is bound by memory bandwidth
+    Matrix m = gaussian(2048, 2048, 4);
+    models::softmax_rows(m);
+    c.mixer_s.emplace_back(2048.0, time_call([&] { (void)metrics::mixer_metrics(m); }));
+  }
+  std::vector<double> v(1 << 20);
+  c.normal_rate = static_cast<double>(v.size()) / time_call([&] { rng::fill_normal({.seed = 5}, v); });
+  Matrix s = gaussian(512, 512, 6);
+  const Matrix s0 = s;
+  c.exp_rate = static_cast<double>(s.size()) / time_call([&] {
+                 s = s0;
+                 models::softmax_rows(s);
+               });
+  c.pass_rate = static_cast<double>(s.size()) / time_call([&] {
+                  s = s0;
+                  models::apply_norm(config::Norm::rms, s);
+                });
+  {  // the S4D causal convolution: T (T + 1) / 2 d multiply-adds of a layer whose kernels are cached
+    config::ModelParams m;
+    m.mixer = config::Mixer::s4d;
+    m.input = config::InputKind::sphere;
+    m.T = m.d = m.d_qk = 256;
+    m.depth = 1;
+    m.state_dim = 16;
+    m.lambda = 1.0;
+    models::RandomSource random(1, 0, m.T, m.d);
+    const Matrix x0 = models::make_input(m, random);
+    Matrix x = x0;
+    models::apply_layer(m, 1, random, x, nullptr);  // builds and caches the layer's kernels
+    const double t = time_call([&] {
+      x = x0;
+      models::apply_layer(m, 1, random, x, nullptr);
+    });
+    c.conv_rate = 256.0 * 257.0 / 2.0 * 256.0 / t;
+  }
+  linalg::set_blas_threads(previous);
+  return c;
+}
+
+std::filesystem::path calibration_path() {
+  if (const char* p = std::getenv("RCSWEEP_CALIBRATION"); p && *p) return p;
+  std::filesystem::path base;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    base = std::filesystem::path(h) / ".cache";
+  else
+    base = std::filesystem::temp_directory_path();
+  return base / "rcsweep" / "calibration.toml";
+}
+
+std::optional<Calibration> load_calibration(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    Calibration c = parse_calibration(text.str());
+    if (c.machine != machine_id()) return std::nullopt;  // measured elsewhere
+    return c;
+  } catch (const Error&) {
+    return std::nullopt;  // damaged: measured again
+  }
+}
+
+bool save_calibration(const Calibration& c, const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  std::ofstream out(path);
+  out << to_toml(c);
+  out.close();
+  return static_cast<bool>(out);
+}
+
+}  // namespace rcsweep::plan

@@ -1,0 +1,33 @@
+// This machine's rates for the cost model (plan/cost_model.hpp): measured by `rcsweep calibrate`,
+// stored in a TOML file, and loaded by `rcsweep plan` and `rcsweep run` on the same machine.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "plan/cost_model.hpp"
+
+namespace rcsweep::plan {
+
+/// Measure the rates (about 3 s on one core, 1 BLAS thread): dgemm at n = 16..1024, the metrics of
+/// signals with decaying singular values and of softmax mixers, dgesdd, normals, softmax entries,
+/// simple passes and the S4D convolution. Each is the fastest of 3 timings of at least 20 ms of
+/// the thread's CPU time, so other load inflates it less. The BLAS thread count is restored after.
+Calibration measure_calibration();
+
+/// What a stored calibration is valid for: CPU model, core count and BLAS core of this machine.
+std::string machine_id();
+
+/// Where the calibration of this machine is stored: $RCSWEEP_CALIBRATION if set, else
+/// $XDG_CACHE_HOME/rcsweep/calibration.toml, else ~/.cache/rcsweep/calibration.toml, else
+/// rcsweep/calibration.toml in the temporary directory.
+std::filesystem::path calibration_path();
+
+/// The stored calibration when the file exists, parses and was measured on this machine
+/// (machine_id()); nullopt otherwise (a damaged file or another machine's is measured again).
+std::optional<Calibration> load_calibration(const std::filesystem::path& path);
+
+/// Write `c` as TOML (to_toml) to `path`, creating its folder. False when it cannot be written.
+bool save_calibration(const Calibration& c, const std::filesystem::path& path);
+
+}  // namespace rcsweep::plan
