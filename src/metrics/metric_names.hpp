@@ -1,19 +1,23 @@
 // Names of the per-layer metrics (/layers/<name> of the store) and selections of them
-// ([output] metrics). Header-only: the config reads it without the numerics.
+// ([output] metrics), all read from the registry (registry.hpp). Header-only: the config reads it
+// without the numerics.
 #pragma once
 #include <array>
 #include <bitset>
 #include <cstddef>
-#include <initializer_list>
 #include <string>
 #include <string_view>
 
+#include "metrics/registry.hpp"
+
 namespace rcsweep::metrics {
 
-/// Names of the per-layer datasets (/layers/<name>), in storage order.
-inline constexpr std::array<std::string_view, 13> layer_metric_names = {
-    "fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1", "m_s2", "m_gap", "m_fro"};
-inline constexpr std::size_t n_layer_metrics = layer_metric_names.size();
+/// Names of the per-layer datasets (/layers/<name>), in storage order: layer_metrics' names.
+inline constexpr std::array<std::string_view, n_layer_metrics> layer_metric_names = [] {
+  std::array<std::string_view, n_layer_metrics> names{};
+  for (std::size_t i = 0; i < n_layer_metrics; ++i) names[i] = layer_metrics[i].name;
+  return names;
+}();
 
 /// Position of `name` in layer_metric_names (n_layer_metrics for an unknown name).
 constexpr std::size_t metric_index(std::string_view name) {
@@ -33,33 +37,36 @@ inline std::string names_of(const MetricSet& selected) {
     if (selected[i]) out += (out.empty() ? "" : " ") + std::string(layer_metric_names[i]);
   return out;
 }
-/// The metrics every selection holds: ||X||_F and its logarithm carry the scale and the
-/// divergence check, and cost one pass that every other metric needs too.
-inline MetricSet always_computed() { return MetricSet().set(metric_index("fro")).set(metric_index("log_fro")); }
+/// The metrics of a part (registry entries whose `needs` is `part`).
+inline MetricSet metrics_of(Part part) {
+  MetricSet out;
+  for (std::size_t i = 0; i < n_layer_metrics; ++i)
+    if (layer_metrics[i].needs == part) out.set(i);
+  return out;
+}
+/// The metrics every selection holds, those of the signal's norm pass (||X||_F and its logarithm):
+/// they carry the scale and the divergence check, and cost one pass that every other metric needs too.
+inline MetricSet always_computed() { return metrics_of(Part::signal_norm); }
 
 /// The parts of signal_metrics a selection of metrics needs (the rest is skipped, its metrics NaN):
-/// s_1 and the spectrum's sums (s1, sr_cov, sr_x), s_2 (which needs s_1 too), and the token-centred
-/// pass (mu, mu_rel, res_rel). ||X||_F is always computed.
+/// s_1 and the spectrum's sums (Part::signal_top), s_2 (signal_second, which needs s_1 too), and
+/// the token-centred pass (signal_centred). ||X||_F is always computed.
 struct SignalNeeds {
   bool top = true, second = true, centred = true;
 };
-/// The parts of mixer_metrics a selection needs: s_1(M) (m_s1, m_gap) and s_2(M) (m_s2, m_gap).
-/// ||M||_F is always computed (it also enters lambda-skip's C_M).
+/// The parts of mixer_metrics a selection needs: s_1(M) (Part::mixer_top) and s_2(M)
+/// (mixer_second, which needs s_1 too). ||M||_F is always computed (it also enters lambda-skip's C_M).
 struct MixerNeeds {
   bool top = true, second = true;
 };
 inline SignalNeeds signal_needs(const MetricSet& selected) {
-  const auto any = [&](std::initializer_list<std::string_view> names) {
-    for (std::string_view n : names)
-      if (selected[metric_index(n)]) return true;
-    return false;
-  };
-  const bool second = any({"s2"});
-  return {second || any({"s1", "sr_cov", "sr_x"}), second, any({"mu", "mu_rel", "res_rel"})};
+  const bool second = (selected & metrics_of(Part::signal_second)).any();
+  return {second || (selected & metrics_of(Part::signal_top)).any(), second,
+          (selected & metrics_of(Part::signal_centred)).any()};
 }
 inline MixerNeeds mixer_needs(const MetricSet& selected) {
-  const bool gap = selected[metric_index("m_gap")], s2 = selected[metric_index("m_s2")];
-  return {gap || s2 || selected[metric_index("m_s1")], gap || s2};
+  const bool second = (selected & metrics_of(Part::mixer_second)).any();
+  return {second || (selected & metrics_of(Part::mixer_top)).any(), second};
 }
 
 }  // namespace rcsweep::metrics

@@ -4,14 +4,15 @@
 
 #include "base/error.hpp"
 #include "base/units.hpp"
-#include "metrics/metrics.hpp"
+#include "metrics/registry.hpp"
 #include "plan/threads.hpp"
 
 namespace rcsweep::plan {
 namespace {
 
-// Metrics per layer (metrics::layer_metric_names).
+// Metrics per layer (the registry's entries, metrics/registry.hpp) and the bytes they take.
 constexpr double metrics_per_layer = static_cast<double>(metrics::n_layer_metrics);
+constexpr double layer_metric_bytes = static_cast<double>(metrics::metric_bytes_per_layer) * metrics_per_layer;
 // glibc's bookkeeping of one heap block, and a std::vector's own three pointers.
 constexpr double block_overhead = 16.0, vector_bytes = 24.0;
 // A /tasks row in memory (store::TaskRow: ids, status, time, rank and a 256-byte message).
@@ -60,7 +61,7 @@ double blas_touched_bytes(const Plan& plan) {
 double task_result_bytes(const Plan& plan, const config::ModelParams& m) {
   const Stored s = stored(plan);
   const double L1 = plan.max_depth + 1.0, k = std::min(m.T, m.d);
-  double bytes = 8.0 * metrics_per_layer * L1 + block_overhead;                // layers: 13 metrics per layer
+  double bytes = layer_metric_bytes * L1 + block_overhead;                     // layers: the metrics per layer
   bytes += 4.0 * (vector_bytes * L1 + block_overhead);                         // spectra, mixer_sv, mixer_eig_re/im
   bytes += s.spectra * (8.0 * k + block_overhead);                             // stored spectra of X
   bytes += 3.0 * s.mixer_spectra * (8.0 * m.T + block_overhead);               // mixer singular values, eigenvalues
@@ -71,7 +72,8 @@ double task_result_bytes(const Plan& plan, const config::ModelParams& m) {
 double task_message_bytes(const Plan& plan, const config::ModelParams& m) {
   const Stored s = stored(plan);
   const double L1 = plan.max_depth + 1.0, k = std::min(m.T, m.d);
-  return 141.0 + 136.0 * L1 + 8.0 * k * s.spectra + 24.0 * m.T * s.mixer_spectra +
+  // per layer: its metrics and four list lengths
+  return 141.0 + (layer_metric_bytes + 32.0) * L1 + 8.0 * k * s.spectra + 24.0 * m.T * s.mixer_spectra +
          16.0 * plan.max_depth * s.gradient_depths;
 }
 
@@ -143,7 +145,7 @@ std::string largest_bundle_text(const Plan& plan, const RankMemory& m) {
 }
 
 namespace {
-/// ": its tasks' results take X (13 metrics and more per layer)" when they are most of it.
+/// ": its tasks' results take X (the metrics and more per layer)" when they are most of it.
 std::string results_note(const Plan& plan, const RankMemory& m) {
   const double depth_bytes = m.results + std::max(m.message, m.writer);
   if (depth_bytes < 0.5 * m.resident()) return "";

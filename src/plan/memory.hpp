@@ -26,8 +26,9 @@ inline constexpr double program_address_bytes = 330.0 * (1 << 20);
 inline constexpr double thread_stack_bytes = 8.0 * (1 << 20);
 
 /// Bytes one task's results occupy from its first layer until they are written
-/// (models::TaskOutput, then store::TaskResult): per layer 13 metrics and four spectrum lists,
-/// the stored spectra of X and of the mixer, the gradient norms.
+/// (models::TaskOutput, then store::TaskResult): per layer the metrics (metrics::layer_metrics, a
+/// float64 each) and four spectrum lists, the stored spectra of X and of the mixer, the gradient
+/// norms.
 double task_result_bytes(const Plan& plan, const config::ModelParams& model);
 /// Bytes of one task's packed result, sent from a worker to rank 0 (sweep::pack;
 /// docs/SCALING.md "Bytes per task").

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "metrics/registry.hpp"
 #include "store/file_mode.hpp"
 
 namespace rcsweep::store {
@@ -35,27 +36,6 @@ const char* spectra_name(config::Spectra s) {
     case config::Spectra::all: return "all";
   }
   return "none";
-}
-
-std::string metric_description(std::string_view name) {
-  static const std::vector<std::pair<std::string_view, std::string_view>> text = {
-      {"fro", "||X_l||_F, true scale (may be +inf when it exceeds the double range; see log_fro)"},
-      {"log_fro", "ln ||X_l||_F, true scale (finite even when fro overflows)"},
-      {"s1", "largest singular value of X_l, true scale"},
-      {"s2", "second singular value of X_l, true scale (0 when min(T,d) = 1)"},
-      {"sr_cov", "stable rank of X_l X_l^T: sum s_i^4 / s_1^4 (Mind the Gap eq. (5)); scale-free"},
-      {"sr_x", "stable rank of X_l: sum s_i^2 / s_1^2; scale-free"},
-      {"mu", "||X_l - 1 xbar^T||_F, xbar the token mean (lambda-skip eq. (5)), true scale"},
-      {"mu_rel", "mu / ||X_l||_F; scale-free"},
-      {"res_rel", "||X_l - 1 xbar^T||_{1,inf} / ||X_l||_{1,inf} (Dong et al. sec. 2); scale-free"},
-      {"m_s1", "s_1(M) of the layer's mixer matrix after gap_fix (Mind the Gap Thm 2.1)"},
-      {"m_s2", "s_2(M) of the layer's mixer matrix after gap_fix"},
-      {"m_gap", "s_1(M) / s_2(M) of the layer's mixer matrix after gap_fix"},
-      {"m_fro", "||M||_F of the layer's mixer matrix after gap_fix"},
-  };
-  for (const auto& [n, d] : text)
-    if (n == name) return std::string(d);
-  return "layer metric " + std::string(name);
 }
 
 std::string theory_description(std::string_view name) {
@@ -271,7 +251,8 @@ void Store::Impl::create_tasks() {
                "run), rank = MPI rank that ran it (-1 until run)");
 }
 
-/// /layers/<metric>: NaN-filled by the fill value; chunks of whole rows. Group attribute `computed`:
+/// /layers/<metric>, one per entry of the metric registry (metrics/registry.hpp: name and
+/// description): NaN-filled by the fill value; chunks of whole rows. Group attribute `computed`:
 /// the metrics the sweep computes ([output] metrics), space-separated; the others stay NaN.
 void Store::Impl::create_layers(const plan::Plan& plan) {
   const hid_t f = file.id();
@@ -287,9 +268,9 @@ void Store::Impl::create_layers(const plan::Plan& plan) {
   opt.fill = &nan;
   opt.fill_type = H5T_NATIVE_DOUBLE;
   for (std::size_t k = 0; k < layers.size(); ++k) {
-    const std::string name(metrics::layer_metric_names[k]);
-    layers[k] = h5::create_dataset(layers_group.id(), name, H5T_IEEE_F64LE, {n_tasks, L1}, opt);
-    h5::set_attr(layers[k].id(), "description", metric_description(name));
+    const metrics::MetricInfo& metric = metrics::layer_metrics[k];  // the registry's entry
+    layers[k] = h5::create_dataset(layers_group.id(), std::string(metric.name), H5T_IEEE_F64LE, {n_tasks, L1}, opt);
+    h5::set_attr(layers[k].id(), "description", std::string(metric.description));
     h5::attach_scale(layers[k].id(), layer_axis.id(), 1);
   }
 }

@@ -8,6 +8,7 @@
 #include <numbers>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
@@ -642,6 +643,51 @@ TEST(MetricsSelection, NeedsFollowTheSelectedNames) {
   EXPECT_EQ(mix(mixer_needs(set({"m_s1"}))), std::pair(true, false));
   EXPECT_EQ(mix(mixer_needs(set({"m_gap"}))), std::pair(true, true));
   EXPECT_EQ(mix(mixer_needs(set({"m_s2"}))), std::pair(true, true));
+}
+
+// The registry (metrics/registry.hpp): every entry a dataset name, a description and units; the
+// names and selections read from it; each metric's part is the work a selection of it alone needs.
+TEST(MetricRegistry, EntriesAreCompleteAndNamesUnique) {
+  ASSERT_EQ(layer_metric_names.size(), layer_metrics.size());
+  for (std::size_t i = 0; i < n_layer_metrics; ++i) {
+    const MetricInfo& m = layer_metrics[i];
+    SCOPED_TRACE(std::string(m.name));
+    EXPECT_EQ(layer_metric_names[i], m.name);
+    EXPECT_EQ(metric_index(m.name), i);  // unique
+    EXPECT_FALSE(m.name.empty());
+    EXPECT_TRUE(std::all_of(m.name.begin(), m.name.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    }));  // an HDF5 dataset name, a Python identifier, a word of [output] metrics
+    EXPECT_FALSE(m.description.empty());
+    EXPECT_TRUE(m.units == "X" || m.units == "ln X" || m.units == "1") << m.units;
+  }
+  EXPECT_EQ(metric_index("no_such_metric"), n_layer_metrics);
+}
+
+TEST(MetricRegistry, EveryPartHasItsCost) {
+  for (const Part part : {Part::signal_norm, Part::signal_top, Part::signal_second, Part::signal_centred,
+                          Part::mixer_norm, Part::mixer_top, Part::mixer_second}) {
+    EXPECT_EQ(cost_of(part).part, part);
+    EXPECT_FALSE(cost_of(part).work.empty());
+    EXPECT_FALSE(cost_of(part).priced_by.empty());
+  }
+}
+
+TEST(MetricRegistry, AMetricAloneNeedsItsPart) {
+  const auto sig = [](const SignalNeeds& n) { return std::tuple{n.top, n.second, n.centred}; };
+  const auto mix = [](const MixerNeeds& n) { return std::pair{n.top, n.second}; };
+  for (std::size_t i = 0; i < n_layer_metrics; ++i) {
+    const Part part = layer_metrics[i].needs;
+    SCOPED_TRACE(std::string(layer_metrics[i].name));
+    const MetricSet alone = MetricSet().set(i);
+    EXPECT_EQ(sig(signal_needs(alone)), std::tuple(part == Part::signal_top || part == Part::signal_second,
+                                                   part == Part::signal_second, part == Part::signal_centred));
+    EXPECT_EQ(mix(mixer_needs(alone)),
+              std::pair(part == Part::mixer_top || part == Part::mixer_second, part == Part::mixer_second));
+    EXPECT_EQ(always_computed()[i], part == Part::signal_norm);
+    EXPECT_TRUE(metrics_of(part)[i]);
+  }
+  EXPECT_EQ(names_of(always_computed()), "fro log_fro");
 }
 
 TEST(MetricsMixer, SelectedPartsMatchTheFullComputation) {
