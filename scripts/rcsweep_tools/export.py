@@ -4,7 +4,7 @@
     export(store, path, format=None)                                   (Python)
 
 csv and parquet: the tidy table (one row per task and layer: the swept parameters, replicate,
-layer, the 13 metrics, status), as `tidy(store)` gives it. netcdf: the Dataset of `load(store)`
+layer, the /layers metrics (every one the store holds), status), as `tidy(store)` gives it. netcdf: the Dataset of `load(store)`
 (grid dimensions x replicate x layer, with the store's attributes), written by xarray (the
 netCDF4 library when installed, else scipy's netCDF3 writer). The format is taken from the
 output's extension (.csv, .parquet, .nc) unless given. Parquet needs pyarrow or fastparquet,

@@ -12,13 +12,15 @@ Dimensions of `load`:
     `ds.sel(zip0=2)` or `ds.where(ds.T == 64, drop=True)` select a (T, d) pair;
   - `replicate` (0..replicates-1) and `layer` (0..L_max).
 Data variables:
-  - the 13 `/layers` metrics, dims (grid..., replicate, layer);
+  - the `/layers` metrics, dims (grid..., replicate, layer): the 13 every store has and any other
+    the store holds (`layer_metrics`), each with the store's `description`;
   - `/theory/<q>` as `theory_<q>`, dims (grid..., replicate);
   - `/grad` (when stored): `grad_log10_g`, `grad_stderr` on (grid..., replicate, layer) with layer 0
     NaN (the gradient of layer l = 1..L_max sits at layer l), and with gradients = "all"
     `grad_log10_g_all`, `grad_stderr_all` on (grid..., replicate, L, layer): L = 1..L_max is the
     output depth;
-  - `status` (int8, 0 pending 1 done 2 failed 3 diverged 4 not_needed 5 vanished), `task` (the task id, = row of /tasks),
+  - `status` (int8, the store's /tasks enumeration: 0 pending 1 done 2 failed 3 diverged 4 not_needed
+    5 vanished; its long_name lists them), `task` (the task id, = row of /tasks),
     `wall_s`, `rank`, `message` (str), dims (grid..., replicate).
 Coordinates besides the dimensions: every `/points` parameter that is not a dimension coordinate,
 as a scalar when it is the same at every point, else over the grid dimensions (a swept scale axis
@@ -26,7 +28,9 @@ written as a string, e.g. skip_scale = [1.0, "inv_sqrt_d"], also gets `<name>_va
 number). `depth` is L_max; a swept `depth` list is in attrs["requested_depths"].
 Attributes: every root attribute of the store (config, plan_hash, git_commit, ...) plus `path`;
 each variable has `long_name`, `symbol` (matplotlib mathtext), `units` ("1" = dimensionless) and
-the store's `description`.
+the store's `description`. Names and descriptions come from the store; `METRICS` only adds the
+symbol, a short long name and the units (the metric registry's, src/metrics/registry.hpp) of the
+metrics it knows: a metric it does not know is labelled by its name and description.
 
 Missing values: rows of tasks that are pending, failed or not needed (status 4: a replicate that
 an adaptive replicate rule did not run) are NaN (a pending task may hold partial rows in a live
@@ -48,13 +52,20 @@ import h5py
 import numpy as np
 
 SCHEMA_VERSION = 2  # the store layout this toolkit reads: schema_version in src/store/store.hpp
+# The task statuses of schema 2, code -> name: the members check_store requires of the /tasks
+# status enumeration (a store names its own: task_statuses(f)).
 STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed", 5: "vanished"}
-DONE, DIVERGED, NOT_NEEDED, VANISHED = 1, 3, 4, 5
-# The metrics of every task (dims grid..., replicate, layer); replicate_stats summarises these.
+DONE, DIVERGED, NOT_NEEDED, VANISHED = (next(c for c, n in STATUS.items() if n == name)
+                                        for name in ("done", "diverged", "not_needed", "vanished"))
+# The /layers metrics every store of schema 2 has, in storage order: check_store requires them.
+# A store may hold more (a metric added to src/metrics/registry.hpp after this toolkit): load()
+# reads those too (layer_metrics), and replicate_stats summarises every one.
 LAYER_METRICS = ("fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1",
                  "m_s2", "m_gap", "m_fro")
 
-# name -> (long name, mathtext symbol, units). "1": dimensionless; "X" : in units of the input X_0.
+# name -> (long name, mathtext symbol, units): labels for plots. "1": dimensionless; "X" : in units
+# of the input X_0. A /layers metric's units are its registry entry's (src/metrics/registry.hpp;
+# tests/python/test_metric_registry.py compares them); one missing here is labelled from the store.
 METRICS = {
     "fro": ("Frobenius norm of X_l", r"$\|X_\ell\|_F$", "X"),
     "log_fro": ("log Frobenius norm of X_l", r"$\ln\|X_\ell\|_F$", "ln X"),
@@ -82,7 +93,7 @@ METRICS = {
     "grad_stderr": ("standard error of grad_log10_g", r"$\sigma(\log_{10} g)$", "1"),
     "grad_log10_g_all": ("log10 gradient norm for every output depth L", r"$\log_{10}\|\partial X_L/\partial W_{V,\ell}\|_F^2$", "1"),
     "grad_stderr_all": ("standard error of grad_log10_g_all", r"$\sigma(\log_{10} g)$", "1"),
-    "status": ("task status: 0 pending, 1 done, 2 failed, 3 diverged, 4 not needed, 5 vanished", "status", "1"),
+    "status": ("task status: " + ", ".join(f"{c} {n.replace('_', ' ')}" for c, n in STATUS.items()), "status", "1"),
     "task": ("task id (row of /tasks)", "task", "1"),
     "wall_s": ("wall time of the task", r"$t$", "s"),
     "rank": ("MPI rank that ran the task (-1 before)", "rank", "1"),
@@ -760,11 +771,48 @@ def _soft_int(obj, name):
 
 
 def _attrs(name, description=None):
-    long_name, symbol, units = METRICS.get(name, (name, name, "1"))
+    long_name, symbol, units = METRICS.get(name, (_str(description) if description else name, name, "1"))
     a = {"long_name": long_name, "symbol": symbol, "units": units}
     if description:
         a["description"] = _str(description)
     return a
+
+
+def task_statuses(f):
+    """code -> name of the task statuses of an open store: the members of its /tasks status
+    enumeration (check_store made sure they are among STATUS's), STATUS where it has none."""
+    try:
+        members = h5py.check_enum_dtype(f["tasks"].dtype.fields["status"][0])
+    except (KeyError, TypeError):
+        members = None
+    if not members:
+        return dict(STATUS)
+    return {int(code): name for name, code in sorted(members.items(), key=lambda m: m[1])}
+
+
+def status_label(statuses):
+    """"task status: 0 pending, 1 done, ..." for code -> name `statuses` (task_statuses)."""
+    return "task status: " + ", ".join(f"{c} {n.replace('_', ' ')}" for c, n in statuses.items())
+
+
+def layer_metrics(f):
+    """The per-layer metrics of an open store, in storage order: LAYER_METRICS (which check_store
+    requires), then every other float64 dataset of /layers with a row per task and a column per
+    layer, a metric this toolkit does not know (docs/SCHEMA.md "Adding a metric"): those the
+    `computed` attribute lists in its order, then the rest by name. Anything else there is not read."""
+    n, l1 = int(f.attrs["n_tasks"]), int(f.attrs["max_depth"]) + 1
+    computed = (_soft_text(f["layers"], "computed") or "").split()
+
+    def fits(name):
+        try:
+            d = f["layers"].get(name)
+            return isinstance(d, h5py.Dataset) and d.dtype == F64 and d.shape == (n, l1)
+        except (KeyError, TypeError, ValueError, OSError):
+            return False
+
+    extra = sorted((m for m in f["layers"] if m not in LAYER_METRICS and fits(m)),
+                   key=lambda m: (computed.index(m) if m in computed else len(computed), m))
+    return LAYER_METRICS + tuple(extra)
 
 
 def load(path):
@@ -846,7 +894,7 @@ def _load(path):
             coords[cname] = ([gdims[k] for k in keep], a)
 
         data = {}
-        for m in LAYER_METRICS:  # the checked ones (a dataset added beside them is not read)
+        for m in layer_metrics(f):  # schema 2's, then any other metric the store holds
             data[m] = (tdims + ["layer"], per_task(f["layers"][m][...]), _attrs(m, _soft_text(f["layers"][m], "description")))
         if "theory" in f:
             for q in f["theory"]:
@@ -864,7 +912,7 @@ def _load(path):
                     data[f"grad_{q}_all"] = (tdims + ["L", "layer"], per_task(a),
                                              _attrs(f"grad_{q}_all", _soft_text(f["grad"][f"{q}_all"], "description")))
                     coords["L"] = np.arange(1, lmax + 1)
-        data["status"] = (tdims, status.reshape(tshape), _attrs("status"))
+        data["status"] = (tdims, status.reshape(tshape), {**_attrs("status"), "long_name": status_label(task_statuses(f))})
         data["task"] = (tdims, tasks["id"].astype(np.int64).reshape(tshape), _attrs("task"))
         data["wall_s"] = (tdims, tasks["wall_s"].reshape(tshape), _attrs("wall_s"))
         data["rank"] = (tdims, tasks["rank"].reshape(tshape), _attrs("rank"))
@@ -935,7 +983,7 @@ def spectrum(src, name, layer, **sel):
 
 def tidy(path, by="task"):
     """by="task" (default): one row per (task, layer): task, point, replicate, status, the grid
-    coordinates (every swept parameter, zip members included), layer, the 13 metrics, the per-task
+    coordinates (every swept parameter, zip members included), layer, the /layers metrics, the per-task
     /theory quantities and, when stored, grad_log10_g / grad_stderr (NaN at layer 0). Masked like
     load().
 
@@ -1004,7 +1052,7 @@ def replicate_stats(src, metrics=None):
 
     Returns an xarray.Dataset with the grid dimensions (and layer, L where the metric has them),
     the store's coordinates and attributes, and for each metric m (default: every float variable
-    over replicates, i.e. the 13 metrics, theory_*, grad_*, wall_s; or the names in `metrics`):
+    over replicates, i.e. the /layers metrics, theory_*, grad_*, wall_s; or the names in `metrics`):
       m          mean over the done replicates that have a value (NaN when none)
       m_se       its standard error, sd / sqrt(n) with the sample sd (ddof = 1); NaN when n < 2
       m_n        n, the number of done replicates with a finite value (int)

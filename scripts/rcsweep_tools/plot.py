@@ -131,13 +131,13 @@ def _x_name(da, dim, x):
     return xdim
 
 
-VANISHED = 5  # a task status: X reached exactly zero (stores before it: 3 diverged, "X vanished")
-
-
 def divergence_reason(da, dim="replicate"):
     """Why values of `da` end: "vanished" (X reached exactly zero), "diverged" (non-finite X) or
     both, from the tasks' status and messages when `da` carries them (coordinates: plot.with_tasks),
-    else "diverged"."""
+    else "diverged". A vanished task has status VANISHED (load.py: X reached exactly zero; stores
+    before that status say "X vanished" in the message of a diverged task)."""
+    from .load import VANISHED
+
     msgs = [str(m) for m in np.atleast_1d(da["message"].values).ravel() if str(m)] if "message" in da.coords else []
     status = np.atleast_1d(da["status"].values).ravel() if "status" in da.coords else np.array([], int)
     kinds = []

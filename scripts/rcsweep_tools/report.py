@@ -28,7 +28,6 @@ from pathlib import Path
 PROVENANCE = ("sweep_name", "rcsweep_version", "git_commit", "created", "finished", "mpi_ranks", "threads",
               "host", "plan_hash", "seed", "replicates", "n_points", "n_tasks", "max_depth", "blas",
               "hdf5_version", "schema_version")
-STATUS_NAMES = ("pending", "done", "failed", "diverged", "not needed")  # /tasks.status 0..4
 
 
 @dataclass
@@ -48,6 +47,8 @@ def provenance(store):
     import h5py
     import numpy as np
 
+    from .load import task_statuses
+
     out = {}
     with h5py.File(store, "r", locking=False) as f:
         for k in PROVENANCE:
@@ -56,7 +57,8 @@ def provenance(store):
                 v = v.item() if isinstance(v, np.generic) else v
                 out[k] = v.decode() if isinstance(v, bytes) else v
         status = f["tasks"]["status"][...]
-        out["tasks"] = ", ".join(f"{int((status == k).sum())} {n}" for k, n in enumerate(STATUS_NAMES)
+        names = task_statuses(f)  # the store's /tasks status enumeration
+        out["tasks"] = ", ".join(f"{int((status == k).sum())} {n.replace('_', ' ')}" for k, n in names.items()
                                  if (status == k).any())
     if not out.get("finished"):
         out["finished"] = "(not finished)"

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .load import LAYER_METRICS, StoreInvalid, open_store
+from .load import StoreInvalid, layer_metrics, open_store
 TABLE_METRICS = ("sr_cov", "sr_x", "mu_rel", "m_gap")
 
 
@@ -56,7 +56,7 @@ def load(path):
             swept_params += [n for n in swept if text(f["axes"][n].attrs.get("dim", n)) == dim]
         n_points = len(points)
         data = {}
-        for name in LAYER_METRICS:  # the checked ones
+        for name in layer_metrics(f):  # schema 2's, then any other metric the store holds
             values = f["layers"][name][...]
             arr = np.full((n_points, replicates, values.shape[1]), np.nan)
             arr[tasks["point"], tasks["replicate"]] = values

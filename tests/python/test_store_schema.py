@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from metric_registry import metric_names
+
 np = pytest.importorskip("numpy")
 h5py = pytest.importorskip("h5py")
 
@@ -16,8 +18,7 @@ STORE = os.environ.get("RCSWEEP_TEST_STORE")
 pytestmark = pytest.mark.skipif(
     not STORE, reason="RCSWEEP_TEST_STORE is not set: point it at an rcsweep store (.h5) to check its schema")
 
-METRICS = ["fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel",
-           "m_s1", "m_s2", "m_gap", "m_fro"]
+METRICS = metric_names()  # the registry's (src/metrics/registry.hpp), in storage order
 THEORY = ["C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds", "bound_reason"]
 PARAMS_INT = ["T", "d", "depth", "heads", "d_qk"]
 PARAMS_FLOAT = ["sigma_qk", "sigma_A", "lambda", "skip_scale", "sigma_v"]

@@ -1,0 +1,20 @@
+"""The metric registry (src/metrics/registry.hpp) as the tests read it: its entries parsed from
+the header, so a test that names the metrics follows the registry instead of keeping a copy."""
+import re
+from pathlib import Path
+
+REGISTRY = Path(__file__).resolve().parents[2] / "src" / "metrics" / "registry.hpp"
+ENTRY = re.compile(r'\{\s*"([a-z0-9_]+)",\s*"((?:[^"\\]|\\.)*)",\s*"([^"]*)",\s*Part::(\w+)\s*\}')
+
+
+def metric_registry(text=None):
+    """[(name, description, units, part)] of layer_metrics, in storage order."""
+    text = REGISTRY.read_text() if text is None else text
+    body = re.search(r"std::array<MetricInfo,\s*(\d+)>\s*layer_metrics\s*=\s*\{\{(.*?)\}\};", text, re.S)
+    entries = [m.groups() for m in ENTRY.finditer(body.group(2))]
+    assert len(entries) == int(body.group(1)), f"{REGISTRY}: {len(entries)} entries parsed of {body.group(1)}"
+    return entries
+
+
+def metric_names():
+    return [name for name, _, _, _ in metric_registry()]
