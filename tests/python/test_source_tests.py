@@ -23,13 +23,10 @@ MODULES = ["base", "rng", "linalg", "metrics", "config", "plan", "models", "stor
 # Source units without tests/unit/<module>/test_<unit>.cpp, each with the test that covers it.
 UNTESTED = {
     "base/exp": "tests/unit/linalg/test_linalg.cpp (exp_vectorisable against std::exp, with the kernels using it)",
-    "cli/arguments": "tests/e2e/test_cli.py (sizes and shards given on the command line)",
     "cli/calibrate": "tests/e2e/test_calibrate.py",
-    "cli/child_reader": "tests/e2e/test_damaged_stores.py (stores that crash HDF5 read in a child)",
     "cli/export": "tests/python/test_api.py and tests/e2e/test_cli.py (rcsweep export)",
     "cli/info": "tests/e2e/test_cli.py and tests/e2e/test_damaged_stores.py (rcsweep info)",
     "cli/launch": "tests/e2e/test_launcher.py (run -n: mpiexec started, signals forwarded)",
-    "cli/machine": "tests/e2e/test_memory_limits.py (the machine's memory against the plan)",
     "cli/main": "tests/e2e/test_cli.py (the commands, their exit codes)",
     "cli/merge": "tests/e2e/test_merge.py",
     "cli/plan": "tests/e2e/test_cli.py and tests/cluster (rcsweep plan, --emit)",
