@@ -1,5 +1,5 @@
 // Predicted run time of a plan from measured rates of this machine. Pure: the
-// rates are measured elsewhere (`rcsweep calibrate`, src/cli/calibrate.cpp) and passed in.
+// rates are measured elsewhere (`rcsweep calibrate`, src/plan/calibration.cpp) and passed in.
 //
 // A task's layer is priced by kind of work, each at its own measured rate: matrix products at the
 // dgemm rate for their smallest dimension (small products run far below peak), the per-layer
