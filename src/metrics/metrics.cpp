@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <numbers>
 
 #include "linalg/lanczos.hpp"
@@ -451,8 +452,13 @@ MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* produc
 }
 
 LayerRow to_row(const SignalMetrics& x, const MixerMetrics& m, const MetricSet& selected) {
-  LayerRow row = {x.fro,    x.log_fro, x.s1,   x.s2,   x.sr_cov, x.sr_x, x.mu,
-                  x.mu_rel, x.res_rel, m.m_s1, m.m_s2, m.m_gap,  m.m_fro};
+  // One value per registry entry, in its order: a metric added to layer_metrics without its value
+  // here does not compile (an aggregate LayerRow would fill it with 0 silently).
+  const double values[] = {x.fro,    x.log_fro, x.s1,   x.s2,   x.sr_cov, x.sr_x, x.mu,
+                           x.mu_rel, x.res_rel, m.m_s1, m.m_s2, m.m_gap,  m.m_fro};
+  static_assert(std::size(values) == n_layer_metrics, "to_row: one value per entry of metrics::layer_metrics");
+  LayerRow row;
+  std::copy(std::begin(values), std::end(values), row.begin());
   const MetricSet kept = selected | always_computed();
   for (std::size_t i = 0; i < n_layer_metrics; ++i)
     if (!kept[i]) row[i] = nan;
