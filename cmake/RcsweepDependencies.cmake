@@ -4,6 +4,8 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 # HDF5 once, with the high-level library: the dimension-scale API (H5DS*) lives in hdf5_hl.
 find_package(HDF5 REQUIRED COMPONENTS C HL)
 find_package(tomlplusplus REQUIRED)
+# nlohmann-json (headers): config.json and the safetensors headers of model folders (src/checkpoint).
+find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
 
 # OpenBLAS directly (not the generic libblas alternative), so that

@@ -8,6 +8,7 @@ packages=(
   openmpi-bin libopenmpi-dev libopenblas-dev liblapacke-dev libhdf5-dev
   libopenblas-pthread-dev                     # the pthreads build of OpenBLAS, the one rcsweep links (cmake/RcsweepDependencies.cmake)
   libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev librandom123-dev
+  nlohmann-json3-dev                          # src/checkpoint: config.json and safetensors headers of model folders
   python3-h5py python3-numpy python3-matplotlib python3-pandas python3-xarray python3-scipy python3-pytest
   python3-tqdm                                # the progress bar of the Python API (run(progress=True))
   clang-16 libclang-rt-16-dev libomp-16-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan (clang 14 lacks std::source_location)

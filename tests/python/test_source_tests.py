@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = ["base", "rng", "linalg", "metrics", "config", "plan", "models", "store", "sweep", "cli"]
+MODULES = ["base", "rng", "linalg", "metrics", "config", "checkpoint", "plan", "models", "store", "sweep", "cli"]
 
 # Source units without tests/unit/<module>/test_<unit>.cpp, each with the test that covers it.
 UNTESTED = {
