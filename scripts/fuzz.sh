@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing (libFuzzer + AddressSanitizer + UBSan, clang) of the sweep-file parser
-# and the store reader (docs/FUZZING.md).
+# Coverage-guided fuzzing (libFuzzer + AddressSanitizer + UBSan, clang) of the sweep-file parser,
+# the store reader and the safetensors header parser (docs/FUZZING.md).
 #
-#   bash scripts/fuzz.sh [SECONDS] [TARGET...]               build, then run; TARGET: config, store (default: both)
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]               build, then run; TARGET: config, store, safetensors (default: all)
 #   bash scripts/fuzz.sh --build-only [TARGET...]           only configure and build the harnesses
 #   bash scripts/fuzz.sh --no-build [SECONDS] [TARGET...]   only run harnesses built before
 #
@@ -29,7 +29,7 @@ if [[ $mode != build ]]; then
   shift $(($# > 0 ? 1 : 0))
 fi
 targets=("$@")
-((${#targets[@]} > 0)) || targets=(config store)
+((${#targets[@]} > 0)) || targets=(config store safetensors)
 build=${RCSWEEP_FUZZ_BUILD_DIR:-$root/build-fuzz}
 fuzz_dir=$root/tests/fuzz
 
@@ -48,7 +48,7 @@ missing_tool() {
 }
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { say "error: SECONDS must be a positive integer, got '$seconds'" >&2; exit 2; }
 for t in "${targets[@]}"; do
-  [[ $t == config || $t == store ]] || { say "error: unknown target '$t' (config, store)" >&2; exit 2; }
+  [[ $t == config || $t == store || $t == safetensors ]] || { say "error: unknown target '$t' (config, store, safetensors)" >&2; exit 2; }
 done
 
 # clang 16: clang 14 (Debian's default clang) cannot compile rcsweep (no std::source_location).

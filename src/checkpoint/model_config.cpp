@@ -36,16 +36,19 @@ nlohmann::json parse_json_object(std::string_view text, const std::string& file,
   if (json_nesting_depth(text) > max_json_depth)
     throw ConfigError({{file, std::string(what) + " is nested more than " + std::to_string(max_json_depth) +
                                   " levels deep: not a valid file"}});
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Parse again for the position of the error (only on a refusal).
-    std::string detail;
-    try {
-      [[maybe_unused]] const nlohmann::json again = nlohmann::json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::parse_error& e) {
-      detail = std::string(": ") + e.what();
-    }
-    throw ConfigError({{file, std::string(what) + " is not valid JSON" + detail}});
+  // Exceptions, not allow_exceptions=false: nlohmann-json 3.11 throws out_of_range.406 for a
+  // number too large for a double (1e400) even then.
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    // Its message quotes the input ("last read: '...'", the whole overflowing number): cut and
+    // made printable.
+    std::string detail = e.what();
+    if (detail.size() > 300) detail = detail.substr(0, 300) + "...";
+    for (char& c : detail)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    throw ConfigError({{file, std::string(what) + " is not valid JSON: " + detail}});
   }
   if (!j.is_object())
     throw ConfigError({{file, std::string(what) + " is a JSON " + j.type_name() + ", not an object"}});

@@ -69,6 +69,11 @@ TEST(ModelConfig, RefusesFilesThatAreNotJsonObjects) {
   check("", "is not valid JSON");
   check("[1]", "is a JSON array, not an object");
   check("3", "is a JSON number, not an object");
+  // nlohmann-json throws out_of_range for a number beyond a double even with allow_exceptions=false
+  check("{\"a\": 1e400}", "is not valid JSON");
+  const std::string long_number = config_error(
+      [] { (void)ModelConfig::parse("{\"a\": 1e" + std::string(5000, '9') + "}", "c"); });
+  EXPECT_LT(long_number.size(), 500u) << long_number;  // the quoted input is cut
   check(std::string(70, '[') + std::string(70, ']'), "is nested more than 64 levels");
   test::TempDir dir;
   const std::string missing = config_error([&] { (void)ModelConfig::load(dir / "config.json"); });

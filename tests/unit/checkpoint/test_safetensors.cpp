@@ -163,6 +163,7 @@ TEST(Safetensors, RefusesBadHeaderLengths) {
 TEST(Safetensors, RefusesHeadersThatAreNotJsonObjects) {
   EXPECT_NE(refusal(safetensors_bytes("{\"a\":")).find("not valid JSON"), std::string::npos);
   EXPECT_NE(refusal(safetensors_bytes("[1,2]")).find("not an object"), std::string::npos);
+  EXPECT_NE(refusal(safetensors_bytes("{\"a\":1e999}")).find("not valid JSON"), std::string::npos);
   EXPECT_NE(refusal(safetensors_bytes("\xff\xfe")).find("not valid JSON"), std::string::npos);
   EXPECT_NE(refusal(safetensors_bytes(std::string(100000, '[') + std::string(100000, ']'))).find("nested"),
             std::string::npos);
