@@ -86,6 +86,35 @@ TEST(Safetensors, BFloat16EveryBitPatternIsExact) {
   EXPECT_EQ(bfloat16_to_double(0x7f80), std::numeric_limits<double>::infinity());
 }
 
+// The vectorised loops of convert_to_double give the bits of the scalar conversions, from an
+// unaligned start, for every F16 and BF16 pattern.
+TEST(Safetensors, ConversionLoopsMatchTheScalarConversionsBitwise) {
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t b = 0; b < all.size(); ++b) all[b] = static_cast<std::uint16_t>(b);
+  const std::string bytes = " " + test::bytes_of(all);
+  const auto in = std::as_bytes(std::span(bytes)).subspan(1);
+  std::vector<double> out(all.size());
+  convert_to_double(Dtype::F16, in, out);
+  for (std::size_t b = 0; b < all.size(); ++b)
+    ASSERT_EQ(std::bit_cast<std::uint64_t>(out[b]), std::bit_cast<std::uint64_t>(half_to_double(all[b]))) << b;
+  convert_to_double(Dtype::BF16, in, out);
+  for (std::size_t b = 0; b < all.size(); ++b)
+    ASSERT_EQ(std::bit_cast<std::uint64_t>(out[b]), std::bit_cast<std::uint64_t>(bfloat16_to_double(all[b]))) << b;
+  std::vector<float> floats(1000);
+  for (std::size_t i = 0; i < floats.size(); ++i)
+    floats[i] = std::bit_cast<float>(static_cast<std::uint32_t>(i * 4294967u));
+  const std::string fbytes = "   " + test::bytes_of(floats);
+  std::vector<double> fout(floats.size());
+  convert_to_double(Dtype::F32, std::as_bytes(std::span(fbytes)).subspan(3), fout);
+  for (std::size_t i = 0; i < floats.size(); ++i) {
+    if (std::isnan(floats[i])) {
+      ASSERT_TRUE(std::isnan(fout[i])) << i;
+    } else {
+      ASSERT_EQ(fout[i], static_cast<double>(floats[i])) << i;
+    }
+  }
+}
+
 TEST(Safetensors, RoundTripOfEveryDtype) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> f64{3.141592653589793, -0.0, 1e-310, -inf, nan, 1e300};
