@@ -28,11 +28,17 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Fastest of 3 timings of `f`, each repeated until it has used at least 20 ms of CPU: CPU seconds
-// per call (1 BLAS thread, so the thread's CPU time is the call's).
+// The timing method: the fastest of `timings` timings, each of calls repeated until they have used
+// `min_timing_cpu_s` of the thread's CPU time (short calls are timed in bulk; other load inflates
+// CPU time less than wall time).
+constexpr int timings = 3;
+constexpr double min_timing_cpu_s = 0.02;
+
+// CPU seconds per call of `f` by the timing method (1 BLAS thread, so the thread's CPU time is the
+// call's).
 double time_call(const std::function<void()>& f) {
   double best = 1e300;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < timings; ++rep) {
     int calls = 0;
     const double start = thread_cpu_seconds();
     double elapsed = 0.0;
@@ -40,7 +46,7 @@ double time_call(const std::function<void()>& f) {
       f();
       ++calls;
       elapsed = thread_cpu_seconds() - start;
-    } while (elapsed < 0.02);
+    } while (elapsed < min_timing_cpu_s);
     best = std::min(best, elapsed / calls);
   }
   return best;

@@ -9,10 +9,11 @@
 
 namespace rcsweep::plan {
 
-/// Measure the rates (about 3 s on one core, 1 BLAS thread): dgemm at n = 16..1024, the metrics of
-/// signals with decaying singular values and of softmax mixers, dgesdd, normals, softmax entries,
-/// simple passes and the S4D convolution. Each is the fastest of 3 timings of at least 20 ms of
-/// the thread's CPU time, so other load inflates it less. The BLAS thread count is restored after.
+/// Measure the rates on one core (1 BLAS thread): dgemm at n = 16..1024, the metrics of signals
+/// with decaying singular values and of softmax mixers, dgesdd, normals, softmax entries, simple
+/// passes and the S4D convolution, each timed in the thread's CPU time (calibration.cpp's timing
+/// method), so other load inflates it less; its duration is in docs/BENCHMARKS.md ("Summary").
+/// The BLAS thread count is restored after.
 Calibration measure_calibration();
 
 /// What a stored calibration is valid for: CPU model, core count and BLAS core of this machine.
