@@ -119,40 +119,28 @@ void sigmoid_vjp(const config::ModelParams& model, const HeadTape& head, const M
   for (std::size_t i = 0; i < P.size(); ++i) G_S.data()[i] = G_M.data()[i] * P.data()[i] * (1.0 - P.data()[i]);
   logits_vjp(model, head, G_S, G_X);
 }
+
+// The three attention maps share everything but the map and its reverse.
+constexpr MixerKind attention_kind(config::Mixer mixer, std::string_view name, decltype(MixerKind::map) map,
+                                   decltype(MixerKind::vjp) vjp) {
+  return {.mixer = mixer,
+          .name = name,
+          .layer_flops = flops,
+          .task_seconds = seconds,
+          .memory = memory,
+          .input_mixer_seconds = input_mixer_seconds,
+          .dump = dump,
+          .matrix = matrix,
+          .map = map,
+          .record = record,
+          .vjp = vjp};
+}
 }  // namespace
 
-extern const MixerKind softmax_kind{.mixer = config::Mixer::softmax,
-                                    .name = "softmax",
-                                    .layer_flops = flops,
-                                    .task_seconds = seconds,
-                                    .memory = memory,
-                                    .input_mixer_seconds = input_mixer_seconds,
-                                    .dump = dump,
-                                    .matrix = matrix,
-                                    .map = softmax_rows,
-                                    .record = record,
-                                    .vjp = softmax_vjp};
-extern const MixerKind relu_kind{.mixer = config::Mixer::relu,
-                                 .name = "relu",
-                                 .layer_flops = flops,
-                                 .task_seconds = seconds,
-                                 .memory = memory,
-                                 .input_mixer_seconds = input_mixer_seconds,
-                                 .dump = dump,
-                                 .matrix = matrix,
-                                 .map = relu_map,
-                                 .record = record,
-                                 .vjp = relu_vjp};
-extern const MixerKind sigmoid_kind{.mixer = config::Mixer::sigmoid,
-                                    .name = "sigmoid",
-                                    .layer_flops = flops,
-                                    .task_seconds = seconds,
-                                    .memory = memory,
-                                    .input_mixer_seconds = input_mixer_seconds,
-                                    .dump = dump,
-                                    .matrix = matrix,
-                                    .map = sigmoid_map,
-                                    .record = record,
-                                    .vjp = sigmoid_vjp};
+extern constinit const MixerKind softmax_kind = attention_kind(config::Mixer::softmax, "softmax", softmax_rows,
+                                                               softmax_vjp);
+extern constinit const MixerKind relu_kind = attention_kind(config::Mixer::relu, "relu", relu_map, relu_vjp);
+extern constinit const MixerKind sigmoid_kind = attention_kind(config::Mixer::sigmoid, "sigmoid", sigmoid_map,
+                                                               sigmoid_vjp);
 
 }  // namespace rcsweep::models

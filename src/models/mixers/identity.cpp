@@ -5,16 +5,12 @@
 
 namespace rcsweep::models {
 namespace {
-// Per head: X W_V and the value weights (M X = X is not computed).
-double flops(const config::ModelParams& m) { return value_map_flops(m); }
-
 // Per head X W_V; with a gap fix M is no longer I and M X is a product.
 double seconds(const config::ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, H = m.heads;
   return H * p.gemm(T, d, d) + (m.gap_fix == config::GapFix::none ? 0.0 : H * p.gemm(T, d, T));
 }
 
-MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
               const ProductCache& products, SsdFactors* factors, Matrix storage) {
   (void)layer, (void)head, (void)X, (void)random, (void)products, (void)factors, (void)storage;
@@ -33,12 +29,13 @@ void mix(const config::ModelParams& model, const Matrix& M, ConstMatrixView V, d
 }
 }  // namespace
 
-extern const MixerKind identity_kind{.mixer = config::Mixer::identity,
-                                     .name = "identity",
-                                     .layer_flops = flops,
-                                     .task_seconds = seconds,
-                                     .memory = memory,
-                                     .matrix = matrix,
-                                     .mix = mix};
+extern const MixerKind identity_kind{
+    .mixer = config::Mixer::identity,
+    .name = "identity",
+    .layer_flops = value_map_flops,  // per head X W_V and the value weights (M X = X is not computed)
+    .task_seconds = seconds,
+    .memory = fixed_mixer_memory,
+    .matrix = matrix,
+    .mix = mix};
 
 }  // namespace rcsweep::models

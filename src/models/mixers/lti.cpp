@@ -22,7 +22,6 @@ MixerDraws draws(const config::ModelParams& m) {
   return {.ssm = 2 * d * N};
 }
 
-MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 // LTI SSM with scalar gain g = c . b (lambda-skip App. A.8, A.10): M = g L(alpha).
 Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
               const ProductCache& products, SsdFactors* factors, Matrix storage) {
@@ -47,7 +46,7 @@ extern const MixerKind lti_kind{.mixer = config::Mixer::lti,
                                 .layer_flops = flops,
                                 .task_seconds = seconds,
                                 .draws = draws,
-                                .memory = memory,
+                                .memory = fixed_mixer_memory,
                                 .matrix = matrix};
 
 }  // namespace rcsweep::models

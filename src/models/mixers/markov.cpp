@@ -12,15 +12,11 @@ double flops(const config::ModelParams& m) {
   return H * (normal_flops * T * T + exp_flops * T * T + 2.0 * T * T * d + 2.0 * T * d * d + normal_flops * d * d);
 }
 
-// The draws and their map are the bundle's (plan/cost_model.cpp); per task M X and (M X) W_V.
-double seconds(const config::ModelParams& m, const LayerPrices& p) { return given_mixer_seconds(m, p); }
-
 MixerDraws draws(const config::ModelParams& m) {
   const std::size_t T = m.T;
   return {.square = T * T};
 }
 
-MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
               const ProductCache& products, SsdFactors* factors, Matrix storage) {
   (void)X, (void)products, (void)factors, (void)storage;
@@ -34,9 +30,9 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
 extern const MixerKind markov_kind{.mixer = config::Mixer::markov,
                                    .name = "markov",
                                    .layer_flops = flops,
-                                   .task_seconds = seconds,
+                                   .task_seconds = given_mixer_seconds,  // the draws and their map are the bundle's
                                    .draws = draws,
-                                   .memory = memory,
+                                   .memory = fixed_mixer_memory,
                                    .matrix = matrix};
 
 }  // namespace rcsweep::models

@@ -63,6 +63,8 @@ struct MixerDump {
 inline MixerDraws no_draws(const config::ModelParams&) { return {}; }
 inline MixerDump no_dump(const config::ModelParams&) { return {}; }
 inline double no_seconds(const config::ModelParams&, const LayerPrices&) { return 0.0; }
+/// The memory of an input-independent mixer: one M per layer and head, built once and shared by the bundle.
+inline MixerMemory fixed_mixer_memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 
 /// One mixer's descriptor, written with designated initialisers (a field left out takes its
 /// default: no draws, no dump, no seconds of a kind, no hook). The functions take a resolved model

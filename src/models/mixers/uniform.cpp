@@ -3,13 +3,6 @@
 
 namespace rcsweep::models {
 namespace {
-// Per head: X W_V and the value weights.
-double flops(const config::ModelParams& m) { return value_map_flops(m); }
-
-// Per head M X and (M X) W_V (M is the bundle's).
-double seconds(const config::ModelParams& m, const LayerPrices& p) { return given_mixer_seconds(m, p); }
-
-MixerMemory memory(const config::ModelParams&) { return {.fixed_mixer = true}; }
 Matrix matrix(const config::ModelParams& model, int layer, int head, const Matrix& X, RandomSource& random,
               const ProductCache& products, SsdFactors* factors, Matrix storage) {
   (void)layer, (void)head, (void)X, (void)random, (void)products, (void)factors, (void)storage;
@@ -20,9 +13,9 @@ Matrix matrix(const config::ModelParams& model, int layer, int head, const Matri
 
 extern const MixerKind uniform_kind{.mixer = config::Mixer::uniform,
                                     .name = "uniform",
-                                    .layer_flops = flops,
-                                    .task_seconds = seconds,
-                                    .memory = memory,
+                                    .layer_flops = value_map_flops,       // per head X W_V and the value weights
+                                    .task_seconds = given_mixer_seconds,  // M is the bundle's
+                                    .memory = fixed_mixer_memory,
                                     .matrix = matrix};
 
 }  // namespace rcsweep::models
