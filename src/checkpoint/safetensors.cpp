@@ -194,6 +194,18 @@ double bfloat16_to_double(std::uint16_t bits) noexcept {
   return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16));
 }
 
+namespace {
+// o[i] = to_double(the i-th Stored of `in`), read unaligned; a loop the compiler vectorises.
+template <class Stored, class ToDouble>
+void convert_each(const std::byte* in, std::size_t n, double* o, ToDouble to_double) {
+  for (std::size_t i = 0; i < n; ++i) {
+    Stored v;
+    std::memcpy(&v, in + sizeof(Stored) * i, sizeof(Stored));
+    o[i] = to_double(v);
+  }
+}
+}  // namespace
+
 void convert_to_double(Dtype dtype, std::span<const std::byte> bytes, std::span<double> out) {
   const std::size_t n = out.size();
   if (!is_convertible(dtype))
@@ -207,27 +219,9 @@ void convert_to_double(Dtype dtype, std::span<const std::byte> bytes, std::span<
     case Dtype::F64:
       if (n > 0) std::memcpy(o, in, n * sizeof(double));
       break;
-    case Dtype::F32:
-      for (std::size_t i = 0; i < n; ++i) {
-        float v;
-        std::memcpy(&v, in + 4 * i, 4);
-        o[i] = static_cast<double>(v);
-      }
-      break;
-    case Dtype::F16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t v;
-        std::memcpy(&v, in + 2 * i, 2);
-        o[i] = half_to_double(v);
-      }
-      break;
-    case Dtype::BF16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t v;
-        std::memcpy(&v, in + 2 * i, 2);
-        o[i] = bfloat16_to_double(v);
-      }
-      break;
+    case Dtype::F32: convert_each<float>(in, n, o, [](float v) { return static_cast<double>(v); }); break;
+    case Dtype::F16: convert_each<std::uint16_t>(in, n, o, half_to_double); break;
+    case Dtype::BF16: convert_each<std::uint16_t>(in, n, o, bfloat16_to_double); break;
     default: break;
   }
 }

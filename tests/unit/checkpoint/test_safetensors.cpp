@@ -21,31 +21,22 @@ using test::safetensors_bytes;
 using test::TempDir;
 using test::Writer;
 
-// binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits (IEEE 754-2008 §3.6).
-double reference_half(std::uint16_t b) {
-  const int sign = b >> 15, exponent = (b >> 10) & 31, mantissa = b & 1023;
+// A 16-bit IEEE 754 binary format: 1 sign, `e` exponent bits (bias 2^(e-1) - 1), 15 - e mantissa
+// bits (IEEE 754-2008 §3.4, §3.6): subnormals at exponent 0, inf and NaN at its maximum.
+double reference_16bit(std::uint16_t b, int e) {
+  const int m = 15 - e, bias = (1 << (e - 1)) - 1;
+  const int sign = b >> 15, exponent = (b >> m) & ((1 << e) - 1), mantissa = b & ((1 << m) - 1);
   double magnitude;
   if (exponent == 0)
-    magnitude = std::ldexp(mantissa, -24);
-  else if (exponent == 31)
+    magnitude = std::ldexp(mantissa, 1 - bias - m);
+  else if (exponent == (1 << e) - 1)
     magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
   else
-    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
+    magnitude = std::ldexp((1 << m) + mantissa, exponent - bias - m);
   return sign ? -magnitude : magnitude;
 }
-
-// bfloat16: 1 sign, 8 exponent (bias 127), 7 mantissa bits.
-double reference_bfloat16(std::uint16_t b) {
-  const int sign = b >> 15, exponent = (b >> 7) & 255, mantissa = b & 127;
-  double magnitude;
-  if (exponent == 0)
-    magnitude = std::ldexp(mantissa, -133);
-  else if (exponent == 255)
-    magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-  else
-    magnitude = std::ldexp(128 + mantissa, exponent - 134);
-  return sign ? -magnitude : magnitude;
-}
+double reference_half(std::uint16_t b) { return reference_16bit(b, 5); }      // binary16
+double reference_bfloat16(std::uint16_t b) { return reference_16bit(b, 8); }  // bfloat16
 
 // Same value, same sign (so -0 differs from +0); NaN equals NaN of the same sign.
 void expect_same(double got, double want, std::uint32_t bits) {
