@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 import pytest
 
+import named_places
 from conftest import BIN, PYTHON, SCRIPTS, SOURCE
 from metric_registry import metric_registry, metric_names
 
@@ -183,25 +184,13 @@ def sources():
 
 def places(metric, files):
     """The files outside src/metrics/ that name `metric` as a string ("name" or 'name')."""
-    pattern = re.compile(r"[\"']" + re.escape(metric) + r"[\"']")
-    return {path for path, text in files.items() if not path.startswith(REGISTRY_DIR) and pattern.search(text)}
+    return named_places.places(files, re.compile(r"[\"']" + re.escape(metric) + r"[\"']"), REGISTRY_DIR)
 
 
 def place_problems(names, files, listed, new_limit):
-    problems = []
-    for metric in names:
-        found = places(metric, files)
-        if metric not in listed:
-            if len(found) > new_limit:
-                problems.append(f"metric {metric} is named in {len(found)} files outside {REGISTRY_DIR} "
-                                f"(at most {new_limit}): {sorted(found)}; read the registry there instead")
-            continue
-        for path in sorted(found - listed[metric]):
-            problems.append(f"{path} names the metric {metric}: read the registry (or the store) instead")
-        for path in sorted(listed[metric] - found):
-            problems.append(f"{path} no longer names the metric {metric}: take it off PLACES")
-    problems += [f"PLACES lists {m}, which is no metric of the registry" for m in listed if m not in names]
-    return problems
+    return named_places.place_problems(names, lambda m: places(m, files), listed, new_limit, "metric",
+                                       lambda m: f"the metric {m}", REGISTRY_DIR,
+                                       "read the registry (or the store) instead")
 
 
 def test_a_metric_is_named_only_where_the_registry_does_not_reach():

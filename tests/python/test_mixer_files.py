@@ -10,6 +10,8 @@ outside src/models/mixers/.
 import re
 from pathlib import Path
 
+import named_places
+
 ROOT = Path(__file__).resolve().parents[2]
 MIXERS_DIR = "src/models/mixers/"
 
@@ -47,25 +49,13 @@ def sources():
 
 def places(mixer, files):
     """The files outside src/models/mixers/ that name Mixer::<mixer>."""
-    pattern = re.compile(r"\bMixer::" + re.escape(mixer) + r"\b")
-    return {path for path, text in files.items() if not path.startswith(MIXERS_DIR) and pattern.search(text)}
+    return named_places.places(files, re.compile(r"\bMixer::" + re.escape(mixer) + r"\b"), MIXERS_DIR)
 
 
 def place_problems(names, files, listed, new_limit):
-    problems = []
-    for mixer in names:
-        found = places(mixer, files)
-        if mixer not in listed:
-            if len(found) > new_limit:
-                problems.append(f"mixer {mixer} is named in {len(found)} files outside {MIXERS_DIR} "
-                                f"(at most {new_limit}): {sorted(found)}; give its descriptor what they do")
-            continue
-        for path in sorted(found - listed[mixer]):
-            problems.append(f"{path} names Mixer::{mixer}: that belongs in its descriptor ({MIXERS_DIR})")
-        for path in sorted(listed[mixer] - found):
-            problems.append(f"{path} no longer names Mixer::{mixer}: take it off PLACES")
-    problems += [f"PLACES lists {m}, which is no mixer" for m in listed if m not in names]
-    return problems
+    return named_places.place_problems(names, lambda m: places(m, files), listed, new_limit, "mixer",
+                                       lambda m: f"Mixer::{m}", MIXERS_DIR,
+                                       f"that belongs in its descriptor ({MIXERS_DIR})")
 
 
 def test_a_mixer_is_named_only_where_its_descriptor_does_not_reach_yet():
