@@ -53,6 +53,12 @@ class ModelFolder {
   std::vector<double> values(std::string_view name) const { return file_of(name).values(name); }
   void values(std::string_view name, std::span<double> out) const { file_of(name).values(name, out); }
   Matrix matrix(std::string_view name) const { return file_of(name).matrix(name); }
+  /// Rows [first, first + count) of a 2-D tensor (SafetensorsFile::rows).
+  void rows(std::string_view name, std::size_t first, std::size_t count, std::span<double> out) const {
+    file_of(name).rows(name, first, count, out);
+  }
+  /// The weights file messages name for a tensor the folder lacks: model.safetensors, or the index.
+  const std::string& weights_file() const noexcept { return weights_; }
 
  private:
   explicit ModelFolder(ModelConfig config) : config_(std::move(config)) {}

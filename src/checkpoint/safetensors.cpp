@@ -381,4 +381,20 @@ Matrix SafetensorsFile::matrix(std::string_view name) const {
   return m;
 }
 
+void SafetensorsFile::rows(std::string_view name, std::size_t first, std::size_t count, std::span<double> out) const {
+  const TensorInfo& t = tensor(name);
+  check_convertible(t);
+  if (t.shape.size() != 2)
+    refuse(file_, "tensor " + quote_name(name) + " has shape " + shape_text(t.shape) + ", not 2-D: it has no rows");
+  const std::size_t rows = t.shape[0], cols = t.shape[1];
+  if (first > rows || count > rows - first)
+    throw Error("SafetensorsFile::rows: rows [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                std::to_string(count) + ") of tensor " + quote_name(name) + " of " + std::to_string(rows) + " rows");
+  if (out.size() != count * cols)
+    throw Error("SafetensorsFile::rows: " + std::to_string(out.size()) + " doubles for " + std::to_string(count) +
+                " rows of " + std::to_string(cols) + " of tensor " + quote_name(name));
+  const std::size_t row_bytes = cols * dtype_size(t.dtype);
+  convert_to_double(t.dtype, raw(name).subspan(first * row_bytes, count * row_bytes), out);
+}
+
 }  // namespace rcsweep::checkpoint

@@ -98,6 +98,11 @@ class SafetensorsFile {
   void values(std::string_view name, std::span<double> out) const;
   /// A tensor of at most 2 dimensions as a Matrix: [r, c] is r × c, [n] is 1 × n, [] is 1 × 1.
   Matrix matrix(std::string_view name) const;
+  /// Rows [first, first + count) of the 2-D tensor `name` as float64 into `out` (count × columns
+  /// doubles, row-major), converting only those rows (an embedding's few rows of a large table).
+  /// ConfigError naming file and tensor when it is missing, not 2-D or not a float; Error when the
+  /// rows leave the tensor or `out` has another size.
+  void rows(std::string_view name, std::size_t first, std::size_t count, std::span<double> out) const;
 
  private:
   SafetensorsFile() = default;

@@ -48,6 +48,7 @@ TEST(ModelFolder, SingleFile) {
   EXPECT_EQ(m.stored_bytes(), std::filesystem::file_size(dir / "model.safetensors"));
   EXPECT_EQ(m.files().size(), 1u);
   m.expect("a", {1, 2});
+  EXPECT_EQ(m.weights_file(), (dir / "model.safetensors").string());
 }
 
 TEST(ModelFolder, Sharded) {
@@ -69,6 +70,12 @@ TEST(ModelFolder, Sharded) {
   const std::string missing = config_error([&] { (void)m.values("pooler.weight"); });
   EXPECT_NE(missing.find("model.safetensors.index.json: tensor \"pooler.weight\" is missing"), std::string::npos)
       << missing;
+  EXPECT_EQ(m.weights_file(), (dir / "model.safetensors.index.json").string());
+  std::vector<double> row(2);
+  m.rows("embeddings.weight", 1, 1, row);
+  EXPECT_EQ(row, (std::vector<double>{3, 4}));
+  m.rows("layer.1.weight", 0, 1, row);
+  EXPECT_EQ(row, (std::vector<double>{1, 3}));
 }
 
 TEST(ModelFolder, SingleFileWinsOverAnIndex) {

@@ -276,6 +276,48 @@ TEST(Safetensors, RefusesMissingTensorsWrongShapesAndNonFloats) {
   EXPECT_EQ(file.raw("ids").size(), 16u);
 }
 
+TEST(Safetensors, RowsConvertOnlyTheRowsAskedFor) {
+  // 4 x 3 tables in F32, F16 and BF16 after a 1-byte tensor (unaligned): rows 1..2 of each are
+  // exactly the same rows of the whole tensor.
+  const std::vector<float> f32{0, 1, 2, 3, 4.5f, -5, 6, 7, 1e-40f, 9, 10, 11};
+  const std::vector<std::uint16_t> f16{0x3c00, 0x8001, 0x7bff, 0xc000, 0x0001, 0x3555,
+                                       0x4000, 0x4200, 0x4400, 0x4500, 0x4600, 0x4700};
+  const std::vector<std::uint16_t> bf16{0x3f80, 0x8001, 0x7f7f, 0x4049, 0xc000, 0x3eaa,
+                                        0x4000, 0x4040, 0x4080, 0x40a0, 0x40c0, 0x40e0};
+  TempDir dir;
+  Writer w;
+  w.add("odd", "U8", "[1]", std::string(1, '\x07'))
+      .add("f32", "F32", "[4,3]", test::bytes_of(f32))
+      .add("f16", "F16", "[4,3]", test::bytes_of(f16))
+      .add("bf16", "BF16", "[4,3]", test::bytes_of(bf16))
+      .add("flat", "F32", "[12]", test::bytes_of(f32))
+      .add("ids", "I64", "[2,1]", std::string(16, '\0'))
+      .write(dir / "m.safetensors");
+  const SafetensorsFile file = SafetensorsFile::open(dir / "m.safetensors");
+  for (const char* name : {"f32", "f16", "bf16"}) {
+    const std::vector<double> all = file.values(name);
+    std::vector<double> two(6);
+    file.rows(name, 1, 2, two);
+    for (std::size_t i = 0; i < two.size(); ++i) EXPECT_EQ(two[i], all[3 + i]) << name << " " << i;
+    std::vector<double> last(3);
+    file.rows(name, 3, 1, last);
+    for (std::size_t i = 0; i < last.size(); ++i) EXPECT_EQ(last[i], all[9 + i]) << name << " " << i;
+    std::vector<double> none;
+    EXPECT_NO_THROW(file.rows(name, 4, 0, none));
+  }
+  std::vector<double> out(3);
+  EXPECT_THROW(file.rows("f32", 4, 1, out), Error);
+  EXPECT_THROW(file.rows("f32", 2, 3, out), Error);
+  EXPECT_THROW(file.rows("f32", 0, 2, out), Error);  // out holds one row, not two
+  const std::string flat = config_error([&] { file.rows("flat", 0, 1, out); });
+  EXPECT_NE(flat.find("tensor \"flat\" has shape [12], not 2-D"), std::string::npos) << flat;
+  const std::string ids = config_error([&] { file.rows("ids", 0, 1, out); });
+  EXPECT_NE(ids.find("tensor \"ids\" has dtype I64, not a float"), std::string::npos) << ids;
+  const std::string missing = config_error([&] { file.rows("nope", 0, 1, out); });
+  EXPECT_NE(missing.find((dir / "m.safetensors").string() + ": tensor \"nope\" is missing"), std::string::npos)
+      << missing;
+}
+
 TEST(Safetensors, DtypeTable) {
   for (const char* name : {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
                            "F64", "I64", "U64"}) {
