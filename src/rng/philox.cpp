@@ -318,18 +318,30 @@ bool avx512_available() {
 
 }  // namespace detail
 
-void fill_normal(const StreamKey& key, std::span<double> out) {
+void fill_normal(const StreamKey& key, std::span<double> out) { fill_normal(key, 0, out); }
+
+void fill_normal(const StreamKey& key, std::uint64_t first, std::span<double> out) {
   static const FillNormal fill = select_fill_normal();  // once per process, thread-safe
+  // Block b yields elements 4b .. 4b + 3: a start inside a block takes that block's tail first.
+  std::uint64_t block = first / 4;
+  if (const std::size_t skip = first % 4; skip != 0 && !out.empty()) {
+    double head[4];
+    fill(key, block, std::span<double>(head));
+    const std::size_t n = std::min<std::size_t>(4 - skip, out.size());
+    std::copy_n(head + skip, n, out.data());
+    out = out.subspan(n);
+    ++block;
+  }
   // Element i depends only on (key, i): large fills are cut into parts (whole Philox blocks of 4)
   // on the rank's threads, with the same numbers as one fill.
   constexpr std::size_t part = std::size_t{1} << 16;
   if (out.size() < 2 * part) {
-    fill(key, 0, out);
+    fill(key, block, out);
     return;
   }
   const parallel::Parts parts{out.size(), part};
   parallel::for_each(parts.count(), [&](std::size_t p) {
-    fill(key, parts.begin(p) / 4, out.subspan(parts.begin(p), parts.length(p)));
+    fill(key, block + parts.begin(p) / 4, out.subspan(parts.begin(p), parts.length(p)));
   });
 }
 

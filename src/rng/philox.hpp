@@ -20,6 +20,18 @@ enum class Tensor : std::uint32_t {
   ssm_c = 9,        ///< W_C of the selective SSM, c of the LTI gain
   s4d_step = 10,    ///< the log-uniform step sizes Delta_c of S4D
   grad_probe = 11,  ///< the Hutchinson probes v (layer = output depth L, head = probe index)
+  // The BERT-family encoders' published initialisation (models/encoder/random_weights.cpp): one
+  // stream per tensor kind, layer = the weight group (0 for the embedding tables).
+  encoder_word = 12,        ///< word embedding (vocab x embedding_size)
+  encoder_position = 13,    ///< position embedding (max_positions x embedding_size)
+  encoder_token_type = 14,  ///< token-type embedding (type_vocab x embedding_size)
+  encoder_projection = 15,  ///< ALBERT's embedding projection (embedding_size x d)
+  encoder_query = 16,       ///< W_Q (d x d)
+  encoder_key = 17,         ///< W_K (d x d)
+  encoder_value = 18,       ///< W_V (d x d)
+  encoder_output = 19,      ///< the attention's output projection W_O (d x d)
+  encoder_mlp_in = 20,      ///< W_1 (d x intermediate)
+  encoder_mlp_out = 21,     ///< W_2 (intermediate x d)
 };
 
 /// Identifies one random tensor. Never contains the rank, thread, lambda or a component switch
@@ -39,6 +51,10 @@ struct StreamKey {
 /// Runs the widest build of the kernel the CPU has (AVX-512, AVX2 or baseline x86-64); the numbers
 /// are bitwise the same on every x86-64 CPU (MODELS.md "Randomness").
 void fill_normal(const StreamKey& key, std::span<double> out);
+/// Fill `out` with elements first .. first + out.size() - 1 of the normal stream `key`: the same
+/// values as out.size() entries from `first` on of one longer fill_normal (a row of a table drawn
+/// without the rows before it).
+void fill_normal(const StreamKey& key, std::uint64_t first, std::span<double> out);
 
 /// Fill `out` with i.i.d. uniforms in the open interval (0, 1) of stream `key`.
 /// Uses a different counter range than fill_normal for the same key.

@@ -105,6 +105,22 @@ TEST(RngPhilox, PrefixOfLongerFillForAllLengths) {
   }
 }
 
+// A fill from element `first` on is the slice of one fill from 0: every start within a Philox
+// block of 4, short and long lengths, and fills long enough to be cut into parts on the threads.
+TEST(RngPhilox, FillFromAnElementIsTheSliceOfTheWholeFill) {
+  const StreamKey k = base_key();
+  const std::size_t part = std::size_t{1} << 16;
+  const auto whole = normals(k, 2 * part + 64 + 3 * part);
+  for (std::uint64_t first : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 61, 1000, 1003}) {
+    for (const std::size_t n : std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 7, 9, 31, 1024, 2 * part + 3, 3 * part + 1}) {
+      std::vector<double> got(n, -1.0);
+      fill_normal(k, first, got);
+      const auto begin = whole.begin() + static_cast<long>(first);
+      EXPECT_TRUE(bitwise_equal(got, std::vector<double>(begin, begin + static_cast<long>(n)))) << first << " " << n;
+    }
+  }
+}
+
 TEST(RngPhilox, UniformAndNormalUseDifferentCounterRanges) {
   // The normal pair (z0, z1) came from u1 = exp(-(z0^2 + z1^2) / 2); it must not be the uniform
   // stream's first value.
