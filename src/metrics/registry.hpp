@@ -1,6 +1,7 @@
 // The per-layer metrics, one entry each: name, description, units, the part of a layer's metric
 // work it needs and, through that part, its cost. Everything else reads this table: the store's
-// /layers datasets and their descriptions (store/schema.cpp), [output] metrics (config), the parts
+// /layers datasets with their descriptions and units (store/schema.cpp) and which of them every
+// store has (the core metrics, store/open.cpp), [output] metrics (config), the parts
 // signal_metrics and mixer_metrics compute for a selection and the cost model prices
 // (metric_names.hpp), the planner's bytes per layer of a task's results (plan/memory.cpp), and
 // through the store the Python toolkit (names and descriptions from /layers). Header-only: the
@@ -51,12 +52,14 @@ inline constexpr std::array<PartCost, 7> part_costs = {{
 struct MetricInfo {
   std::string_view name;         ///< dataset and column name, [output] metrics' word
   std::string_view description;  ///< the dataset's `description` attribute (docs/SCHEMA.md)
-  std::string_view units;        ///< "X": units of the input X_0; "ln X": its logarithm; "1": dimensionless
+  std::string_view units;        ///< the dataset's `units` attribute: "X", units of the input X_0; "ln X", its
+                                 ///< logarithm; "1", dimensionless
   Part needs;                    ///< the part of the work it is computed in (and what it costs)
 };
 
 /// The per-layer metrics in storage order (the order of a LayerRow and of /layers; a new metric
-/// goes at the end). Descriptions are stored in every new store: change them only with the docs.
+/// goes at the end, after the core metrics below). Descriptions and units are stored in every new
+/// store: change them only with the docs.
 inline constexpr std::array<MetricInfo, 13> layer_metrics = {{
     {"fro", "||X_l||_F, true scale (may be +inf when it exceeds the double range; see log_fro)", "X",
      Part::signal_norm},
@@ -75,6 +78,16 @@ inline constexpr std::array<MetricInfo, 13> layer_metrics = {{
     {"m_fro", "||M||_F of the layer's mixer matrix after gap_fix", "1", Part::mixer_norm},
 }};
 inline constexpr std::size_t n_layer_metrics = layer_metrics.size();
+
+/// The core metrics: the first n_core_metrics entries, the registry as of schema version
+/// core_metrics_schema (the store's schema_version, which checks that the two agree). Every store
+/// of that schema has their /layers datasets, and a reader refuses one without them as damaged. An
+/// entry after them was added without a new schema version: a store made before it lacks its
+/// dataset, which the readers take as NaN in every row and a resume creates (docs/SCHEMA.md
+/// "Adding a metric"). A new schema version makes every entry of the day core.
+inline constexpr int core_metrics_schema = 2;
+inline constexpr std::size_t n_core_metrics = 13;
+static_assert(n_core_metrics >= 1 && n_core_metrics <= n_layer_metrics, "the core metrics are registry entries");
 
 /// Bytes one metric takes per layer of a task's results (a float64 in /layers, TaskValues and the
 /// packed result message).

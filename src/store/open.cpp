@@ -21,6 +21,15 @@ void require_dataset(hid_t f, const std::string& path) {
 }
 }  // namespace
 
+std::size_t required_metrics() {
+  if (const char* v = std::getenv("RCSWEEP_TEST_CORE_METRICS"); v && *v >= '0' && *v <= '9') {  // digits only
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= metrics::n_core_metrics) return n;
+  }
+  return metrics::n_core_metrics;
+}
+
 std::vector<TaskStatus> read_status_column(hid_t tasks, std::uint64_t n_tasks) {
   const auto dims = h5::dataset_dims(tasks);
   if (dims.size() != 1 || dims[0] != n_tasks)
@@ -108,9 +117,14 @@ std::vector<TaskStatus> check_structure(hid_t f, std::uint64_t n_tasks, std::int
   check_statuses_fit(status, rule);
 
   const hsize_t n = n_tasks, L1 = static_cast<hsize_t>(max_depth) + 1, L = L1 - 1;
-  for (std::string_view name : metrics::layer_metric_names) {
-    require_dataset(f, "layers/" + std::string(name));
-    check_float_dataset(f, "/layers/" + std::string(name), {n, L1});
+  // The core metrics' datasets are required; a later metric's is checked where the store has it
+  // (a store made before the metric lacks it: read as NaN, created by a resume).
+  const std::size_t required = required_metrics();
+  for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k) {
+    const std::string name = "layers/" + std::string(metrics::layer_metric_names[k]);
+    if (k >= required && !(h5::link_exists(f, "layers") && h5::link_exists(f, name))) continue;
+    require_dataset(f, name);
+    check_float_dataset(f, "/" + name, {n, L1});
   }
   // Groups and datasets that stores of older rcsweeps, or sweeps without them, do not have: their
   // absence is judged against the plan (open_checked).
@@ -162,6 +176,14 @@ Store Store::open_resume(const WriterLock& lock, const plan::Plan& plan, const P
     h5::flush(f);
     return 0;
   });
+  // A store made before a metric of the registry: its dataset, NaN for the tasks finished before,
+  // so that the tasks run now record it. A failure here (a full disk) is no damage of the store.
+  try {
+    store.impl_->create_missing_metrics(plan);
+    h5::flush(f);
+  } catch (const StoreError& e) {
+    throw StoreError(path.string() + ": cannot add the /layers datasets of the metrics it lacks (" + e.what() + ")");
+  }
   return store;
 }
 

@@ -251,15 +251,19 @@ void Store::Impl::create_tasks() {
                "run), rank = MPI rank that ran it (-1 until run)");
 }
 
-/// /layers/<metric>, one per entry of the metric registry (metrics/registry.hpp: name and
-/// description): NaN-filled by the fill value; chunks of whole rows. Group attribute `computed`:
-/// the metrics the sweep computes ([output] metrics), space-separated; the others stay NaN.
+/// /layers/<metric>, one per entry of the metric registry (metrics/registry.hpp: name,
+/// description and units): NaN-filled by the fill value; chunks of whole rows. Group attribute
+/// `computed`: the metrics the sweep computes ([output] metrics), space-separated; the others stay NaN.
 void Store::Impl::create_layers(const plan::Plan& plan) {
   const hid_t f = file.id();
-  const std::size_t L1 = n_layers;
   h5::Handle layers_group = h5::create_group(f, "layers");
   h5::set_attr(layers_group.id(), "computed", metrics::names_of(plan.spec.output.metrics));
   h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
+  for (std::size_t k = 0; k < layers.size(); ++k) create_metric(layers_group.id(), layer_axis.id(), k);
+}
+
+void Store::Impl::create_metric(hid_t group, hid_t layer_axis, std::size_t k) {
+  const std::size_t L1 = n_layers;
   constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
   const std::size_t rows = std::max<std::size_t>(
       1, std::min<std::size_t>({n_tasks, 64, max_chunk_bytes / (L1 * sizeof(double))}));
@@ -267,12 +271,11 @@ void Store::Impl::create_layers(const plan::Plan& plan) {
   opt.chunk = {rows, L1};
   opt.fill = &nan;
   opt.fill_type = H5T_NATIVE_DOUBLE;
-  for (std::size_t k = 0; k < layers.size(); ++k) {
-    const metrics::MetricInfo& metric = metrics::layer_metrics[k];  // the registry's entry
-    layers[k] = h5::create_dataset(layers_group.id(), std::string(metric.name), H5T_IEEE_F64LE, {n_tasks, L1}, opt);
-    h5::set_attr(layers[k].id(), "description", std::string(metric.description));
-    h5::attach_scale(layers[k].id(), layer_axis.id(), 1);
-  }
+  const metrics::MetricInfo& metric = metrics::layer_metrics[k];  // the registry's entry
+  layers[k] = h5::create_dataset(group, std::string(metric.name), H5T_IEEE_F64LE, {n_tasks, L1}, opt);
+  h5::set_attr(layers[k].id(), "description", std::string(metric.description));
+  h5::set_attr(layers[k].id(), "units", std::string(metric.units));
+  h5::attach_scale(layers[k].id(), layer_axis, 1);
 }
 
 /// /theory/<name>: one NaN-filled value per task.

@@ -38,7 +38,8 @@ std::vector<TaskResult> Store::read_results(std::span<const std::uint64_t> tasks
     return v;
   };
   std::vector<std::vector<double>> layers, theory;
-  for (const auto& d : s.layers) layers.push_back(read(d));
+  for (const auto& d : s.layers)  // a metric the store lacks (made before it): NaN
+    layers.push_back(d ? read(d) : std::vector<double>(s.n_tasks * L1, nan));
   for (const auto& d : s.theory) theory.push_back(read(d));
   const bool all = static_cast<bool>(s.grad_log10_all);
   const std::vector<double> g = s.n_grad_depths ? read(all ? s.grad_log10_all : s.grad_log10) : std::vector<double>{};

@@ -41,8 +41,10 @@ void Store::Impl::open_datasets() {
   m_sv = h5::open_dataset(file.id(), "/spectra/m_sv");
   m_eig_re = h5::open_dataset(file.id(), "/spectra/m_eig_re");
   m_eig_im = h5::open_dataset(file.id(), "/spectra/m_eig_im");
-  for (std::size_t k = 0; k < layers.size(); ++k)
-    layers[k] = h5::open_dataset(file.id(), "/layers/" + std::string(metrics::layer_metric_names[k]));
+  for (std::size_t k = 0; k < layers.size(); ++k) {  // check_structure required the core metrics
+    const std::string name = "layers/" + std::string(metrics::layer_metric_names[k]);
+    if (h5::link_exists(file.id(), name)) layers[k] = h5::open_dataset(file.id(), "/" + name);
+  }
   for (std::size_t k = 0; k < theory.size(); ++k)
     theory[k] = h5::open_dataset(file.id(), "/theory/" + std::string(models::theory_names[k]));
   if (n_grad_depths > 0) {
@@ -53,6 +55,21 @@ void Store::Impl::open_datasets() {
     grad_log10_all = h5::open_dataset(file.id(), "/grad/log10_g_all");
     grad_stderr_all = h5::open_dataset(file.id(), "/grad/stderr_all");
   }
+}
+
+void Store::Impl::create_missing_metrics(const plan::Plan& plan) {
+  h5::Handle group, layer_axis;
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    if (layers[k]) continue;
+    if (!group) {
+      group = h5::open_group(file.id(), "/layers");
+      layer_axis = h5::open_dataset(file.id(), "/axes/layer");
+    }
+    create_metric(group.id(), layer_axis.id(), k);
+  }
+  // The plan's selection is the store's (same plan hash) but for the metrics its rcsweep did not
+  // have: a sweep of every metric computes them from now on.
+  if (group) h5::set_attr(group.id(), "computed", metrics::names_of(plan.spec.output.metrics));
 }
 
 void Store::Impl::check_spectra_layout() const {

@@ -30,6 +30,9 @@
 namespace rcsweep::store {
 static_assert(std::tuple_size_v<decltype(TaskResult::theory)> == models::n_theory,
               "TaskResult::theory must hold every theory quantity");
+static_assert(metrics::core_metrics_schema == schema_version,
+              "a new schema version makes every registry metric core: metrics::n_core_metrics and "
+              "core_metrics_schema (metrics/registry.hpp) change with it");
 
 inline constexpr std::size_t choice_bytes = 16;    // /points: fixed-length string fields
 inline constexpr std::size_t message_bytes = 256;  // /tasks: message field (255 bytes + NUL)
@@ -217,6 +220,13 @@ void check_task_fields(hid_t tasks);
 std::vector<TaskStatus> check_structure(hid_t file, std::uint64_t n_tasks, std::int64_t max_depth,
                                         const StatusRule& rule);
 
+/// How many of the registry's metrics, from the first, every store must have: the core metrics
+/// (metrics::n_core_metrics), whose datasets a store of this schema always has; a later metric's
+/// may be missing (read as NaN, created by a resume). The environment variable
+/// RCSWEEP_TEST_CORE_METRICS, a number from 1 to n_core_metrics, lowers it for the tests of a store
+/// made before a metric (every metric of today is core); any other value is ignored.
+std::size_t required_metrics();
+
 /// Open an existing file after checking it exists and is HDF5; damage becomes a clear StoreError.
 inline h5::Handle open_existing(const std::filesystem::path& path, bool read_write) {
   const std::string p = path.string();
@@ -288,7 +298,7 @@ struct Store::Impl {
   h5::Handle file;  // closed before the temporary is removed and the lock released
   TaskTypes types;
   h5::Handle tasks, x_sv, m_sv, m_eig_re, m_eig_im;
-  std::array<h5::Handle, metrics::n_layer_metrics> layers;
+  std::array<h5::Handle, metrics::n_layer_metrics> layers;  // empty: a metric the store lacks (read as NaN)
   std::array<h5::Handle, models::n_theory> theory;
   h5::Handle grad_log10, grad_stderr, grad_log10_all, grad_stderr_all;  // only with [output] gradients
   detail::PlatformColumn platforms;                                     // /provenance
@@ -305,8 +315,13 @@ struct Store::Impl {
 
   /// The plan's tasks and where each task's rows and spectra lie (store_impl.cpp).
   void load_plan(const plan::Plan& plan);
-  /// The datasets of an existing store (store_impl.cpp).
+  /// The datasets of an existing store (store_impl.cpp); a registry metric it lacks (not a core
+  /// one: check_structure) leaves its handle in `layers` empty.
   void open_datasets();
+  /// Resume: create the /layers datasets of the metrics the store lacks (NaN in every row, so in
+  /// the rows of the tasks finished before) and set `computed` to the plan's selection when any
+  /// was created.
+  void create_missing_metrics(const plan::Plan& plan);
   /// Resume: the spectra datasets have the plan's lengths and the mixer offsets are the plan's.
   void check_spectra_layout() const;
 
@@ -317,6 +332,9 @@ struct Store::Impl {
   void create_all(const plan::Plan& plan, const Provenance& prov);
   void create_tasks();
   void create_layers(const plan::Plan& plan);
+  /// /layers/<metric k> in `group`: float64 [n_tasks, L_max+1], NaN fill, chunks of whole rows,
+  /// the registry's description and units, the layer scale `layer_axis` on dimension 1.
+  void create_metric(hid_t group, hid_t layer_axis, std::size_t k);
   void create_theory();
   void create_gradients(const plan::Plan& plan);
   void create_spectra(const plan::Plan& plan);

@@ -1,9 +1,13 @@
 // Opening an existing store (src/store/open.cpp): a resume of the same plan sees the statuses and
 // continues; another plan is refused naming both hashes and both runs' overrides; damaged and
-// foreign files, and stores made before a dataset existed, give a StoreError (never a crash).
+// foreign files, and stores made before a dataset existed, give a StoreError (never a crash); a
+// store made before a metric of the registry (not a core one) is read with NaN for it, and a resume
+// adds its dataset.
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,6 +19,7 @@
 
 #include "base/error.hpp"
 #include "config/params.hpp"
+#include "metrics/metric_names.hpp"
 #include "plan/plan.hpp"
 #include "store/store.hpp"
 #include "store_test_support.hpp"
@@ -241,4 +246,128 @@ TEST_F(DamagedStoreTest, ResumeWithMixerSpectraOfWrongLengthIsRefused) {
   const auto plan = plan::make_plan(make_spec(config::Spectra::all));
   const std::string msg = store_error_of([&] { Store::open_resume(path("real.h5"), plan, prov()); });
   EXPECT_NE(msg.find("m_eig_im has the wrong length"), std::string::npos) << msg;
+}
+
+// ---- stores made before a metric of the registry (docs/SCHEMA.md "Adding a metric") ------------
+
+namespace {
+
+/// RCSWEEP_TEST_CORE_METRICS = n for the scope of a test: the store takes only the registry's first
+/// n metrics as core, so that a store lacking a later one stands for a store made before it (every
+/// metric of today is core).
+class CoreMetrics {
+ public:
+  explicit CoreMetrics(const std::string& n) { ::setenv(name, n.c_str(), 1); }
+  explicit CoreMetrics(std::size_t n) : CoreMetrics(std::to_string(n)) {}
+  ~CoreMetrics() { ::unsetenv(name); }
+  CoreMetrics(const CoreMetrics&) = delete;
+  CoreMetrics& operator=(const CoreMetrics&) = delete;
+
+ private:
+  static constexpr const char* name = "RCSWEEP_TEST_CORE_METRICS";
+};
+
+constexpr std::size_t last_metric = metrics::n_layer_metrics - 1;
+
+std::string layers_path(std::size_t k) { return "/layers/" + std::string(metrics::layer_metric_names[k]); }
+
+/// Remove /layers/<metric k> of the store at `p` (HDF5 C API, as an older rcsweep's store).
+void delete_metric(const fs::path& p, std::size_t k) {
+  H5Id f(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+  ASSERT_GE(f.id, 0);
+  ASSERT_GE(H5Ldelete(f.id, layers_path(k).c_str(), H5P_DEFAULT), 0);
+}
+
+bool has_dataset(const std::vector<std::string>& datasets, std::size_t k) {
+  return std::find(datasets.begin(), datasets.end(), layers_path(k)) != datasets.end();
+}
+
+}  // namespace
+
+TEST_F(DamagedStoreTest, AStoreWithoutALaterMetricIsReadAsNaNAndAResumeAddsIt) {
+  real_store_bytes();  // tasks 0 and 1 done
+  delete_metric(path("real.h5"), last_metric);
+  const auto plan = plan::make_plan(make_spec(config::Spectra::all));
+  const CoreMetrics core(last_metric);  // the last metric is a later one
+
+  const auto info = store::read_info(path("real.h5"));
+  EXPECT_EQ(info.n_done, 2u);
+  EXPECT_FALSE(has_dataset(info.datasets, last_metric));
+  {  // read (merge, --reuse, growth): NaN for the metric the store lacks, the others as written
+    const std::vector<std::uint64_t> ids = {0, 1};
+    const auto results = Store::open_read(path("real.h5"), plan).read_results(ids);
+    for (std::uint64_t t : ids) {
+      const TaskResult want = fake_result(plan, t);
+      ASSERT_EQ(results[t].layers.size(), want.layers.size());
+      for (std::size_t l = 0; l < want.layers.size(); ++l)
+        for (std::size_t k = 0; k < metrics::n_layer_metrics; ++k) {
+          if (k == last_metric)
+            EXPECT_TRUE(std::isnan(results[t].layers[l][k])) << t << " " << l;
+          else
+            EXPECT_EQ(results[t].layers[l][k], want.layers[l][k]) << t << " " << l << " " << k;
+        }
+    }
+  }
+  {  // a resume creates it: NaN for the tasks finished before, the values of the tasks run now
+    Store s = Store::open_resume(path("real.h5"), plan, prov());
+    std::vector<TaskResult> batch = {fake_result(plan, 2)};
+    s.write(batch);
+  }
+  EXPECT_TRUE(has_dataset(store::read_info(path("real.h5")).datasets, last_metric));
+  H5Id f(H5Fopen(path("real.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_GE(f.id, 0);
+  EXPECT_EQ(test::dims_of(f.id, layers_path(last_metric).c_str()), (std::vector<hsize_t>{16, 4}));
+  const auto added = test::read_dataset<double>(f.id, layers_path(last_metric).c_str(), H5T_NATIVE_DOUBLE);
+  const auto kept = test::read_dataset<double>(f.id, layers_path(0).c_str(), H5T_NATIVE_DOUBLE);
+  const TaskResult t0 = fake_result(plan, 0), t2 = fake_result(plan, 2);
+  for (std::size_t l = 0; l < 4; ++l) {
+    EXPECT_TRUE(std::isnan(added[0 * 4 + l]) && std::isnan(added[1 * 4 + l])) << l;
+    EXPECT_EQ(added[2 * 4 + l], t2.layers[l][last_metric]) << l;
+    EXPECT_TRUE(std::isnan(added[3 * 4 + l])) << l;  // pending
+    EXPECT_EQ(kept[0 * 4 + l], t0.layers[l][0]) << l;
+  }
+  H5Id d(H5Dopen2(f.id, layers_path(last_metric).c_str(), H5P_DEFAULT));
+  EXPECT_EQ(test::read_str_attr(d.id, "description"), metrics::layer_metrics[last_metric].description);
+  EXPECT_EQ(test::read_str_attr(d.id, "units"), metrics::layer_metrics[last_metric].units);
+  H5Id g(H5Gopen2(f.id, "/layers", H5P_DEFAULT));
+  EXPECT_EQ(test::read_str_attr(g.id, "computed"), metrics::names_of(metrics::all_metrics()));
+}
+
+TEST_F(DamagedStoreTest, AStoreWithoutACoreMetricIsDamaged) {
+  for (const std::size_t k : {std::size_t{0}, last_metric}) {
+    real_store_bytes();
+    delete_metric(path("real.h5"), k);
+    expect_refused(path("real.h5"), "real.h5: damaged rcsweep store (" + layers_path(k) + " is missing)");
+    fs::remove(path("real.h5"));
+  }
+  // Fewer core metrics for a test: the ones before the last stay required.
+  real_store_bytes();
+  delete_metric(path("real.h5"), last_metric - 1);
+  const CoreMetrics core(last_metric);
+  expect_refused(path("real.h5"), "damaged rcsweep store (" + layers_path(last_metric - 1) + " is missing)");
+}
+
+TEST_F(DamagedStoreTest, TheTestCountOfCoreMetricsCanOnlyLowerIt) {
+  real_store_bytes();
+  delete_metric(path("real.h5"), last_metric);
+  for (const std::string& n :
+       std::vector<std::string>{"0", "-1", "+1", " 1", "12x", "", std::to_string(metrics::n_core_metrics + 1)}) {
+    const CoreMetrics core(n);
+    expect_refused(path("real.h5"), "damaged rcsweep store (" + layers_path(last_metric) + " is missing)");
+  }
+}
+
+TEST_F(DamagedStoreTest, ALaterMetricTheStoreHasIsChecked) {
+  real_store_bytes();
+  {  // the last metric's dataset of another shape
+    H5Id f(H5Fopen(path("real.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_GE(H5Ldelete(f.id, layers_path(last_metric).c_str(), H5P_DEFAULT), 0);
+    const hsize_t n = 7;
+    H5Id space(H5Screate_simple(1, &n, nullptr));
+    H5Id d(H5Dcreate2(f.id, layers_path(last_metric).c_str(), H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT,
+                      H5P_DEFAULT));
+    ASSERT_GE(d.id, 0);
+  }
+  const CoreMetrics core(last_metric);
+  expect_refused(path("real.h5"), "damaged rcsweep store (" + layers_path(last_metric) + " is 7 but must be 16 x 4)");
 }

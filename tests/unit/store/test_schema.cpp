@@ -70,12 +70,15 @@ TEST_F(StoreTest, CreateHasShapesAttributesAndAllPending) {
     EXPECT_EQ(seed, 0xfeedbeefcafeULL);
   }
 
-  // /layers: [n_tasks, L+1], all NaN through the fill value.
-  for (auto name : metrics::layer_metric_names) {
-    const std::string p = "/layers/" + std::string(name);
+  // /layers: [n_tasks, L+1], all NaN through the fill value; the registry's description and units.
+  for (const metrics::MetricInfo& metric : metrics::layer_metrics) {
+    const std::string p = "/layers/" + std::string(metric.name);
     EXPECT_EQ(dims_of(f.id, p.c_str()), (std::vector<hsize_t>{16, 4})) << p;
     const auto v = read_dataset<double>(f.id, p.c_str(), H5T_NATIVE_DOUBLE);
     EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) << p;
+    H5Id d(H5Dopen2(f.id, p.c_str(), H5P_DEFAULT));
+    EXPECT_EQ(read_str_attr(d.id, "description"), metric.description) << p;
+    EXPECT_EQ(read_str_attr(d.id, "units"), metric.units) << p;
   }
   // /axes
   EXPECT_EQ(read_dataset<double>(f.id, "/axes/lambda", H5T_NATIVE_DOUBLE), (std::vector<double>{0.0, 0.5}));
