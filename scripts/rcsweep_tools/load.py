@@ -12,8 +12,9 @@ Dimensions of `load`:
     `ds.sel(zip0=2)` or `ds.where(ds.T == 64, drop=True)` select a (T, d) pair;
   - `replicate` (0..replicates-1) and `layer` (0..L_max).
 Data variables:
-  - the `/layers` metrics, dims (grid..., replicate, layer): the 13 every store has and any other
-    the store holds (`layer_metrics`), each with the store's `description`;
+  - the `/layers` metrics, dims (grid..., replicate, layer): the 13 core ones every store has and
+    any other the store holds (`layer_metrics`), each with the store's `description`; a metric the
+    store lacks (one added to the registry after the store was made) is not there;
   - `/theory/<q>` as `theory_<q>`, dims (grid..., replicate);
   - `/grad` (when stored): `grad_log10_g`, `grad_stderr` on (grid..., replicate, layer) with layer 0
     NaN (the gradient of layer l = 1..L_max sits at layer l), and with gradients = "all"
@@ -30,7 +31,8 @@ Attributes: every root attribute of the store (config, plan_hash, git_commit, ..
 each variable has `long_name`, `symbol` (matplotlib mathtext), `units` ("1" = dimensionless) and
 the store's `description`. Names and descriptions come from the store; `METRICS` only adds the
 symbol, a short long name and the units (the metric registry's, src/metrics/registry.hpp) of the
-metrics it knows: a metric it does not know is labelled by its name and description.
+metrics it knows: a metric it does not know is labelled by its name and description, with the
+store's `units` (stores made before that attribute: "1").
 
 Missing values: rows of tasks that are pending, failed or not needed (status 4: a replicate that
 an adaptive replicate rule did not run) are NaN (a pending task may hold partial rows in a live
@@ -57,11 +59,25 @@ SCHEMA_VERSION = 2  # the store layout this toolkit reads: schema_version in src
 STATUS = {0: "pending", 1: "done", 2: "failed", 3: "diverged", 4: "not_needed", 5: "vanished"}
 DONE, DIVERGED, NOT_NEEDED, VANISHED = (next(c for c, n in STATUS.items() if n == name)
                                         for name in ("done", "diverged", "not_needed", "vanished"))
-# The /layers metrics every store of schema 2 has, in storage order: check_store requires them.
-# A store may hold more (a metric added to src/metrics/registry.hpp after this toolkit): load()
-# reads those too (layer_metrics), and replicate_stats summarises every one.
+# The /layers metrics every store of schema 2 has, in storage order: the core metrics of the
+# registry (its first n_core_metrics entries, src/metrics/registry.hpp), which check_store requires.
+# A store may hold more (a metric added to the registry after this toolkit, or after schema 2):
+# load() reads those too (layer_metrics), and replicate_stats summarises every one; a store made
+# before such a metric lacks it, and the toolkit lists only what the store holds.
 LAYER_METRICS = ("fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1",
                  "m_s2", "m_gap", "m_fro")
+
+
+def core_metrics():
+    """The metrics check_store requires: LAYER_METRICS, or as the engine (src/store/open.cpp
+    required_metrics) its first N when the environment variable RCSWEEP_TEST_CORE_METRICS is a
+    number N from 1 to their count: for the tests of a store made before a metric (every metric of
+    today is core); any other value is ignored."""
+    n = os.environ.get("RCSWEEP_TEST_CORE_METRICS", "")
+    if n.isdigit() and n.isascii() and 1 <= int(n) <= len(LAYER_METRICS):
+        return LAYER_METRICS[:int(n)]
+    return LAYER_METRICS
+
 
 # name -> (long name, mathtext symbol, units): labels for plots. "1": dimensionless; "X" : in units
 # of the input X_0. A /layers metric's units are its registry entry's (src/metrics/registry.hpp;
@@ -179,10 +195,11 @@ TASK_FIELDS = {"id": (np.dtype("<u8"), "uint64"), "point": (np.dtype("<u8"), "ui
 STATUS_VALUES = "0=pending,1=done,2=failed,3=diverged,4=not_needed,5=vanished"
 # The model parameters of /points by kind (the registry of src/config/params.cpp; /points stores
 # integers as int64, reals and scales as float64, choices as 16-byte strings).
-INT_PARAMS = ("T", "d", "depth", "heads", "d_qk", "outliers_r", "mlp_ratio", "state_dim")
+INT_PARAMS = ("T", "d", "depth", "heads", "d_qk", "outliers_r", "mlp_ratio", "state_dim", "init_draw")
 FLOAT_PARAMS = ("input_scale", "sigma_qk", "sigma_A", "lambda", "skip_scale", "sigma_v", "lambda_mlp", "alpha",
                 "collapse_rate")
-CHOICE_PARAMS = ("mixer", "input", "norm", "gap_fix", "value_init", "value_scale", "gate", "mlp", "bc_init")
+CHOICE_PARAMS = ("mixer", "input", "norm", "gap_fix", "value_init", "value_scale", "gate", "mlp", "bc_init", "block",
+                 "init", "measure")
 THEORY_FLOATS = ("C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds")
 MAX_SHORT_TEXT, MAX_LONG_TEXT = 4096, 64 << 20  # bytes (src/store/validate.hpp)
 MAX_GRID, MAX_DEPTH, INT32_MAX = 1_000_000, 100_000, 2**31 - 1
@@ -697,9 +714,11 @@ def _check(f):
             _bad(f"task {low[0]} is not_needed, but its replicate {low[0] % reps} is below the adaptive rule's "
                  f"min = {low_min}, which always runs")
 
-    for m in LAYER_METRICS:
-        _require(f, f"layers/{m}")
-        _dataset(f, f"layers/{m}", F64, "float64", (n, lmax + 1))
+    core = core_metrics()
+    for m in LAYER_METRICS:  # the core metrics' datasets, and a later one's where the store has it
+        if m in core or ("layers" in f and f["layers"].get(m, getclass=True) is not None):
+            _require(f, f"layers/{m}")
+            _dataset(f, f"layers/{m}", F64, "float64", (n, lmax + 1))
     if "theory" in f:
         for q in THEORY_FLOATS:
             if q in f["theory"]:
@@ -770,8 +789,8 @@ def _soft_int(obj, name):
         return None
 
 
-def _attrs(name, description=None):
-    long_name, symbol, units = METRICS.get(name, (_str(description) if description else name, name, "1"))
+def _attrs(name, description=None, units=None):
+    long_name, symbol, units = METRICS.get(name, (_str(description) if description else name, name, units or "1"))
     a = {"long_name": long_name, "symbol": symbol, "units": units}
     if description:
         a["description"] = _str(description)
@@ -796,10 +815,12 @@ def status_label(statuses):
 
 
 def layer_metrics(f):
-    """The per-layer metrics of an open store, in storage order: LAYER_METRICS (which check_store
-    requires), then every other float64 dataset of /layers with a row per task and a column per
-    layer, a metric this toolkit does not know (docs/SCHEMA.md "Adding a metric"): those the
-    `computed` attribute lists in its order, then the rest by name. Anything else there is not read."""
+    """The per-layer metrics of an open store, in storage order: LAYER_METRICS (the core metrics,
+    which check_store requires; with fewer core metrics for a test, core_metrics(), those after them
+    that the store holds), then every other float64 dataset of /layers with a row per task and a
+    column per layer, a metric this toolkit does not know (docs/SCHEMA.md "Adding a metric"): those
+    the `computed` attribute lists in its order, then the rest by name. Only what the store holds:
+    a metric it lacks (made before the metric) is not listed. Anything else there is not read."""
     n, l1 = int(f.attrs["n_tasks"]), int(f.attrs["max_depth"]) + 1
     computed = (_soft_text(f["layers"], "computed") or "").split()
 
@@ -810,9 +831,10 @@ def layer_metrics(f):
         except (KeyError, TypeError, ValueError, OSError):
             return False
 
+    core = core_metrics()
     extra = sorted((m for m in f["layers"] if m not in LAYER_METRICS and fits(m)),
                    key=lambda m: (computed.index(m) if m in computed else len(computed), m))
-    return LAYER_METRICS + tuple(extra)
+    return core + tuple(m for m in LAYER_METRICS[len(core):] if fits(m)) + tuple(extra)
 
 
 def load(path):
@@ -895,7 +917,9 @@ def _load(path):
 
         data = {}
         for m in layer_metrics(f):  # schema 2's, then any other metric the store holds
-            data[m] = (tdims + ["layer"], per_task(f["layers"][m][...]), _attrs(m, _soft_text(f["layers"][m], "description")))
+            d = f["layers"][m]
+            data[m] = (tdims + ["layer"], per_task(d[...]),
+                       _attrs(m, _soft_text(d, "description"), _soft_text(d, "units")))
         if "theory" in f:
             for q in f["theory"]:
                 data[f"theory_{q}"] = (tdims, per_task(f["theory"][q][...]),
