@@ -1,5 +1,5 @@
 // [model] of a sweep document: one value per parameter, and the extra keys (input_matrix and
-// mixer_matrix as lists of rows, input_path and input_dataset) (sweep_tables.hpp).
+// mixer_matrix as lists of rows, input_path, input_dataset and model_folder) (sweep_tables.hpp).
 #include "config/sweep_tables.hpp"
 
 #include <cmath>
@@ -79,17 +79,19 @@ void parse_model_extra(ParseState& st, const std::string& key, const toml::node&
   } else {
     const auto* s = node.as_string();
     if (!s || s->get().empty()) {
-      st.issue(path, std::string("must be a non-empty string (") +
-                         (key == "input_path" ? "an HDF5 file, relative to the sweep file's folder"
-                                              : "the name of a T x d float64 dataset in input_path") +
-                         "), got " + (s ? std::string("an empty string") : describe(node)));
+      const char* what = key == "input_path"     ? "an HDF5 file or a token file, relative to the sweep file's folder"
+                         : key == "model_folder" ? "a model folder with config.json, relative to the sweep file's folder"
+                                                 : "the name of a T x d float64 dataset in input_path";
+      st.issue(path, std::string("must be a non-empty string (") + what + "), got " +
+                         (s ? std::string("an empty string") : describe(node)));
       return;
     }
     if (s->get().find('\0') != std::string::npos) {  // a C path or HDF5 name would end there
       st.issue(path, "must not hold a NUL character, got " + toml_string(s->get()));
       return;
     }
-    (key == "input_path" ? st.spec.input_path : st.spec.input_dataset) = s->get();
+    (key == "input_path" ? st.spec.input_path : key == "model_folder" ? st.spec.model_folder : st.spec.input_dataset) =
+        s->get();
   }
 }
 

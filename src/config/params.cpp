@@ -113,9 +113,10 @@ const std::vector<ParamInfo>& model_params() {
        false,
        0,
        false,
-       {"orthonormal", "sphere", "gaussian", "matrix", "file"},
+       {"orthonormal", "sphere", "gaussian", "matrix", "file", "tokens"},
        "input X_0: orthonormal rows (needs T <= d), unit-norm Gaussian rows, N(0,1/d) entries, the T x d "
-       "input_matrix of [model], or a T x d float64 HDF5 dataset (input_path, input_dataset)"},
+       "input_matrix of [model], a T x d float64 HDF5 dataset (input_path, input_dataset), or (encoder) the "
+       "embedding of the first T token ids of excerpt `replicate` of a token file (input_path)"},
       {"input_scale", K::real, 1.0, false, 0, true, {}, "factor on X_0 (the input's scale matters without a norm)"},
       {"T", K::integer, std::int64_t{0}, true, 1, false, {}, "context length: tokens, rows of X", max_width},
       {"d", K::integer, std::int64_t{0}, true, 1, false, {}, "width: features, columns of X", max_width},
@@ -191,8 +192,9 @@ const std::vector<ParamInfo>& model_params() {
        false,
        0,
        false,
-       {"none", "relu"},
-       "MLP sub-block norm(lambda X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d), W_2 ~ N(0, 1/m) (Dong et al. §3.2)"},
+       {"none", "relu", "model"},
+       "MLP sub-block norm(lambda X + ReLU(X W_1) W_2), W_1 ~ N(0, 2/d), W_2 ~ N(0, 1/m) (Dong et al. §3.2); "
+       "\"model\": the encoder block's own MLP"},
       {"lambda_mlp",
        K::real,
        std::string("lambda"),
@@ -228,6 +230,40 @@ const std::vector<ParamInfo>& model_params() {
        true,
        {},
        "rate a in (0, 1) of lambda-skip Theorem 4.1 for the /theory quantities"},
+      // Appended after the stack's parameters: the /points columns of older stores keep their order.
+      {"block",
+       K::choice,
+       std::string("stack"),
+       false,
+       0,
+       false,
+       {"stack", "encoder"},
+       "the layer: the stack of MODELS.md, or the BERT-family encoder block of the model_folder's config.json"},
+      {"init",
+       K::choice,
+       std::string("random"),
+       false,
+       0,
+       false,
+       {"random", "checkpoint"},
+       "encoder weights: the published random initialisation, or the model_folder's checkpoint"},
+      {"init_draw",
+       K::integer,
+       std::int64_t{-1},
+       false,
+       -1,
+       false,
+       {},
+       "encoder, init random: which draw of the weights; -1 = the replicate (a new model each), k >= 0 the same "
+       "model for every replicate"},
+      {"measure",
+       K::choice,
+       std::string("block"),
+       false,
+       0,
+       false,
+       {"block", "attention"},
+       "encoder: the signal recorded per layer, the block's output or its attention branch (Dong et al. Fig. 2)"},
   };
   return registry;
 }
@@ -333,6 +369,7 @@ std::string to_toml(const ParamValue& value) {
 }
 
 bool ModelParams::homogeneous() const noexcept {
+  if (block == Block::encoder) return false;  // biases and LayerNorm's eps: the scale of X matters
   if (norm != Norm::none) return true;
   if (gate != Gate::none) return false;  // SiLU is not homogeneous; a ReLU MLP is (degree 1)
   return !input_dependent_mixer();       // a fixed mixer is linear in X
@@ -343,7 +380,7 @@ bool ModelParams::attention() const noexcept { return mixer_choice(mixer).attent
 bool ModelParams::input_dependent_mixer() const noexcept { return mixer_choice(mixer).input_dependent; }
 
 bool ModelParams::linear_stack() const noexcept {
-  return !input_dependent_mixer() && !mixer_choice(mixer).per_channel && lambda == 0.0 && norm == Norm::none &&
+  return block == Block::stack && !input_dependent_mixer() && !mixer_choice(mixer).per_channel && lambda == 0.0 && norm == Norm::none &&
          gate == Gate::none && mlp == Mlp::none && heads == 1;
 }
 
@@ -383,6 +420,10 @@ ModelParams resolve(const std::vector<ParamValue>& values) {
   m.alpha = decode_real(get("alpha"));
   m.collapse_rate = decode_real(get("collapse_rate"));
   m.input_scale = decode_real(get("input_scale"));
+  m.block = decode_choice<Block>(get("block"), info("block"));
+  m.init = decode_choice<Init>(get("init"), info("init"));
+  m.init_draw = get_int("init_draw");
+  m.measure = decode_choice<Measure>(get("measure"), info("measure"));
   return m;
 }
 

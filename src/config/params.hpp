@@ -69,13 +69,16 @@ std::string to_text(const ParamValue& value);
 
 // Enumerators in the order of the choices in the registry (decoding is by position).
 enum class Mixer { softmax, markov, identity, uniform, relu, sigmoid, ssd, lti, matrix, s4d };
-enum class InputKind { orthonormal, sphere, gaussian, matrix, file };
+enum class InputKind { orthonormal, sphere, gaussian, matrix, file, tokens };
 enum class Norm { none, rms, layernorm };
 enum class GapFix { none, perp, outliers };
 enum class Gate { none, silu };
-enum class Mlp { none, relu };
+enum class Mlp { none, relu, model };
 enum class BcInit { gaussian, identity };
 enum class ValueInit { gaussian, orthogonal, identity };
+enum class Block { stack, encoder };
+enum class Init { random, checkpoint };
+enum class Measure { block, attention };
 
 /// One task's model, resolved from a full value vector: enums decoded, "inv_sqrt_d" turned into
 /// 1/sqrt(d), d_qk = 0 turned into d, value_scale folded into sigma_v.
@@ -114,6 +117,22 @@ struct ModelParams {
   std::shared_ptr<const Matrix> input_matrix;
   /// mixer "matrix": the T x T mixer of every layer and head (attached by SweepSpec::model()).
   std::shared_ptr<const Matrix> mixer_matrix;
+  /// The layer: today's stack (MODELS.md) or the BERT-family encoder block of a model folder
+  /// (models/encoder/encoder.hpp; docs/CONFIG.md "Encoder blocks").
+  Block block = Block::stack;
+  /// block "encoder": weights drawn from the published initialisation or read from the folder's
+  /// checkpoint.
+  Init init = Init::random;
+  int init_draw = -1;  ///< init "random": the draw of the weights (-1: the task's replicate)
+  /// block "encoder": the signal whose metrics a layer records: the block's output, or its
+  /// attention sub-block's branch concat_h(A_h V_h) W_O + b_O (Dong et al. Fig. 2).
+  Measure measure = Measure::block;
+  /// block "encoder": the model folder, absolute once the sweep is loaded with its inputs
+  /// (attached by SweepSpec::model(), like input_matrix); empty for the stack.
+  std::string model_folder;
+  /// input "tokens": every excerpt of the token file, in file order (attached by
+  /// SweepSpec::model()); null for the other inputs and before the file is loaded.
+  std::shared_ptr<const std::vector<std::vector<std::int64_t>>> tokens;
 
   /// True when every layer is positively homogeneous of degree 1 in X (linear mixer or a norm
   /// at the end), so X may be carried at unit norm (MODELS.md "Scale").

@@ -87,19 +87,34 @@ std::string SweepSpec::canonical_toml() const {
     return text + "]";
   };
 
+  // input_dataset belongs to input = "file" only (a token file has none).
+  bool may_be_file = std::get<std::string>(param_value(base, "input")) == "file";
+  for (const auto& dim : dims)
+    for (std::size_t c = 0; c < dim.params.size(); ++c)
+      if (dim.params[c] == "input")
+        for (const auto& v : dim.columns[c]) may_be_file = may_be_file || to_text(v) == "file";
+
   std::string out = "[sweep]\n";
   out += "name = " + toml_string(name) + "\n";
   out += "seed = " + std::to_string(seed) + "\n";
   if (!adaptive.enabled()) out += "replicates = " + std::to_string(replicates) + "\n";
   out += "\n[model]\n";
+  // The encoder's parameters (block and after, appended to the registry) only when not at their
+  // default: the canonical text, and so the plan hash, of a sweep without them stays as before.
+  const std::size_t first_encoder_param = *param_index("block");
   for (std::size_t i = 0; i < reg.size(); ++i)
-    if (!is_swept[i]) out += std::string(reg[i].name) + " = " + to_toml(base.at(i)) + "\n";
+    if (!is_swept[i] && (i < first_encoder_param || base.at(i) != reg[i].default_value))
+      out += std::string(reg[i].name) + " = " + to_toml(base.at(i)) + "\n";
   if (input_matrix && input_path.empty()) out += "input_matrix = " + matrix_toml(*input_matrix) + "\n";
   if (mixer_matrix) out += "mixer_matrix = " + matrix_toml(*mixer_matrix) + "\n";
   if (!input_path.empty()) {
     out += "input_path = " + toml_string(input_path) + "\n";
-    out += "input_dataset = " + toml_string(input_dataset) + "\n";
+    if (may_be_file) out += "input_dataset = " + toml_string(input_dataset) + "\n";  // not of a token file
     if (!input_file_digest.empty()) out += "# input file content: " + input_file_digest + "\n";
+  }
+  if (!model_folder.empty()) {  // absent otherwise: older plan hashes stay valid
+    out += "model_folder = " + toml_string(model_folder) + "\n";
+    if (!model_digest.empty()) out += "# model content: " + model_digest + "\n";
   }
   std::vector<ParamValue> depths(depth_axis.begin(), depth_axis.end());
   bool any_axis = !depth_axis.empty();
@@ -161,7 +176,17 @@ ModelParams SweepSpec::model(const std::vector<ParamValue>& values) const {
   ModelParams m = resolve(values);
   if (m.input == InputKind::matrix || m.input == InputKind::file) m.input_matrix = input_matrix;
   if (m.mixer == Mixer::matrix) m.mixer_matrix = mixer_matrix;
+  if (m.block == Block::encoder) m.model_folder = model_folder_path.empty() ? model_folder : model_folder_path;
+  if (m.input == InputKind::tokens) m.tokens = tokens;
   return m;
+}
+
+void SweepSpec::set_encoder_inputs(std::string folder_path,
+                                   std::shared_ptr<const std::vector<std::vector<std::int64_t>>> excerpts,
+                                   std::string digest) {
+  model_folder_path = std::move(folder_path);
+  tokens = std::move(excerpts);
+  model_digest = std::move(digest);
 }
 
 void SweepSpec::set_input_file(Matrix X) {

@@ -93,6 +93,19 @@ struct SweepSpec {
   /// input = "file": shape and content digest of the loaded dataset (a comment line of the
   /// canonical text, so the plan hash changes when the file's content does); empty before.
   std::string input_file_digest;
+  /// block = "encoder": the [model] model_folder as written (relative paths are relative to the
+  /// sweep file's folder); empty when not given.
+  std::string model_folder;
+  /// The model folder made absolute when the sweep's inputs are loaded (set_encoder_inputs);
+  /// empty before. SweepSpec::model() attaches it (else model_folder as written).
+  std::string model_folder_path;
+  /// input = "tokens": the token file's excerpts once loaded (set_encoder_inputs); null before.
+  /// Shared with every resolved model.
+  std::shared_ptr<const std::vector<std::vector<std::int64_t>>> tokens;
+  /// block = "encoder": digest of config.json, the token file and (init = "checkpoint") the
+  /// safetensors headers and sizes (a comment line of the canonical text, so the plan hash changes
+  /// when they do); empty before they are loaded.
+  std::string model_digest;
   /// The command-line overrides (config/overrides.hpp) as given, in order; already applied to
   /// everything above. Not part of the canonical text, which holds their effect.
   std::vector<std::string> overrides;
@@ -111,10 +124,17 @@ struct SweepSpec {
   /// Stable 64-bit hash of canonical_toml() (FNV-1a), as 16 hex digits.
   std::string plan_hash() const;
   /// resolve(values) with the spec's matrices attached (input_matrix for input "matrix" and "file",
-  /// mixer_matrix for mixer "matrix"). Every resolved model of a plan must come from here.
+  /// mixer_matrix for mixer "matrix"), and for block "encoder" the model folder (model_folder_path,
+  /// else model_folder as written) and for input "tokens" the excerpts. Every resolved model of a
+  /// plan must come from here.
   ModelParams model(const std::vector<ParamValue>& values) const;
   /// Attach the dataset read for input = "file" (shape not checked here).
   void set_input_file(Matrix X);
+  /// Attach what an encoder sweep loads before any work (store::load_sweep_with_input): the model
+  /// folder made absolute, the token file's excerpts (null when no point reads tokens) and the
+  /// digest of what was read (nothing checked here).
+  void set_encoder_inputs(std::string folder_path,
+                          std::shared_ptr<const std::vector<std::vector<std::int64_t>>> excerpts, std::string digest);
 };
 
 /// Parse and validate a sweep file's text. Every problem is collected (unknown keys, wrong

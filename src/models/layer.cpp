@@ -56,6 +56,8 @@ Matrix make_input(const ModelParams& model, RandomSource& random) {
       return given_matrix(model.input_matrix.get(), T, d,
                           model.input == config::InputKind::matrix ? "input = \"matrix\" (input_matrix)"
                                                                    : "input = \"file\" (input_path)");
+    case config::InputKind::tokens:  // the encoder's embedding of a token file's excerpt
+      throw Error("input = \"tokens\" is the embedding of an encoder's token ids, not an input of the stack");
   }
   return {};
 }

@@ -85,7 +85,11 @@ TEST(MatrixKeys, ChoicesAppendedAtTheEnd) {
   EXPECT_EQ(input.choices.at(static_cast<std::size_t>(InputKind::matrix)), "matrix");
   EXPECT_EQ(input.choices.at(static_cast<std::size_t>(InputKind::file)), "file");
   EXPECT_EQ(mixer.choices.at(static_cast<std::size_t>(Mixer::matrix)), "matrix");
-  EXPECT_EQ(input.choices.back(), "file");
+  EXPECT_EQ(input.choices.at(static_cast<std::size_t>(InputKind::tokens)), "tokens");
+  EXPECT_EQ(input.choices.back(), "tokens");
+  const auto& mlp = reg[*param_index("mlp")];
+  EXPECT_EQ(mlp.choices.at(static_cast<std::size_t>(Mlp::model)), "model");
+  EXPECT_EQ(mlp.choices.back(), "model");
   EXPECT_EQ(mixer.choices.at(static_cast<std::size_t>(Mixer::s4d)), "s4d");
   EXPECT_EQ(mixer.choices.back(), "s4d");
 }

@@ -64,6 +64,39 @@ TEST(Params, ResolveDecodesAndFoldsScales) {
   EXPECT_THROW(resolve(v), Error);
 }
 
+// The encoder's parameters, appended at the end of the registry (the /points columns of older
+// stores keep their order), decoded by position like the others.
+TEST(Params, ResolveDecodesTheEncoderParameters) {
+  const auto& reg = model_params();
+  const std::vector<std::string_view> tail = {"block", "init", "init_draw", "measure"};
+  ASSERT_GE(reg.size(), tail.size());
+  for (std::size_t k = 0; k < tail.size(); ++k) EXPECT_EQ(reg[reg.size() - tail.size() + k].name, tail[k]);
+  EXPECT_EQ(reg[*param_index("init_draw")].min_int, -1);
+  const ModelParams defaults = resolve(defaults_with(4, 16));
+  EXPECT_EQ(defaults.block, Block::stack);
+  EXPECT_EQ(defaults.init, Init::random);
+  EXPECT_EQ(defaults.init_draw, -1);
+  EXPECT_EQ(defaults.measure, Measure::block);
+  auto v = defaults_with(4, 16);
+  v[*param_index("block")] = std::string("encoder");
+  v[*param_index("init")] = std::string("checkpoint");
+  v[*param_index("init_draw")] = std::int64_t{7};
+  v[*param_index("measure")] = std::string("attention");
+  v[*param_index("input")] = std::string("tokens");
+  v[*param_index("mlp")] = std::string("model");
+  const ModelParams m = resolve(v);
+  EXPECT_EQ(m.block, Block::encoder);
+  EXPECT_EQ(m.init, Init::checkpoint);
+  EXPECT_EQ(m.init_draw, 7);
+  EXPECT_EQ(m.measure, Measure::attention);
+  EXPECT_EQ(m.input, InputKind::tokens);
+  EXPECT_EQ(m.mlp, Mlp::model);
+  EXPECT_FALSE(m.homogeneous());   // biases and LayerNorm's eps: the scale of X matters
+  EXPECT_FALSE(m.linear_stack());  // not a stack
+  v[*param_index("block")] = std::string("transformer");
+  EXPECT_THROW(resolve(v), Error);
+}
+
 TEST(Params, CheckModelOrthonormalNeedsTAtMostD) {
   EXPECT_TRUE(check_model(resolve(defaults_with(8, 8))).empty());
   const auto problems = check_model(resolve(defaults_with(9, 8)));

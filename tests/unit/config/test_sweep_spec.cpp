@@ -238,6 +238,24 @@ TEST(SweepSpec, CanonicalRoundTrip) {
   EXPECT_NE(text.find("[[zip]]\nT = [64, 128, 256, 64, 128, 256]\nd = "), std::string::npos) << text;
 }
 
+// The encoder's parameters, appended to the registry, are written only when not at their default:
+// the canonical text (and plan hash) of a sweep without them is the one older rcsweeps wrote, whose
+// [model] ends at collapse_rate.
+TEST(SweepSpec, EncoderParametersAtTheirDefaultsLeaveTheCanonicalTextAsBefore) {
+  const SweepSpec spec = parse_sweep(example);
+  const std::string text = spec.canonical_toml();
+  for (const char* key : {"\nblock = ", "\ninit = ", "\ninit_draw = ", "\nmeasure = ", "model_folder"})
+    EXPECT_EQ(text.find(key), std::string::npos) << key << "\n" << text;
+  EXPECT_NE(text.find("collapse_rate = 0.9\n\n[axes]"), std::string::npos) << text;
+  const ModelParams m = spec.model(spec.point(0));
+  EXPECT_EQ(m.block, Block::stack);
+  EXPECT_EQ(m.init, Init::random);
+  EXPECT_EQ(m.init_draw, -1);
+  EXPECT_EQ(m.measure, Measure::block);
+  EXPECT_TRUE(m.model_folder.empty());
+  EXPECT_FALSE(m.tokens);
+}
+
 TEST(SweepSpec, CanonicalRoundTripWithDepthAxisAndOddName) {
   const SweepSpec spec = parse_sweep(R"(
 [sweep]
