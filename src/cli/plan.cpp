@@ -281,11 +281,12 @@ void print_memory(const PlanArgs& args, const plan::Plan& plan, const plan::Layo
   const std::string collect = memory.writer >= memory.message
                                   ? "rank 0's store tables and batch " + human_bytes(memory.writer)
                                   : "a worker's message " + human_bytes(memory.message);
-  std::printf("peak memory   %s per rank (largest bundle %s%s with its tasks' results %s, %s, BLAS %s, program %s)\n",
+  const std::string model = memory.model > 0 ? ", model files mapped " + human_bytes(memory.model) : "";
+  std::printf("peak memory   %s per rank (largest bundle %s%s with its tasks' results %s, %s, BLAS %s, program %s%s)\n",
               human_bytes(memory.resident()).c_str(), human_bytes(memory.unit).c_str(),
               threads > 1 ? (" on " + std::to_string(threads) + " threads").c_str() : "",
               human_bytes(memory.results).c_str(), collect.c_str(), human_bytes(memory.blas).c_str(),
-              human_bytes(memory.program).c_str());
+              human_bytes(memory.program).c_str(), model.c_str());
   const auto limit = address_space_limit();
   std::printf(
       "address space %s per rank (ulimit -v; BLAS buffers, MPI and libraries included)%s\n",

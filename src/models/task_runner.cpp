@@ -5,12 +5,15 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
 
 #include "base/error.hpp"
 #include "base/parallel.hpp"
 #include "base/pow2.hpp"
 #include "linalg/linalg.hpp"
+#include "models/encoder/encoder_task.hpp"
 #include "models/layer.hpp"
 #include "models/random_source.hpp"
 
@@ -27,6 +30,8 @@ struct Running {
   // max | ||row|| - 1 | of X_0..X_{L-1} (Theorem 4.1's unit rows); measured only for a stack the
   // theorem covers (theorem_covers): NaN otherwise
   double row_deviation = std::numeric_limits<double>::quiet_NaN();
+  std::string input_key;  // tasks with the same key (and input_scale) start from the same X_0
+  std::unique_ptr<const encoder::TaskEncoder> encoder;  // block "encoder" (encoder_task.hpp), else null
 };
 
 // ln mu(X_l) from the stored metrics: ln(mu_rel) + ln ||X||_F (finite where mu itself overflows).
@@ -58,12 +63,14 @@ double renormalise(Running& r, double max_abs) {
   return std::ldexp(max_abs, -k);
 }
 
-// The layer's signal metrics; `max_abs` >= 0 is max |x| of X, known already (else found here).
-void record(const BundleJob& job, Running& r, int layer, const metrics::MixerMetrics& mm, double max_abs = -1.0) {
+// The layer's signal metrics, of X or of the `signal` an encoder measures; `max_abs` >= 0 is max
+// |x| of that signal, known already (else found here).
+void record(const BundleJob& job, Running& r, int layer, const metrics::MixerMetrics& mm, double max_abs = -1.0,
+            const Matrix* signal = nullptr) {
   const bool want_spectrum = job.recording.spectrum_at(layer);
   std::vector<double> spectrum;
   const metrics::MetricSet& selected = job.recording.metrics;
-  const auto sm = metrics::signal_metrics(r.X, static_cast<double>(r.log2_scale) * std::log(2.0),
+  const auto sm = metrics::signal_metrics(signal ? *signal : r.X, static_cast<double>(r.log2_scale) * std::log(2.0),
                                           want_spectrum ? &spectrum : nullptr, max_abs,
                                           metrics::signal_needs(selected));
   r.out.layers[layer] = metrics::to_row(sm, mm, selected);
@@ -175,9 +182,10 @@ class MixerPool {
   std::vector<Matrix> spare_;
 };
 
-/// The bundle's tasks, each starting from its input X_0: one X_0 per input kind in `inputs`,
-/// drawn from `random` and shared (a task with an input_scale has its own scaled copy).
-std::vector<Running> start_runs(const BundleJob& job, RandomSource& random, std::map<int, Matrix>& inputs) {
+/// The bundle's tasks, each starting from its input X_0: one X_0 per input key in `inputs` (the
+/// input kind; an encoder's tokens: the embedding of its weights), made once and shared (a task
+/// with an input_scale has its own scaled copy).
+std::vector<Running> start_runs(const BundleJob& job, RandomSource& random, std::map<std::string, Matrix>& inputs) {
   const auto& m0 = *job.tasks.front().model;
   const int L = job.max_depth;
   metrics::LayerRow nan_row;
@@ -188,19 +196,22 @@ std::vector<Running> start_runs(const BundleJob& job, RandomSource& random, std:
     const auto& model = *t.model;
     if (model.T != m0.T || model.d != m0.d)
       throw Error("run_bundle: task " + std::to_string(t.id) + " is not of this bundle");
-    Running r{&model, {}, {}, 0, true, 0.0, 0.0, std::numeric_limits<double>::quiet_NaN()};
+    Running r{&model, {}, {}, 0, true, 0.0, 0.0, std::numeric_limits<double>::quiet_NaN(), {}, {}};
     r.out.task = t.id;
     r.out.layers.assign(L + 1, nan_row);
     r.out.spectra.assign(L + 1, {});
     r.out.mixer_sv.assign(L + 1, {});
     r.out.mixer_eig_re.assign(L + 1, {});
     r.out.mixer_eig_im.assign(L + 1, {});
-    auto [it, inserted] = inputs.try_emplace(static_cast<int>(model.input));
-    if (inserted) it->second = make_input(model, random);
+    if (model.block == config::Block::encoder)
+      r.encoder = std::make_unique<const encoder::TaskEncoder>(model, job.seed, job.replicate);
+    r.input_key = r.encoder ? r.encoder->input_key() : "input " + std::to_string(static_cast<int>(model.input));
+    auto [it, inserted] = inputs.try_emplace(r.input_key);
+    if (inserted) it->second = r.encoder ? r.encoder->input(random) : make_input(model, random);
     r.X = it->second;
     if (model.input_scale != 1.0)  // not shared with unscaled tasks: its own copy
       for (double& x : r.X.values()) x *= model.input_scale;
-    if (theorem_covers(model)) r.row_deviation = row_norm_deviation(r.X);
+    if (!r.encoder && theorem_covers(model)) r.row_deviation = row_norm_deviation(r.X);
     runs.push_back(std::move(r));
   }
   return runs;
@@ -215,13 +226,12 @@ struct AddTime {
   ~AddTime() { r.out.seconds += std::chrono::duration<double>(Clock::now() - t0).count(); }
 };
 
-/// Layer 0: tasks with the same input kind and scale share X_0 and so its metrics.
+/// Layer 0: tasks with the same input key and scale share X_0 and so its metrics.
 void record_layer0(const BundleJob& job, std::vector<Running>& runs) {
-  std::map<std::pair<int, double>, const Running*> first_of_input;
+  std::map<std::pair<std::string, double>, const Running*> first_of_input;
   for (auto& r : runs) {
     const AddTime add_time{r};
-    auto [it, inserted] = first_of_input.try_emplace(
-        std::make_pair(static_cast<int>(r.model->input), r.model->input_scale), &r);
+    auto [it, inserted] = first_of_input.try_emplace(std::make_pair(r.input_key, r.model->input_scale), &r);
     if (inserted) {
       record(job, r, 0, metrics::MixerMetrics{});
     } else {
@@ -231,10 +241,40 @@ void record_layer0(const BundleJob& job, std::vector<Running>& runs) {
   }
 }
 
+/// One encoder block of a running task (docs/ENCODERS.md "In a sweep"): X_{layer} from X_{layer-1},
+/// the metrics of the measured signal (X, or the attention branch) and of head 0's attention
+/// probabilities as the layer's mixer, or the end of the task there (X not finite: diverged; X
+/// exactly zero: vanished). Its stages: the block, the mixer metrics, the signal metrics.
+void run_encoder_layer(const BundleJob& job, Running& r, int layer, RandomSource& random, Callbacks& calls) {
+  const AddTime add_time{r};
+  encoder::BlockOutputs outputs;
+  outputs.keep_head0 = true;
+  r.encoder->apply(layer, random, r.X, outputs);
+  calls.stage_passed();
+  const Matrix& signal = r.encoder->measures_attention() ? outputs.attention : r.X;
+  const double max_abs = metrics::finite_max_abs(signal);  // NaN: an entry is not finite
+  const double x_max_abs = &signal == &r.X ? max_abs : metrics::finite_max_abs(r.X);
+  if (std::isnan(max_abs) || std::isnan(x_max_abs)) {
+    mark_ended(r, layer, Outcome::diverged,
+               std::string("non-finite values in ") + (std::isnan(x_max_abs) ? "X" : "the attention branch"));
+    return;
+  }
+  const auto mm = metrics::mixer_metrics(outputs.head0, nullptr, metrics::mixer_needs(job.recording.metrics));
+  calls.stage_passed();
+  record(job, r, layer, mm, max_abs, &signal);
+  calls.stage_passed();
+  if (x_max_abs == 0.0) {
+    mark_ended(r, layer, Outcome::vanished, "every entry of X is zero (the signal collapsed completely)");
+    return;
+  }
+  if (job.recording.mixer_spectrum_at(layer)) record_mixer(r, layer, outputs.head0);
+}
+
 /// One layer of a running task: X_{layer} from X_{layer-1}, its metrics, or the end of the task
 /// (diverged, vanished) there.
 void run_layer(const BundleJob& job, Running& r, int layer, RandomSource& random, const ProductCache& products,
                Callbacks& calls, MixerPool& mixers) {
+  if (r.encoder) return run_encoder_layer(job, r, layer, random, calls);
   const AddTime add_time{r};
   LayerStats stats;
   stats.keep_head0 = job.recording.mixer_spectrum_at(layer);
@@ -271,7 +311,7 @@ void run_layer(const BundleJob& job, Running& r, int layer, RandomSource& random
 /// job records them), and the task handed over.
 void finish_task(const BundleJob& job, Running& r, const std::vector<int>& depths, Callbacks& calls) {
   const int L = job.max_depth;
-  if (r.out.outcome == Outcome::done) {
+  if (r.out.outcome == Outcome::done && !r.encoder) {  // an encoder's theory row stays NaN
     const auto& m = *r.model;
     r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0), log_mu(r.out, L),
                                theorem_covers(m), r.row_deviation});
@@ -281,7 +321,7 @@ void finish_task(const BundleJob& job, Running& r, const std::vector<int>& depth
     const AddTime add_time{r};
     r.out.grad_log10.assign(depths.size() * static_cast<std::size_t>(L), metrics::nan);
     r.out.grad_stderr = r.out.grad_log10;
-    if (r.out.outcome == Outcome::done) {
+    if (r.out.outcome == Outcome::done && !r.encoder) {  // not for encoders (the sweep's checks refuse them)
       const GradientNorms g = task_gradients(job, r.out.task, depths);
       for (std::size_t k = 0; k < depths.size(); ++k) {
         std::copy(g.log10_g[k].begin(), g.log10_g[k].end(), r.out.grad_log10.begin() + k * L);
@@ -314,7 +354,7 @@ void run_bundle(const BundleJob& job, const std::function<void(TaskOutput&&)>& o
   };
   const auto& m0 = *job.tasks.front().model;
   RandomSource random(job.seed, job.replicate, m0.T, m0.d);
-  std::map<int, Matrix> inputs;  // one X_0 per input kind, shared by the bundle
+  std::map<std::string, Matrix> inputs;  // one X_0 per input key, shared by the bundle
   std::vector<Running> runs = start_runs(job, random, inputs);
   record_layer0(job, runs);
 
@@ -352,6 +392,8 @@ const JobTask& job_task(const BundleJob& job, std::uint64_t task) {
 
 TaskTape record_task(const BundleJob& job, std::uint64_t task) {
   const auto& model = *job_task(job, task).model;
+  if (model.block == config::Block::encoder)
+    throw Error("record_task: task " + std::to_string(task) + " is an encoder's (no taped forward pass)");
   RandomSource random(job.seed, job.replicate, model.T, model.d);
   Matrix X0 = make_input(model, random);
   if (model.input_scale != 1.0)

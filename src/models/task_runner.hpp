@@ -1,5 +1,8 @@
 // Runs the tasks of one bundle (same replicate, T, d) layer by layer and records MODELS.md's
-// metrics at every layer. Pure: no MPI, no I/O.
+// metrics at every layer; an encoder task's layer is a block of its model folder's encoder
+// (models/encoder/encoder_task.hpp, docs/ENCODERS.md "In a sweep"). Pure: no MPI, and no I/O but
+// the model folders' config.json and checkpoint through encoder::open_model, which the sweep's
+// loading opened before any work (memoised per process).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -38,7 +41,8 @@ struct Cancelled : std::exception {
 /// How many times run_bundle asks its `cancelled` callback per layer, whatever the bundle's tasks
 /// and their outcomes: once before the layer, then once each time the bundle's tasks have passed
 /// another 1 / (checks_per_layer - 1) of the layer's stages (layer_stages per running task: after
-/// its mixer, its mixer metrics and its mixing products; for one task, after each of them), the
+/// its mixer, its mixer metrics and its mixing products, an encoder's after its block, its mixer
+/// metrics and its signal metrics; for one task, after each of them), the
 /// rest at the end of the layer. So a caller that counts the calls sees the progress within a layer
 /// (a single big task's too): a bundle makes job.max_depth * checks_per_layer calls, plus one
 /// before each task's gradients when gradients are stored.

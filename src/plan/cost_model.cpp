@@ -11,6 +11,7 @@
 
 #include "base/error.hpp"
 #include "metrics/metrics.hpp"
+#include "models/block_kind.hpp"
 #include "models/mixers/mixer_kind.hpp"
 
 namespace rcsweep::plan {
@@ -51,9 +52,24 @@ struct Pricer final : models::LayerPrices {
   }
 };
 
+// The weights of a block other than the stack: one set per (block, init, draw) in a bundle (a
+// checkpoint has no draw).
+std::tuple<int, int, int> block_weights_key(const ModelParams& m) {
+  return {static_cast<int>(m.block), static_cast<int>(m.init), m.init == config::Init::checkpoint ? -2 : m.init_draw};
+}
+
+// Which tasks start from the same X_0 (their layer-0 metrics shared): the input kind, and for an
+// encoder's tokens the weights that embed them.
+std::tuple<int, int, int> input_key(const ModelParams& m) {
+  if (m.input != config::InputKind::tokens) return {static_cast<int>(m.input), -1, -1};
+  return {static_cast<int>(m.input), std::get<1>(block_weights_key(m)), std::get<2>(block_weights_key(m))};
+}
+
 // Seconds of one layer of one task, without what its bundle shares (see shared_layer_seconds).
 double task_layer_seconds(const ModelParams& m, const Pricer& p) {
   const double T = m.T, d = m.d, H = m.heads;
+  if (const auto block = models::block_kind(m.block).task_seconds)  // another block: its descriptor's
+    return block(m, p) + p.signal_metrics(T, d) + p.c.task_layer_s;
   double s = models::mixer_kind(m.mixer).task_seconds(m, p);  // the mixer's own work (models/mixers/)
   if (m.gap_fix == config::GapFix::outliers && m.input_dependent_mixer()) s += H * 3.0 * p.svd(T, T);
   if (m.gap_fix == config::GapFix::perp && m.input_dependent_mixer()) s += H * T * T / p.c.pass_rate;  // M - 1/T
@@ -71,8 +87,16 @@ double shared_layer_seconds(const std::vector<const ModelParams*>& models, const
   std::set<std::tuple<int, int, int>> fixed_mixers;
   double s = 0.0;
   bool qk_product = false;
+  std::set<std::tuple<int, int, int>> block_weights;
   for (const ModelParams* m : models) {
     const int T = m->T, d = m->d, H = m->heads;
+    if (const auto weights = models::block_kind(m->block).weights) {  // another block: its weights per layer
+      if (block_weights.insert(block_weights_key(*m)).second) {
+        const models::BlockWeightValues w = weights(*m);
+        s += w.drawn / p.c.normal_rate + w.converted / p.c.pass_rate;
+      }
+      continue;
+    }
     if (!m->ssm() && m->value_init != config::ValueInit::identity) tensors.insert({0, H, d * d});
     if (m->attention()) {
       tensors.insert({1, H, 2 * d * m->d_qk});
@@ -141,7 +165,7 @@ BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks
   const std::vector<int> depths = plan.gradient_depths();
   // What tasks computed on the same X_0 share: layer 0's metrics (per input kind) and layer 1's
   // products with X_0 (per input kind and mixer or value weight). Tasks with a scaled input have their own.
-  std::set<int> inputs;
+  std::set<std::tuple<int, int, int>> inputs;     // input_key
   std::set<std::tuple<int, int, double>> values;  // (input, value_init, sigma_v)
   std::set<std::pair<int, int>> qk;               // (input, d_qk)
   std::set<std::tuple<int, int, int, int, double, double, int, int, double, int>> mixers;  // input, mixer_key
@@ -161,8 +185,8 @@ BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks
     if (m.input_scale == 1.0) {  // priced once per unit below
       const int input = static_cast<int>(m.input);
       s -= p.signal_metrics(m.T, m.d);
-      if (inputs.insert(input).second) w.shared_s += p.signal_metrics(m.T, m.d);
-      if (m.depth >= 1) {
+      if (inputs.insert(input_key(m)).second) w.shared_s += p.signal_metrics(m.T, m.d);
+      if (m.depth >= 1 && m.block == config::Block::stack) {  // another block shares no layer-1 products
         const InputProducts first = input_product_seconds(m, p);
         s -= first.values + first.qk + first.mixer;
         if (values.insert({input, static_cast<int>(m.value_init), m.sigma_v}).second) w.shared_s += first.values;

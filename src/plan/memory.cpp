@@ -1,10 +1,13 @@
 #include "plan/memory.hpp"
 
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include "base/error.hpp"
 #include "base/units.hpp"
 #include "metrics/registry.hpp"
+#include "models/block_kind.hpp"
 #include "plan/threads.hpp"
 
 namespace rcsweep::plan {
@@ -77,7 +80,7 @@ double task_message_bytes(const Plan& plan, const config::ModelParams& m) {
          16.0 * plan.max_depth * s.gradient_depths;
 }
 
-double RankMemory::resident() const { return unit + std::max(message, writer) + blas + program; }
+double RankMemory::resident() const { return unit + std::max(message, writer) + blas + program + model; }
 double RankMemory::address_space() const { return resident() + reserved; }
 
 RankMemory rank_memory(const Plan& plan, const RankSetup& setup) {
@@ -126,6 +129,13 @@ RankMemory rank_memory(const Plan& plan, const RankSetup& setup) {
     batch = std::max(batch, whole);
   }
   out.writer = tables + batch;
+
+  // Model files: each folder mapped once per rank (every page of it read by the time every block
+  // has been converted).
+  std::set<std::string> folders;
+  for (const auto& m : plan.models)
+    if (const auto mapped = models::block_kind(m.block).mapped_bytes; mapped && folders.insert(m.model_folder).second)
+      out.model += static_cast<double>(mapped(m));
 
   out.blas = blas_touched_bytes(plan) * threads * blas_threads;
   const int blas_workers = std::max(setup.blas_load_threads, blas_threads) - 1;

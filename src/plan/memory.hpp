@@ -54,6 +54,7 @@ struct RankMemory {
   double writer = 0.0;      ///< rank 0: store tables, a batch of results, write buffers (or reading stored results)
   double blas = 0.0;        ///< touched part of the BLAS buffers
   double program = rank_program_bytes;
+  double model = 0.0;     ///< model files every rank maps once, touched as they convert (an encoder's checkpoint)
   double reserved = 0.0;  ///< address space that is not resident: BLAS buffers and workers, libraries, stacks
   /// Resident bytes: what --mem-per-rank and `plan`'s peak memory count.
   double resident() const;

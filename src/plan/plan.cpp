@@ -8,6 +8,7 @@
 #include "base/error.hpp"
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
+#include "models/block_kind.hpp"
 #include "models/mixers/mixer_kind.hpp"
 #include "plan/memory.hpp"
 
@@ -35,10 +36,11 @@ double svd_values_flops(double m, double n) {
 // model of a (T, d) to several keeps its route (and its stored results, plan/reuse.hpp).
 void choose_qk_product(std::vector<ModelParams>& models) {
   std::map<std::tuple<int, int, int, int>, int> sharing;
+  const auto stack_attention = [](const ModelParams& m) { return m.block == config::Block::stack && m.attention(); };
   for (const auto& m : models)
-    if (m.attention()) ++sharing[{m.T, m.d, m.d_qk, m.heads}];
+    if (stack_attention(m)) ++sharing[{m.T, m.d, m.d_qk, m.heads}];
   for (auto& m : models) {
-    if (!m.attention()) continue;
+    if (!stack_attention(m)) continue;
     const double T = m.T, d = m.d, dqk = m.d_qk;
     const double n = sharing[{m.T, m.d, m.d_qk, m.heads}];
     const double saved = 4.0 * T * d * dqk + 2.0 * T * T * dqk - 2.0 * T * d * d - 2.0 * T * T * d;
@@ -55,6 +57,8 @@ double mixer_metrics_flops(double T) {
 
 double layer_flops(const ModelParams& m) {
   const double T = m.T, d = m.d, H = m.heads;
+  if (const auto block = models::block_kind(m.block).layer_flops)  // another block: its descriptor's
+    return block(m) + svd_values_flops(T, d) + 8.0 * T * d + mixer_metrics_flops(T);
   double f = models::mixer_kind(m.mixer).layer_flops(m);                 // the mixer's own work (models/mixers/)
   if (m.gap_fix == config::GapFix::outliers) f += H * 22.0 * T * T * T;  // SVD with vectors
   if (m.gap_fix == config::GapFix::perp) f += H * T * T;                 // M - (1/T) 1 1^T
@@ -105,6 +109,15 @@ std::size_t MemoryEstimate::shared() const {
 // Counted from what layer.cpp and task_runner.cpp hold at the peak of a layer (measured against
 // maximum RSS in docs/BENCHMARKS.md, bench/run_plan_accuracy.sh).
 MemoryEstimate memory_estimate(const ModelParams& m) {
+  if (const auto block = models::block_kind(m.block).memory) {  // another block: its descriptor's
+    const models::BlockMemory b = block(m);
+    MemoryEstimate e;
+    e.shared_parts[8] = 8 * b.input;
+    e.shared_parts[MemoryEstimate::block_weights_part] = 8 * b.weights;
+    e.state = 8 * b.state;
+    e.scratch = 8 * b.scratch;
+    return e;
+  }
   const std::size_t T = m.T, d = m.d, dqk = m.d_qk, H = m.heads;
   const std::size_t hidden = m.mlp_ratio * d, k = std::min(T, d);
   const models::MixerKind& kind = models::mixer_kind(m.mixer);
@@ -260,6 +273,8 @@ void add_bundles(Plan& plan, Shard shard) {
   // Per bundle, what layer 1 caches of the shared X_0 (models::ProductCache): X_0 W_V per value
   // weight, and an input-dependent mixer M(X_0) per mixer (models' mixer_key, gap_fix included).
   struct LayerOne {
+    std::set<std::tuple<int, int, int>> block_weights;  // another block's weights: (block, init, init_draw)
+    std::size_t block_weights_bytes = 0;
     std::set<std::tuple<int, int, double>> values;
     std::set<std::tuple<int, int, int, int, double, double, int, int, double, int>> mixers;
     std::size_t value_bytes = 0, mixer_bytes = 0, own_mixer_bytes = 0;
@@ -280,12 +295,18 @@ void add_bundles(Plan& plan, Shard shard) {
     if (shared_parts.size() < plan.bundles.size()) shared_parts.resize(plan.bundles.size());
     auto& parts = shared_parts[it->second];
     for (std::size_t k = 0; k < MemoryEstimate::n_parts; ++k) parts[k] = std::max(parts[k], mem.shared_parts[k]);
+    if (layer_one.size() < plan.bundles.size()) layer_one.resize(plan.bundles.size());
+    auto& one = layer_one[it->second];
     b.state_bytes += mem.state;
     b.results_bytes += static_cast<std::size_t>(task_result_bytes(plan, m));
     const std::size_t tape = plan.spec.output.gradients == config::Spectra::none ? 0 : tape_bytes(m, plan.max_depth);
     b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape);
-    if (layer_one.size() < plan.bundles.size()) layer_one.resize(plan.bundles.size());
-    auto& one = layer_one[it->second];
+    if (m.block != config::Block::stack) {  // its weights, one set per init and draw; no layer-1 products
+      const int draw = m.init == config::Init::checkpoint ? -2 : m.init_draw;  // a checkpoint has no draw
+      if (one.block_weights.insert({static_cast<int>(m.block), static_cast<int>(m.init), draw}).second)
+        one.block_weights_bytes += mem.shared_parts[MemoryEstimate::block_weights_part];
+      continue;
+    }
     const std::size_t T = m.T, d = m.d, H = m.heads;
     if (m.input_scale == 1.0 && !m.ssm() && m.value_init != config::ValueInit::identity &&
         one.values.insert({static_cast<int>(m.input), static_cast<int>(m.value_init), m.sigma_v}).second)
@@ -308,6 +329,7 @@ void add_bundles(Plan& plan, Shard shard) {
     e.shared_parts = shared_parts[i];
     auto& b = plan.bundles[i];
     const LayerOne& one = layer_one[i];
+    e.shared_parts[MemoryEstimate::block_weights_part] = one.block_weights_bytes;
     const std::size_t mixers = one.mixer_bytes > one.own_mixer_bytes ? one.mixer_bytes - one.own_mixer_bytes : 0;
     b.shared_bytes = e.shared() + (b.tasks.size() > 1 ? one.value_bytes + mixers : 0);
   }

@@ -85,7 +85,8 @@ Plan make_plan(config::SweepSpec spec, Shard shard = {});
 /// Estimated flops of one layer of `model`: products, entrywise maps, random numbers (as flop
 /// equivalents), components, and the metrics by the route they take: X's priced as an SVD (an
 /// upper bound: the Gram route is cheaper where it applies), M's as mixer_metrics_flops. A rough
-/// model, calibrated once (docs/BENCHMARKS.md).
+/// model, calibrated once (docs/BENCHMARKS.md). A layer of another kind than the stack is its
+/// block descriptor's (models/block_kind.hpp) plus the same metrics.
 double layer_flops(const config::ModelParams& model);
 /// Golub–Kahan–Lanczos steps the mixer metrics take on a layer's T x T mixer (T >=
 /// metrics::mixer_lanczos_min_order): the counts measured on softmax stacks show no trend in T
@@ -107,12 +108,14 @@ double gradient_flops(const config::ModelParams& model, int max_depth, const std
 std::size_t tape_bytes(const config::ModelParams& model, int max_depth);
 /// Memory of one task in a bundle: what it shares with the bundle (one layer's weights and cached
 /// mixers, by kind: tasks of a bundle share a kind, different kinds add up), keeps between layers
-/// (X) and needs while its layer runs (temporaries), in bytes.
+/// (X) and needs while its layer runs (temporaries), in bytes. Another block than the stack: its
+/// descriptor's (models/block_kind.hpp).
 struct MemoryEstimate {
   /// shared_parts[k]: value weights, W_Q and W_K, W_Q W_K^T, Markov draws, cached input-independent
-  /// mixers, SSM weights and kernels, gate, MLP, X_0, and (bundles of several tasks only) the
-  /// layer-1 products shared through X_0.
-  static constexpr std::size_t n_parts = 10, layer1_part = 9;
+  /// mixers, SSM weights and kernels, gate, MLP, X_0, (bundles of several tasks only) the
+  /// layer-1 products shared through X_0, and one set of a block's weights (an encoder's: one per
+  /// folder, init and draw in a bundle).
+  static constexpr std::size_t n_parts = 11, layer1_part = 9, block_weights_part = 10;
   std::array<std::size_t, n_parts> shared_parts{};
   std::size_t state = 0, scratch = 0;
   std::size_t shared() const;  ///< sum of the parts but the layer-1 one

@@ -6,6 +6,7 @@
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
 #include "plan/cost_model.hpp"
+#include "../checkpoint/checkpoint_test_support.hpp"
 
 namespace rcsweep {
 namespace {
@@ -182,6 +183,75 @@ mixer = "softmax"
   const double one_mixer = plan::interpolate(c.mixer_s, 512) + 512.0 * 512.0 / c.exp_rate;
   EXPECT_GT(extra, one_mixer);
   EXPECT_LT(extra, 2.0 * one_mixer + 512.0 * 512.0 / c.pass_rate + 2.0 * 512 * 512 * 16 / 4e9);
+}
+
+}  // namespace
+}  // namespace rcsweep
+
+namespace rcsweep {
+namespace {
+
+// Encoder tasks (their config.json only: width 8, 2 heads, intermediate_size 12) in a plan made by
+// hand: one task per model, all of replicate 0, depth 3.
+struct EncoderPlan {
+  EncoderPlan() {
+    checkpoint::test::write_bytes(dir / "config.json",
+                                  R"({"model_type": "bert", "vocab_size": 30, "max_position_embeddings": 24,
+                                      "type_vocab_size": 2, "hidden_size": 8, "num_attention_heads": 2,
+                                      "intermediate_size": 12, "num_hidden_layers": 3})");
+  }
+  config::ModelParams model() const {
+    config::ModelParams m;
+    m.block = config::Block::encoder;
+    m.model_folder = dir.path().string();
+    m.input = config::InputKind::gaussian;
+    m.T = 10;
+    m.d = m.d_qk = 8;
+    m.heads = 2;
+    m.depth = 3;
+    m.mlp = config::Mlp::model;
+    m.norm = config::Norm::layernorm;
+    return m;
+  }
+  plan::Plan plan(const std::vector<config::ModelParams>& models) const {
+    plan::Plan p;
+    p.max_depth = 3;
+    p.models = models;
+    for (std::size_t i = 0; i < models.size(); ++i) p.tasks.push_back({i, i, 0, 0.0});
+    return p;
+  }
+  checkpoint::test::TempDir dir;
+};
+
+// A bundle of encoder tasks pays each set of block weights once per layer (drawn at the normal
+// rate, a checkpoint's converted at the pass rate), and its tasks their own layers: the
+// descriptor's seconds plus the signal metrics.
+TEST(CostModel, EncoderTasksShareTheirBlocksWeights) {
+  const plan::Calibration c = plan::default_calibration();
+  const EncoderPlan e;
+  const config::ModelParams a = e.model();
+  config::ModelParams b = a, other_draw = a, checkpoint = a;
+  b.lambda = 0.5;
+  other_draw.init_draw = 0;
+  checkpoint.init = config::Init::checkpoint;
+  const double values = 4.0 * 8 * 8 + 2.0 * 8 * 12 + 7.0 * 8 + 12;
+  const auto one = plan::bundle_work(e.plan({a}), {0}, c);
+  const auto same = plan::bundle_work(e.plan({a, b}), {0, 1}, c);
+  const auto draws = plan::bundle_work(e.plan({a, other_draw}), {0, 1}, c);
+  const auto inits = plan::bundle_work(e.plan({a, checkpoint}), {0, 1}, c);
+  ASSERT_EQ(one.task_s.size(), 1u);
+  EXPECT_DOUBLE_EQ(same.shared_s, one.shared_s);  // the same weights and X_0
+  EXPECT_DOUBLE_EQ(same.task_s[1], same.task_s[0]);
+  EXPECT_NEAR(draws.shared_s - one.shared_s, 3 * values / c.normal_rate, 1e-15);
+  EXPECT_NEAR(inits.shared_s - one.shared_s, 3 * values / c.pass_rate, 1e-15);
+  // A task: 3 layers of the descriptor's seconds with the signal metrics and bookkeeping (layer
+  // 0's metrics are the bundle's: its X_0 is shared); without the MLP, less.
+  config::ModelParams no_mlp = a;
+  no_mlp.mlp = config::Mlp::none;
+  const auto both = plan::bundle_work(e.plan({a, no_mlp}), {0, 1}, c);
+  EXPECT_LT(both.task_s[1], both.task_s[0]);
+  EXPECT_DOUBLE_EQ(both.shared_s, one.shared_s);
+  EXPECT_GT(one.task_s[0], 0.0);
 }
 
 }  // namespace

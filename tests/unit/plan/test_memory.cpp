@@ -2,6 +2,7 @@
 // and the refusals of check_memory.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <new>
 #include <stdexcept>
 
@@ -10,6 +11,7 @@
 #include "metrics/metrics.hpp"
 #include "plan/memory.hpp"
 #include "plan/threads.hpp"
+#include "../models/encoder/encoder_test_folder.hpp"
 
 namespace rcsweep {
 namespace {
@@ -176,6 +178,41 @@ TEST(Memory, OutOfMemoryIsNamedWithTheEstimate) {
   EXPECT_EQ(text.rfind("out of memory while running the sweep (std::bad_alloc): a rank needs about 1.0 GiB", 0), 0u)
       << text;
   EXPECT_NE(text.find("--mem-per-rank"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace rcsweep
+
+namespace rcsweep {
+namespace {
+
+// An encoder with init = "checkpoint" maps its checkpoint once per rank: rank_memory counts the
+// files once per folder (not per model or task) in the resident bytes, which `plan` shows apart;
+// random init maps nothing.
+TEST(Memory, ACheckpointIsMappedOncePerRank) {
+  models::encoder::test::TempDir dir;
+  models::encoder::test::write_checkpoint(
+      dir.path(), models::encoder::RandomWeights(models::encoder::test::tiny_bert(8, 2, 3, 12), 1, 0));
+  const double file = static_cast<double>(std::filesystem::file_size(dir / "model.safetensors"));
+  config::ModelParams m;
+  m.block = config::Block::encoder;
+  m.model_folder = dir.path().string();
+  m.input = config::InputKind::gaussian;
+  m.T = 10;
+  m.d = m.d_qk = 8;
+  m.heads = 2;
+  m.depth = 2;
+  plan::Plan p;
+  p.max_depth = 2;
+  p.models = {m, m};
+  p.models[1].lambda = 0.5;
+  const plan::RankMemory random = plan::rank_memory(p, {});
+  EXPECT_EQ(random.model, 0.0);
+  for (auto& model : p.models) model.init = config::Init::checkpoint;
+  const plan::RankMemory mapped = plan::rank_memory(p, {});
+  EXPECT_EQ(mapped.model, file);
+  EXPECT_EQ(mapped.resident(), random.resident() + file);
+  EXPECT_EQ(mapped.address_space(), random.address_space() + file);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 
 #include "base/error.hpp"
 #include "config/sweep_spec.hpp"
+#include "models/block_kind.hpp"
 #include "plan/plan.hpp"
+#include "../checkpoint/checkpoint_test_support.hpp"
 
 namespace rcsweep {
 namespace {
@@ -296,6 +298,58 @@ lambda = [0.0, 1.0]
   EXPECT_EQ(p.tasks.size(), 2u);
   EXPECT_EQ(p.max_depth, 10);
   for (const auto& m : p.models) EXPECT_EQ(m.depth, 10);
+}
+
+}  // namespace
+}  // namespace rcsweep
+
+namespace rcsweep {
+namespace {
+
+// An encoder of width 8, 2 heads and intermediate_size 12 (only its config.json: random init).
+struct EncoderFolder {
+  EncoderFolder() {
+    checkpoint::test::write_bytes(dir / "config.json",
+                                  R"({"model_type": "bert", "vocab_size": 30, "max_position_embeddings": 24,
+                                      "type_vocab_size": 2, "hidden_size": 8, "num_attention_heads": 2,
+                                      "intermediate_size": 12, "num_hidden_layers": 3})");
+  }
+  config::ModelParams model(int T = 10) const {
+    config::ModelParams m;
+    m.block = config::Block::encoder;
+    m.model_folder = dir.path().string();
+    m.T = T;
+    m.d = m.d_qk = 8;
+    m.heads = 2;
+    m.depth = 3;
+    m.mlp = config::Mlp::model;
+    m.norm = config::Norm::layernorm;
+    return m;
+  }
+  checkpoint::test::TempDir dir;
+};
+
+// dgesdd's values-only flops of an m x n matrix (plan.cpp's svd_values_flops), m >= n.
+double svd_flops(double m, double n) { return 4.0 * m * n * n - 4.0 / 3.0 * n * n * n + 10.0 * n * n; }
+
+// A layer of another block is its descriptor's flops plus the metrics of today: the signal's SVD
+// and pass, head 0's mixer metrics. The stack's own pricing does not see it.
+TEST(Plan, AnEncoderLayerIsItsDescriptorsWorkWithTheMetrics) {
+  const EncoderFolder folder;
+  const config::ModelParams m = folder.model(10);
+  const double T = 10, d = 8, n = 12;
+  const double block = 8.0 * T * d * d + 4.0 * T * T * d + models::exp_flops * 2 * T * T + 10.0 * T * d +
+                       4.0 * T * d * n + models::exp_flops * T * n + 10.0 * T * d;
+  EXPECT_DOUBLE_EQ(models::block_kind(config::Block::encoder).layer_flops(m), block);
+  EXPECT_DOUBLE_EQ(plan::layer_flops(m), block + svd_flops(T, d) + 8.0 * T * d + plan::mixer_metrics_flops(T));
+  // Its memory: X_0 and one set of the block's weights shared, X per task, the descriptor's scratch.
+  const auto mem = plan::memory_estimate(m);
+  const models::BlockMemory b = models::block_kind(config::Block::encoder).memory(m);
+  EXPECT_EQ(mem.shared(), 8 * (b.input + b.weights));
+  EXPECT_EQ(mem.shared_parts[plan::MemoryEstimate::block_weights_part], 8 * b.weights);
+  EXPECT_EQ(b.weights, static_cast<std::size_t>(4 * d * d + 2 * d * n + 7 * d + n));
+  EXPECT_EQ(mem.state, 8 * b.state);
+  EXPECT_EQ(mem.scratch, 8 * b.scratch);
 }
 
 }  // namespace

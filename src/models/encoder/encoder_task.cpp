@@ -1,0 +1,93 @@
+#include "models/encoder/encoder_task.hpp"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "base/error.hpp"
+#include "models/layer.hpp"
+
+namespace rcsweep::models::encoder {
+
+Ablation ablation_of(const config::ModelParams& m) noexcept {
+  return {.lambda_attention = m.lambda,
+          .lambda_mlp = m.lambda_mlp,
+          .mlp = m.mlp == config::Mlp::model,
+          .norm = m.norm == config::Norm::layernorm,
+          .causal = false};
+}
+
+int group_at(const EncoderShape& shape, int layer) noexcept {
+  const int group = shape.group_of(layer);
+  return shape.family == Family::albert ? std::min(group, shape.groups() - 1) : group;
+}
+
+std::uint32_t draw_of(const config::ModelParams& m, int replicate) noexcept {
+  return static_cast<std::uint32_t>(m.init_draw >= 0 ? m.init_draw : replicate);
+}
+
+TaskEncoder::TaskEncoder(const config::ModelParams& model, std::uint64_t seed, int replicate)
+    : model_(&model),
+      replicate_(replicate),
+      seed_(seed),
+      draw_(draw_of(model, replicate)),
+      ablation_(ablation_of(model)) {
+  if (model.block != config::Block::encoder) throw Error("TaskEncoder: the model's block is not \"encoder\"");
+  if (model.model_folder.empty()) throw Error("TaskEncoder: an encoder model without a model folder");
+  const bool checkpoint = model.init == config::Init::checkpoint;
+  loaded_ = open_model(model.model_folder, checkpoint);
+  if (checkpoint && !loaded_->weights) throw Error("TaskEncoder: open_model gave no weights");
+  if (!checkpoint) random_ = std::make_unique<const RandomWeights>(loaded_->shape, seed, draw_);
+  // The folder, the init and the draw determine the weights (the seed and the shape are the
+  // bundle's and the folder's).
+  name_ = "encoder " + model.model_folder + (checkpoint ? " checkpoint" : " random draw " + std::to_string(draw_));
+}
+
+const WeightSource& TaskEncoder::source() const {
+  if (random_) return *random_;
+  return *loaded_->weights;
+}
+
+std::string TaskEncoder::input_key() const {
+  if (model_->input == config::InputKind::tokens) return "tokens " + name_;
+  return "input " + std::to_string(static_cast<int>(model_->input));
+}
+
+Matrix TaskEncoder::input(RandomSource& random) const {
+  if (model_->input != config::InputKind::tokens) return make_input(*model_, random);
+  const auto T = static_cast<std::size_t>(model_->T);
+  const auto* excerpts = model_->tokens.get();
+  if (excerpts == nullptr) throw Error("input = \"tokens\": no token file loaded (SweepSpec::model)");
+  if (replicate_ < 0 || static_cast<std::size_t>(replicate_) >= excerpts->size())
+    throw Error("input = \"tokens\": replicate " + std::to_string(replicate_) + " has no excerpt (the token file has " +
+                std::to_string(excerpts->size()) + ")");
+  const std::vector<std::int64_t>& ids = (*excerpts)[static_cast<std::size_t>(replicate_)];
+  if (ids.size() < T)
+    throw Error("input = \"tokens\": excerpt " + std::to_string(replicate_) + " has " + std::to_string(ids.size()) +
+                " tokens, fewer than T = " + std::to_string(T));
+  Excerpt excerpt;
+  excerpt.ids.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(T));
+  const std::set<std::int64_t> distinct(excerpt.ids.begin(), excerpt.ids.end());
+  EmbeddingRequest request{.ids = {distinct.begin(), distinct.end()},
+                           .max_position = shape().position_offset() + model_->T - 1};
+  return embed(shape(), source().embeddings(request), request, excerpt);
+}
+
+const BlockWeights& TaskEncoder::block(int layer, RandomSource& random) const {
+  const int group = group_at(shape(), layer);
+  return random.derived<BlockWeights>(layer, name_ + " group " + std::to_string(group), 0, [&] {
+    if (random_ && group >= random_->shape().groups()) {  // BERT beyond num_hidden_layers: a fresh draw
+      EncoderShape deeper = random_->shape();
+      deeper.layers = group + 1;
+      return RandomWeights(deeper, seed_, draw_).block(group);
+    }
+    return source().block(group);
+  });
+}
+
+void TaskEncoder::apply(int layer, RandomSource& random, Matrix& X, BlockOutputs& outputs) const {
+  apply_block(shape(), block(layer, random), ablation_, {}, X, &outputs);
+}
+
+}  // namespace rcsweep::models::encoder
