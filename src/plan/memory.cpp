@@ -134,8 +134,9 @@ RankMemory rank_memory(const Plan& plan, const RankSetup& setup) {
   // has been converted).
   std::set<std::string> folders;
   for (const auto& m : plan.models)
-    if (const auto mapped = models::block_kind(m.block).mapped_bytes; mapped && folders.insert(m.model_folder).second)
-      out.model += static_cast<double>(mapped(m));
+    if (const auto mapped = models::block_kind(m.block).mapped_bytes)
+      if (const std::size_t bytes = mapped(m); bytes > 0 && folders.insert(m.model_folder).second)
+        out.model += static_cast<double>(bytes);
 
   out.blas = blas_touched_bytes(plan) * threads * blas_threads;
   const int blas_workers = std::max(setup.blas_load_threads, blas_threads) - 1;

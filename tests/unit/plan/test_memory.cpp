@@ -208,11 +208,13 @@ TEST(Memory, ACheckpointIsMappedOncePerRank) {
   p.models[1].lambda = 0.5;
   const plan::RankMemory random = plan::rank_memory(p, {});
   EXPECT_EQ(random.model, 0.0);
-  for (auto& model : p.models) model.init = config::Init::checkpoint;
+  p.models[1].init = config::Init::checkpoint;  // one model of two maps the folder
   const plan::RankMemory mapped = plan::rank_memory(p, {});
   EXPECT_EQ(mapped.model, file);
   EXPECT_EQ(mapped.resident(), random.resident() + file);
   EXPECT_EQ(mapped.address_space(), random.address_space() + file);
+  p.models[0].init = config::Init::checkpoint;  // both: still once
+  EXPECT_EQ(plan::rank_memory(p, {}).model, file);
 }
 
 }  // namespace
