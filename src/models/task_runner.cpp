@@ -393,7 +393,8 @@ const JobTask& job_task(const BundleJob& job, std::uint64_t task) {
 TaskTape record_task(const BundleJob& job, std::uint64_t task) {
   const auto& model = *job_task(job, task).model;
   if (model.block == config::Block::encoder)
-    throw Error("record_task: task " + std::to_string(task) + " is an encoder's (no taped forward pass)");
+    throw Error("task " + std::to_string(task) +
+                " has block = \"encoder\": its blocks have no taped forward pass (no gradients, no weights dump)");
   RandomSource random(job.seed, job.replicate, model.T, model.d);
   Matrix X0 = make_input(model, random);
   if (model.input_scale != 1.0)
