@@ -354,3 +354,47 @@ TEST(Plan, AnEncoderLayerIsItsDescriptorsWorkWithTheMetrics) {
 
 }  // namespace
 }  // namespace rcsweep
+
+namespace rcsweep {
+namespace {
+
+plan::Plan encoder_sweep(const EncoderFolder& folder, const std::string& axes) {
+  return plan::make_plan(config::parse_sweep(
+      "[sweep]\nname = \"e\"\nseed = 1\nreplicates = 1\n[model]\nT = 8\nd = 8\n"
+      "heads = 2\ndepth = 2\ninput = \"gaussian\"\nnorm = \"layernorm\"\n" +
+          (axes.find("encoder") == std::string::npos ? std::string()
+                                                     : "model_folder = \"" + folder.dir.path().string() + "\"\n") +
+          "[axes]\n" + axes,
+      "test"));
+}
+
+// Stack and encoder points of one (replicate, T, d) share a bundle; the encoder's attention takes
+// no part in the stack's W_Q W_K^T choice, and the bundle holds one set of the block's weights per
+// init and draw besides the stack's tensors.
+TEST(Plan, EncoderPointsBesideStackPoints) {
+  const EncoderFolder folder;
+  const auto stack = encoder_sweep(folder, "lambda = [0.0, 1.0]\n");
+  const auto both = encoder_sweep(folder, "block = [\"stack\", \"encoder\"]\nlambda = [0.0, 1.0]\n");
+  ASSERT_EQ(both.bundles.size(), 1u);
+  ASSERT_EQ(both.bundles.front().tasks.size(), 4u);
+  for (const auto& m : both.models) {
+    if (m.block == config::Block::encoder) {
+      EXPECT_FALSE(m.qk_product);
+    } else {
+      EXPECT_EQ(m.qk_product, stack.models.front().qk_product);
+      EXPECT_EQ(plan::layer_flops(m), plan::layer_flops(stack.models.front()));
+    }
+  }
+  const auto encoder = std::find_if(both.models.begin(), both.models.end(),
+                                    [](const config::ModelParams& m) { return m.block == config::Block::encoder; });
+  ASSERT_NE(encoder, both.models.end());
+  const std::size_t weights = models::block_kind(config::Block::encoder).memory(*encoder).weights;
+  EXPECT_EQ(both.bundles.front().shared_bytes, stack.bundles.front().shared_bytes + 8 * weights);
+  // Two draws: two sets; a lambda axis on top shares them.
+  const auto draws = encoder_sweep(folder, "block = [\"encoder\"]\ninit_draw = [0, 1]\nlambda = [0.0, 1.0]\n");
+  const auto one_draw = encoder_sweep(folder, "block = [\"encoder\"]\nlambda = [0.0, 1.0]\n");
+  EXPECT_EQ(draws.bundles.front().shared_bytes, one_draw.bundles.front().shared_bytes + 8 * weights);
+}
+
+}  // namespace
+}  // namespace rcsweep
