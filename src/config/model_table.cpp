@@ -79,9 +79,10 @@ void parse_model_extra(ParseState& st, const std::string& key, const toml::node&
   } else {
     const auto* s = node.as_string();
     if (!s || s->get().empty()) {
-      const char* what = key == "input_path"     ? "an HDF5 file or a token file, relative to the sweep file's folder"
-                         : key == "model_folder" ? "a model folder with config.json, relative to the sweep file's folder"
-                                                 : "the name of a T x d float64 dataset in input_path";
+      const char* what = key == "input_path" ? "an HDF5 file or a token file, relative to the sweep file's folder"
+                         : key == "model_folder"
+                             ? "a model folder with config.json, relative to the sweep file's folder"
+                             : "the name of a T x d float64 dataset in input_path";
       st.issue(path, std::string("must be a non-empty string (") + what + "), got " +
                          (s ? std::string("an empty string") : describe(node)));
       return;
@@ -90,8 +91,9 @@ void parse_model_extra(ParseState& st, const std::string& key, const toml::node&
       st.issue(path, "must not hold a NUL character, got " + toml_string(s->get()));
       return;
     }
-    (key == "input_path" ? st.spec.input_path : key == "model_folder" ? st.spec.model_folder : st.spec.input_dataset) =
-        s->get();
+    (key == "input_path"     ? st.spec.input_path
+     : key == "model_folder" ? st.spec.model_folder
+                             : st.spec.input_dataset) = s->get();
   }
 }
 

@@ -67,6 +67,58 @@ void check_matrix(const ModelParams& m, ModelProblems& problems) {
                                               std::to_string(m.T) + " x " + std::to_string(m.T));
 }
 
+// block = "encoder": the block is the model folder's (softmax attention with its W_Q, W_K, W_V,
+// W_O and biases, its MLP, its affine LayerNorms), so the stack's parameters that shape those parts
+// have no meaning and must stay at their defaults (docs/CONFIG.md "Encoder blocks").
+void check_encoder(const ModelParams& m, ModelProblems& problems) {
+  const std::string no_meaning = "has no meaning with block = \"encoder\" (";
+  const auto stack_only = [&](bool at_default, const char* key, const char* why, const char* keep) {
+    if (!at_default) problems.emplace_back(key, no_meaning + why + "); leave " + key + " at its default " + keep);
+  };
+  stack_only(m.mixer == Mixer::softmax, "mixer", "the block's attention is softmax attention", "\"softmax\"");
+  stack_only(m.d_qk == m.d, "d_qk", "queries and keys are d / heads wide per head, as the model's", "0");
+  stack_only(m.sigma_qk == 1.0, "sigma_qk", "W_Q and W_K are the model's", "1.0");
+  stack_only(m.sigma_A == 1.0, "sigma_A", "it is Markov attention's", "1.0");
+  stack_only(m.gap_fix == GapFix::none, "gap_fix", "the block's attention is the model's", "\"none\"");
+  stack_only(m.outliers_r == 0, "outliers_r", "it is gap_fix = \"outliers\"'s", "0");
+  stack_only(m.value_init == ValueInit::gaussian, "value_init", "W_V is the model's", "\"gaussian\"");
+  stack_only(m.sigma_v == 1.0, "sigma_v", "W_V is the model's; value_scale counts in it", "1.0 (value_scale \"none\")");
+  stack_only(m.gate == Gate::none, "gate", "the block has no output gate", "\"none\"");
+  stack_only(m.mlp_ratio == 4, "mlp_ratio", "the MLP's width is config.json's intermediate_size", "4");
+  stack_only(m.bc_init == BcInit::gaussian, "bc_init", "it is the state-space mixers'", "\"gaussian\"");
+  stack_only(m.state_dim == 16, "state_dim", "it is the state-space mixers'", "16");
+  stack_only(m.alpha == 1.0, "alpha", "it is the state-space mixers'", "1.0");
+  stack_only(m.collapse_rate == 0.9, "collapse_rate", "lambda-skip Theorem 4.1's /theory quantities are NaN for it",
+             "0.9");
+  if (m.skip_scale != 1.0)
+    problems.emplace_back("skip_scale", "must be 1 with block = \"encoder\" (the block adds its attention and MLP "
+                                        "branches unscaled; lambda and lambda_mlp scale the skips), got " +
+                                            to_text(m.skip_scale));
+  if (m.norm == Norm::rms)
+    problems.emplace_back("norm", "\"rms\" is not a norm of the encoder block: \"layernorm\" keeps its affine "
+                                  "LayerNorms (config.json's eps), \"none\" removes them");
+  if (m.mlp == Mlp::relu)
+    problems.emplace_back("mlp", "\"relu\" is the stack's MLP: with block = \"encoder\" \"model\" keeps the block's "
+                                 "own MLP (config.json's activation), \"none\" removes it");
+  if (m.input == InputKind::tokens && m.input_scale != 1.0)
+    problems.emplace_back("input_scale", "has no meaning with input = \"tokens\" (X_0 is the model's embedding of the "
+                                         "token ids); leave input_scale at its default 1.0");
+}
+
+// The encoder's parameters and choices at a point whose block is the stack.
+void check_stack(const ModelParams& m, ModelProblems& problems) {
+  const auto encoder_only = [&](bool at_default, const char* key, const std::string& what) {
+    if (!at_default)
+      problems.emplace_back(key, what + " is only used with block = \"encoder\", but block is \"stack\" here");
+  };
+  encoder_only(m.init == Init::random, "init", "\"checkpoint\" (the model folder's trained weights)");
+  encoder_only(m.init_draw == -1, "init_draw",
+               "a draw of the encoder's random weights (" + std::to_string(m.init_draw) + ")");
+  encoder_only(m.measure == Measure::block, "measure", "\"attention\" (the encoder block's attention branch)");
+  encoder_only(m.mlp != Mlp::model, "mlp", "\"model\" (the encoder block's own MLP)");
+  encoder_only(m.input != InputKind::tokens, "input", "\"tokens\" (the model's embedding of token ids)");
+}
+
 // The mixers, one row each, in the order of `enum class Mixer` (MixerChoice).
 constexpr MixerChoice mixers[] = {
     {.mixer = Mixer::softmax, .name = "softmax", .attention = true, .input_dependent = true},
@@ -380,8 +432,8 @@ bool ModelParams::attention() const noexcept { return mixer_choice(mixer).attent
 bool ModelParams::input_dependent_mixer() const noexcept { return mixer_choice(mixer).input_dependent; }
 
 bool ModelParams::linear_stack() const noexcept {
-  return block == Block::stack && !input_dependent_mixer() && !mixer_choice(mixer).per_channel && lambda == 0.0 && norm == Norm::none &&
-         gate == Gate::none && mlp == Mlp::none && heads == 1;
+  return block == Block::stack && !input_dependent_mixer() && !mixer_choice(mixer).per_channel && lambda == 0.0 &&
+         norm == Norm::none && gate == Gate::none && mlp == Mlp::none && heads == 1;
 }
 
 bool ModelParams::ssm() const noexcept { return mixer_choice(mixer).ssm; }
@@ -440,7 +492,11 @@ ModelProblems check_model(const ModelParams& m) {
                               std::to_string(m.T) + " x " + std::to_string(m.d));
   if (m.input == InputKind::matrix && !m.input_matrix)
     problems.emplace_back("input_matrix", "required with input = \"matrix\": give the T x d input as a list of T rows");
-  if (const auto check = mixer_choice(m.mixer).check) check(m, problems);  // the mixer's own
+  if (m.block == Block::encoder)
+    check_encoder(m, problems);
+  else if (const auto check = mixer_choice(m.mixer).check)
+    check(m, problems);  // the mixer's own
+  if (m.block == Block::stack) check_stack(m, problems);
   if (!(m.collapse_rate > 0.0 && m.collapse_rate < 1.0))
     problems.emplace_back("collapse_rate", "must be in (0, 1), got " + to_text(m.collapse_rate));
   if (m.gap_fix == GapFix::outliers && m.outliers_r >= m.T)

@@ -1,5 +1,5 @@
 // Checks of a whole sweep document once its tables are read (sweep_checks.hpp): the extra [model]
-// keys against the input and mixer, the grid's size, check_model() at every grid point, and what a
+// keys against the input, mixer and block, the grid's size, check_model() at every grid point, and what a
 // store would hold.
 #include "config/sweep_checks.hpp"
 
@@ -98,10 +98,25 @@ void check_model_extras(ParseState& st) {
   };
   used_with("input_matrix", "input", "matrix", input_matrix);
   used_with("mixer_matrix", "mixer", "matrix", may_be(st, "mixer", "matrix"));
-  used_with("input_path", "input", "file", input_file);
+  const bool input_tokens = may_be(st, "input", "tokens"), encoder = may_be(st, "block", "encoder");
+  if (input_tokens)  // input_path is the token file's
+    used_with("input_path", "input", "tokens", true);
+  else
+    used_with("input_path", "input", "file", input_file);
   used_with("input_dataset", "input", "file", input_file);
+  used_with("model_folder", "block", "encoder", encoder);
   if (input_file && !st.extra_given.count("input_path"))
     st.issue("model.input_path", "required with input = \"file\": the HDF5 file holding the T x d input");
+  if (input_file && input_tokens)
+    st.issue(st.location("input"), "is \"file\" at some grid points and \"tokens\" at others, but input_path names "
+                                   "one file (an HDF5 file or a token file): sweep them in two sweep files");
+  if (input_tokens && !st.extra_given.count("input_path"))
+    st.issue("model.input_path", "required with input = \"tokens\": the token file (one excerpt of token ids per "
+                                 "line, docs/ENCODERS.md \"Token files\"), relative to the sweep file's folder");
+  if (encoder && !st.extra_given.count("model_folder"))
+    st.issue("model.model_folder",
+             "required with block = \"encoder\": the model folder (config.json; with init = \"checkpoint\" also "
+             "its safetensors weights), relative to the sweep file's folder");
 }
 
 void check_size(ParseState& st) {
@@ -168,11 +183,15 @@ void check_grid(ParseState& st) {
     const ModelParams model = st.spec.model(values);
     auto model_problems = check_model(model);
     if (st.spec.output.gradients != Spectra::none && st.spec.output.grad_method == GradMethod::exact &&
-        !model.linear_stack())
+        model.block == Block::stack && !model.linear_stack())
       model_problems.emplace_back(
           "output.grad_method",
           "\"exact\" needs a linear stack (input-independent mixer other than s4d, one head, lambda = 0, "
           "no norm, gate or MLP); use \"auto\" (exact where it applies, Hutchinson elsewhere)");
+    if (st.spec.output.gradients != Spectra::none && model.block == Block::encoder)
+      model_problems.emplace_back("output.gradients",
+                                  "gradient norms are not implemented for block = \"encoder\" (the encoder block "
+                                  "has no reverse pass); leave gradients at \"none\" for encoder points");
     for (auto& [param, message] : model_problems) {
       const std::string key = blame(st, param);
       const auto [it, inserted] = by_key.emplace(std::make_pair(key, param), problems.size());

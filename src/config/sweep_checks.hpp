@@ -5,7 +5,8 @@
 
 namespace rcsweep::config::parsing {
 
-/// The extra [model] keys against the input and mixer they belong to.
+/// The extra [model] keys against the input, mixer and block they belong to (model_folder: block
+/// "encoder"; input_path: input "file" or "tokens").
 void check_model_extras(ParseState& st);
 
 /// The grid's points, its tasks (points x replicates) and its rows of per-layer metrics against
