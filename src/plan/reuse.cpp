@@ -9,7 +9,7 @@ namespace {
 
 /// The canonical text as ordered (key, value) pairs: "sweep.seed", "model.T", "axes.lambda",
 /// "zip[1].T", "output.spectra"; the input file's content digest (a comment line) as
-/// "model.input_file_content".
+/// "model.input_file_content", an encoder's model and token file digest as "model.model_content".
 std::vector<std::pair<std::string, std::string>> flatten(const std::string& canonical) {
   std::vector<std::pair<std::string, std::string>> out;
   std::string section;
@@ -27,6 +27,8 @@ std::vector<std::pair<std::string, std::string>> flatten(const std::string& cano
       section = line.substr(1, line.size() - 2);
     } else if (constexpr std::string_view digest = "# input file content: "; line.starts_with(digest)) {
       out.emplace_back(section + ".input_file_content", line.substr(digest.size()));
+    } else if (constexpr std::string_view model = "# model content: "; line.starts_with(model)) {
+      out.emplace_back(section + ".model_content", line.substr(model.size()));
     } else if (const auto eq = line.find(" = "); eq != std::string::npos) {
       out.emplace_back(section + "." + line.substr(0, eq), line.substr(eq + 3));
     }
@@ -44,7 +46,7 @@ std::string shorten(const std::string& value) {
 bool changes_every_task(const std::string& key) {
   return key == "sweep.seed" || key.starts_with("output.") || key == "model.input_matrix" ||
          key == "model.mixer_matrix" || key == "model.input_path" || key == "model.input_dataset" ||
-         key == "model.input_file_content";
+         key == "model.input_file_content" || key == "model.model_folder" || key == "model.model_content";
 }
 
 /// A point's full parameter vector as text.

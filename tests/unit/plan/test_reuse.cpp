@@ -37,6 +37,26 @@ TEST(Reuse, DifferencesNameTheKeyAndBothValues) {
   EXPECT_NE(std::find(moved.begin(), moved.end(), "axes.lambda: (absent) -> [0.0, 0.5]"), moved.end());
 }
 
+// An encoder sweep's model folder and the digest of what it read (config.json, token file,
+// checkpoint headers: a comment line of the canonical text) are differences that change every task.
+TEST(Reuse, ModelFolderAndItsContentAreDifferences) {
+  const std::string encoder = "block = \"encoder\"\nmodel_folder = \"m\"\nheads = 2\nlambda = 1.0\n";
+  auto a = config::parse_sweep("[sweep]\nname = \"g\"\n[model]\nT = 4\nd = 8\ndepth = 2\n" + encoder, "a");
+  auto b = a;
+  a.set_encoder_inputs("/abs/m", nullptr, "config.json FNV-1a 0000000000000001");
+  b.set_encoder_inputs("/abs/m", nullptr, "config.json FNV-1a 0000000000000002");
+  const auto d = plan::config_differences(a, b);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0], "model.model_content: config.json FNV-1a 0000000000000001 -> config.json FNV-1a 0000000000000002");
+  auto c = config::parse_sweep("[sweep]\nname = \"g\"\n[model]\nT = 4\nd = 8\ndepth = 2\n" +
+                                   std::string(encoder).replace(encoder.find("\"m\""), 3, "\"other\""),
+                               "c");
+  c.set_encoder_inputs("/abs/other", nullptr, "config.json FNV-1a 0000000000000001");
+  const auto moved = plan::config_differences(a, c);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0], "model.model_folder: \"m\" -> \"other\"");
+}
+
 // Task ids are point * replicates + replicate: growing both renumbers every task but the first.
 TEST(Reuse, MoreReplicatesAndAxisValuesMatchEveryOldTask) {
   const auto from = make(sweep("2", "[0.0, 0.5]"));
