@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <system_error>
 
 #include "base/error.hpp"
@@ -18,8 +20,16 @@ bool finished_result(TaskStatus s) {
   return s == TaskStatus::done || s == TaskStatus::diverged || s == TaskStatus::vanished;
 }
 
-/// The plan a store was made from, rebuilt from its canonical config.
-plan::Plan stored_plan(const std::filesystem::path& path, const StoreInfo& info) {
+/// The comment line `# <what>: <text>` of a canonical text, or nullopt.
+std::optional<std::string> comment_of(const std::string& config, std::string_view what) {
+  const auto at = config.find(what);
+  if (at == std::string::npos) return std::nullopt;
+  return config.substr(at + what.size(), config.find('\n', at) - at - what.size());
+}
+
+/// The plan a store was made from, rebuilt from its canonical config. An encoder's model folder
+/// is the current sweep's (`current`) when the stored sweep names the same one.
+plan::Plan stored_plan(const std::filesystem::path& path, const StoreInfo& info, const config::SweepSpec& current) {
   const std::string p = path.string();
   config::SweepSpec spec;
   try {
@@ -27,11 +37,18 @@ plan::Plan stored_plan(const std::filesystem::path& path, const StoreInfo& info)
   } catch (const ConfigError& e) {
     throw StoreError(p + ": cannot read the sweep it was made from:\n" + e.what());
   }
-  // An input file's content digest is a comment of the canonical text (not read back by TOML).
-  constexpr std::string_view digest = "# input file content: ";
-  if (const auto at = info.config.find(digest); at != std::string::npos)
-    spec.input_file_digest = info.config.substr(at + digest.size(), info.config.find('\n', at) - at - digest.size());
-  plan::Plan plan = plan::make_plan(std::move(spec));
+  // Content digests are comments of the canonical text (not read back by TOML).
+  if (const auto digest = comment_of(info.config, "# input file content: ")) spec.input_file_digest = *digest;
+  if (const auto digest = comment_of(info.config, "# model content: "))
+    spec.set_encoder_inputs(spec.model_folder == current.model_folder ? current.model_folder_path : std::string(),
+                            spec.model_folder == current.model_folder ? current.tokens : nullptr, *digest);
+  plan::Plan plan;
+  try {
+    plan = plan::make_plan(std::move(spec));
+  } catch (const ConfigError& e) {  // another model folder that cannot be opened from here
+    throw StoreError(p + ": cannot plan the sweep it was made from (another model folder?):\n" + e.what() +
+                     "\nwrite a new store (another -o) or pass --overwrite");
+  }
   if (plan.hash != info.plan_hash)
     throw StoreError(p + ": its sweep reads back with plan hash " + plan.hash + ", not its own " + info.plan_hash +
                      " (made by another version of rcsweep?): its results cannot be matched to tasks");
@@ -51,7 +68,7 @@ struct Source {
 Source read_source(const std::filesystem::path& from, const plan::Plan& plan) {
   Source s;
   s.info = read_info(from);
-  s.plan = stored_plan(from, s.info);
+  s.plan = stored_plan(from, s.info, plan.spec);
   s.match = plan::match_tasks(s.plan, plan);
   s.report.from_name = s.plan.spec.name;
   s.report.from_hash = s.info.plan_hash;

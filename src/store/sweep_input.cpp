@@ -191,12 +191,13 @@ void check_tokens(const config::SweepSpec& spec, const checkpoint::TokenFile& to
 
 /// The digest of what an encoder sweep read: config.json's bytes, the excerpts, and the weight
 /// files' sizes and headers (not their data: a checkpoint is not read through at every start).
+/// "FNV-1a <all> (config.json <h>; tokens 32 excerpts <h>; checkpoint 1 file, <n> bytes, headers <h>)":
+/// the hash of the parts first, so that a difference shows in the first characters of a message.
 std::string model_digest(const fs::path& folder, const models::encoder::LoadedModel* checkpoint,
                          const checkpoint::TokenFile* tokens) {
-  std::string out;
   Fnv1a config;
   config.text(checkpoint::read_small_file(folder / checkpoint::config_file_name));
-  out = "config.json FNV-1a " + config.hex();
+  std::string parts = "config.json " + config.hex();
   if (tokens) {
     Fnv1a h;
     h.number(tokens->size());
@@ -204,7 +205,7 @@ std::string model_digest(const fs::path& folder, const models::encoder::LoadedMo
       h.number(ids.size());
       for (const std::int64_t id : ids) h.number(static_cast<std::uint64_t>(id));
     }
-    out += "; tokens " + std::to_string(tokens->size()) + " excerpts FNV-1a " + h.hex();
+    parts += "; tokens " + count_of(tokens->size(), "excerpt") + " " + h.hex();
   }
   if (checkpoint && checkpoint->folder) {
     Fnv1a h;
@@ -227,10 +228,12 @@ std::string model_digest(const fs::path& folder, const models::encoder::LoadedMo
         h.text(value);
       }
     }
-    out += "; checkpoint " + std::to_string(files.size()) + " files, " + std::to_string(bytes) +
-           " bytes, headers FNV-1a " + h.hex();
+    parts += "; checkpoint " + count_of(files.size(), "file") + ", " + std::to_string(bytes) + " bytes, headers " +
+             h.hex();
   }
-  return out;
+  Fnv1a all;
+  all.text(parts);
+  return "FNV-1a " + all.hex() + " (" + parts + ")";
 }
 
 }  // namespace

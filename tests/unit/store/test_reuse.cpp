@@ -15,11 +15,13 @@
 
 #include <gtest/gtest.h>
 
+#include "../models/encoder/encoder_test_folder.hpp"
 #include "base/error.hpp"
 #include "config/params.hpp"
 #include "plan/plan.hpp"
 #include "store/reuse.hpp"
 #include "store/store.hpp"
+#include "store/sweep_input.hpp"
 #include "store/writer_lock.hpp"
 #include "store_test_support.hpp"
 
@@ -278,6 +280,47 @@ TEST_F(StoreReuse, GrowInPlaceThatWouldLoseResultsIsRefusedAndTheStoreKept) {
   EXPECT_NE(blocked.find("write a new store (another -o) or pass --overwrite"), std::string::npos) << blocked;
   EXPECT_EQ(blocked.find("--reuse"), std::string::npos) << blocked;
   EXPECT_EQ(bytes_of(old), before);
+}
+
+// An encoder sweep's store is rebuilt with its model folder and the digest of what it read (a
+// comment of its canonical text): it grows in place with more lambda values, and another token file
+// is a difference that changes every task.
+TEST_F(StoreReuse, EncoderSweepGrowsWithItsModelAndAnotherTokenFileChangesEveryTask) {
+  fs::create_directories(path("models/tiny"));
+  models::encoder::test::write_config(path("models/tiny"), models::encoder::test::tiny_bert());
+  const auto tokens = [&](const std::string& text) { std::ofstream(path("tokens.txt")) << text; };
+  tokens("1 2 3 4 5\n6 7 8 9 10\n");
+  const auto sweep = [&](const std::string& name, const std::string& lambdas) {
+    std::ofstream(path(name))
+        << "[sweep]\nname = \"enc\"\nreplicates = 2\n[model]\nT = 4\nd = 8\nheads = 2\ndepth = 2\n"
+           "block = \"encoder\"\nmodel_folder = \"models/tiny\"\ninput = \"tokens\"\n"
+           "input_path = \"tokens.txt\"\nmlp = \"model\"\nnorm = \"layernorm\"\n[axes]\nlambda = "
+        << lambdas << "\n";
+    return plan::make_plan(store::load_sweep_with_input(path(name), {}));
+  };
+  const auto old_plan = sweep("old.toml", "[0.0, 1.0]");
+  {
+    Store s = Store::create(path("old.h5"), old_plan, prov(), false);
+    s.write(std::vector<TaskResult>{fake_result(old_plan, 0), fake_result(old_plan, 3)});
+  }
+  {
+    const auto lock = store::WriterLock::acquire(path("old.h5"));
+    const ReuseReport r = store::grow_in_place(lock, sweep("grown.toml", "[0.0, 0.5, 1.0]"), prov());
+    EXPECT_TRUE(r.blockers.empty()) << store::describe(r);
+    EXPECT_EQ(r.copied, 2u);
+  }
+  tokens("1 2 3 4 5\n6 7 8 9 11\n");
+  const auto other = sweep("other.toml", "[0.0, 0.5, 1.0]");
+  Store into = Store::create(path("new.h5"), other, prov(), false);
+  const ReuseReport r = store::reuse_results(path("old.h5"), into, other);
+  EXPECT_EQ(r.copied, 0u);
+  ASSERT_EQ(r.blockers.size(), 1u) << store::describe(r);
+  // The hash of the whole digest first: the difference shows before the message shortens the values.
+  EXPECT_EQ(r.blockers[0].rfind("model.model_content: FNV-1a ", 0), 0u) << r.blockers[0];
+  const std::string before = r.blockers[0].substr(0, r.blockers[0].find(" -> "));
+  EXPECT_NE(before.substr(before.find("FNV-1a "), 23),
+            r.blockers[0].substr(r.blockers[0].find(" -> ") + 4).substr(0, 23))
+      << r.blockers[0];
 }
 
 TEST_F(StoreReuse, RefusalNamesBothRunsOverrides) {
