@@ -192,9 +192,23 @@ void check_stores_readable(const sweep::RunOptions& opt, int rank) {
   if (!crash.empty()) throw sweep::StoreRefused(crash);
 }
 
-/// --dump-weights: this shard's tasks, ascending; nullopt (rank 0 says why) when their dump would
-/// exceed store::dump_limit_bytes. Every rank sees the same plan: all refuse together, before any work.
-std::optional<std::vector<std::uint64_t>> dump_tasks_within_limit(const plan::Plan& plan, int rank) {
+/// --dump-weights: this shard's tasks, ascending; nullopt (rank 0 says why) when a point is an
+/// encoder (no tape: its weights are the checkpoint's, or drawn again from the seed) or their dump
+/// would exceed store::dump_limit_bytes. Every rank sees the same plan: all refuse together, before
+/// any work.
+std::optional<std::vector<std::uint64_t>> dump_tasks_allowed(const plan::Plan& plan, int rank) {
+  const auto encoder = std::find_if(plan.models.begin(), plan.models.end(), [](const config::ModelParams& m) {
+    return m.block == config::Block::encoder;
+  });
+  if (encoder != plan.models.end()) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "error: --dump-weights: point %zu has block = \"encoder\", which has no weights dump (its "
+                   "weights are the checkpoint's, or drawn again from the seed: docs/ENCODERS.md); leave "
+                   "--dump-weights out, or dump a sweep of stack points only\n",
+                   static_cast<std::size_t>(encoder - plan.models.begin()));
+    return std::nullopt;
+  }
   std::vector<std::uint64_t> dump_tasks;
   for (const auto& b : plan.bundles) dump_tasks.insert(dump_tasks.end(), b.tasks.begin(), b.tasks.end());
   std::sort(dump_tasks.begin(), dump_tasks.end());
@@ -266,7 +280,7 @@ int run_on_rank(const RunArgs& args, const plan::Shard& shard, int rank, int siz
   check_stores_readable(opt, rank);
   std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
   if (args.dump_weights) {
-    auto tasks = dump_tasks_within_limit(plan, rank);
+    auto tasks = dump_tasks_allowed(plan, rank);
     if (!tasks) return 2;
     dump_tasks = std::move(*tasks);
   }
@@ -350,7 +364,7 @@ int check_run(const RunArgs& args, const plan::Shard& shard, const std::string& 
     if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
     check_store_path(opt.output);
     if (const std::string crash = crashed_store(opt); !crash.empty()) throw sweep::StoreRefused(crash);
-    if (args.dump_weights && !dump_tasks_within_limit(plan, 0)) return 2;
+    if (args.dump_weights && !dump_tasks_allowed(plan, 0)) return 2;
     opt.events = preflight_events(args);
     sweep::check_store(plan, opt);
     return 0;

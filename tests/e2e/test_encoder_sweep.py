@@ -206,3 +206,16 @@ def test_plan_shows_the_mapped_checkpoint(bert):
     size = (folder / "model" / "model.safetensors").stat().st_size
     assert "model files mapped" in proc.stdout, proc.stdout
     assert f"{size / 1024:.1f} KiB" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_dump_weights_is_refused_before_any_work(bert, tmp_path, ranks):
+    """An encoder has no weights tape: --dump-weights is refused with exit 2 before a task runs,
+    from `run` in one process and from the ranks of `run -n`, and no store is left."""
+    folder, _, _ = bert
+    store = tmp_path / "dump.h5"
+    args = ("run", folder / "encoder.toml", "-o", store, "--dump-weights") + (("-n", ranks) if ranks else ())
+    proc = rcsweep(*args, check=2)
+    assert '--dump-weights: point 0 has block = "encoder"' in proc.stderr, proc.stderr
+    assert "no weights dump" in proc.stderr, proc.stderr
+    assert not store.exists()
