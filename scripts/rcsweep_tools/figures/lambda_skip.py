@@ -134,23 +134,18 @@ def fig1(ds, fig, band=DEFAULT_BAND):
                  fontsize=8)
 
 
-@figure("ls-fig2", PAPER, "Fig. 2: last-layer normalised mu vs lambda, with Theorem 4.1's lambda_min and bound",
-        "ls_fig2.toml")
-def fig2(ds, fig, band=DEFAULT_BAND):
-    need(ds, _registered("ls-fig2"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M", "theory_lambda_min"),
-         coords=("mixer", "lambda", "collapse_rate"))
-    if "lambda" not in ds.dims:
-        raise FigureDataError("ls-fig2 needs lambda swept under [axes]; make the store with jobs/examples/ls_fig2.toml")
-    a = _a(ds)
-    L = int(ds["layer"].values[-1])
-    mixers = _mixers(ds)
-    axes = _panels(fig, len(mixers), legend=2.4)
-    for ax, mixer in zip(axes, mixers):
-        dm = select(ds, mixer=mixer)
-        lam = dm["lambda"].values.astype(float)
-        last = dm["mu_rel"].isel(layer=-1).transpose("lambda", "replicate")
-        line_band(ax, lam, last.T, "data", marker="o", ms=3, band=band, xname="λ")
-        # Theorem 4.1: the threshold of condition (7) and, where it holds, the bound at depth L
+def last_layer_against_lambda(ax, dm, band=DEFAULT_BAND, a=None, label="data"):
+    """On ax, Fig. 2's curve: mu(X_L)/||X_L||_F at the last layer L against lambda (symlog x ticked
+    at the swept values), the mean over the replicates of dm (one model: lambda its only swept
+    dimension) with its band. With `a` (the collapse rate) also Theorem 4.1: the threshold
+    +-lambda_min of condition (7) and, where (7) holds in every replicate of the theorem's stack,
+    the bound a^(L/2) mu(X_0)/||X_L||_F. Returns (L, lambda_min) (lambda_min None without `a`)."""
+    L = int(dm["layer"].values[-1])
+    lam = dm["lambda"].values.astype(float)
+    last = dm["mu_rel"].isel(layer=-1).transpose("lambda", "replicate")
+    line_band(ax, lam, last.T, label, marker="o", ms=3, band=band, xname="λ")
+    lmin = None
+    if a is not None:  # Theorem 4.1: the threshold of condition (7) and, where it holds, the bound at depth L
         lmin = float(dm["theory_lambda_min"].mean().values)
         for sgn in (-1, 1):
             ax.axvline(sgn * lmin, color="k", ls=":", lw=1, gid=f"theory:lambda_min:{sgn:+d}",
@@ -162,12 +157,28 @@ def fig2(ds, fig, band=DEFAULT_BAND):
         y = np.where(ok, bound.transpose("lambda").values, np.nan)
         ax.plot(lam, y, ls="--", color="C3", marker="_", gid="theory:bound",
                 label="Thm 4.1 bound\n" r"$a^{L/2}\mu(X_0)/\|X_L\|_F$" "\nwhere (7) holds")
-        ax.set_xscale("symlog", linthresh=1.0)
-        log_ticks(ax, lam)
+    ax.set_xscale("symlog", linthresh=1.0)
+    log_ticks(ax, lam)
+    ax.set_xlabel(r"skip strength $\lambda$ (symlog)")
+    ax.set_ylabel(rf"$\mu(X_L)/\|X_L\|_F$ at the last layer, L = {L}")
+    ax.set_ylim(-0.02, 1.05)
+    return L, lmin
+
+
+@figure("ls-fig2", PAPER, "Fig. 2: last-layer normalised mu vs lambda, with Theorem 4.1's lambda_min and bound",
+        "ls_fig2.toml")
+def fig2(ds, fig, band=DEFAULT_BAND):
+    need(ds, _registered("ls-fig2"), vars=("mu_rel", "mu", "fro", "theory_S", "theory_C_M", "theory_lambda_min"),
+         coords=("mixer", "lambda", "collapse_rate"))
+    if "lambda" not in ds.dims:
+        raise FigureDataError("ls-fig2 needs lambda swept under [axes]; make the store with jobs/examples/ls_fig2.toml")
+    a = _a(ds)
+    mixers = _mixers(ds)
+    axes = _panels(fig, len(mixers), legend=2.4)
+    for ax, mixer in zip(axes, mixers):
+        dm = select(ds, mixer=mixer)
+        L, lmin = last_layer_against_lambda(ax, dm, band=band, a=a)
         ax.set_title(f"mixer = {mixer}, L = {L}\nnorm = {_scalar_str(dm, 'norm')}, " rf"$\lambda_{{\min}}$ = {lmin:.3g}")
-        ax.set_xlabel(r"skip strength $\lambda$ (symlog)")
-        ax.set_ylabel(rf"$\mu(X_L)/\|X_L\|_F$ at the last layer, L = {L}")
-        ax.set_ylim(-0.02, 1.05)
     legends_outside(fig, axes)  # one legend right of the panels (right of each when their entries differ)
     fig.supxlabel(f"Lambda-skip Fig. 2 at initialisation (T = {_scalar_str(ds, 'T')}, d = {_scalar_str(ds, 'd')}, "
                  f"a = {a:g}; {band_text(band, ds.sizes['replicate'])})", fontsize=8)
