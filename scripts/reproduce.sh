@@ -32,12 +32,16 @@ OUT/<sweep>.h5 with RANKS MPI ranks (default: nproc = $(nproc)), then draws OUT/
 scripts/rcsweep-plot. A store that is already finished for the same sweep file (same plan hash, no
 task pending) is not run again; an unfinished one is resumed; one of another version of the sweep
 file is replaced. 'all' does every registered figure and writes REPORT/index.html (default
-report/): every figure, its sweep file and its store's provenance.
+report/): every figure, its sweep file and its store's provenance. The encoder figures
+(mtg-fig3, -fig8, -fig9, -fig11, dong-fig2-encoders, ls-fig2-albert) run the published models'
+sizes at their initialisation: longer than the others (docs/FIGURES.md "Encoders").
 
 Options:
   -o, --out DIR      stores and PNGs (default: out/ in the current directory)
   --report DIR       also write the HTML report there (default for 'all': report/ in the current directory)
-  --sweeps DIR       take the sweep files from DIR instead of jobs/examples/ (same file names)
+  --sweeps DIR       take the sweep files from DIR instead of jobs/examples/ (same file names; the
+                     encoder figures' sweeps also read DIR/models/ and DIR/tokens/, or the paths
+                     their model_folder and input_path give)
   --force            rerun the sweeps even when their stores are up to date (--overwrite)
   --list             list the figures and their sweep files, then exit
   -h, --help         this help
