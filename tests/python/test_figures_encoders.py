@@ -83,19 +83,19 @@ SPECTRA = 'spectra = "all"\nmixer_spectra = "all"'
 def stores(run_sweep, models):
     bert, albert = models["bert"], models["albert"]
     texts = {
-        "mtg-fig3": sweep("t_fig3", bert, f"{TOKEN_INPUT}\n{PUBLISHED}", "T = [4, 8, 16]\ninit = [\"random\", \"checkpoint\"]"),
-        "mtg-fig8": sweep("t_fig8", bert, f"{TOKEN_INPUT}\n{PUBLISHED}\nT = 16", output=SPECTRA),
-        "mtg-fig9": sweep("t_fig9", bert, f"{GAUSSIAN_INPUT}\n{PUBLISHED}\nT = 16", output=SPECTRA, replicates=2),
-        "mtg-fig11": sweep("t_fig11", bert, f"{GAUSSIAN_INPUT}\n{PUBLISHED}", "T = [16, 48, 64, 96]",
+        "mtg-fig3": sweep("t_enc_fig3", bert, f"{TOKEN_INPUT}\n{PUBLISHED}", "T = [4, 8, 16]\ninit = [\"random\", \"checkpoint\"]"),
+        "mtg-fig8": sweep("t_enc_fig8", bert, f"{TOKEN_INPUT}\n{PUBLISHED}\nT = 16", output=SPECTRA),
+        "mtg-fig9": sweep("t_enc_fig9", bert, f"{GAUSSIAN_INPUT}\n{PUBLISHED}\nT = 16", output=SPECTRA, replicates=2),
+        "mtg-fig11": sweep("t_enc_fig11", bert, f"{GAUSSIAN_INPUT}\n{PUBLISHED}", "T = [16, 48, 64, 96]",
                            'mixer_spectra = "all"'),
-        "dong-fig2-encoders": sweep("t_dong", bert, f'{TOKEN_INPUT}\nT = 16\nmeasure = "attention"',
+        "dong-fig2-encoders": sweep("t_enc_dong", bert, f'{TOKEN_INPUT}\nT = 16\nmeasure = "attention"',
                                     'init = ["random", "checkpoint"]\nlambda = [0.0, 1.0]\nmlp = ["none", "model"]'),
-        "ls-fig2-albert": sweep("t_ls", albert, f'{TOKEN_INPUT}\nT = 16\nmlp = "model"',
+        "ls-fig2-albert": sweep("t_enc_ls", albert, f'{TOKEN_INPUT}\nT = 16\nmlp = "model"',
                                 "lambda = [-100.0, -1.0, 0.0, 0.5, 1.0, 100.0]"),
         # not an encoder store: the random-initialisation stack of dong_fig2.toml, tiny
         "stack": """
 [sweep]
-name = "t_stack"
+name = "t_enc_stack"
 seed = 37
 replicates = 2
 [model]
@@ -108,7 +108,7 @@ lambda = [0.0, 1.0]
 mlp = ["none", "relu"]
 """,
         # the attention branch only: not the blocks' outputs that mtg-fig3 plots
-        "attention": sweep("t_attention", bert, f'{TOKEN_INPUT}\n{PUBLISHED}\nmeasure = "attention"', "T = [4, 8]"),
+        "attention": sweep("t_enc_attention", bert, f'{TOKEN_INPUT}\n{PUBLISHED}\nmeasure = "attention"', "T = [4, 8]"),
     }
     return {name: run_sweep(text) for name, text in texts.items()}
 
@@ -176,9 +176,8 @@ def test_mtg_fig3_width_and_depth_per_init(stores):
     sr = raw.layers["sr_cov"]
     assert len([ax for ax in fig.axes if ax.get_title()]) == 4
     for init, words in (("random", "before training"), ("checkpoint", "after training")):
-        ax_w = panel(fig, f"(a) width: tiny_bert, init = {init}")
-        assert words in ax_w.get_title()
-        ax_d = panel(fig, f"(b) depth: tiny_bert, init = {init}")
+        ax_w = panel(fig, f"(a) width: tiny_bert\n{words} (init = {init})")
+        ax_d = panel(fig, f"(b) depth: tiny_bert\n{words} (init = {init})")
         assert ax_w.get_xscale() == "log" and ax_w.get_yscale() == "log" and ax_d.get_yscale() == "log"
         for ell in layers:
             values = np.array([sr[raw.rows(T=t, init=init), ell] for t in Ts]).T  # replicates x T
@@ -207,7 +206,7 @@ def test_embedding_theory_at_width_768(run_sweep):
     (within 5 %, for every excerpt): the collapse in width at layer 0 is the embedding's."""
     store = run_sweep(f"""
 [sweep]
-name = "t_embed"
+name = "t_enc_embed"
 seed = 3
 replicates = 4
 [model]

@@ -32,8 +32,7 @@ from .mind_the_gap import _grid_dims, _panels, _points, _tdim, _value
 MTG = "Mind the Gap (encoders)"
 DONG = "Dong et al. (encoders)"
 LS = "Lambda-skip (encoders)"
-INIT_TEXT = {"random": "before training: the published initialisation (init = random)",
-             "checkpoint": "after training: the checkpoint's weights (init = checkpoint)"}
+INIT_TEXT = {"random": "before training (init = random)", "checkpoint": "after training (init = checkpoint)"}
 
 
 def need_encoder(ds, name, vars=(), coords=(), attrs=None, values=None):
@@ -86,10 +85,12 @@ def _block_output(ds, name):
 
 
 def _where(ds, at):
-    """'init = checkpoint, ...' for the grid point `at` (dimension -> index) of ds."""
+    """'measure = block, ...' for the grid point `at` (dimension -> index) of ds; init is left to
+    _init_title."""
     parts = []
     for dim, i in at.items():
-        names = [c for c, co in ds.coords.items() if co.dims == (dim,) and (c != dim or not dim.startswith("zip"))]
+        names = [c for c, co in ds.coords.items() if co.dims == (dim,) and c != "init"
+                 and (c != dim or not dim.startswith("zip"))]
         parts += [f"{c} = {ds[c].values[i]}" for c in names]
     return ", ".join(parts)
 
@@ -199,7 +200,7 @@ def mtg_fig3(ds, fig, band=DEFAULT_BAND):
         ax_w.plot(T, np.ones_like(T), ":", color="k", lw=1, gid="theory:sr=1", label="sr = 1 (Prop. 3.4, T → ∞)")
         if _value(sub, "init") == "random" and _value(sub, "input") == "tokens":
             ax_w.plot(T, embedding_stable_rank(T), "--", color=lcol[0], lw=1, gid="theory:embedding",
-                      label="ℓ = 0, published init: the shared\ntoken-type row, " r"$1 + 4(T-1)/(T+2)^2$")
+                      label="ℓ = 0, published init, large d:\nthe shared token-type row,\n" r"$1 + 4(T-1)/(T+2)^2$")
         ax_w.set_xscale("log")
         ax_w.set_yscale("log")
         log_ticks(ax_w, T)
@@ -217,7 +218,7 @@ def mtg_fig3(ds, fig, band=DEFAULT_BAND):
         _integer_ticks(ax_d)
         ax_d.set_xlabel(axis_label(ds, "layer"))
         ax_d.set_ylabel(axis_label(ds, "sr_cov", sep="\n"))
-        ax_d.set_title(f"(b) depth: {model}" + (f", {where}" if where else ""), fontsize=8)
+        ax_d.set_title(f"(b) depth: {model}" + (f", {where}" if where else "") + f"\n{_init_title(sub)}", fontsize=8)
         _legend_right(ax_w)
         _legend_right(ax_d)
     fig.supxlabel(f"Mind the Gap Fig. 3: {model} encoder blocks, d = {_value(ds, 'd', '…')}, "
@@ -367,7 +368,9 @@ def mtg_fig11(ds, fig, band=DEFAULT_BAND):
         top.set_xlabel(r"$\gamma$ = T/d", fontsize=8)
         log_ticks(top, T / d)
         _legend_right(ax)
-    legends_outside(fig, [a for a in axes if a.get_legend() is None])  # the eigenvalue panels': one legend
+    eig_axes = [a for a in axes if a.get_legend() is None]
+    if eig_axes:  # the eigenvalue panels' entries, once: right of the last (below it in a column)
+        _legend_right(eig_axes[-1])
     fig.supxlabel(f"Mind the Gap Fig. 11: {model} encoder blocks, {_init_title(ds)}, d = {d};\n{input_text(ds)}; "
                   f"eigenvalues: one realisation; stable ranks: {band_text(band, ds.sizes['replicate'])}", fontsize=8)
 
@@ -415,7 +418,7 @@ def dong_fig2_encoders(ds, fig, band=DEFAULT_BAND):
             line_band(ax, p["layer"].values, _series(p["res_rel"], "replicate", "layer"), label, color=f"C{j}",
                       marker="o", ms=3, band=band)
         measure = str(_value(sub, "measure", "block"))
-        where = _where(ds, {k: v for k, v in at.items() if k not in ("init",)})
+        where = _where(ds, at)
         ax.set_title(f"{model}: {_init_title(sub)}" + (f"\n{where}" if where else ""), fontsize=8)
         ax.set_xlabel(axis_label(ds["layer"]))
         ax.set_ylabel("relative residual " + RES_LABEL.get(measure, RES_LABEL["block"]), fontsize=8)
@@ -445,7 +448,7 @@ def ls_fig2_albert(ds, fig, band=DEFAULT_BAND):
     for ax, at in zip(axes, panels):
         sub = ds.isel(**at)
         L, _ = last_layer_against_lambda(ax, sub, band=band, label=model)
-        where = _where(ds, {k: v for k, v in at.items() if k not in ("init",)})
+        where = _where(ds, at)
         ax.set_title(f"{model}, L = {L}: {_init_title(sub)}" + (f"\n{where}" if where else ""), fontsize=8)
     legends_outside(fig, axes)
     same = bool(np.all(np.asarray(ds["lambda_mlp"].broadcast_like(ds["lambda"]).values, float)
