@@ -12,6 +12,7 @@
 #include "cli/cli_internal.hpp"
 #include "rcsweep/version.hpp"
 #include "store/store.hpp"
+#include "store/sweep_input.hpp"
 #include "sweep/provenance.hpp"
 #include "sweep/stop.hpp"
 
@@ -39,7 +40,7 @@ int merge_stores(const MergeArgs& args) {
     if (infos[i].plan_hash != infos[0].plan_hash)
       throw StoreError(args.shards[i].string() + " is from another sweep (plan hash " + infos[i].plan_hash + ", not " +
                        infos[0].plan_hash + " of " + args.shards[0].string() + ")");
-  config::SweepSpec spec = config::parse_sweep(infos[0].config, args.shards[0].string() + ":/config");
+  config::SweepSpec spec = store::stored_sweep(infos[0].config, args.shards[0].string() + ":/config");
   spec.overrides = infos[0].overrides;  // recorded, already in the config
   const plan::Plan plan = plan::make_plan(std::move(spec));
   if (plan.hash != infos[0].plan_hash)

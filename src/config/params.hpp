@@ -128,7 +128,8 @@ struct ModelParams {
   /// attention sub-block's branch concat_h(A_h V_h) W_O + b_O (Dong et al. Fig. 2).
   Measure measure = Measure::block;
   /// block "encoder": the model folder, absolute once the sweep is loaded with its inputs
-  /// (attached by SweepSpec::model(), like input_matrix); empty for the stack.
+  /// (attached by SweepSpec::model(), like input_matrix); empty for the stack, and for a sweep read
+  /// back from a store (merge, info), which plans without its folder.
   std::string model_folder;
   /// input "tokens": every excerpt of the token file, in file order (attached by
   /// SweepSpec::model()); null for the other inputs and before the file is loaded.

@@ -176,7 +176,7 @@ ModelParams SweepSpec::model(const std::vector<ParamValue>& values) const {
   ModelParams m = resolve(values);
   if (m.input == InputKind::matrix || m.input == InputKind::file) m.input_matrix = input_matrix;
   if (m.mixer == Mixer::matrix) m.mixer_matrix = mixer_matrix;
-  if (m.block == Block::encoder) m.model_folder = model_folder_path.empty() ? model_folder : model_folder_path;
+  if (m.block == Block::encoder) m.model_folder = model_folder_path;
   if (m.input == InputKind::tokens) m.tokens = tokens;
   return m;
 }

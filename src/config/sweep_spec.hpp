@@ -97,7 +97,7 @@ struct SweepSpec {
   /// sweep file's folder); empty when not given.
   std::string model_folder;
   /// The model folder made absolute when the sweep's inputs are loaded (set_encoder_inputs);
-  /// empty before. SweepSpec::model() attaches it (else model_folder as written).
+  /// empty before (and in a sweep read back from a store). SweepSpec::model() attaches it.
   std::string model_folder_path;
   /// input = "tokens": the token file's excerpts once loaded (set_encoder_inputs); null before.
   /// Shared with every resolved model.
@@ -124,8 +124,8 @@ struct SweepSpec {
   /// Stable 64-bit hash of canonical_toml() (FNV-1a), as 16 hex digits.
   std::string plan_hash() const;
   /// resolve(values) with the spec's matrices attached (input_matrix for input "matrix" and "file",
-  /// mixer_matrix for mixer "matrix"), and for block "encoder" the model folder (model_folder_path,
-  /// else model_folder as written) and for input "tokens" the excerpts. Every resolved model of a
+  /// mixer_matrix for mixer "matrix"), and for block "encoder" the loaded model folder
+  /// (model_folder_path: empty before loading) and for input "tokens" the excerpts. Every resolved model of a
   /// plan must come from here.
   ModelParams model(const std::vector<ParamValue>& values) const;
   /// Attach the dataset read for input = "file" (shape not checked here).

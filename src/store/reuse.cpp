@@ -5,13 +5,13 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <system_error>
 
 #include "base/error.hpp"
 #include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
 #include "plan/reuse.hpp"
+#include "store/sweep_input.hpp"
 
 namespace rcsweep::store {
 namespace {
@@ -20,28 +20,18 @@ bool finished_result(TaskStatus s) {
   return s == TaskStatus::done || s == TaskStatus::diverged || s == TaskStatus::vanished;
 }
 
-/// The comment line `# <what>: <text>` of a canonical text, or nullopt.
-std::optional<std::string> comment_of(const std::string& config, std::string_view what) {
-  const auto at = config.find(what);
-  if (at == std::string::npos) return std::nullopt;
-  return config.substr(at + what.size(), config.find('\n', at) - at - what.size());
-}
-
 /// The plan a store was made from, rebuilt from its canonical config. An encoder's model folder
 /// is the current sweep's (`current`) when the stored sweep names the same one.
 plan::Plan stored_plan(const std::filesystem::path& path, const StoreInfo& info, const config::SweepSpec& current) {
   const std::string p = path.string();
   config::SweepSpec spec;
   try {
-    spec = config::parse_sweep(info.config, p);
+    spec = stored_sweep(info.config, p);
   } catch (const ConfigError& e) {
     throw StoreError(p + ": cannot read the sweep it was made from:\n" + e.what());
   }
-  // Content digests are comments of the canonical text (not read back by TOML).
-  if (const auto digest = comment_of(info.config, "# input file content: ")) spec.input_file_digest = *digest;
-  if (const auto digest = comment_of(info.config, "# model content: "))
-    spec.set_encoder_inputs(spec.model_folder == current.model_folder ? current.model_folder_path : std::string(),
-                            spec.model_folder == current.model_folder ? current.tokens : nullptr, *digest);
+  if (!spec.model_digest.empty() && spec.model_folder == current.model_folder)
+    spec.set_encoder_inputs(current.model_folder_path, current.tokens, spec.model_digest);
   plan::Plan plan;
   try {
     plan = plan::make_plan(std::move(spec));

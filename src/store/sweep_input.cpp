@@ -339,6 +339,22 @@ void load_encoder_inputs(config::SweepSpec& spec, const std::filesystem::path& s
   spec.set_encoder_inputs(folder.string(), std::move(excerpts), std::move(digest));
 }
 
+namespace {
+/// The comment line `# <what>: <text>` of a canonical text, or nullopt.
+std::optional<std::string> comment_of(const std::string& text, std::string_view what) {
+  const auto at = text.find(what);
+  if (at == std::string::npos) return std::nullopt;
+  return text.substr(at + what.size(), text.find('\n', at) - at - what.size());
+}
+}  // namespace
+
+config::SweepSpec stored_sweep(const std::string& config_text, const std::string& source) {
+  config::SweepSpec spec = config::parse_sweep(config_text, source);
+  if (const auto digest = comment_of(config_text, "# input file content: ")) spec.input_file_digest = *digest;
+  if (const auto digest = comment_of(config_text, "# model content: ")) spec.set_encoder_inputs({}, nullptr, *digest);
+  return spec;
+}
+
 config::SweepSpec load_sweep_with_input(const std::filesystem::path& sweep_file,
                                         const std::vector<std::string>& overrides) {
   config::SweepSpec spec = config::load_sweep(sweep_file, overrides);

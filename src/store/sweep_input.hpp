@@ -40,6 +40,14 @@ void load_input_file(config::SweepSpec& spec, const std::filesystem::path& sweep
 /// checkpoint header changes the plan hash. Nothing when no grid point has an encoder block.
 void load_encoder_inputs(config::SweepSpec& spec, const std::filesystem::path& sweep_file);
 
+/// The sweep a store was made from, from its canonical text (/config; `source` names it in
+/// messages): config::parse_sweep, with the content digests of its input file and its encoder
+/// inputs (comment lines of the text) restored, so that the plan hash is the store's. Nothing is
+/// read from disk: an encoder's model folder and token file are not attached (the plan then
+/// prices an encoder without its config.json: models/encoder/encoder_kind.cpp). Throws the
+/// ConfigError of parse_sweep.
+config::SweepSpec stored_sweep(const std::string& config_text, const std::string& source);
+
 /// config::load_sweep(sweep_file, overrides), then load_input_file and load_encoder_inputs.
 config::SweepSpec load_sweep_with_input(const std::filesystem::path& sweep_file,
                                         const std::vector<std::string>& overrides);

@@ -25,7 +25,12 @@ using config::ModelParams;
 // scaling and affine map.
 constexpr double passes_per_sub_block = 5.0;
 
-double intermediate(const ModelParams& m) { return encoder::open_model(m.model_folder, false)->shape.intermediate; }
+// The MLP's width m: the config's intermediate_size; 4 d (the family's ratio) for a sweep read back
+// from a store without its model folder (merge, validation), whose prices order nothing that runs.
+double intermediate(const ModelParams& m) {
+  if (m.model_folder.empty()) return 4.0 * m.d;
+  return encoder::open_model(m.model_folder, false)->shape.intermediate;
+}
 bool has_mlp(const ModelParams& m) { return m.mlp == config::Mlp::model; }
 
 double flops(const ModelParams& m) {
@@ -84,7 +89,7 @@ BlockMemory memory(const ModelParams& m) {
 }
 
 std::size_t mapped_bytes(const ModelParams& m) {
-  if (m.init != config::Init::checkpoint) return 0;
+  if (m.init != config::Init::checkpoint || m.model_folder.empty()) return 0;
   return encoder::open_model(m.model_folder, true)->folder->stored_bytes();
 }
 

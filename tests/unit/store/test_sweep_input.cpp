@@ -226,6 +226,36 @@ TEST_F(EncoderInput, FolderAndTokensAreLoadedBesideTheSweepFile) {
   EXPECT_EQ(store::load_sweep_with_input(sweep, {}).plan_hash(), spec.plan_hash());  // the same files, the same plan
 }
 
+// A store keeps its sweep as canonical text (/config): read back by stored_sweep, with the content
+// digests restored, it plans to the store's plan hash with nothing read from disk (merge and
+// validation read stores whose model folder or input file is elsewhere).
+TEST_F(EncoderInput, StoredSweepReproducesThePlanHashWithoutTheFiles) {
+  write_model("sub/models/tiny", false);
+  write_tokens("sub/tokens.txt", 4, 6);
+  const auto spec =
+      store::load_sweep_with_input(write_sweep("sub/s.toml", encoder_head + tokens_input + "T = 6\nd = 8\n"), {});
+  const auto stored = store::stored_sweep(spec.canonical_toml(), "s.h5:/config");
+  EXPECT_EQ(stored.plan_hash(), spec.plan_hash());
+  EXPECT_EQ(stored.model_digest, spec.model_digest);
+  EXPECT_TRUE(stored.model_folder_path.empty());
+  EXPECT_FALSE(stored.tokens);
+  EXPECT_TRUE(stored.model(stored.point(0)).model_folder.empty());  // the planner prices it without the folder
+  // Without the digest the text is another sweep.
+  std::string text = spec.canonical_toml();
+  text.erase(text.find("# model content: "), text.find('\n', text.find("# model content: ")) + 1 - text.find("# model content: "));
+  EXPECT_NE(store::stored_sweep(text, "s.h5:/config").plan_hash(), spec.plan_hash());
+}
+
+TEST_F(SweepInput, StoredSweepRestoresTheInputFileDigest) {
+  write_input("emb.h5", 2, 3);
+  const fs::path sweep = write_sweep("s.toml", head + "T = 2\nd = 3\n");
+  const auto spec = store::load_sweep_with_input(sweep, {});
+  ASSERT_FALSE(spec.input_file_digest.empty());
+  const auto stored = store::stored_sweep(spec.canonical_toml(), "s.h5:/config");
+  EXPECT_EQ(stored.input_file_digest, spec.input_file_digest);
+  EXPECT_EQ(stored.plan_hash(), spec.plan_hash());
+}
+
 TEST_F(EncoderInput, OtherInputsReadNoTokenFile) {
   write_model("models/tiny", false);
   const fs::path sweep = write_sweep("s.toml", encoder_head + "T = 6\nd = 8\ninput = \"sphere\"\n");
