@@ -197,9 +197,8 @@ void check_stores_readable(const sweep::RunOptions& opt, int rank) {
 /// would exceed store::dump_limit_bytes. Every rank sees the same plan: all refuse together, before
 /// any work.
 std::optional<std::vector<std::uint64_t>> dump_tasks_allowed(const plan::Plan& plan, int rank) {
-  const auto encoder = std::find_if(plan.models.begin(), plan.models.end(), [](const config::ModelParams& m) {
-    return m.block == config::Block::encoder;
-  });
+  const auto encoder = std::find_if(plan.models.begin(), plan.models.end(),
+                                    [](const config::ModelParams& m) { return m.block == config::Block::encoder; });
   if (encoder != plan.models.end()) {
     if (rank == 0)
       std::fprintf(stderr,
