@@ -232,8 +232,8 @@ TEST_F(EncoderInput, FolderAndTokensAreLoadedBesideTheSweepFile) {
 TEST_F(EncoderInput, StoredSweepReproducesThePlanHashWithoutTheFiles) {
   write_model("sub/models/tiny", false);
   write_tokens("sub/tokens.txt", 4, 6);
-  const auto spec =
-      store::load_sweep_with_input(write_sweep("sub/s.toml", encoder_head + tokens_input + "T = 6\nd = 8\n"), {});
+  const auto spec = store::load_sweep_with_input(
+      write_sweep("sub/s.toml", encoder_head + tokens_input + "T = 6\nd = 8\n"), {});
   const auto stored = store::stored_sweep(spec.canonical_toml(), "s.h5:/config");
   EXPECT_EQ(stored.plan_hash(), spec.plan_hash());
   EXPECT_EQ(stored.model_digest, spec.model_digest);
@@ -242,7 +242,8 @@ TEST_F(EncoderInput, StoredSweepReproducesThePlanHashWithoutTheFiles) {
   EXPECT_TRUE(stored.model(stored.point(0)).model_folder.empty());  // the planner prices it without the folder
   // Without the digest the text is another sweep.
   std::string text = spec.canonical_toml();
-  text.erase(text.find("# model content: "), text.find('\n', text.find("# model content: ")) + 1 - text.find("# model content: "));
+  text.erase(text.find("# model content: "),
+             text.find('\n', text.find("# model content: ")) + 1 - text.find("# model content: "));
   EXPECT_NE(store::stored_sweep(text, "s.h5:/config").plan_hash(), spec.plan_hash());
 }
 
