@@ -1,10 +1,13 @@
 // [model] of a sweep document: one value per parameter, and the extra keys (input_matrix and
-// mixer_matrix as lists of rows, input_path, input_dataset and model_folder) (sweep_tables.hpp).
+// mixer_matrix as lists of rows, input_path, input_dataset, model_folder, and lambda_layers as a
+// list of numbers) (sweep_tables.hpp).
 #include "config/sweep_tables.hpp"
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "config/toml_nodes.hpp"
 
@@ -70,9 +73,47 @@ std::shared_ptr<const Matrix> parse_matrix(ParseState& st, const toml::node& nod
   return A;
 }
 
+/// lambda_layers: a list of finite numbers, lambda_1 first (its length is checked against the
+/// depth once the whole sweep is read: check_lambda_layers).
+std::shared_ptr<const std::vector<double>> parse_lambdas(ParseState& st, const toml::node& node,
+                                                         const std::string& path) {
+  const auto* arr = node.as_array();
+  if (!arr) {
+    st.issue(path, "must be a list of numbers, one lambda per layer (lambda_1 of layer 1 first), e.g. [1.0, 0.5], "
+                   "got " +
+                       describe(node));
+    return nullptr;
+  }
+  bool ok = true;
+  std::vector<double> values;
+  for (std::size_t l = 0; l < arr->size(); ++l) {
+    const toml::node& x = *arr->get(l);
+    const std::string x_path = path + "[" + std::to_string(l) + "]";
+    double v = 0.0;
+    if (const auto* in = x.as_integer()) {
+      v = static_cast<double>(in->get());
+    } else if (const auto* f = x.as_floating_point()) {
+      v = f->get();
+    } else {
+      st.issue(x_path, "must be a number (the lambda of layer " + std::to_string(l + 1) + "), got " + describe(x));
+      ok = false;
+      continue;
+    }
+    if (!std::isfinite(v)) {
+      st.issue(x_path, "must be a finite number, got " + to_toml(v));
+      ok = false;
+    }
+    values.push_back(v);
+  }
+  if (!ok) return nullptr;
+  return std::make_shared<const std::vector<double>>(std::move(values));
+}
+
 void parse_model_extra(ParseState& st, const std::string& key, const toml::node& node, const std::string& path) {
   st.extra_given.insert(key);
-  if (key == "input_matrix") {
+  if (key == "lambda_layers") {
+    st.spec.lambda_layers = parse_lambdas(st, node, path);
+  } else if (key == "input_matrix") {
     st.spec.input_matrix = parse_matrix(st, node, path);
   } else if (key == "mixer_matrix") {
     st.spec.mixer_matrix = parse_matrix(st, node, path);

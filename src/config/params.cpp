@@ -117,6 +117,14 @@ void check_stack(const ModelParams& m, ModelProblems& problems) {
   encoder_only(m.measure == Measure::block, "measure", "\"attention\" (the encoder block's attention branch)");
   encoder_only(m.mlp != Mlp::model, "mlp", "\"model\" (the encoder block's own MLP)");
   encoder_only(m.input != InputKind::tokens, "input", "\"tokens\" (the model's embedding of token ids)");
+  encoder_only(m.mask == Mask::none, "mask", "\"causal\" (the encoder block's causal attention mask)");
+  // The stack's lambda is one number in its reverse pass (gradients.cpp), in lambda-skip Theorem
+  // 4.1's quantities (theory.cpp) and in the weights dump's NumPy recomputation.
+  if (m.lambda_layers)
+    problems.emplace_back("lambda_layers",
+                          "one lambda per layer is only implemented for block = \"encoder\" (the stack's lambda is "
+                          "one number in its gradients, lambda-skip Theorem 4.1's quantities and the weights "
+                          "dump), but block is \"stack\" here; give the stack's lambda instead");
 }
 
 // The mixers, one row each, in the order of `enum class Mixer` (MixerChoice).
@@ -316,6 +324,14 @@ const std::vector<ParamInfo>& model_params() {
        false,
        {"block", "attention"},
        "encoder: the signal recorded per layer, the block's output or its attention branch (Dong et al. Fig. 2)"},
+      {"mask",
+       K::choice,
+       std::string("none"),
+       false,
+       0,
+       false,
+       {"none", "causal"},
+       "encoder: the attention mask of every block: none, or causal (key j masked for query i < j)"},
   };
   return registry;
 }
@@ -466,7 +482,8 @@ ModelParams resolve(const std::vector<ParamValue>& values) {
   m.gate = decode_choice<Gate>(get("gate"), info("gate"));
   m.mlp = decode_choice<Mlp>(get("mlp"), info("mlp"));
   m.mlp_ratio = get_int("mlp_ratio");
-  m.lambda_mlp = std::holds_alternative<std::string>(get("lambda_mlp")) ? m.lambda : decode_real(get("lambda_mlp"));
+  m.lambda_mlp_is_lambda = std::holds_alternative<std::string>(get("lambda_mlp"));
+  m.lambda_mlp = m.lambda_mlp_is_lambda ? m.lambda : decode_real(get("lambda_mlp"));
   m.bc_init = decode_choice<BcInit>(get("bc_init"), info("bc_init"));
   m.state_dim = m.bc_init == BcInit::identity ? m.d : get_int("state_dim");
   m.alpha = decode_real(get("alpha"));
@@ -476,6 +493,7 @@ ModelParams resolve(const std::vector<ParamValue>& values) {
   m.init = decode_choice<Init>(get("init"), info("init"));
   m.init_draw = get_int("init_draw");
   m.measure = decode_choice<Measure>(get("measure"), info("measure"));
+  m.mask = decode_choice<Mask>(get("mask"), info("mask"));
   return m;
 }
 

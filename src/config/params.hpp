@@ -79,6 +79,7 @@ enum class ValueInit { gaussian, orthogonal, identity };
 enum class Block { stack, encoder };
 enum class Init { random, checkpoint };
 enum class Measure { block, attention };
+enum class Mask { none, causal };
 
 /// One task's model, resolved from a full value vector: enums decoded, "inv_sqrt_d" turned into
 /// 1/sqrt(d), d_qk = 0 turned into d, value_scale folded into sigma_v.
@@ -103,8 +104,11 @@ struct ModelParams {
   Mlp mlp = Mlp::none;
   int mlp_ratio = 4;        ///< MLP hidden width m = mlp_ratio * d
   double lambda_mlp = 0.0;  ///< skip strength of the MLP sub-block (resolved: lambda by default)
-  int state_dim = 16;       ///< SSM state dimension N (resolved: d for bc_init identity)
-  double alpha = 1.0;       ///< SSM decay of L(alpha)
+  /// lambda_mlp was given as "lambda" (its default): it follows lambda, and with lambda_layers the
+  /// MLP sub-block of layer l takes lambda_l too. False for a number.
+  bool lambda_mlp_is_lambda = false;
+  int state_dim = 16;  ///< SSM state dimension N (resolved: d for bc_init identity)
+  double alpha = 1.0;  ///< SSM decay of L(alpha)
   BcInit bc_init = BcInit::gaussian;
   double collapse_rate = 0.9;  ///< a of lambda-skip Theorem 4.1
   double input_scale = 1.0;    ///< factor on X_0
@@ -134,6 +138,13 @@ struct ModelParams {
   /// input "tokens": every excerpt of the token file, in file order (attached by
   /// SweepSpec::model()); null for the other inputs and before the file is loaded.
   std::shared_ptr<const std::vector<std::vector<std::int64_t>>> tokens;
+  /// block "encoder": the [model] lambda_layers, lambda_l of layer l = 1..L at index l - 1, which
+  /// replace lambda per layer (and lambda_mlp where it is "lambda"); attached by SweepSpec::model()
+  /// to every point when given (the stack refuses it: check_model()), null otherwise.
+  std::shared_ptr<const std::vector<double>> lambda_layers;
+  /// block "encoder": the attention mask of every block, none or causal (key j masked for query
+  /// i < j).
+  Mask mask = Mask::none;
 
   /// True when every layer is positively homogeneous of degree 1 in X (linear mixer or a norm
   /// at the end), so X may be carried at unit norm (MODELS.md "Scale").

@@ -17,8 +17,8 @@ std::vector<std::string_view> param_names() {
 }
 
 const std::vector<std::string_view>& model_extra_keys() {
-  static const std::vector<std::string_view> keys = {"input_matrix", "mixer_matrix", "input_path", "input_dataset",
-                                                     "model_folder"};
+  static const std::vector<std::string_view> keys = {"input_matrix",  "mixer_matrix", "input_path",
+                                                     "input_dataset", "model_folder", "lambda_layers"};
   return keys;
 }
 

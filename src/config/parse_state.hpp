@@ -62,8 +62,8 @@ struct ParseState {
   bool swept(const std::string& name) const;
 };
 
-/// [model] keys that are not registry parameters: matrices and the input file. Given once under
-/// [model]; never swept.
+/// [model] keys that are not registry parameters: matrices, the input file, the model folder and
+/// lambda_layers. Given once under [model]; never swept.
 bool is_model_extra(std::string_view key);
 
 }  // namespace rcsweep::config::parsing

@@ -119,6 +119,24 @@ void check_model_extras(ParseState& st) {
              "its safetensors weights), relative to the sweep file's folder");
 }
 
+void check_lambda_layers(ParseState& st) {
+  if (!st.spec.lambda_layers) return;
+  if (st.given_at.count("lambda"))
+    st.issue(st.location("lambda"),
+             st.swept("lambda")
+                 ? "is swept, but lambda_layers gives every layer its own lambda and replaces lambda at every grid "
+                   "point, so no point would differ by it: give lambda_layers or the lambda axis (one profile of "
+                   "lambda_layers per sweep file)"
+                 : "lambda_layers gives every layer its own lambda and replaces lambda: give one or the other");
+  const auto n = st.spec.lambda_layers->size();
+  const int L = st.spec.max_depth();
+  if (n != static_cast<std::size_t>(L))
+    st.issue("model.lambda_layers",
+             "has " + std::to_string(n) + (n == 1 ? " value" : " values") + " but the depth is " + std::to_string(L) +
+                 (st.spec.depth_axis.empty() ? std::string() : " (the depth axis's largest: every task runs to it)") +
+                 ": give exactly one lambda per layer, lambda_l of layer l = 1.." + std::to_string(L));
+}
+
 void check_size(ParseState& st) {
   std::size_t points = 1;
   bool too_many = false;

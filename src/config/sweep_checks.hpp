@@ -9,6 +9,11 @@ namespace rcsweep::config::parsing {
 /// "encoder"; input_path: input "file" or "tokens").
 void check_model_extras(ParseState& st);
 
+/// lambda_layers against the depth (exactly L_max values: every task runs layers 1..L_max) and
+/// against lambda (given anywhere, it is refused: lambda_layers replaces it at every layer). Run
+/// once the depth axis is sorted.
+void check_lambda_layers(ParseState& st);
+
 /// The grid's points, its tasks (points x replicates) and its rows of per-layer metrics against
 /// the limits.
 void check_size(ParseState& st);

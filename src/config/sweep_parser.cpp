@@ -68,6 +68,7 @@ void check_document(ParseState& st) {
 
   std::sort(st.spec.depth_axis.begin(), st.spec.depth_axis.end());
   st.spec.depth_axis.erase(std::unique(st.spec.depth_axis.begin(), st.spec.depth_axis.end()), st.spec.depth_axis.end());
+  if (st.issues.empty()) check_lambda_layers(st);
 
   if (st.issues.empty() && st.spec.output.gradients != Spectra::none && st.spec.max_depth() == 0)
     st.issue("output.gradients", "gradient norms need depth >= 1 (the sweep's depth is 0)");

@@ -99,11 +99,15 @@ std::string SweepSpec::canonical_toml() const {
   out += "seed = " + std::to_string(seed) + "\n";
   if (!adaptive.enabled()) out += "replicates = " + std::to_string(replicates) + "\n";
   out += "\n[model]\n";
-  // The encoder's parameters (block and after, appended to the registry) only when not at their
-  // default: the canonical text, and so the plan hash, of a sweep without them stays as before.
+  // The encoder's parameters (block and after, appended to the registry: block, init, init_draw,
+  // measure, mask) only when not at their default: the canonical text, and so the plan hash, of a
+  // sweep without them stays as before.
+  // With lambda_layers, lambda (never given then) is left out too: the text reads back.
   const std::size_t first_encoder_param = *param_index("block");
+  const std::size_t lambda_at = *param_index("lambda");
   for (std::size_t i = 0; i < reg.size(); ++i)
-    if (!is_swept[i] && (i < first_encoder_param || base.at(i) != reg[i].default_value))
+    if (!is_swept[i] && (i < first_encoder_param || base.at(i) != reg[i].default_value) &&
+        !(lambda_layers && i == lambda_at))
       out += std::string(reg[i].name) + " = " + to_toml(base.at(i)) + "\n";
   if (input_matrix && input_path.empty()) out += "input_matrix = " + matrix_toml(*input_matrix) + "\n";
   if (mixer_matrix) out += "mixer_matrix = " + matrix_toml(*mixer_matrix) + "\n";
@@ -115,6 +119,11 @@ std::string SweepSpec::canonical_toml() const {
   if (!model_folder.empty()) {  // absent otherwise: older plan hashes stay valid
     out += "model_folder = " + toml_string(model_folder) + "\n";
     if (!model_digest.empty()) out += "# model content: " + model_digest + "\n";
+  }
+  if (lambda_layers) {  // absent otherwise: older plan hashes stay valid
+    out += "lambda_layers = [";
+    for (std::size_t l = 0; l < lambda_layers->size(); ++l) out += (l ? ", " : "") + to_toml((*lambda_layers)[l]);
+    out += "]\n";
   }
   std::vector<ParamValue> depths(depth_axis.begin(), depth_axis.end());
   bool any_axis = !depth_axis.empty();
@@ -178,6 +187,7 @@ ModelParams SweepSpec::model(const std::vector<ParamValue>& values) const {
   if (m.mixer == Mixer::matrix) m.mixer_matrix = mixer_matrix;
   if (m.block == Block::encoder) m.model_folder = model_folder_path;
   if (m.input == InputKind::tokens) m.tokens = tokens;
+  m.lambda_layers = lambda_layers;
   return m;
 }
 

@@ -106,6 +106,10 @@ struct SweepSpec {
   /// safetensors headers and sizes (a comment line of the canonical text, so the plan hash changes
   /// when they do); empty before they are loaded.
   std::string model_digest;
+  /// block = "encoder": the [model] lambda_layers, lambda_l of layer l = 1..L_max at index l - 1
+  /// (exactly L_max values; lambda itself is then not given); null when not given. Shared with
+  /// every resolved model.
+  std::shared_ptr<const std::vector<double>> lambda_layers;
   /// The command-line overrides (config/overrides.hpp) as given, in order; already applied to
   /// everything above. Not part of the canonical text, which holds their effect.
   std::vector<std::string> overrides;
@@ -125,8 +129,9 @@ struct SweepSpec {
   std::string plan_hash() const;
   /// resolve(values) with the spec's matrices attached (input_matrix for input "matrix" and "file",
   /// mixer_matrix for mixer "matrix"), and for block "encoder" the loaded model folder
-  /// (model_folder_path: empty before loading) and for input "tokens" the excerpts. Every resolved model of a
-  /// plan must come from here.
+  /// (model_folder_path: empty before loading), for input "tokens" the excerpts, and lambda_layers
+  /// when given (at every point: check_model() refuses it at a stack point). Every resolved model
+  /// of a plan must come from here.
   ModelParams model(const std::vector<ParamValue>& values) const;
   /// Attach the dataset read for input = "file" (shape not checked here).
   void set_input_file(Matrix X);

@@ -42,11 +42,13 @@ std::string shorten(const std::string& value) {
 }
 
 /// Keys whose value enters every task's results (besides its parameters): a difference in one of
-/// them means nothing can be reused.
+/// them means nothing can be reused. lambda_layers applies to every task of a sweep that has it
+/// (only encoder points accept it), so a sweep that gains, loses or changes it changes them all.
 bool changes_every_task(const std::string& key) {
   return key == "sweep.seed" || key.starts_with("output.") || key == "model.input_matrix" ||
          key == "model.mixer_matrix" || key == "model.input_path" || key == "model.input_dataset" ||
-         key == "model.input_file_content" || key == "model.model_folder" || key == "model.model_content";
+         key == "model.input_file_content" || key == "model.model_folder" || key == "model.model_content" ||
+         key == "model.lambda_layers";
 }
 
 /// A point's full parameter vector as text.

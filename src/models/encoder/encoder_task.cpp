@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -10,12 +11,20 @@
 
 namespace rcsweep::models::encoder {
 
-Ablation ablation_of(const config::ModelParams& m) noexcept {
-  return {.lambda_attention = m.lambda,
-          .lambda_mlp = m.lambda_mlp,
+Ablation ablation_of(const config::ModelParams& m, int layer) {
+  double lambda = m.lambda, lambda_mlp = m.lambda_mlp;
+  if (m.lambda_layers) {
+    if (layer < 1 || static_cast<std::size_t>(layer) > m.lambda_layers->size())
+      throw Error("encoder block " + std::to_string(layer) + ": lambda_layers has " +
+                  std::to_string(m.lambda_layers->size()) + " values, none for this layer");
+    lambda = (*m.lambda_layers)[static_cast<std::size_t>(layer - 1)];
+    if (m.lambda_mlp_is_lambda) lambda_mlp = lambda;  // "lambda_mlp follows lambda", layer by layer
+  }
+  return {.lambda_attention = lambda,
+          .lambda_mlp = lambda_mlp,
           .mlp = m.mlp == config::Mlp::model,
           .norm = m.norm == config::Norm::layernorm,
-          .causal = false};
+          .causal = m.mask == config::Mask::causal};
 }
 
 int group_at(const EncoderShape& shape, int layer) noexcept {
@@ -28,13 +37,12 @@ std::uint32_t draw_of(const config::ModelParams& m, int replicate) noexcept {
 }
 
 TaskEncoder::TaskEncoder(const config::ModelParams& model, std::uint64_t seed, int replicate)
-    : model_(&model),
-      replicate_(replicate),
-      seed_(seed),
-      draw_(draw_of(model, replicate)),
-      ablation_(ablation_of(model)) {
+    : model_(&model), replicate_(replicate), seed_(seed), draw_(draw_of(model, replicate)) {
   if (model.block != config::Block::encoder) throw Error("TaskEncoder: the model's block is not \"encoder\"");
   if (model.model_folder.empty()) throw Error("TaskEncoder: an encoder model without a model folder");
+  if (model.lambda_layers && model.lambda_layers->size() != static_cast<std::size_t>(model.depth))
+    throw Error("TaskEncoder: lambda_layers has " + std::to_string(model.lambda_layers->size()) + " values for depth " +
+                std::to_string(model.depth));
   const bool checkpoint = model.init == config::Init::checkpoint;
   loaded_ = open_model(model.model_folder, checkpoint);
   if (checkpoint && !loaded_->weights) throw Error("TaskEncoder: open_model gave no weights");
@@ -87,7 +95,7 @@ const BlockWeights& TaskEncoder::block(int layer, RandomSource& random) const {
 }
 
 void TaskEncoder::apply(int layer, RandomSource& random, Matrix& X, BlockOutputs& outputs) const {
-  apply_block(shape(), block(layer, random), ablation_, {}, X, &outputs);
+  apply_block(shape(), block(layer, random), ablation(layer), {}, X, &outputs);
 }
 
 }  // namespace rcsweep::models::encoder

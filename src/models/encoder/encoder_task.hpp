@@ -15,9 +15,12 @@
 
 namespace rcsweep::models::encoder {
 
-/// The ablation a model asks for: lambda_attention = lambda, lambda_mlp = lambda_mlp, the MLP with
-/// mlp = "model", the LayerNorms with norm = "layernorm"; never causal.
-Ablation ablation_of(const config::ModelParams& model) noexcept;
+/// The ablation of block `layer` (1-based) a model asks for: lambda_attention = lambda, or with
+/// lambda_layers its lambda_layer (element layer - 1); lambda_mlp = lambda_mlp, or that same
+/// lambda_layer when lambda_mlp is "lambda" (lambda_mlp_is_lambda); the MLP with mlp = "model", the
+/// LayerNorms with norm = "layernorm", the causal mask with mask = "causal". Throws Error when
+/// lambda_layers has no value for `layer`.
+Ablation ablation_of(const config::ModelParams& model, int layer);
 
 /// The weight group of block `layer` (1-based) at any depth: shape.group_of(layer) (BERT, RoBERTa:
 /// layer - 1, a fresh group per block beyond num_hidden_layers too), for ALBERT at most its last
@@ -31,12 +34,13 @@ class TaskEncoder {
  public:
   /// The encoder of a task of `model` (block "encoder") with the sweep's `seed` in bundle
   /// `replicate`: open_model(model.model_folder, init == checkpoint) (memoised: the sweep's loading
-  /// opened it before any work). Throws Error for a model that is not an encoder or has no folder,
-  /// and the ConfigError of open_model.
+  /// opened it before any work). Throws Error for a model that is not an encoder, has no folder or
+  /// has lambda_layers of another length than its depth, and the ConfigError of open_model.
   TaskEncoder(const config::ModelParams& model, std::uint64_t seed, int replicate);
 
   const EncoderShape& shape() const noexcept { return loaded_->shape; }
-  const Ablation& ablation() const noexcept { return ablation_; }
+  /// The ablation of block `layer` (1-based): ablation_of(model, layer).
+  Ablation ablation(int layer) const { return ablation_of(*model_, layer); }
   bool measures_attention() const noexcept { return model_->measure == config::Measure::attention; }
   /// What the weights are: the folder, the init and (random) the draw. Tasks with the same name
   /// share their weights (RandomSource::derived) and, with input "tokens", their X_0.
@@ -53,7 +57,7 @@ class TaskEncoder {
   /// The weights of block `layer` (1-based), converted or drawn once per layer for the bundle
   /// (random.derived under weights_name() and the group).
   const BlockWeights& block(int layer, RandomSource& random) const;
-  /// Block `layer` on X (T x d) in place, with the model's ablation (apply_block).
+  /// Block `layer` on X (T x d) in place, with the ablation of that layer (apply_block).
   void apply(int layer, RandomSource& random, Matrix& X, BlockOutputs& outputs) const;
 
  private:
@@ -65,7 +69,6 @@ class TaskEncoder {
   std::unique_ptr<const RandomWeights> random_;  // init "random": the draw's weights (embeddings)
   std::uint64_t seed_;
   std::uint32_t draw_;
-  Ablation ablation_;
   std::string name_;
 };
 

@@ -1,7 +1,7 @@
-// block = "encoder" in a sweep file (docs/CONFIG.md "Encoder blocks"): the model_folder key, the
-// parameters block, init, init_draw, measure, input "tokens" and mlp "model", their canonical text,
-// and every refusal of the configuration (no file opened: the model folder and the token file are
-// checked by store::load_encoder_inputs).
+// block = "encoder" in a sweep file (docs/CONFIG.md "Encoder blocks"): the model_folder and
+// lambda_layers keys, the parameters block, init, init_draw, measure, mask, input "tokens" and mlp
+// "model", their canonical text, and every refusal of the configuration (no file opened: the model
+// folder and the token file are checked by store::load_encoder_inputs).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -35,8 +35,8 @@ TEST(EncoderKeys, EncoderSweepParsesAndAttachesTheFolder) {
   EXPECT_EQ(m.input, InputKind::tokens);
   EXPECT_EQ(m.mlp, Mlp::model);
   EXPECT_EQ(m.norm, Norm::layernorm);
-  EXPECT_EQ(m.model_folder, "models/tiny");  // as written until the folder is loaded
-  EXPECT_FALSE(m.tokens);                    // not read yet
+  EXPECT_TRUE(m.model_folder.empty());  // attached once the folder is loaded (set_encoder_inputs)
+  EXPECT_FALSE(m.tokens);               // not read yet
   EXPECT_FALSE(m.input_matrix);
   EXPECT_EQ(spec.model(spec.point(0)).init, Init::random);
 }
@@ -182,6 +182,108 @@ TEST(EncoderKeys, EncoderParametersAreOnlyUsedWithAnEncoder) {
   // block swept: the stack's points fail, counted.
   expect_only(head + "model_folder = \"m\"\nheads = 2\nmlp = \"model\"\n[axes]\nblock = [\"stack\", \"encoder\"]\n",
               "model.mlp", {only, "at 1 of 2 grid points, e.g. point 0 (block = stack)"});
+}
+
+// ---- the attention mask -----------------------------------------------------------------
+
+TEST(EncoderKeys, MaskIsAnEncoderAxis) {
+  const auto spec = parse_sweep(head + encoder + "[axes]\nmask = [\"none\", \"causal\"]\n");
+  ASSERT_EQ(spec.n_points(), 2u);
+  EXPECT_EQ(spec.model(spec.point(0)).mask, Mask::none);
+  EXPECT_EQ(spec.model(spec.point(1)).mask, Mask::causal);
+  const std::string text = spec.canonical_toml();
+  EXPECT_NE(text.find("[axes]\nmask = [\"none\", \"causal\"]\n"), std::string::npos) << text;
+  const auto again = parse_sweep(text, "canonical");
+  EXPECT_EQ(again.canonical_toml(), text);
+  EXPECT_EQ(again.point(1), spec.point(1));
+  // Under [model]: written only when not at its default "none" (the plan hash of a sweep without
+  // it stays as it was).
+  const auto none = parse_sweep(head + encoder + "mask = \"none\"\n");
+  EXPECT_EQ(none.canonical_toml(), parse_sweep(head + encoder).canonical_toml());
+  EXPECT_EQ(none.canonical_toml().find("mask"), std::string::npos);
+  const auto causal = parse_sweep(head + encoder + "mask = \"causal\"\n");
+  EXPECT_NE(causal.canonical_toml().find("\nmask = \"causal\"\n"), std::string::npos) << causal.canonical_toml();
+  EXPECT_NE(causal.plan_hash(), none.plan_hash());
+  EXPECT_EQ(parse_sweep(causal.canonical_toml()).canonical_toml(), causal.canonical_toml());
+}
+
+TEST(EncoderKeys, MaskIsOnlyUsedWithAnEncoder) {
+  const std::string only = "is only used with block = \"encoder\", but block is \"stack\" here";
+  expect_only(head + "mask = \"causal\"\n", "model.mask",
+              {"\"causal\" (the encoder block's causal attention mask)", only});
+  expect_only(head + "model_folder = \"m\"\nheads = 2\nmask = \"causal\"\n[axes]\nblock = [\"stack\", \"encoder\"]\n",
+              "model.mask", {only, "at 1 of 2 grid points, e.g. point 0 (block = stack)"});
+  expect_only(head + encoder + "mask = \"triangular\"\n", "model.mask", {"must be one of \"none\", \"causal\""});
+  EXPECT_NO_THROW(parse_sweep(head + "mask = \"none\"\n"));  // its default is the stack's too
+}
+
+// ---- one lambda per layer -----------------------------------------------------------------
+
+TEST(EncoderKeys, LambdaLayersAttachToEveryPointAndEnterTheCanonicalText) {
+  const std::string no_lambda = "block = \"encoder\"\nmodel_folder = \"models/tiny\"\nheads = 2\n"
+                                "mlp = \"model\"\nnorm = \"layernorm\"\n";
+  const auto spec = parse_sweep(head + no_lambda +
+                                "lambda_layers = [1, 0.5, -0.25]\n[axes]\nlambda_mlp = [\"lambda\", 1.0]\n");
+  ASSERT_TRUE(spec.lambda_layers);
+  EXPECT_EQ(*spec.lambda_layers, (std::vector<double>{1.0, 0.5, -0.25}));
+  for (std::size_t p = 0; p < spec.n_points(); ++p)
+    EXPECT_EQ(spec.model(spec.point(p)).lambda_layers, spec.lambda_layers);
+  EXPECT_TRUE(spec.model(spec.point(0)).lambda_mlp_is_lambda);
+  EXPECT_FALSE(spec.model(spec.point(1)).lambda_mlp_is_lambda);
+  const std::string text = spec.canonical_toml();
+  EXPECT_NE(text.find("model_folder = \"models/tiny\"\nlambda_layers = [1.0, 0.5, -0.25]\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("\nlambda = "), std::string::npos) << text;  // replaced by lambda_layers
+  const auto again = parse_sweep(text, "canonical");
+  EXPECT_EQ(again.canonical_toml(), text);
+  EXPECT_EQ(*again.lambda_layers, *spec.lambda_layers);
+  // The values are the plan's: another profile is another plan hash, none at all the text without
+  // the key.
+  const auto other = parse_sweep(head + no_lambda +
+                                 "lambda_layers = [1, 0.5, -0.5]\n[axes]\nlambda_mlp = [\"lambda\", 1.0]\n");
+  EXPECT_NE(other.plan_hash(), spec.plan_hash());
+  const auto without = parse_sweep(head + no_lambda + "[axes]\nlambda_mlp = [\"lambda\", 1.0]\n");
+  EXPECT_EQ(without.canonical_toml().find("lambda_layers"), std::string::npos);
+  EXPECT_FALSE(without.model(without.point(0)).lambda_layers);
+  // With a depth axis, one value per layer up to the largest depth (every task runs to it).
+  std::string axis = head + no_lambda + "lambda_layers = [1, 1, 0, 0, 0]\n[axes]\ndepth = [5, 2]\n";
+  axis.erase(axis.find("depth = 3\n"), 10);
+  const auto deeper = parse_sweep(axis);
+  EXPECT_EQ(deeper.max_depth(), 5);
+  EXPECT_EQ(parse_sweep(deeper.canonical_toml()).canonical_toml(), deeper.canonical_toml());
+  // Set on the command line like any [model] key.
+  const auto overridden = parse_sweep(head + no_lambda, "sweep", {"model.lambda_layers=[0, 1, 0]"});
+  EXPECT_EQ(*overridden.lambda_layers, (std::vector<double>{0.0, 1.0, 0.0}));
+}
+
+TEST(EncoderKeys, LambdaLayersRefusals) {
+  const std::string enc = head + "block = \"encoder\"\nmodel_folder = \"m\"\nheads = 2\n";  // depth = 3
+  std::string with_depth_axis = enc;
+  with_depth_axis.erase(with_depth_axis.find("depth = 3\n"), 10);
+  expect_only(enc + "lambda_layers = [1.0, 0.5]\n", "model.lambda_layers",
+              {"has 2 values but the depth is 3: give exactly one lambda per layer, lambda_l of layer l = 1..3"});
+  expect_only(enc + "lambda_layers = [1.0]\n", "model.lambda_layers", {"has 1 value but the depth is 3"});
+  expect_only(with_depth_axis + "lambda_layers = [1, 1, 1]\n[axes]\ndepth = [3, 4]\n", "model.lambda_layers",
+              {"has 3 values but the depth is 4 (the depth axis's largest: every task runs to it)"});
+  expect_only(enc + "lambda_layers = [1, 1, 1]\n[axes]\nlambda = [0.0, 1.0]\n", "axes.lambda",
+              {"is swept, but lambda_layers gives every layer its own lambda and replaces lambda at every grid point"});
+  expect_only(enc + "lambda_layers = [1, 1, 1]\n[[zip]]\nlambda = [0.0, 1.0]\ninit_draw = [0, 1]\n", "zip[0].lambda",
+              {"is swept, but lambda_layers"});
+  expect_only(enc + "lambda = 1.0\nlambda_layers = [1, 1, 1]\n", "model.lambda",
+              {"lambda_layers gives every layer its own lambda and replaces lambda: give one or the other"});
+  expect_only(enc + "lambda_layers = 1.0\n", "model.lambda_layers",
+              {"must be a list of numbers, one lambda per layer (lambda_1 of layer 1 first)", "a float 1"});
+  expect_only(enc + "lambda_layers = [1.0, \"x\", 0.0]\n", "model.lambda_layers[1]",
+              {"must be a number (the lambda of layer 2), got a string \"x\""});
+  expect_only(enc + "lambda_layers = [1.0, nan, 0.0]\n", "model.lambda_layers[1]",
+              {"must be a finite number, got nan"});
+  expect_only(enc + "[axes]\nlambda_layers = [[1.0, 1.0, 1.0]]\n", "axes.lambda_layers", {"not sweepable"});
+  // The stack: refused at each of its points, on the key.
+  const std::string stack_only = "one lambda per layer is only implemented for block = \"encoder\"";
+  expect_only(head + "lambda_layers = [1, 1, 1]\n", "model.lambda_layers", {stack_only, "but block is \"stack\" here"});
+  expect_only(
+      head + "model_folder = \"m\"\nheads = 2\nlambda_layers = [1, 1, 1]\n[axes]\nblock = [\"stack\", \"encoder\"]\n",
+      "model.lambda_layers", {stack_only, "at 1 of 2 grid points, e.g. point 0 (block = stack)"});
 }
 
 TEST(EncoderKeys, GradientsAreRefusedForEncoders) {

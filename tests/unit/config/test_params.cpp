@@ -68,7 +68,7 @@ TEST(Params, ResolveDecodesAndFoldsScales) {
 // stores keep their order), decoded by position like the others.
 TEST(Params, ResolveDecodesTheEncoderParameters) {
   const auto& reg = model_params();
-  const std::vector<std::string_view> tail = {"block", "init", "init_draw", "measure"};
+  const std::vector<std::string_view> tail = {"block", "init", "init_draw", "measure", "mask"};
   ASSERT_GE(reg.size(), tail.size());
   for (std::size_t k = 0; k < tail.size(); ++k) EXPECT_EQ(reg[reg.size() - tail.size() + k].name, tail[k]);
   EXPECT_EQ(reg[*param_index("init_draw")].min_int, -1);
@@ -77,6 +77,9 @@ TEST(Params, ResolveDecodesTheEncoderParameters) {
   EXPECT_EQ(defaults.init, Init::random);
   EXPECT_EQ(defaults.init_draw, -1);
   EXPECT_EQ(defaults.measure, Measure::block);
+  EXPECT_EQ(defaults.mask, Mask::none);
+  EXPECT_TRUE(defaults.lambda_mlp_is_lambda);  // lambda_mlp = "lambda", the default
+  EXPECT_FALSE(defaults.lambda_layers);        // a [model] key, attached by SweepSpec::model()
   auto v = defaults_with(4, 16);
   v[*param_index("block")] = std::string("encoder");
   v[*param_index("init")] = std::string("checkpoint");
@@ -84,7 +87,12 @@ TEST(Params, ResolveDecodesTheEncoderParameters) {
   v[*param_index("measure")] = std::string("attention");
   v[*param_index("input")] = std::string("tokens");
   v[*param_index("mlp")] = std::string("model");
+  v[*param_index("mask")] = std::string("causal");
+  v[*param_index("lambda_mlp")] = 0.5;
   const ModelParams m = resolve(v);
+  EXPECT_EQ(m.mask, Mask::causal);
+  EXPECT_FALSE(m.lambda_mlp_is_lambda);
+  EXPECT_EQ(m.lambda_mlp, 0.5);
   EXPECT_EQ(m.block, Block::encoder);
   EXPECT_EQ(m.init, Init::checkpoint);
   EXPECT_EQ(m.init_draw, 7);

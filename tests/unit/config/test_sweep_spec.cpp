@@ -244,16 +244,21 @@ TEST(SweepSpec, CanonicalRoundTrip) {
 TEST(SweepSpec, EncoderParametersAtTheirDefaultsLeaveTheCanonicalTextAsBefore) {
   const SweepSpec spec = parse_sweep(example);
   const std::string text = spec.canonical_toml();
-  for (const char* key : {"\nblock = ", "\ninit = ", "\ninit_draw = ", "\nmeasure = ", "model_folder"})
+  for (const char* key :
+       {"\nblock = ", "\ninit = ", "\ninit_draw = ", "\nmeasure = ", "\nmask = ", "model_folder", "lambda_layers"})
     EXPECT_EQ(text.find(key), std::string::npos) << key << "\n" << text;
   EXPECT_NE(text.find("collapse_rate = 0.9\n\n[axes]"), std::string::npos) << text;
+  // The plan hash older rcsweeps gave this sweep (docs/CONFIG.md "Canonical text"): their stores resume.
+  EXPECT_EQ(spec.plan_hash(), "27eaef166cf5db40") << text;
   const ModelParams m = spec.model(spec.point(0));
   EXPECT_EQ(m.block, Block::stack);
   EXPECT_EQ(m.init, Init::random);
   EXPECT_EQ(m.init_draw, -1);
   EXPECT_EQ(m.measure, Measure::block);
+  EXPECT_EQ(m.mask, Mask::none);
   EXPECT_TRUE(m.model_folder.empty());
   EXPECT_FALSE(m.tokens);
+  EXPECT_FALSE(m.lambda_layers);
 }
 
 TEST(SweepSpec, CanonicalRoundTripWithDepthAxisAndOddName) {

@@ -85,9 +85,11 @@ void expect_same_output(const TaskOutput& a, const TaskOutput& b, const std::str
 
 // The rows of a task computed directly: X_0 = embed of the excerpt's first T ids with the draw's
 // embeddings, then the blocks with groups 0, 1, 2, 3 of RandomWeights (group 3 beyond the config's
-// layers), the metrics of the block's output (or of its attention branch) and of head 0's A.
+// layers), each with ablations[l - 1] (default: ablation_of(m, l)), the metrics of the block's
+// output (or of its attention branch) and of head 0's A.
 std::vector<metrics::LayerRow> direct_rows(const EncoderShape& shape, const config::ModelParams& m, int replicate,
-                                           std::uint32_t draw, std::vector<Matrix>* head0 = nullptr) {
+                                           std::uint32_t draw, std::vector<Matrix>* head0 = nullptr,
+                                           const std::vector<Ablation>* ablations = nullptr) {
   EncoderShape deep = shape;
   deep.layers = depth;
   const RandomWeights w(deep, seed, draw);
@@ -104,7 +106,8 @@ std::vector<metrics::LayerRow> direct_rows(const EncoderShape& shape, const conf
   for (int l = 1; l <= depth; ++l) {
     BlockOutputs out;
     out.keep_head0 = true;
-    apply_block(shape, w.block(l - 1), ablation_of(m), {}, X, &out);
+    const Ablation ablation = ablations ? ablations->at(static_cast<std::size_t>(l - 1)) : ablation_of(m, l);
+    apply_block(shape, w.block(l - 1), ablation, {}, X, &out);
     const Matrix& signal = m.measure == config::Measure::attention ? out.attention : X;
     rows.push_back(metrics::to_row(metrics::signal_metrics(signal, 0.0), metrics::mixer_metrics(out.head0)));
     if (head0) head0->push_back(out.head0);
@@ -176,16 +179,85 @@ TEST_F(EncoderTask, AblationsDiffer) {
     EXPECT_NE(out[i].layers[depth][sr], out[0].layers[depth][sr]) << i;
     EXPECT_NE(out[i].layers[depth][mu], out[0].layers[depth][mu]) << i;
   }
-  EXPECT_EQ(ablation_of(no_skip).lambda_attention, 0.0);
-  EXPECT_FALSE(ablation_of(no_mlp).mlp);
-  EXPECT_FALSE(ablation_of(no_norm).norm);
+  EXPECT_EQ(ablation_of(no_skip, 1).lambda_attention, 0.0);
+  EXPECT_FALSE(ablation_of(no_mlp, 1).mlp);
+  EXPECT_FALSE(ablation_of(no_norm, 1).norm);
+  EXPECT_FALSE(ablation_of(published, 1).causal);
+}
+
+// lambda_layers: block l is apply_block with lambda_attention = lambda_l, and lambda_mlp = lambda_l
+// where lambda_mlp is "lambda", its own number otherwise; the layers before a change are the same.
+TEST_F(EncoderTask, PerLayerLambdaIsEachLayersLambda) {
+  const std::vector<double> lambdas = {1.0, 0.0, 0.5, -0.25};
+  config::ModelParams follows = encoder_model(folder());
+  follows.lambda_layers = std::make_shared<const std::vector<double>>(lambdas);
+  follows.lambda_mlp_is_lambda = true;
+  config::ModelParams own = follows;  // lambda_mlp = 1.0 given as a number
+  own.lambda_mlp_is_lambda = false;
+  own.lambda_mlp = 1.0;
+  const auto out = run(job_of({&follows, &own}, 1));
+  ASSERT_EQ(out.size(), 2u);
+  for (const bool is_lambda : {true, false}) {
+    const TaskOutput& task = out[is_lambda ? 0 : 1];
+    ASSERT_EQ(task.outcome, Outcome::done) << task.message;
+    std::vector<Ablation> ablations;
+    for (const double lambda : lambdas)
+      ablations.push_back({.lambda_attention = lambda, .lambda_mlp = is_lambda ? lambda : 1.0});
+    const auto rows = direct_rows(shape(), follows, 1, 1, nullptr, &ablations);
+    for (int l = 0; l <= depth; ++l)
+      EXPECT_TRUE(same_row(task.layers[l], rows[l])) << "lambda_mlp is lambda " << is_lambda << ", layer " << l;
+  }
+  // Layer 1 (lambda_1 = 1) is the published block's; layer 2 (lambda_2 = 0) is not.
+  const config::ModelParams published = encoder_model(folder());
+  const auto base = run(job_of({&published}, 1));
+  EXPECT_TRUE(same_row(out[0].layers[1], base[0].layers[1]));
+  constexpr auto sr = metrics::metric_index("sr_cov");
+  EXPECT_NE(out[0].layers[2][sr], base[0].layers[2][sr]);
+  for (int l = 1; l <= depth; ++l) EXPECT_EQ(ablation_of(follows, l).lambda_attention, lambdas[l - 1]) << l;
+  EXPECT_THROW((void)ablation_of(follows, depth + 1), Error);
+  EXPECT_THROW((void)ablation_of(follows, 0), Error);
+  // A model whose lambda_layers is not one per layer is refused before any block runs.
+  config::ModelParams short_list = follows;
+  short_list.lambda_layers = std::make_shared<const std::vector<double>>(std::vector<double>{1.0, 0.5});
+  EXPECT_THROW((void)TaskEncoder(short_list, seed, 0), Error);
+}
+
+// mask = "causal" is Ablation::causal in every block: the rows of apply_block with causal = true,
+// head 0's attention lower triangular (its spectrum), and other numbers than without the mask.
+TEST_F(EncoderTask, CausalMaskIsTheCausalAblation) {
+  config::ModelParams causal = encoder_model(folder());
+  causal.mask = config::Mask::causal;
+  EXPECT_TRUE(ablation_of(causal, 1).causal);
+  BundleJob job = job_of({&causal}, 2);
+  job.recording.mixer_spectrum_layers.assign(depth + 1, true);
+  const auto out = run(job);
+  ASSERT_EQ(out[0].outcome, Outcome::done) << out[0].message;
+  const std::vector<Ablation> ablations(depth, Ablation{.causal = true});
+  std::vector<Matrix> head0;
+  const auto rows = direct_rows(shape(), causal, 2, 2, &head0, &ablations);
+  for (int l = 0; l <= depth; ++l) EXPECT_TRUE(same_row(out[0].layers[l], rows[l])) << "layer " << l;
+  for (int l = 1; l <= depth; ++l) {
+    const Matrix& A = head0[static_cast<std::size_t>(l - 1)];
+    for (std::size_t i = 0; i < A.rows(); ++i)
+      for (std::size_t j = i + 1; j < A.cols(); ++j) EXPECT_EQ(A(i, j), 0.0) << l << " " << i << " " << j;
+    EXPECT_EQ(A(0, 0), 1.0);  // the first token sees itself only
+    EXPECT_EQ(out[0].mixer_sv[l], linalg::singular_values(A)) << l;
+  }
+  const config::ModelParams open = encoder_model(folder());
+  const auto other = run(job_of({&open}, 2));
+  EXPECT_TRUE(same_row(out[0].layers[0], other[0].layers[0]));  // the same X_0
+  constexpr auto sr = metrics::metric_index("sr_cov");
+  for (int l = 1; l <= depth; ++l) EXPECT_NE(out[0].layers[l][sr], other[0].layers[l][sr]) << l;
 }
 
 // A bundle of encoder tasks (ablations, measures, draws), a stack task and an encoder on a
 // Gaussian input: each task bitwise as alone, on 1, 2 and 3 threads, run concurrently or not.
 TEST_F(EncoderTask, BundlingAndThreadsAreBitwiseInvisible) {
   const int blas = linalg::set_blas_threads(1);
-  std::vector<config::ModelParams> models(7, encoder_model(folder()));
+  std::vector<config::ModelParams> models(9, encoder_model(folder()));
+  models[7].mask = config::Mask::causal;
+  models[8].lambda_layers = std::make_shared<const std::vector<double>>(std::vector<double>{0.5, 1.0, 0.0, 2.0});
+  models[8].lambda_mlp_is_lambda = true;
   models[1].lambda = 0.5;
   models[2].measure = config::Measure::attention;
   models[3].init_draw = 0;
