@@ -4,7 +4,10 @@ init, measure and lambda; the store is bitwise the same on 1 and 2 MPI ranks, an
 metrics equal those computed in NumPy from the hidden states of the independent reference forward
 (tests/python/encoder_reference.py): the block's output, its attention branch, and head 0's
 attention probabilities as the mixer, for the checkpoint and for the random initialisation (its
-weights saved by the test tool encoder_forward)."""
+weights saved by the test tool encoder_forward). A second sweep gives every layer its own lambda
+(lambda_layers) and sweeps the causal mask: its layers are the reference's with those settings;
+another profile reuses nothing; lambda beside lambda_layers, a profile of the wrong length and a
+stack point are refused."""
 import math
 import os
 import subprocess
@@ -219,3 +222,146 @@ def test_dump_weights_is_refused_before_any_work(bert, tmp_path, ranks):
     assert '--dump-weights: point 0 has block = "encoder"' in proc.stderr, proc.stderr
     assert "no weights dump" in proc.stderr, proc.stderr
     assert not store.exists()
+
+
+# ---- one lambda per layer and the causal mask (docs/CONFIG.md "Encoder blocks") ----------------
+
+LAMBDA_LAYERS = [0.5, -1.0]  # the checkpoint's 2 blocks
+
+
+def write_profile_sweep(folder):
+    """The tiny BERT checkpoint with lambda_layers, swept over the mask and lambda_mlp ("lambda":
+    each layer's lambda, or 1.0 at every layer)."""
+    cfg = tiny_encoders.write_case(folder / "model", "bert_f32")
+    tiny_encoders.write_tokens(folder / "tokens.txt", EXCERPTS)
+    sweep = folder / "profile.toml"
+    sweep.write_text(f"""[sweep]
+name = "profile"
+seed = {SEED}
+replicates = {REPLICATES}
+[model]
+block = "encoder"
+model_folder = "model"
+init = "checkpoint"
+input = "tokens"
+input_path = "tokens.txt"
+T = {T}
+d = {cfg["hidden_size"]}
+heads = {cfg["num_attention_heads"]}
+depth = {len(LAMBDA_LAYERS)}
+lambda_layers = {LAMBDA_LAYERS}
+mlp = "model"
+norm = "layernorm"
+[axes]
+mask = ["none", "causal"]
+lambda_mlp = ["lambda", 1.0]
+[output]
+mixer_spectra = "all"
+""")
+    return sweep
+
+
+def head0_masked(model, names, x, causal):
+    """head0() with the causal mask: key j masked (probability 0) for query i < j."""
+    s = model.shape
+    dh = s.d // s.heads
+    q, k = model.lin(names["q"], x)[:, :dh], model.lin(names["k"], x)[:, :dh]
+    scores = q @ k.T / math.sqrt(dh)
+    if causal:
+        scores = np.where(np.tri(len(x), dtype=bool), scores, -np.inf)
+    p = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def profile_rows(model, ids, lambdas, mlp_lambda, causal):
+    """Per layer the metrics of the reference forward whose block l has lam_a = lambdas[l - 1] and
+    lam_m = that lambda (mlp_lambda None) or mlp_lambda, causal or not; with head 0's spectrum."""
+    real = np.ones(len(ids), dtype=bool)
+    x = model.embed(ids)
+    rows, spectra = [signal_metrics(x)], [None]
+    for layer, lam in enumerate(lambdas):
+        (names,) = model.block_names(layer, model.shape.layers)
+        p = head0_masked(model, names, x, causal)
+        x = model.block(names, x, real, lam_a=lam, lam_m=lam if mlp_lambda is None else mlp_lambda, causal=causal)
+        rows.append({**signal_metrics(x), **mixer_metrics(p)})
+        spectra.append(np.linalg.svd(p, compute_uv=False))
+    return rows, spectra
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("encoder_profile")
+    sweep = write_profile_sweep(folder)
+    store = folder / "profile.h5"
+    rcsweep("run", sweep, "-o", store, "-q", check=0)
+    return folder, sweep, store
+
+
+def test_lambda_layers_and_causal_mask_are_the_reference_forwards(profile):
+    """Every layer's metrics and head 0's spectrum equal NumPy's forward with block l's lambda_l
+    (and lambda_mlp following it or fixed at 1.0), with and without the causal mask."""
+    folder, _, store = profile
+    model = encoder_reference.Model(folder / "model")
+    with h5py.File(store, "r") as f:
+        points, tasks = f["points"][...], f["tasks"][...]
+        layers = {name: f["layers"][name][...] for name in f["layers"]}
+        m_sv, m_offset = f["spectra"]["m_sv"][...], f["spectra"]["m_offset"][...]
+        config = f.attrs["config"]
+    config = config.decode() if isinstance(config, bytes) else config
+    assert "lambda_layers = [0.5, -1.0]\n" in config, config
+    assert "\nlambda = " not in config, config
+    seen = set()
+    for task in tasks:
+        assert task["status"] == 1, task  # done
+        p = points[task["point"]]
+        causal = text(p["mask"]) == "causal"
+        mlp_lambda = None if p["idx_lambda_mlp"] == 0 else 1.0  # the axis ["lambda", 1.0]
+        r = int(task["replicate"])
+        seen.add((causal, mlp_lambda, r))
+        rows, spectra = profile_rows(model, EXCERPTS[r][:T], LAMBDA_LAYERS, mlp_lambda, causal)
+        metrics = {name: values[task["id"]] for name, values in layers.items()}
+        where = f"causal {causal}, lambda_mlp {mlp_lambda}, replicate {r}"
+        compare(rows, metrics, where)
+        for layer in range(1, len(LAMBDA_LAYERS) + 1):
+            offset = m_offset[task["id"]][layer]
+            np.testing.assert_allclose(m_sv[offset:offset + T], spectra[layer], rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{where}: head 0's spectrum at layer {layer}")
+    assert len(seen) == 2 * 2 * REPLICATES
+    # The comparison can fail: one lambda for every layer, or no mask, is another forward.
+    with h5py.File(store, "r") as f:
+        task = next(t for t in f["tasks"][...] if t["point"] == 0 and t["replicate"] == 0)
+        sr = f["layers"]["sr_cov"][task["id"]]
+    ids = EXCERPTS[0][:T]
+    constant, _ = profile_rows(model, ids, [LAMBDA_LAYERS[0]] * len(LAMBDA_LAYERS), None, False)
+    assert abs(constant[2]["sr_cov"] - sr[2]) > 1e-6 * abs(sr[2])
+    open_rows, _ = profile_rows(model, ids, LAMBDA_LAYERS, None, True)
+    assert abs(open_rows[1]["sr_cov"] - sr[1]) > 1e-6 * abs(sr[1])
+
+
+def test_changed_lambda_layers_reuse_nothing(profile, tmp_path):
+    """Another profile changes every task: the store is not grown in place, and the difference is
+    named as one that changes every task's results."""
+    _, sweep, store = profile
+    proc = rcsweep("run", sweep, "-o", store, "-q", "--", "model.lambda_layers=[0.5, 0.0]", check=2)
+    assert "model.lambda_layers: [0.5, -1.0] -> [0.5, 0.0]   (changes every task's results)" in proc.stderr, \
+        proc.stderr
+    assert "none of its results fits this sweep" in proc.stderr, proc.stderr
+
+
+def test_lambda_layers_refusals_name_the_key(profile):
+    """lambda swept beside lambda_layers, a profile of another length than the depth, and a stack
+    point: exit 2 before any work, naming the key."""
+    _, sweep, _ = profile
+    proc = rcsweep("plan", sweep, "--", "axes.lambda=[0, 1]", check=2)
+    assert "axes.lambda: is swept, but lambda_layers gives every layer its own lambda" in proc.stderr, proc.stderr
+    proc = rcsweep("plan", sweep, "--", "model.lambda_layers=[1.0]", check=2)
+    assert "model.lambda_layers: has 1 value but the depth is 2: give exactly one lambda per layer" in proc.stderr, \
+        proc.stderr
+    proc = rcsweep("plan", sweep, "--", "axes.block=[encoder, stack]", check=2)  # beside the stack's others
+    assert 'model.lambda_layers: one lambda per layer is only implemented for block = "encoder"' in proc.stderr, \
+        proc.stderr
+    # (an axis an override adds comes after the file's)
+    assert "at 4 of 8 grid points, e.g. point 1 (mask = none, lambda_mlp = lambda, block = stack)" in proc.stderr, \
+        proc.stderr
+    assert 'axes.mask: "causal" (the encoder block\'s causal attention mask) is only used with block = "encoder"' \
+        in proc.stderr, proc.stderr
