@@ -9,7 +9,7 @@ after `pip install` or `module load rcsweep` (docs/INSTALL.md), or from a checko
     ds = load("out/quick.h5")          # xarray.Dataset: swept axes x replicate x layer
     rcsweep_tools.figures.FIGURES      # the papers' figures (imported on first use: matplotlib)
 """
-__version__ = "0.9.0"  # = the project version (CMakeLists.txt, pyproject.toml; tests/python/test_docs.py)
+__version__ = "0.10.0"  # = the project version (CMakeLists.txt, pyproject.toml; tests/python/test_docs.py)
 
 from .api import Job, Plan, RcsweepError, RunStopped, Sweep, SweepConfigError, TaskOutcomeWarning  # noqa: F401
 from .export import export  # noqa: F401
