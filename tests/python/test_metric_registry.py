@@ -153,23 +153,24 @@ REGISTRY_DIR = "src/metrics/"
 # (load.py) and its own recomputation (recompute.py), the metrics the figures and the summary
 # table show, and the engine's uses of log_fro (divergence) and mu_rel (lambda-skip's bound).
 _LABELS = {"scripts/rcsweep_tools/load.py", "scripts/rcsweep_tools/recompute.py"}
+_ENCODER_FIGURES = "scripts/rcsweep_tools/figures/encoders.py"
 PLACES = {
     "fro": _LABELS | {"scripts/rcsweep_tools/figures/lambda_skip.py"},
     "log_fro": _LABELS | {"src/sweep/service.cpp", "src/models/task_runner.cpp"},
     "s1": _LABELS,
     "s2": _LABELS,
-    "sr_cov": _LABELS | {"src/config/sweep_spec.hpp", "scripts/rcsweep_tools/analytic.py",
+    "sr_cov": _LABELS | {"src/config/sweep_spec.hpp", "scripts/rcsweep_tools/analytic.py", _ENCODER_FIGURES,
                          "scripts/rcsweep_tools/figures/mind_the_gap.py", "scripts/rcsweep_tools/api.py",
                          "scripts/rcsweep_tools/summary.py", "scripts/rcsweep_tools/extrapolate.py"},
     "sr_x": _LABELS | {"scripts/rcsweep_tools/analytic.py", "scripts/rcsweep_tools/figures/mind_the_gap.py",
                        "scripts/rcsweep_tools/summary.py", "scripts/rcsweep_tools/extrapolate.py"},
     "mu": _LABELS | {"scripts/rcsweep_tools/figures/lambda_skip.py"},
-    "mu_rel": _LABELS | {"src/models/task_runner.cpp", "scripts/rcsweep_tools/figures/lambda_skip.py",
+    "mu_rel": _LABELS | {"src/models/task_runner.cpp", "scripts/rcsweep_tools/figures/lambda_skip.py", _ENCODER_FIGURES,
                          "scripts/rcsweep_tools/summary.py"},
-    "res_rel": _LABELS | {"scripts/rcsweep_tools/figures/dong.py"},
+    "res_rel": _LABELS | {"scripts/rcsweep_tools/figures/dong.py", _ENCODER_FIGURES},
     "m_s1": _LABELS,
     "m_s2": _LABELS,
-    "m_gap": _LABELS | {"scripts/rcsweep_tools/summary.py"},
+    "m_gap": _LABELS | {"scripts/rcsweep_tools/summary.py", _ENCODER_FIGURES},
     "m_fro": _LABELS,
 }
 # A new metric: its registry entry and computation (src/metrics/), and at most its plot label
