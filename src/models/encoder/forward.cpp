@@ -103,17 +103,16 @@ constexpr int tail_terms = static_cast<int>(std::size(tail_chebyshev));
 // Q(40) is below the smallest double: the clamp keeps u^2 finite (and NaN out of the split).
 constexpr double tail_u_max = 40.0;
 
-[[gnu::always_inline]] inline double upper_tail(double u) {
-  u = u < tail_u_max ? u : tail_u_max;
-  const double t = tail_k / (tail_k + u);
-  const double s2 = 4.0 * t - 2.0;  // 2 s
-  double b1 = 0.0, b2 = 0.0;        // Clenshaw's recurrence
-#pragma GCC unroll 32
-  for (int k = tail_terms - 1; k >= 1; --k) {
-    const double b = tail_chebyshev[k] + s2 * b1 - b2;
-    b2 = b1;
-    b1 = b;
-  }
+// upper_tail in three stages (gelu_of_block runs each over a block of entries): t and 2 s of u,
+// one step of Clenshaw's recurrence (b1, b2 start at 0), and Q from the recurrence's last b1, b2.
+[[gnu::always_inline]] inline double tail_clamp(double u) { return u < tail_u_max ? u : tail_u_max; }
+[[gnu::always_inline]] inline double tail_t(double u) { return tail_k / (tail_k + u); }
+[[gnu::always_inline]] inline void clenshaw_step(int k, double s2, double& b1, double& b2) {
+  const double b = tail_chebyshev[k] + s2 * b1 - b2;
+  b2 = b1;
+  b1 = b;
+}
+[[gnu::always_inline]] inline double tail_finish(double u, double t, double s2, double b1, double b2) {
   const double f = tail_chebyshev[0] + 0.5 * s2 * b1 - b2;
   // u^2 = h + l exactly (Dekker: u split into 26-bit halves; no FMA contraction on these targets).
   const double split = 134217729.0 * u;  // 2^27 + 1
@@ -126,6 +125,16 @@ constexpr double tail_u_max = 40.0;
   const double fb = a - x;
   const double e = (x - (a - fb)) + (f - fb);
   return t * exp_vectorisable(a) * (1.0 + (e - 0.5 * l));
+}
+
+[[gnu::always_inline]] inline double upper_tail(double u) {
+  u = tail_clamp(u);
+  const double t = tail_t(u);
+  const double s2 = 4.0 * t - 2.0;  // 2 s
+  double b1 = 0.0, b2 = 0.0;        // Clenshaw's recurrence
+#pragma GCC unroll 32
+  for (int k = tail_terms - 1; k >= 1; --k) clenshaw_step(k, s2, b1, b2);
+  return tail_finish(u, t, s2, b1, b2);
 }
 
 // GELU(x) = x Phi(x) = x erfc(-x / sqrt 2) / 2 (Hendrycks & Gimpel, arXiv:1606.08415): Phi(x) =
@@ -143,13 +152,39 @@ constexpr double tail_u_max = 40.0;
   return x / (1.0 + exp_vectorisable(-2.0 * v));
 }
 
+// gelu on gelu_block entries at once, stage by stage: each entry's Clenshaw recurrence and
+// exponential are long chains of dependent operations, which one entry (or one vector of them) at
+// a time leaves the floating-point units waiting on; each stage applied to a block of independent
+// entries keeps them busy. Every entry goes through gelu's operations in gelu's order: its bits.
+constexpr std::size_t gelu_block = 64;
+
+[[gnu::always_inline]] inline void gelu_of_block(double* x) {
+  double u[gelu_block], t[gelu_block], s2[gelu_block], b1[gelu_block], b2[gelu_block];
+  for (std::size_t i = 0; i < gelu_block; ++i) {
+    u[i] = tail_clamp(std::fabs(x[i]));
+    t[i] = tail_t(u[i]);
+    s2[i] = 4.0 * t[i] - 2.0;
+    b1[i] = 0.0;
+    b2[i] = 0.0;
+  }
+  for (int k = tail_terms - 1; k >= 1; --k)
+    for (std::size_t i = 0; i < gelu_block; ++i) clenshaw_step(k, s2[i], b1[i], b2[i]);
+  for (std::size_t i = 0; i < gelu_block; ++i) {
+    const double q = tail_finish(u[i], t[i], s2[i], b1[i], b2[i]);
+    x[i] = x[i] * (x[i] < 0.0 ? q : 1.0 - q);
+  }
+}
+
 // The AVX2 and the baseline clone do the same IEEE operations (no FMA): the same bits on any
 // x86-64 CPU.
 __attribute__((target_clones("avx2", "default"))) void activate_loop(Activation activation, double* x, std::size_t n) {
   switch (activation) {
-    case Activation::gelu:
-      for (std::size_t i = 0; i < n; ++i) x[i] = gelu(x[i]);
+    case Activation::gelu: {
+      std::size_t i = 0;
+      for (; i + gelu_block <= n; i += gelu_block) gelu_of_block(x + i);
+      for (; i < n; ++i) x[i] = gelu(x[i]);
       return;
+    }
     case Activation::gelu_tanh:
       for (std::size_t i = 0; i < n; ++i) x[i] = gelu_tanh(x[i]);
       return;
