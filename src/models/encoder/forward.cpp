@@ -4,16 +4,19 @@
 //
 // This file is compiled with -fno-trapping-math (src/models/CMakeLists.txt), which lets the
 // compiler turn the selects of the activations into blends and vectorise their loops; it changes
-// no value. Every product is a linalg::gemm (fixed partition: bitwise the same on any number of
-// threads); every other pass works on rows independently.
+// no value. Every product is a linalg::gemm; the block's projections run in fixed blocks of their
+// columns and its heads side by side, on the rank's threads (partitions of the shapes alone:
+// bitwise the same on any number of threads); every other pass works on rows independently.
 #include "models/encoder/encoder.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "base/error.hpp"
 #include "base/exp.hpp"
@@ -62,15 +65,111 @@ Matrix bias_rows(std::size_t rows, const std::vector<double>& b) {
   return M;
 }
 
-// Y <- lambda Y + B, entrywise (the skip connection added to a sub-block's branch).
-void add_skip(double lambda, const Matrix& B, Matrix& Y) {
-  parallel::for_rows(Y.rows(), Y.cols(), [&](std::size_t first, std::size_t end) {
-    const std::size_t n = Y.cols();
-    double* y = Y.data() + first * n;
-    const double* b = B.data() + first * n;
-    for (std::size_t i = 0; i < (end - first) * n; ++i) y[i] = lambda * y[i] + b[i];
+// C = A B + 1 b^T (nn.Linear's addmm, the bias as C with beta = 1) for a few independent products
+// of the block, each in blocks of C's columns (Blocks), on the rank's threads: the fewest of 2, 4
+// or 8 blocks (each a multiple of `unit` columns) that linalg::gemm computes in one call each, all
+// blocks of all products in one parallel loop (Q, K and V at T = 128, d = 768: six blocks). Each
+// block packs its columns of B and all of A once, so fewer blocks pack less; linalg::gemm's own
+// partition of a product above gemm_split_min_flops (parts of 256 columns) would pack A up to
+// n / 256 times. A product that no such cut brings into one call (T from 2 gemm_part_size on, where
+// linalg::gemm cuts C's rows) is one block, one linalg::gemm with that partition. Either way the
+// partition depends on the shapes only. The blocks are what the block's next steps read (Q, K, V
+// by head, the skip connections by column), so C is never copied whole.
+struct ColumnBlock {
+  std::size_t first = 0;  ///< C's first column in this block
+  Matrix C;               ///< T x (its columns)
+};
+using Blocks = std::vector<ColumnBlock>;
+
+struct BiasedProduct {
+  ConstMatrixView A;
+  const Matrix* B;
+  const std::vector<double>* b;
+  std::size_t unit;          ///< block widths are multiples of it (Q, K, V: d_head, whole heads)
+  Blocks* out;               ///< receives the blocks, in column order
+  const Activation* finish;  ///< nullable: the activation, applied to each block as soon as it is computed
+};
+
+// The block width of an m x n x k product, or 0 for one whole linalg::gemm (biased_products).
+std::size_t block_width(std::size_t m, std::size_t n, std::size_t k, std::size_t unit) {
+  for (const std::size_t blocks : {std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
+    const std::size_t units = (n + unit - 1) / unit;
+    const std::size_t width = (units + blocks - 1) / blocks * unit;
+    if (width < n && linalg::gemm_parts(m, width, k).parts.count() == 1) return width;
+  }
+  return 0;
+}
+
+void biased_products(std::initializer_list<BiasedProduct> list) {
+  struct Part {
+    const BiasedProduct* product;
+    ColumnBlock* block;
+  };
+  std::vector<Part> parts;
+  for (const BiasedProduct& p : list) {
+    const std::size_t T = p.A.rows, k = p.A.cols, n = p.B->cols();
+    const std::size_t width = block_width(T, n, k, p.unit);
+    p.out->clear();
+    if (width == 0) {  // one block: linalg::gemm's own partition, on the threads
+      p.out->push_back({0, bias_rows(T, *p.b)});
+      linalg::gemm(1.0, p.A, Op::none, *p.B, Op::none, 1.0, p.out->back().C);
+      if (p.finish) activate(*p.finish, p.out->back().C.values());
+      continue;
+    }
+    for (std::size_t first = 0; first < n; first += width)
+      p.out->push_back({first, Matrix(T, std::min(width, n - first), Matrix::uninitialized)});
+  }
+  for (const BiasedProduct& p : list)
+    if (p.out->size() > 1)
+      for (ColumnBlock& block : *p.out) parts.push_back({&p, &block});
+  parallel::for_each(parts.size(), [&](std::size_t i) {
+    const BiasedProduct& p = *parts[i].product;
+    ColumnBlock& block = *parts[i].block;
+    const std::size_t T = p.A.rows, k = p.A.cols, n = p.B->cols(), cols = block.C.cols();
+    for (std::size_t r = 0; r < T; ++r) std::copy_n(p.b->data() + block.first, cols, block.C.row(r).data());
+    linalg::gemm(1.0, p.A, Op::none, ConstMatrixView(p.B->data() + block.first, k, cols, n), Op::none, 1.0, block.C);
+    if (p.finish) activate(*p.finish, block.C.values());  // inside a part: serially, the same bits
   });
 }
+
+// Y <- lambda Y + C, entrywise, C in column blocks (the skip connection added to a sub-block's
+// branch).
+void add_skip(double lambda, const Blocks& C, Matrix& Y) {
+  parallel::for_rows(Y.rows(), Y.cols(), [&](std::size_t first, std::size_t end) {
+    for (std::size_t r = first; r < end; ++r)
+      for (const ColumnBlock& block : C) {
+        double* y = Y.row(r).data() + block.first;
+        const double* c = block.C.row(r).data();
+        for (std::size_t j = 0; j < block.C.cols(); ++j) y[j] = lambda * y[j] + c[j];
+      }
+  });
+}
+
+// The blocks side by side as one T x n matrix.
+Matrix joined(const Blocks& blocks, std::size_t n) {
+  if (blocks.size() == 1) return blocks.front().C;
+  Matrix M(blocks.front().C.rows(), n, Matrix::uninitialized);
+  parallel::for_rows(M.rows(), n, [&](std::size_t first, std::size_t end) {
+    for (std::size_t r = first; r < end; ++r)
+      for (const ColumnBlock& block : blocks)
+        std::copy_n(block.C.row(r).data(), block.C.cols(), M.row(r).data() + block.first);
+  });
+  return M;
+}
+
+// Columns c .. c + width - 1 of the matrix in blocks, all inside one block (a head of Q, K, V).
+ConstMatrixView columns_of(const Blocks& blocks, std::size_t c, std::size_t width) {
+  for (const ColumnBlock& block : blocks)
+    if (c >= block.first && c + width <= block.first + block.C.cols())
+      return {block.C.data() + (c - block.first), block.C.rows(), width, block.C.cols()};
+  throw Error("encoder block: columns " + std::to_string(c) + " .. " + std::to_string(c + width - 1) +
+              " straddle two blocks");
+}
+
+// The heads of a block run side by side on the rank's threads, each with its own T x T scores,
+// while the H scores matrices hold at most this many entries (32 MiB; at larger T one scores
+// matrix at a time, each product split by linalg::gemm).
+constexpr double heads_apart_max_entries = 4194304.0;
 
 double squares4(std::span<const double> v, double shift) {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
@@ -194,12 +293,24 @@ __attribute__((target_clones("avx2", "default"))) void activate_loop(Activation 
   }
 }
 
+// The largest of x[0 .. n), n >= 1, in 4 running maxima (vectorised; a maximum is exact in any
+// order). As std::max_element: NaN when x[0] is NaN, later NaN entries passed over.
+double row_max(const double* x, std::size_t n) {
+  double m[4] = {x[0], x[0], x[0], x[0]};
+  std::size_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (std::size_t l = 0; l < 4; ++l) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
+  for (; j < n; ++j) m[0] = x[j] > m[0] ? x[j] : m[0];
+  const double a = m[0] > m[1] ? m[0] : m[1], b = m[2] > m[3] ? m[2] : m[3];
+  return a > b ? a : b;
+}
+
 // Softmax of each row of S over its keys j with real[j] (empty: all) and, when causal, j <= i;
 // the other keys get probability exactly 0. They are set to -inf before the row's maximum is
 // taken, so they never are the maximum, and exp_vectorisable(-inf) is exactly 0, so they add
 // nothing to the row's sum: the row is the softmax of its unmasked keys alone. Under causal
 // masking the keys after i are not exponentiated at all.
-void masked_softmax(Matrix& S, const std::vector<bool>& real, bool causal) {
+void masked_softmax(Matrix& S, const std::vector<unsigned char>& real, bool causal) {
   const std::size_t T = S.rows();
   constexpr double masked = -std::numeric_limits<double>::infinity();
   parallel::for_rows(T, S.cols(), [&](std::size_t first, std::size_t end) {
@@ -208,7 +319,7 @@ void masked_softmax(Matrix& S, const std::vector<bool>& real, bool causal) {
       const std::size_t keys = causal ? i + 1 : T;
       if (!real.empty())
         for (std::size_t j = 0; j < keys; ++j) row[j] = real[j] ? row[j] : masked;
-      const double mx = *std::max_element(row, row + keys);
+      const double mx = row_max(row, keys);
       if (mx == masked)
         throw Error("encoder attention: query " + std::to_string(i) + " has every key masked (" +
                     (causal ? "no real token at or before it" : "no real token in the excerpt") + ")");
@@ -349,38 +460,53 @@ void apply_block(const EncoderShape& shape, const BlockWeights& weights, const A
   }
   if (T == 0) return;
 
-  // Q = X W_Q + b_Q, K and V likewise: three GEMMs of the task's shapes (a fused T x 3d product
-  // would need W_Q, W_K, W_V copied side by side at every call).
-  Matrix Q = bias_rows(T, weights.b_Q), K = bias_rows(T, weights.b_K), V = bias_rows(T, weights.b_V);
-  linalg::gemm(1.0, X, Op::none, weights.W_Q, Op::none, 1.0, Q);
-  linalg::gemm(1.0, X, Op::none, weights.W_K, Op::none, 1.0, K);
-  linalg::gemm(1.0, X, Op::none, weights.W_V, Op::none, 1.0, V);
+  // Q = X W_Q + b_Q, K and V likewise: three products in one parallel loop, in blocks of whole
+  // heads (biased_products). One fused T x 3d product would need W_Q, W_K, W_V side by side: a copy
+  // of 3 d^2 weights per call.
+  Blocks Q, K, V;
+  biased_products({{X, &weights.W_Q, &weights.b_Q, dh, &Q, nullptr},
+                   {X, &weights.W_K, &weights.b_K, dh, &K, nullptr},
+                   {X, &weights.W_V, &weights.b_V, dh, &V, nullptr}});
 
   // Head h: the columns h d_head .. (h + 1) d_head of Q, K, V (strided views, no copies).
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  Matrix S(T, T, Matrix::uninitialized), head(T, dh, Matrix::uninitialized), context(T, d, Matrix::uninitialized);
-  for (std::size_t h = 0; h < H; ++h) {
-    const ConstMatrixView Qh(Q.data() + h * dh, T, dh, d), Kh(K.data() + h * dh, T, dh, d),
-        Vh(V.data() + h * dh, T, dh, d);
+  std::vector<unsigned char> keep;  // real as bytes, read by every row of every head
+  if (!real.empty()) keep.assign(real.begin(), real.end());
+  Matrix context(T, d, Matrix::uninitialized);
+  const auto attend = [&](std::size_t h, Matrix& S, Matrix& head) {
+    const ConstMatrixView Qh = columns_of(Q, h * dh, dh), Kh = columns_of(K, h * dh, dh),
+                          Vh = columns_of(V, h * dh, dh);
     linalg::gemm(scale, Qh, Op::none, Kh, Op::trans, 0.0, S);  // Q_h K_h^T / sqrt(d_head)
-    masked_softmax(S, real, ablation.causal);
+    masked_softmax(S, keep, ablation.causal);
     if (h == 0 && outputs && outputs->keep_head0) outputs->head0 = S;
     linalg::gemm(1.0, S, Op::none, Vh, Op::none, 0.0, head);  // A_h V_h
     for (std::size_t i = 0; i < T; ++i) std::copy_n(head.row(i).data(), dh, context.row(i).data() + h * dh);
+  };
+  if (static_cast<double>(H) * static_cast<double>(T) * static_cast<double>(T) <= heads_apart_max_entries) {
+    // The heads on the rank's threads, each with its own scores (a head's products and softmax run
+    // serially inside its part, with the partitions they have on their own: the same bits).
+    parallel::for_each(H, [&](std::size_t h) {
+      Matrix S(T, T, Matrix::uninitialized), head(T, dh, Matrix::uninitialized);
+      attend(h, S, head);
+    });
+  } else {  // one T x T scores matrix at a time, each product and softmax on the threads
+    Matrix S(T, T, Matrix::uninitialized), head(T, dh, Matrix::uninitialized);
+    for (std::size_t h = 0; h < H; ++h) attend(h, S, head);
   }
-  Matrix branch = bias_rows(T, weights.b_O);  // concat_h(A_h V_h) W_O + b_O
-  linalg::gemm(1.0, context, Op::none, weights.W_O, Op::none, 1.0, branch);
-  if (outputs) outputs->attention = branch;
+  Blocks branch;  // concat_h(A_h V_h) W_O + b_O
+  biased_products({{context, &weights.W_O, &weights.b_O, 8, &branch, nullptr}});
+  if (outputs) outputs->attention = joined(branch, d);
   add_skip(ablation.lambda_attention, branch, X);  // BertSelfOutput: LayerNorm(branch + X)
   if (ablation.norm) layer_norm(weights.norm_attention, shape.layer_norm_eps, X);
   if (outputs) outputs->after_attention = X;
   if (!ablation.mlp) return;
 
-  Matrix hidden = bias_rows(T, weights.b_1);  // BertIntermediate: act(A W_1 + b_1)
-  linalg::gemm(1.0, X, Op::none, weights.W_1, Op::none, 1.0, hidden);
-  activate(shape.activation, hidden.values());
-  Matrix out = bias_rows(T, weights.b_2);  // BertOutput: LayerNorm(hidden W_2 + b_2 + A)
-  linalg::gemm(1.0, hidden, Op::none, weights.W_2, Op::none, 1.0, out);
+  Blocks hidden;  // BertIntermediate: act(A W_1 + b_1)
+  biased_products({{X, &weights.W_1, &weights.b_1, 8, &hidden, &shape.activation}});
+  const Matrix activated = joined(hidden, m);
+  hidden.clear();
+  Blocks out;  // BertOutput: LayerNorm(hidden W_2 + b_2 + A)
+  biased_products({{activated, &weights.W_2, &weights.b_2, 8, &out, nullptr}});
   add_skip(ablation.lambda_mlp, out, X);
   if (ablation.norm) layer_norm(weights.norm_mlp, shape.layer_norm_eps, X);
 }

@@ -498,6 +498,26 @@ TEST(EncoderBlock, ThreadCountChangesNoBit) {
   EXPECT_TRUE(bitwise_equal(results[0], results[2]));
 }
 
+// At H T^2 above 2^22 scores entries the heads run one after another (each product and softmax
+// on the threads), below it side by side (the test above): both match the naive block and give the
+// same bits on 1, 2 and 3 threads.
+TEST(EncoderBlock, HeadsOneAfterAnotherMatchNaiveAndThreadCountChangesNoBit) {
+  const EncoderShape s = small_shape(16, 4, 24);
+  const BlockWeights w = random_block(s, 700);
+  const Matrix X0 = random_matrix(1040, 16, 14);  // 4 x 1040^2 > 2^22
+  std::vector<bool> real(1040, true);
+  for (std::size_t i = 1000; i < 1040; ++i) real[i] = false;
+  expect_matches_naive(s, w, {}, real, X0, "heads one after another");
+  std::vector<Matrix> results;
+  for (int threads : {1, 2, 3}) {
+    parallel::set_threads(threads);
+    results.push_back(run_block(s, w, {}, real, X0).Y);
+  }
+  parallel::set_threads(1);
+  EXPECT_TRUE(bitwise_equal(results[0], results[1]));
+  EXPECT_TRUE(bitwise_equal(results[0], results[2]));
+}
+
 TEST(EncoderBlock, RefusesWrongShapes) {
   const EncoderShape s = small_shape(8, 2, 12);
   const BlockWeights w = random_block(s, 700);
