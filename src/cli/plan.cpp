@@ -234,8 +234,9 @@ void print_tasks(const plan::Plan& plan, const plan::Shard& shard, std::size_t s
   if (shard.count > 1) std::printf(" (shard %d/%d: %zu tasks)", shard.index, shard.count, shard_tasks);
   std::printf("\nbundles       %zu (tasks with the same replicate, T and d share their random weights)\n",
               plan.bundles.size());
-  const std::string computed = spec.output.metrics == metrics::all_metrics() ? "all"
-                                                                             : metrics::names_of(spec.output.metrics);
+  const std::string computed = spec.output.metrics == metrics::default_metrics()
+                                   ? "all"
+                                   : metrics::names_of(spec.output.metrics);
   std::printf("layers        0..%d per task; metrics: %s; spectra of X: %s\n", plan.max_depth, computed.c_str(),
               spec.output.spectra == config::Spectra::none   ? "none"
               : spec.output.spectra == config::Spectra::last ? "last layer"

@@ -9,12 +9,14 @@
 namespace rcsweep::config::parsing {
 namespace {
 
-/// metrics = "all" or a non-empty list of per-layer metric names; fro and log_fro are always added.
+/// metrics = "all" or a non-empty list of per-layer metric names (and "all"); fro and log_fro are
+/// always added. "all" is the default selection, every metric but the opt-in ones (res_best).
 void parse_metrics(ParseState& st, const toml::node& node) {
   const std::vector<std::string_view> names(metrics::layer_metric_names.begin(), metrics::layer_metric_names.end());
-  const std::string expected = "must be \"all\" or a non-empty list of per-layer metrics (" + quote_list(names) + ")";
+  const std::string expected = "must be \"all\" or a non-empty list of per-layer metrics (" + quote_list(names) +
+                               ", or \"all\")";
   if (const auto* s = node.as_string(); s && s->get() == "all") {
-    st.spec.output.metrics = metrics::all_metrics();
+    st.spec.output.metrics = metrics::default_metrics();
     return;
   }
   const auto* list = node.as_array();
@@ -25,6 +27,10 @@ void parse_metrics(ParseState& st, const toml::node& node) {
   metrics::MetricSet selected = metrics::always_computed();
   for (std::size_t k = 0; k < list->size(); ++k) {
     const auto* s = (*list)[k].as_string();
+    if (s && s->get() == "all") {  // the default selection, to which the list adds opt-in metrics
+      selected |= metrics::default_metrics();
+      continue;
+    }
     const std::size_t i = s ? metrics::metric_index(s->get()) : metrics::n_layer_metrics;
     if (i < metrics::n_layer_metrics) {
       selected.set(i);

@@ -161,7 +161,7 @@ std::string SweepSpec::canonical_toml() const {
     out += "grad_method = \"" + std::string(method_names.at(static_cast<std::size_t>(output.grad_method))) + "\"\n";
     out += "grad_probes = " + std::to_string(output.grad_probes) + "\n";
   }
-  if (output.metrics != metrics::all_metrics()) {  // absent otherwise: older plan hashes stay valid
+  if (output.metrics != metrics::default_metrics()) {  // absent otherwise: older plan hashes stay valid
     out += "metrics = [";
     for (std::size_t i = 0, n = 0; i < metrics::n_layer_metrics; ++i)
       if (output.metrics[i]) out += std::string(n++ ? ", " : "") + toml_string(metrics::layer_metric_names[i]);

@@ -41,7 +41,7 @@ struct OutputOptions {
   int grad_probes = 8;  ///< Hutchinson probes per task and output depth (>= 2)
   /// The per-layer metrics computed and stored (the others are NaN): always holds
   /// metrics::always_computed().
-  metrics::MetricSet metrics = metrics::all_metrics();
+  metrics::MetricSet metrics = metrics::default_metrics();
 };
 
 /// One condition of an adaptive replicate rule: the standard error of the mean of a per-layer

@@ -28,8 +28,16 @@ constexpr std::size_t metric_index(std::string_view name) {
 
 /// A selection of per-layer metrics: bit i is layer_metric_names[i].
 using MetricSet = std::bitset<n_layer_metrics>;
-/// Every metric (the default of [output] metrics).
+/// Every metric.
 inline MetricSet all_metrics() { return MetricSet().set(); }
+/// The default of [output] metrics, also its "all": every metric but the opt-in ones
+/// (MetricInfo::opt_in), which a sweep names.
+inline MetricSet default_metrics() {
+  MetricSet out;
+  for (std::size_t i = 0; i < n_layer_metrics; ++i)
+    if (!layer_metrics[i].opt_in) out.set(i);
+  return out;
+}
 /// The names of a selection, space-separated in storage order.
 inline std::string names_of(const MetricSet& selected) {
   std::string out;
@@ -50,9 +58,10 @@ inline MetricSet always_computed() { return metrics_of(Part::signal_norm); }
 
 /// The parts of signal_metrics a selection of metrics needs (the rest is skipped, its metrics NaN):
 /// s_1 and the spectrum's sums (Part::signal_top), s_2 (signal_second, which needs s_1 too), and
-/// the token-centred pass (signal_centred). ||X||_F is always computed.
+/// the token-centred pass (signal_centred), the best residual (signal_best_residual, opt-in).
+/// ||X||_F is always computed.
 struct SignalNeeds {
-  bool top = true, second = true, centred = true;
+  bool top = true, second = true, centred = true, best_residual = false;
 };
 /// The parts of mixer_metrics a selection needs: s_1(M) (Part::mixer_top) and s_2(M)
 /// (mixer_second, which needs s_1 too). ||M||_F is always computed (it also enters lambda-skip's C_M).
@@ -62,7 +71,8 @@ struct MixerNeeds {
 inline SignalNeeds signal_needs(const MetricSet& selected) {
   const bool second = (selected & metrics_of(Part::signal_second)).any();
   return {second || (selected & metrics_of(Part::signal_top)).any(), second,
-          (selected & metrics_of(Part::signal_centred)).any()};
+          (selected & metrics_of(Part::signal_centred)).any(),
+          (selected & metrics_of(Part::signal_best_residual)).any()};
 }
 inline MixerNeeds mixer_needs(const MetricSet& selected) {
   const bool second = (selected & metrics_of(Part::mixer_second)).any();

@@ -13,6 +13,7 @@
 
 #include "linalg/lanczos.hpp"
 #include "linalg/linalg.hpp"
+#include "metrics/best_residual.hpp"
 
 namespace rcsweep::metrics {
 namespace {
@@ -398,6 +399,7 @@ SignalMetrics signal_metrics(const Matrix& X, double log_scale, std::vector<doub
     r.res_rel = (std::sqrt(sums.c_max_col) * std::sqrt(sums.c_max_row)) /
                 (std::sqrt(sums.max_col) * std::sqrt(sums.max_row));
   }
+  if (needs.best_residual) r.res_best = best_residual(X).value;  // scale-free: X as it is (it scales itself)
   if (spectrum) *spectrum = std::move(sv.sv);
   return r;
 }
@@ -454,8 +456,8 @@ MixerMetrics mixer_metrics(const Matrix& M, const linalg::LinearOperator* produc
 LayerRow to_row(const SignalMetrics& x, const MixerMetrics& m, const MetricSet& selected) {
   // One value per registry entry, in its order: a metric added to layer_metrics without its value
   // here does not compile (an aggregate LayerRow would fill it with 0 silently).
-  const double values[] = {x.fro,    x.log_fro, x.s1,   x.s2,   x.sr_cov, x.sr_x, x.mu,
-                           x.mu_rel, x.res_rel, m.m_s1, m.m_s2, m.m_gap,  m.m_fro};
+  const double values[] = {x.fro,    x.log_fro, x.s1,   x.s2,   x.sr_cov, x.sr_x,  x.mu,
+                           x.mu_rel, x.res_rel, m.m_s1, m.m_s2, m.m_gap,  m.m_fro, x.res_best};
   static_assert(std::size(values) == n_layer_metrics, "to_row: one value per entry of metrics::layer_metrics");
   LayerRow row;
   std::copy(std::begin(values), std::end(values), row.begin());

@@ -31,6 +31,9 @@ struct SignalMetrics {
   double mu = nan;       ///< ||X - 1 xbar^T||_F, xbar the token (row) mean (lambda-skip eq. (5))
   double mu_rel = nan;   ///< mu / ||X||_F
   double res_rel = nan;  ///< ||X - 1 xbar^T||_{1,inf} / ||X||_{1,inf} (Dong et al. §2)
+  /// min_x ||X - 1 x^T||_{1,inf} / ||X||_{1,inf} (Dong et al. §2.2), certified within
+  /// best_residual_tolerance (best_residual.hpp); opt-in (SignalNeeds::best_residual)
+  double res_best = nan;
 };
 
 /// Metrics of a layer's mixer matrix M (T x T) after gap_fix (Mind the Gap Thm 2.1).

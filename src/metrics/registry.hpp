@@ -19,13 +19,14 @@ namespace rcsweep::metrics {
 /// every metric that needs it and skip a part that no selected metric needs (its metrics NaN);
 /// the planner prices parts, not metrics (a metric costs nothing beyond its part).
 enum class Part : std::uint8_t {
-  signal_norm,     ///< ||X||_F: one pass over X; never skipped (the scale and the divergence check)
-  signal_top,      ///< s_1(X) and the spectrum's sums Σs², Σs⁴: the Gram matrix and its eigenvalues
-  signal_second,   ///< s_2(X) as well (implies signal_top; Lanczos on a collapsed spectrum)
-  signal_centred,  ///< the token-centred X - 1 xbar^T: two more passes over X
-  mixer_norm,      ///< ||M||_F: one pass over M (also lambda-skip's C_M); never skipped
-  mixer_top,       ///< s_1(M): Lanczos on M from mixer_lanczos_min_order on, else its Gram eigenvalues
-  mixer_second,    ///< s_2(M) as well (implies mixer_top)
+  signal_norm,           ///< ||X||_F: one pass over X; never skipped (the scale and the divergence check)
+  signal_top,            ///< s_1(X) and the spectrum's sums Σs², Σs⁴: the Gram matrix and its eigenvalues
+  signal_second,         ///< s_2(X) as well (implies signal_top; Lanczos on a collapsed spectrum)
+  signal_centred,        ///< the token-centred X - 1 xbar^T: two more passes over X
+  mixer_norm,            ///< ||M||_F: one pass over M (also lambda-skip's C_M); never skipped
+  mixer_top,             ///< s_1(M): Lanczos on M from mixer_lanczos_min_order on, else its Gram eigenvalues
+  mixer_second,          ///< s_2(M) as well (implies mixer_top)
+  signal_best_residual,  ///< min_x ||X - 1 x^T||_{1,inf} (best_residual.hpp): hundreds of passes over X; opt-in
 };
 
 /// What a part costs per layer, for a T x d signal X and a T x T mixer M: the order of its work
@@ -35,7 +36,7 @@ struct PartCost {
   std::string_view work;       ///< the order of its work, e.g. "O(T d)"
   std::string_view priced_by;  ///< the planner's price of it
 };
-inline constexpr std::array<PartCost, 7> part_costs = {{
+inline constexpr std::array<PartCost, 8> part_costs = {{
     {Part::signal_norm, "O(T d): one pass over X", "layer_flops' 8 T d; Pricer::signal_metrics"},
     {Part::signal_top, "O(T d min(T, d)): Gram product and eigenvalues (SVD when collapsed)",
      "layer_flops' svd_values_flops(T, d); Pricer::signal_metrics (calibration signal_s)"},
@@ -46,6 +47,8 @@ inline constexpr std::array<PartCost, 7> part_costs = {{
     {Part::mixer_top, "O(T^2 k) Lanczos, k steps, from T = 256; O(T^3) below",
      "mixer_metrics_flops(T); Pricer::mixer_metrics (calibration mixer_s), skipped when no metric needs it"},
     {Part::mixer_second, "as mixer_top", "with mixer_top"},
+    {Part::signal_best_residual, "O(T d) per L-BFGS step, a few hundred steps (best_residual.hpp)",
+     "add_tasks' best_residual_passes T d; Pricer::signal_metrics (calibration pass_rate), when selected"},
 }};
 
 /// One per-layer metric: the dataset /layers/<name> of the store, a column of load() and tidy().
@@ -55,12 +58,15 @@ struct MetricInfo {
   std::string_view units;        ///< the dataset's `units` attribute: "X", units of the input X_0; "ln X", its
                                  ///< logarithm; "1", dimensionless
   Part needs;                    ///< the part of the work it is computed in (and what it costs)
+  /// Computed only when [output] metrics names it: not in the default selection ("all"), so that
+  /// a default sweep costs what it did (an expensive metric).
+  bool opt_in = false;
 };
 
 /// The per-layer metrics in storage order (the order of a LayerRow and of /layers; a new metric
 /// goes at the end, after the core metrics below). Descriptions and units are stored in every new
 /// store: change them only with the docs.
-inline constexpr std::array<MetricInfo, 13> layer_metrics = {{
+inline constexpr std::array<MetricInfo, 14> layer_metrics = {{
     {"fro", "||X_l||_F, true scale (may be +inf when it exceeds the double range; see log_fro)", "X",
      Part::signal_norm},
     {"log_fro", "ln ||X_l||_F, true scale (finite even when fro overflows)", "ln X", Part::signal_norm},
@@ -76,6 +82,9 @@ inline constexpr std::array<MetricInfo, 13> layer_metrics = {{
     {"m_s2", "s_2(M) of the layer's mixer matrix after gap_fix", "1", Part::mixer_second},
     {"m_gap", "s_1(M) / s_2(M) of the layer's mixer matrix after gap_fix", "1", Part::mixer_second},
     {"m_fro", "||M||_F of the layer's mixer matrix after gap_fix", "1", Part::mixer_norm},
+    {"res_best",
+     "min_x ||X_l - 1 x^T||_{1,inf} / ||X_l||_{1,inf} (Dong et al. sec. 2.2), certified to 1e-4; scale-free", "1",
+     Part::signal_best_residual, true},
 }};
 inline constexpr std::size_t n_layer_metrics = layer_metrics.size();
 

@@ -15,8 +15,8 @@ namespace rcsweep::models {
 /// What a run records besides every layer's metrics ([output], CONFIG.md), the same for every task
 /// of the job. Layers are 0..BundleJob::max_depth.
 struct Recording {
-  metrics::MetricSet metrics = metrics::all_metrics();  ///< the selected layer metrics ([output] metrics)
-  std::vector<bool> spectrum_layers;                    ///< [l]: layer l stores the spectrum of X (size max_depth + 1)
+  metrics::MetricSet metrics = metrics::default_metrics();  ///< the selected layer metrics ([output] metrics)
+  std::vector<bool> spectrum_layers;        ///< [l]: layer l stores the spectrum of X (size max_depth + 1)
   std::vector<bool> mixer_spectrum_layers;  ///< [l]: layer l stores head 0's mixer spectrum (size max_depth + 1)
   std::vector<int> gradient_depths;         ///< output depths with stored gradient norms, ascending
   int grad_probes = 8;                      ///< Hutchinson probes per task and output depth

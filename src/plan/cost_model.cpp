@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "base/error.hpp"
+#include "metrics/best_residual.hpp"
 #include "metrics/metrics.hpp"
 #include "models/block_kind.hpp"
 #include "models/mixers/mixer_kind.hpp"
@@ -19,9 +20,11 @@ namespace {
 using config::ModelParams;
 
 struct Pricer final : models::LayerPrices {
-  Pricer(const Calibration& calibration, bool wanted) : c(calibration), mixer_spectrum(wanted) {}
+  Pricer(const Calibration& calibration, bool wanted, bool best = false)
+      : c(calibration), mixer_spectrum(wanted), best_residual(best) {}
   const Calibration& c;
   bool mixer_spectrum = true;  // s_1, s_2 of the mixer wanted ([output] metrics): else only its norm
+  bool best_residual = false;  // res_best selected: metrics::best_residual_passes passes over X per layer
   double exp_rate() const override { return c.exp_rate; }
   double pass_rate() const override { return c.pass_rate; }
   double conv_rate() const override { return c.conv_rate; }
@@ -32,7 +35,8 @@ struct Pricer final : models::LayerPrices {
   double signal_metrics(double T, double d) const {
     const double k = std::min(T, d), n = std::max(T, d);
     // signal_s(k) was measured on k x k; a k x n signal adds the Gram product's extra k^2 (n - k)
-    return interpolate(c.signal_s, k) + (n > k ? gemm(k, k, (n - k) / 2) : 0.0);
+    return interpolate(c.signal_s, k) + (n > k ? gemm(k, k, (n - k) / 2) : 0.0) +
+           (best_residual ? metrics::best_residual_passes * T * d / c.pass_rate : 0.0);
   }
   // The mixer metrics of a T x T mixer (mixer_metrics), measured up to the calibration's largest T.
   // Beyond it (from mixer_lanczos_min_order on, Lanczos) a step costs T^2 (a product with M and
@@ -158,7 +162,8 @@ InputProducts input_product_seconds(const ModelParams& m, const Pricer& p) {
 }  // namespace
 
 BundleWork bundle_work(const Plan& plan, const std::vector<std::uint64_t>& tasks, const Calibration& c) {
-  const Pricer p{c, metrics::mixer_needs(plan.spec.output.metrics).top};
+  const Pricer p{c, metrics::mixer_needs(plan.spec.output.metrics).top,
+                 metrics::signal_needs(plan.spec.output.metrics).best_residual};
   BundleWork w;
   w.tasks = tasks;
   std::vector<const ModelParams*> models;

@@ -7,6 +7,7 @@
 
 #include "base/error.hpp"
 #include "linalg/linalg.hpp"
+#include "metrics/best_residual.hpp"
 #include "metrics/metrics.hpp"
 #include "models/block_kind.hpp"
 #include "models/mixers/mixer_kind.hpp"
@@ -242,10 +243,13 @@ void add_points(Plan& plan) {
 void add_tasks(Plan& plan, int mixer_layers) {
   const std::size_t n_points = plan.points.size();
   const int R = plan.spec.replicates;
+  const bool best_residual = metrics::signal_needs(plan.spec.output.metrics).best_residual;
   plan.tasks.reserve(n_points * R);
   for (std::size_t p = 0; p < n_points; ++p) {
     const auto& m = plan.models[p];
-    const double flops = (m.depth + 1) * layer_flops(m) + mixer_layers * mixer_spectrum_flops(m) +
+    // res_best (opt-in): best_residual_passes passes over X of ~8 operations per entry, every layer
+    const double best = best_residual ? 8.0 * metrics::best_residual_passes * m.T * m.d : 0.0;
+    const double flops = (m.depth + 1) * (layer_flops(m) + best) + mixer_layers * mixer_spectrum_flops(m) +
                          gradient_flops(m, plan.max_depth, plan.gradient_depths(), plan.exact_gradients(m),
                                         plan.spec.output.grad_probes);
     for (int r = 0; r < R; ++r) plan.tasks.push_back({plan.tasks.size(), p, r, flops});

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 REGISTRY = Path(__file__).resolve().parents[2] / "src" / "metrics" / "registry.hpp"
-ENTRY = re.compile(r'\{\s*"([a-z0-9_]+)",\s*"((?:[^"\\]|\\.)*)",\s*"([^"]*)",\s*Part::(\w+)\s*\}')
+ENTRY = re.compile(r'\{\s*"([a-z0-9_]+)",\s*"((?:[^"\\]|\\.)*)",\s*"([^"]*)",\s*Part::(\w+)(?:,\s*(?:true|false))?\s*\}')
 
 
 def metric_registry(text=None):

@@ -210,15 +210,22 @@ TEST(SweepErrors, GradientOptions) {
               {"depth >= 1"});
 }
 
-// [output] metrics: "all" (the default, absent from the canonical text: plan hashes of files
-// without the key do not change) or a list; fro and log_fro are always added.
+// [output] metrics: "all" (the default, every metric but the opt-in ones; absent from the
+// canonical text: plan hashes of files without the key do not change) or a list, which may hold
+// "all"; fro and log_fro are always added.
 TEST(SweepErrors, MetricSelection) {
   const auto plain = parse_sweep(head + model, "a.toml");
-  EXPECT_EQ(plain.output.metrics, metrics::all_metrics());
+  EXPECT_EQ(plain.output.metrics, metrics::default_metrics());
+  EXPECT_FALSE(plain.output.metrics[metrics::metric_index("res_best")]);
   const auto all = parse_sweep(head + model + "[output]\nmetrics = \"all\"\n", "a.toml");
-  EXPECT_EQ(all.output.metrics, metrics::all_metrics());
+  EXPECT_EQ(all.output.metrics, metrics::default_metrics());
   EXPECT_EQ(all.plan_hash(), plain.plan_hash());
   EXPECT_EQ(all.canonical_toml().find("metrics"), std::string::npos);
+  const auto listed = parse_sweep(head + model + "[output]\nmetrics = [\"all\"]\n", "a.toml");
+  EXPECT_EQ(listed.plan_hash(), plain.plan_hash());
+  const auto opt_in = parse_sweep(head + model + "[output]\nmetrics = [\"all\", \"res_best\"]\n", "a.toml");
+  EXPECT_EQ(opt_in.output.metrics, metrics::all_metrics());
+  EXPECT_NE(opt_in.canonical_toml().find("\"m_fro\", \"res_best\"]\n"), std::string::npos) << opt_in.canonical_toml();
   const auto some = parse_sweep(head + model + "[output]\nmetrics = [\"mu\", \"sr_cov\", \"mu\"]\n", "a.toml");
   EXPECT_EQ(metrics::names_of(some.output.metrics), "fro log_fro sr_cov mu");
   EXPECT_NE(some.canonical_toml().find("metrics = [\"fro\", \"log_fro\", \"sr_cov\", \"mu\"]\n"), std::string::npos)

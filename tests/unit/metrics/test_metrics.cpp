@@ -492,6 +492,7 @@ TEST(MetricsRow, FollowsLayerMetricNames) {
   x.mu = 7;
   x.mu_rel = 8;
   x.res_rel = 9;
+  x.res_best = 14;
   MixerMetrics m;
   m.m_s1 = 10;
   m.m_s2 = 11;
@@ -516,6 +517,7 @@ TEST(MetricsRow, FollowsLayerMetricNames) {
   EXPECT_EQ(at("m_s2"), m.m_s2);
   EXPECT_EQ(at("m_gap"), m.m_gap);
   EXPECT_EQ(at("m_fro"), m.m_fro);
+  EXPECT_EQ(at("res_best"), x.res_best);
 }
 
 // The Gram route of spectral_summary against the SVD route, for matrices with prescribed singular
@@ -632,13 +634,15 @@ TEST(MetricsSelection, NeedsFollowTheSelectedNames) {
     for (auto n : names) s.set(metric_index(n));
     return s;
   };
-  const auto sig = [](const SignalNeeds& n) { return std::tuple{n.top, n.second, n.centred}; };
+  const auto sig = [](const SignalNeeds& n) { return std::tuple{n.top, n.second, n.centred, n.best_residual}; };
   const auto mix = [](const MixerNeeds& n) { return std::pair{n.top, n.second}; };
-  EXPECT_EQ(sig(signal_needs(all_metrics())), std::tuple(true, true, true));
-  EXPECT_EQ(sig(signal_needs(always_computed())), std::tuple(false, false, false));
-  EXPECT_EQ(sig(signal_needs(set({"sr_cov"}))), std::tuple(true, false, false));
-  EXPECT_EQ(sig(signal_needs(set({"s2"}))), std::tuple(true, true, false));
-  EXPECT_EQ(sig(signal_needs(set({"res_rel"}))), std::tuple(false, false, true));
+  EXPECT_EQ(sig(signal_needs(all_metrics())), std::tuple(true, true, true, true));
+  EXPECT_EQ(sig(signal_needs(default_metrics())), std::tuple(true, true, true, false));  // res_best is opt-in
+  EXPECT_EQ(sig(signal_needs(always_computed())), std::tuple(false, false, false, false));
+  EXPECT_EQ(sig(signal_needs(set({"sr_cov"}))), std::tuple(true, false, false, false));
+  EXPECT_EQ(sig(signal_needs(set({"s2"}))), std::tuple(true, true, false, false));
+  EXPECT_EQ(sig(signal_needs(set({"res_rel"}))), std::tuple(false, false, true, false));
+  EXPECT_EQ(sig(signal_needs(set({"res_best"}))), std::tuple(false, false, false, true));
   EXPECT_EQ(mix(mixer_needs(set({"m_fro", "sr_x"}))), std::pair(false, false));
   EXPECT_EQ(mix(mixer_needs(set({"m_s1"}))), std::pair(true, false));
   EXPECT_EQ(mix(mixer_needs(set({"m_gap"}))), std::pair(true, true));
@@ -666,7 +670,7 @@ TEST(MetricRegistry, EntriesAreCompleteAndNamesUnique) {
 
 TEST(MetricRegistry, EveryPartHasItsCost) {
   for (const Part part : {Part::signal_norm, Part::signal_top, Part::signal_second, Part::signal_centred,
-                          Part::mixer_norm, Part::mixer_top, Part::mixer_second}) {
+                          Part::mixer_norm, Part::mixer_top, Part::mixer_second, Part::signal_best_residual}) {
     EXPECT_EQ(cost_of(part).part, part);
     EXPECT_FALSE(cost_of(part).work.empty());
     EXPECT_FALSE(cost_of(part).priced_by.empty());
@@ -674,20 +678,35 @@ TEST(MetricRegistry, EveryPartHasItsCost) {
 }
 
 TEST(MetricRegistry, AMetricAloneNeedsItsPart) {
-  const auto sig = [](const SignalNeeds& n) { return std::tuple{n.top, n.second, n.centred}; };
+  const auto sig = [](const SignalNeeds& n) { return std::tuple{n.top, n.second, n.centred, n.best_residual}; };
   const auto mix = [](const MixerNeeds& n) { return std::pair{n.top, n.second}; };
   for (std::size_t i = 0; i < n_layer_metrics; ++i) {
     const Part part = layer_metrics[i].needs;
     SCOPED_TRACE(std::string(layer_metrics[i].name));
     const MetricSet alone = MetricSet().set(i);
-    EXPECT_EQ(sig(signal_needs(alone)), std::tuple(part == Part::signal_top || part == Part::signal_second,
-                                                   part == Part::signal_second, part == Part::signal_centred));
+    EXPECT_EQ(sig(signal_needs(alone)),
+              std::tuple(part == Part::signal_top || part == Part::signal_second, part == Part::signal_second,
+                         part == Part::signal_centred, part == Part::signal_best_residual));
     EXPECT_EQ(mix(mixer_needs(alone)),
               std::pair(part == Part::mixer_top || part == Part::mixer_second, part == Part::mixer_second));
     EXPECT_EQ(always_computed()[i], part == Part::signal_norm);
     EXPECT_TRUE(metrics_of(part)[i]);
   }
   EXPECT_EQ(names_of(always_computed()), "fro log_fro");
+}
+
+// The default selection (also "all" of [output] metrics) is every metric but the opt-in ones: the
+// core metrics, so that a default sweep computes what it did before a metric was added.
+TEST(MetricRegistry, DefaultSelectionLeavesOutTheOptInMetrics) {
+  for (std::size_t i = 0; i < n_layer_metrics; ++i) {
+    SCOPED_TRACE(std::string(layer_metrics[i].name));
+    EXPECT_EQ(default_metrics()[i], !layer_metrics[i].opt_in);
+    if (i < n_core_metrics) {
+      EXPECT_FALSE(layer_metrics[i].opt_in);
+    }
+  }
+  EXPECT_TRUE(layer_metrics[metric_index("res_best")].opt_in);
+  EXPECT_EQ(layer_metrics[metric_index("res_best")].needs, Part::signal_best_residual);
 }
 
 TEST(MetricsMixer, SelectedPartsMatchTheFullComputation) {

@@ -268,6 +268,7 @@ class CoreMetrics {
 };
 
 constexpr std::size_t last_metric = metrics::n_layer_metrics - 1;
+constexpr std::size_t last_core = metrics::n_core_metrics - 1;
 
 std::string layers_path(std::size_t k) { return "/layers/" + std::string(metrics::layer_metric_names[k]); }
 
@@ -330,11 +331,11 @@ TEST_F(DamagedStoreTest, AStoreWithoutALaterMetricIsReadAsNaNAndAResumeAddsIt) {
   EXPECT_EQ(test::read_str_attr(d.id, "description"), metrics::layer_metrics[last_metric].description);
   EXPECT_EQ(test::read_str_attr(d.id, "units"), metrics::layer_metrics[last_metric].units);
   H5Id g(H5Gopen2(f.id, "/layers", H5P_DEFAULT));
-  EXPECT_EQ(test::read_str_attr(g.id, "computed"), metrics::names_of(metrics::all_metrics()));
+  EXPECT_EQ(test::read_str_attr(g.id, "computed"), metrics::names_of(metrics::default_metrics()));
 }
 
 TEST_F(DamagedStoreTest, AStoreWithoutACoreMetricIsDamaged) {
-  for (const std::size_t k : {std::size_t{0}, last_metric}) {
+  for (const std::size_t k : {std::size_t{0}, last_core}) {
     real_store_bytes();
     delete_metric(path("real.h5"), k);
     expect_refused(path("real.h5"), "real.h5: damaged rcsweep store (" + layers_path(k) + " is missing)");
@@ -342,18 +343,18 @@ TEST_F(DamagedStoreTest, AStoreWithoutACoreMetricIsDamaged) {
   }
   // Fewer core metrics for a test: the ones before the last stay required.
   real_store_bytes();
-  delete_metric(path("real.h5"), last_metric - 1);
-  const CoreMetrics core(last_metric);
-  expect_refused(path("real.h5"), "damaged rcsweep store (" + layers_path(last_metric - 1) + " is missing)");
+  delete_metric(path("real.h5"), last_core - 1);
+  const CoreMetrics core(last_core);
+  expect_refused(path("real.h5"), "damaged rcsweep store (" + layers_path(last_core - 1) + " is missing)");
 }
 
 TEST_F(DamagedStoreTest, TheTestCountOfCoreMetricsCanOnlyLowerIt) {
   real_store_bytes();
-  delete_metric(path("real.h5"), last_metric);
+  delete_metric(path("real.h5"), last_core);
   for (const std::string& n :
        std::vector<std::string>{"0", "-1", "+1", " 1", "12x", "", std::to_string(metrics::n_core_metrics + 1)}) {
     const CoreMetrics core(n);
-    expect_refused(path("real.h5"), "damaged rcsweep store (" + layers_path(last_metric) + " is missing)");
+    expect_refused(path("real.h5"), "damaged rcsweep store (" + layers_path(last_core) + " is missing)");
   }
 }
 
