@@ -22,6 +22,7 @@ from conftest import BIN, SOURCE, assert_same_results, rcsweep
 
 sys.path.insert(0, str(SOURCE / "tests" / "python"))
 import encoder_reference  # noqa: E402
+import test_best_residual  # noqa: E402
 import tiny_encoders  # noqa: E402
 
 TOOL = Path(os.environ.get("RCSWEEP_ENCODER_FORWARD", Path(BIN).parent / "tests" / "python" / "encoder_forward"))
@@ -58,6 +59,7 @@ measure = ["block", "attention"]
 lambda = [1.0, 0.0]
 [output]
 mixer_spectra = "last"
+metrics = ["all", "res_best"]
 """)
     return sweep
 
@@ -87,14 +89,18 @@ def norm_1_inf(a):
     return math.sqrt(np.abs(a).sum(axis=0).max() * np.abs(a).sum(axis=1).max())
 
 
-def signal_metrics(x):
-    """MODELS.md "Metrics" of a signal, from its SVD."""
+def signal_metrics(x, best=True):
+    """MODELS.md "Metrics" of a signal, from its SVD; res_best (`best`) by linear programs
+    (tests/python/test_best_residual.py)."""
     s = np.linalg.svd(x, compute_uv=False)
     centred = x - x.mean(axis=0, keepdims=True)
     fro = np.linalg.norm(x)
-    return {"fro": fro, "log_fro": math.log(fro), "s1": s[0], "s2": s[1], "sr_cov": (s**4).sum() / s[0]**4,
-            "sr_x": (s**2).sum() / s[0]**2, "mu": np.linalg.norm(centred), "mu_rel": np.linalg.norm(centred) / fro,
-            "res_rel": norm_1_inf(centred) / norm_1_inf(x)}
+    out = {"fro": fro, "log_fro": math.log(fro), "s1": s[0], "s2": s[1], "sr_cov": (s**4).sum() / s[0]**4,
+           "sr_x": (s**2).sum() / s[0]**2, "mu": np.linalg.norm(centred), "mu_rel": np.linalg.norm(centred) / fro,
+           "res_rel": norm_1_inf(centred) / norm_1_inf(x)}
+    if best:
+        out["res_best"] = test_best_residual.exact_minimum(x) / norm_1_inf(x)
+    return out
 
 
 def mixer_metrics(p):
@@ -128,6 +134,9 @@ def compare(rows, metrics, where):
     for layer, expected in enumerate(rows):
         for name, value in expected.items():
             got = metrics[name][layer]
+            if name == "res_best":  # certified within 1e-4 above the minimum (metrics/best_residual.hpp)
+                assert value * (1 - 1e-7) <= got <= value * (1 + 1e-4 + 1e-7), f"{where}: res_best at layer {layer}"
+                continue
             assert got == pytest.approx(value, rel=1e-9, abs=1e-12), f"{where}: {name} at layer {layer}"
     for name in ("m_s1", "m_s2", "m_gap", "m_fro"):
         assert np.isnan(metrics[name][0]), f"{where}: {name} at layer 0 is not NaN"
@@ -278,12 +287,12 @@ def profile_rows(model, ids, lambdas, mlp_lambda, causal):
     lam_m = that lambda (mlp_lambda None) or mlp_lambda, causal or not; with head 0's spectrum."""
     real = np.ones(len(ids), dtype=bool)
     x = model.embed(ids)
-    rows, spectra = [signal_metrics(x)], [None]
+    rows, spectra = [signal_metrics(x, best=False)], [None]
     for layer, lam in enumerate(lambdas):
         (names,) = model.block_names(layer, model.shape.layers)
         p = head0_masked(model, names, x, causal)
         x = model.block(names, x, real, lam_a=lam, lam_m=lam if mlp_lambda is None else mlp_lambda, causal=causal)
-        rows.append({**signal_metrics(x), **mixer_metrics(p)})
+        rows.append({**signal_metrics(x, best=False), **mixer_metrics(p)})
         spectra.append(np.linalg.svd(p, compute_uv=False))
     return rows, spectra
 

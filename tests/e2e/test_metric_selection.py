@@ -67,3 +67,28 @@ def test_plan_names_the_selection():
     assert "metrics: all;" in rcsweep("plan", QUICK, check=0).stdout
     out = rcsweep("plan", QUICK, 'output.metrics=["mu", "sr_cov"]', check=0).stdout
     assert "layers        0..12 per task; metrics: fro log_fro sr_cov mu; spectra of X: last layer" in out
+
+
+def test_res_best_is_opt_in_and_stored_when_selected(tmp_path):
+    """res_best (Dong et al.'s residual with the best row vector) is computed only when named; the
+    other metrics keep their bits; it is certified within 1e-4 of the minimum, so never above
+    res_rel (the token mean is one of the row vectors) by more than rounding."""
+    sweep = tmp_path / "best.toml"
+    sweep.write_text('[sweep]\nname = "best"\nseed = 5\nreplicates = 2\n[model]\nT = 8\nd = 12\ndepth = 3\n'
+                     'lambda = 0.5\n[axes]\nmixer = ["softmax", "markov"]\n')
+    plain, best = tmp_path / "plain.h5", tmp_path / "best.h5"
+    rcsweep("run", sweep, "-o", plain, "-q", check=0)
+    rcsweep("run", sweep, 'output.metrics=["all", "res_best"]', "-o", best, "-q", ranks=2, check=0)
+    assert "metrics: all;" in rcsweep("plan", sweep, check=0).stdout
+    with h5py.File(plain, "r") as a, h5py.File(best, "r") as b:
+        assert "res_best" not in a["layers"].attrs["computed"].split()
+        assert b["layers"].attrs["computed"].split()[-1] == "res_best"
+        assert np.isnan(a["layers"]["res_best"][...]).all()
+        values, res_rel = b["layers"]["res_best"][...], b["layers"]["res_rel"][...]
+        assert np.isfinite(values).all() and (values > 0).all()
+        assert (values <= res_rel * (1 + 1e-12)).all()
+        assert b["layers"]["res_best"].attrs["units"] == "1"
+        for name in a["layers"]:
+            if name != "res_best":
+                x, y = a["layers"][name][...], b["layers"][name][...]
+                assert np.array_equal(x.view(np.uint64), y.view(np.uint64)), name

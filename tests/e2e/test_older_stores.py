@@ -3,9 +3,9 @@
 the values of the tasks run now), `merge` joins it with a shard that has the metric (NaN where it
 is unknown); a store without a core metric stays a damaged store, refused with nothing written.
 
-Every metric of today is core: the tests take the last one as a later metric by lowering the core
-count (RCSWEEP_TEST_CORE_METRICS, src/store/open.cpp required_metrics), and the first registry
-metric after the core ones once there is one.
+The later metric is the first registry metric after the core ones (res_best, opt-in: the sweep
+selects every metric); while there was none, the tests took the last core one by lowering the core
+count (RCSWEEP_TEST_CORE_METRICS, src/store/open.cpp required_metrics).
 """
 import os
 import re
@@ -29,6 +29,8 @@ depth = 3
 [axes]
 T = [4, 6]
 d = [8]
+[output]
+metrics = ["all", "res_best"]
 """
 REGISTRY = SOURCE / "src" / "metrics" / "registry.hpp"
 
