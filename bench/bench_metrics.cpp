@@ -5,6 +5,8 @@
 //   gram_top   dsyrk of the k x k Gram matrix + dsyevx for its two largest eigenvalues
 //   lanczos    Golub–Kahan–Lanczos on the matrix itself (linalg::top_singular_values)
 //   dgesdd     all singular values
+// and res_best (metrics::best_residual, opt-in) against dgesdd of the same X:
+//   ./build/bench/bench_metrics --benchmark_filter='best_residual|dgesdd_signal' --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "bench_common.hpp"
 #include "linalg/lanczos.hpp"
 #include "linalg/linalg.hpp"
+#include "metrics/best_residual.hpp"
 #include "metrics/metrics.hpp"
 
 namespace {
@@ -67,6 +70,28 @@ void BM_route_dgesdd(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(rcsweep::linalg::singular_values(A));
 }
 BENCHMARK(BM_route_dgesdd)->Apply(shapes)->Unit(benchmark::kMicrosecond);
+
+// res_best of a Gaussian T x d signal (bert-base: 128 x 768), with its L-BFGS iterations and
+// evaluations, against all singular values of the same X (dgesdd_signal).
+void signal_shapes(benchmark::internal::Benchmark* b) {
+  for (auto [T, d] : {std::pair{60, 300}, std::pair{128, 768}, std::pair{150, 750}, std::pair{512, 768}})
+    b->Args({2, T, d});
+}
+void BM_best_residual(benchmark::State& state) {
+  const Matrix A = arg_input(state);
+  rcsweep::metrics::BestResidual r;
+  for (auto _ : state) benchmark::DoNotOptimize(r = rcsweep::metrics::best_residual(A));
+  state.counters["iterations"] = r.iterations;
+  state.counters["evaluations"] = r.evaluations;
+  state.counters["gap"] = r.value / r.lower - 1.0;
+}
+BENCHMARK(BM_best_residual)->Apply(signal_shapes)->Unit(benchmark::kMillisecond);
+void BM_dgesdd_signal(benchmark::State& state) {
+  rcsweep::linalg::set_blas_threads(1);
+  const Matrix A = arg_input(state);
+  for (auto _ : state) benchmark::DoNotOptimize(rcsweep::linalg::singular_values(A));
+}
+BENCHMARK(BM_dgesdd_signal)->Apply(signal_shapes)->Unit(benchmark::kMillisecond);
 
 // The eigensolve of the Gram route alone, on G = A A^T (A a Gaussian k x d signal; k = 150 and
 // 300 are below gram_lanczos_min_order, where the tridiagonalisation is used): Golub–Kahan–

@@ -66,6 +66,9 @@ DONE, DIVERGED, NOT_NEEDED, VANISHED = (next(c for c, n in STATUS.items() if n =
 # before such a metric lacks it, and the toolkit lists only what the store holds.
 LAYER_METRICS = ("fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel", "m_s1",
                  "m_s2", "m_gap", "m_fro")
+# The registry's metrics after the core ones that this toolkit knows, in storage order: checked as
+# the core ones where a store has them (a store made before one lacks it).
+LATER_METRICS = ("res_best",)
 
 
 def core_metrics():
@@ -92,6 +95,8 @@ METRICS = {
     "mu": ("rank-collapse measure mu", r"$\mu(X_\ell)$", "X"),
     "mu_rel": ("normalised rank-collapse measure", r"$\mu(X_\ell)/\|X_\ell\|_F$", "1"),
     "res_rel": ("relative l1,inf residual", r"$\|\mathrm{res}(X_\ell)\|_{1,\infty}/\|X_\ell\|_{1,\infty}$", "1"),
+    "res_best": ("relative l1,inf residual, best row vector",
+                 r"$\min_x\|X_\ell-\mathbf{1}x^\top\|_{1,\infty}/\|X_\ell\|_{1,\infty}$", "1"),
     "m_s1": ("largest singular value of M_l", r"$s_1(M_\ell)$", "1"),
     "m_s2": ("second singular value of M_l", r"$s_2(M_\ell)$", "1"),
     "m_gap": ("spectral gap s1/s2 of M_l", r"$s_1(M_\ell)/s_2(M_\ell)$", "1"),
@@ -121,7 +126,7 @@ METRICS = {
 # |lambda|)^2 <= 1, 0/1 flags. Bands drawn around means (plot.mean_band) are clipped to it.
 RANGES = {
     "fro": (0, None), "s1": (0, None), "s2": (0, None), "mu": (0, None),
-    "sr_cov": (1, None), "sr_x": (1, None), "mu_rel": (0, 1), "res_rel": (0, None),
+    "sr_cov": (1, None), "sr_x": (1, None), "mu_rel": (0, 1), "res_rel": (0, None), "res_best": (0, None),
     "m_s1": (0, None), "m_s2": (0, None), "m_gap": (1, None), "m_fro": (0, None),
     "theory_C_M": (0, None), "theory_S": (0, None), "theory_lambda_min": (0, None),
     "theory_a_star": (0, 1), "theory_b": (0, None), "theory_bound_applies": (0, 1),
@@ -715,7 +720,7 @@ def _check(f):
                  f"min = {low_min}, which always runs")
 
     core = core_metrics()
-    for m in LAYER_METRICS:  # the core metrics' datasets, and a later one's where the store has it
+    for m in LAYER_METRICS + LATER_METRICS:  # the core metrics' datasets, a later one's where the store has it
         if m in core or ("layers" in f and f["layers"].get(m, getclass=True) is not None):
             _require(f, f"layers/{m}")
             _dataset(f, f"layers/{m}", F64, "float64", (n, lmax + 1))
@@ -817,7 +822,7 @@ def status_label(statuses):
 def layer_metrics(f):
     """The per-layer metrics of an open store, in storage order: LAYER_METRICS (the core metrics,
     which check_store requires; with fewer core metrics for a test, core_metrics(), those after them
-    that the store holds), then every other float64 dataset of /layers with a row per task and a
+    that the store holds), LATER_METRICS that the store holds, then every other float64 dataset of /layers with a row per task and a
     column per layer, a metric this toolkit does not know (docs/SCHEMA.md "Adding a metric"): those
     the `computed` attribute lists in its order, then the rest by name. Only what the store holds:
     a metric it lacks (made before the metric) is not listed. Anything else there is not read."""
@@ -832,9 +837,9 @@ def layer_metrics(f):
             return False
 
     core = core_metrics()
-    extra = sorted((m for m in f["layers"] if m not in LAYER_METRICS and fits(m)),
+    extra = sorted((m for m in f["layers"] if m not in LAYER_METRICS + LATER_METRICS and fits(m)),
                    key=lambda m: (computed.index(m) if m in computed else len(computed), m))
-    return core + tuple(m for m in LAYER_METRICS[len(core):] if fits(m)) + tuple(extra)
+    return core + tuple(m for m in (LAYER_METRICS + LATER_METRICS)[len(core):] if fits(m)) + tuple(extra)
 
 
 def load(path):

@@ -368,7 +368,8 @@ BestResidual best_residual(const Matrix& X, std::vector<double>* row) {
     P.cuts.emplace_back(alpha, cut_value(P, alpha, sm.q, sm.p));
     P.cuts.emplace_back(0.0, cut_value(P, 0.0, sm.q, sm.p));
     lower_sq = std::max(lower_sq, polygon_bound(P).first);
-    return best <= lower_sq * (1.0 + tol) * (1.0 + tol);
+    return best <= lower_sq * (1.0 + tol) * (1.0 + tol) ||
+           std::sqrt(best) - std::sqrt(lower_sq) <= best_residual_floor * norm;  // rounding decides below it
   };
   for (int stage = 0; stage < 4; ++stage) {
     const double kappa = std::pow(10.0, -stage);

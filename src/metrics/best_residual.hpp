@@ -26,17 +26,22 @@ namespace rcsweep::metrics {
 
 /// The relative gap between the stored value and its proven lower bound.
 inline constexpr double best_residual_tolerance = 1e-4;
+/// Or, for a nearly collapsed X, the gap relative to ||X||_{1,inf}: below it the rounding of X's
+/// entries (which X - 1 m^T, m the column medians, keeps) decides, not the method.
+inline constexpr double best_residual_floor = 1e-12;
 /// Its cost for the planner, in passes over X at the pass rate of `rcsweep calibrate` (a pass: a
 /// norm of X): measured at 128 x 768 (bench_metrics BM_best_residual, docs/BENCHMARKS.md "The best
 /// residual"); smaller shapes take fewer, some shapes several times more.
-inline constexpr double best_residual_passes = 500.0;
+inline constexpr double best_residual_passes = 400.0;
 
 struct BestResidual {
   /// min_x ||X - 1 x^T||_{1,inf} / ||X||_{1,inf}: the composite norm at the returned x, an upper
-  /// bound of the minimum within best_residual_tolerance of it. NaN for an empty, zero or
+  /// bound of the minimum within best_residual_tolerance of it (or best_residual_floor, for a nearly
+  /// collapsed X). NaN for an empty, zero or
   /// non-finite X, or (not seen in tests) when the certificate is not reached.
   double value = std::numeric_limits<double>::quiet_NaN();
-  /// A proven lower bound of the minimum, relative to ||X||_{1,inf} (value <= lower (1 + tol)).
+  /// A proven lower bound of the minimum, relative to ||X||_{1,inf}: value <= lower (1 + tol), or
+  /// value - lower <= best_residual_floor.
   double lower = std::numeric_limits<double>::quiet_NaN();
   int iterations = 0;   ///< L-BFGS iterations, all stages
   int stages = 0;       ///< smoothing stages run

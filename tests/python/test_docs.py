@@ -111,7 +111,8 @@ def test_config_parameter_table_is_the_registry(tmp_path, run_sweep):
 def test_one_version_everywhere():
     cmake = re.search(r"project\(rcsweep VERSION (\S+)", (SOURCE / "CMakeLists.txt").read_text()).group(1)
     pyproject = re.search(r'^version = "([^"]+)"', (SOURCE / "scripts" / "pyproject.toml").read_text(), re.M).group(1)
-    changelog = re.search(r"^## (\S+)", (DOCS / "CHANGELOG.md").read_text(), re.M).group(1)
+    # the latest version's heading (changes not yet released sit above it under "## Unreleased")
+    changelog = re.search(r"^## (?!Unreleased$)(\S+)", (DOCS / "CHANGELOG.md").read_text(), re.M).group(1)
     import rcsweep_tools
     program = subprocess.run([BIN, "--version"], capture_output=True, text=True, check=True).stdout.split()[0]
     assert cmake == pyproject == changelog == rcsweep_tools.__version__ == program

@@ -89,7 +89,8 @@ def stores(run_sweep, models):
         "mtg-fig11": sweep("t_enc_fig11", bert, f"{GAUSSIAN_INPUT}\n{PUBLISHED}", "T = [16, 48, 64, 96]",
                            'mixer_spectra = "all"'),
         "dong-fig2-encoders": sweep("t_enc_dong", bert, f'{TOKEN_INPUT}\nT = 16\nmeasure = "attention"',
-                                    'init = ["random", "checkpoint"]\nlambda = [0.0, 1.0]\nmlp = ["none", "model"]'),
+                                    'init = ["random", "checkpoint"]\nlambda = [0.0, 1.0]\nmlp = ["none", "model"]',
+                                    'metrics = ["all", "res_best"]'),
         "ls-fig2-albert": sweep("t_enc_ls", albert, f'{TOKEN_INPUT}\nT = 16\nmlp = "model"',
                                 "lambda = [-100.0, -1.0, 0.0, 0.5, 1.0, 100.0]"),
         # not an encoder store: the random-initialisation stack of dong_fig2.toml, tiny
@@ -310,7 +311,8 @@ def test_mp_stable_rank_against_numpy():
 
 
 def test_dong_fig2_before_and_after_training(stores):
-    """A panel per init; each the four variants' res_rel of the attention output against layer."""
+    """A panel per init; each the four variants' res_rel of the attention output against layer, and
+    (the store has it) their res_best, the residual with the best row vector, dashed and below."""
     s = stores["dong-fig2-encoders"]
     raw, fig = Raw(s), draw("dong-fig2-encoders", s)
     layers = np.arange(int(raw.attrs["max_depth"]) + 1)
@@ -320,10 +322,14 @@ def test_dong_fig2_before_and_after_training(stores):
     for init, words in (("random", "before training"), ("checkpoint", "after training")):
         ax = panel(fig, f"tiny_bert: {words}")
         assert "SAN" in ax.get_ylabel()  # measure = "attention": Dong et al.'s ratio of SAN(X)
-        assert len([ln for ln in ax.get_lines() if (ln.get_gid() or "").startswith("mean:")]) == 4
+        assert len([ln for ln in ax.get_lines() if (ln.get_gid() or "").startswith("mean:")]) == 8
         for label, (lam, mlp) in variants.items():
-            check_mean_line(ax, label, layers, raw.layers["res_rel"][raw.rows(init=init, mlp=mlp, **{"lambda": lam})],
-                            RES_REL)
+            rows = raw.rows(init=init, mlp=mlp, **{"lambda": lam})
+            check_mean_line(ax, label, layers, raw.layers["res_rel"][rows], RES_REL)
+            best = line(ax, f"{label}, best x")  # the mean, no band
+            np.testing.assert_allclose(best.get_ydata(), raw.layers["res_best"][rows].mean(axis=0), rtol=1e-12)
+            assert best.get_linestyle() == "--" and not [c for c in ax.collections if c.get_gid() == f"band:{label}, best x"]
+            assert (line(ax, f"{label}, best x").get_ydata() <= line(ax, label).get_ydata() * (1 + 1e-12)).all()
         if init == "random":  # at initialisation pure attention collapses: below the transformer's residual
             assert line(ax, "SAN (pure attention)").get_ydata()[-1] < line(ax, "SAN + MLP + skip").get_ydata()[-1]
 

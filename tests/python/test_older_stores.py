@@ -8,9 +8,9 @@
 - every /layers dataset carries its registry entry's `units`, which labels a metric the toolkit
   does not know; a store without the attribute loads as before.
 
-Every metric of today is core: the tests take the last one as a later metric by lowering the core
-count (RCSWEEP_TEST_CORE_METRICS, which the engine and the toolkit both read), and the first
-registry metric after the core ones once there is one.
+The later metric is the first registry metric after the core ones (res_best); while there was none,
+the tests took the last core one by lowering the core count (RCSWEEP_TEST_CORE_METRICS, which the
+engine and the toolkit both read).
 """
 import re
 import shutil

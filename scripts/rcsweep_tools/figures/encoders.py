@@ -410,6 +410,9 @@ def dong_fig2_encoders(ds, fig, band=DEFAULT_BAND):
     panels = list(_points(ds, others))
     axes = _panels(len(panels), fig, 6.4, 4.2, ncols=min(len(panels), 3), legend=2.4)
     model = model_name(ds)
+    # res_best (opt-in: the sweep names it in [output] metrics), Dong et al.'s res with the best row
+    # vector x, dashed beside res_rel (the token mean), without a band
+    best = "res_best" in ds and bool(np.isfinite(ds["res_best"].values).any())
     for ax, at in zip(axes, panels):
         sub = ds.isel(**at)
         _integer_ticks(ax)
@@ -417,6 +420,9 @@ def dong_fig2_encoders(ds, fig, band=DEFAULT_BAND):
             p = select(select(sub, **{"lambda": at_v["lambda"]}), mlp=at_v["mlp"])
             line_band(ax, p["layer"].values, _series(p["res_rel"], "replicate", "layer"), label, color=f"C{j}",
                       marker="o", ms=3, band=band)
+            if best:
+                line_band(ax, p["layer"].values, _series(p["res_best"], "replicate", "layer"), f"{label}, best x",
+                          color=f"C{j}", ls="--", marker="s", ms=2, band=False)
         measure = str(_value(sub, "measure", "block"))
         where = _where(ds, at)
         ax.set_title(f"{model}: {_init_title(sub)}" + (f"\n{where}" if where else ""), fontsize=8)
@@ -427,7 +433,8 @@ def dong_fig2_encoders(ds, fig, band=DEFAULT_BAND):
     lam_skip = variants[2][1]["lambda"]
     fig.supxlabel(f"Dong et al. Fig. 2 in {model} encoder blocks: T = {_value(ds, 'T', '…')}, "
                   f"d = {_value(ds, 'd', '…')}, skip lambda = {lam_skip:g} (0: no skip around either sub-block), "
-                  f"norm = {_value(ds, 'norm', '…')};\n{input_text(ds)} ({band_text(band, ds.sizes['replicate'])})",
+                  f"norm = {_value(ds, 'norm', '…')};\n{input_text(ds)} ({band_text(band, ds.sizes['replicate'])})"
+                  + ("; dashed: res with the best row vector x (res_best), solid: x the token mean" if best else ""),
                   fontsize=8)
 
 
