@@ -9,8 +9,8 @@
 
 #include "base/pow2.hpp"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#if defined(__x86_64__) || defined(__SSE2__)
+#include <immintrin.h>
 #endif
 
 namespace rcsweep::metrics {
@@ -56,19 +56,70 @@ std::pair<double, double> exact_ab(const Problem& P, const std::vector<double>& 
 
 // One row of the smoothed objective: with t = z_j - x_j, h(t) = |t| beyond nu and (t^2 + nu^2) /
 // (2 nu) within (|t| <= h <= |t| + nu / 2), s = h'(t) = sign(t) min(|t|, nu) / nu: G_j += h, S_j = s,
-// colS_j += s; returns the row's sum of h in 4 lanes. SSE2 (every x86-64) by intrinsics, as no
-// compiler vectorises min without -ffinite-math-only; the AVX2 clone and the scalar code make the
-// same operations on finite values, so the same bits.
-__attribute__((target_clones("avx2", "default"))) double huber_row(const double* __restrict z,
-                                                                   const double* __restrict x, double nu,
-                                                                   double* __restrict G, double* __restrict S,
-                                                                   double* __restrict colS, std::size_t d) {
+// colS_j += s; returns the row's sum of h in 4 lanes (entry j in lane j mod 4). By intrinsics, as
+// no compiler vectorises min without -ffinite-math-only: AVX2 where the CPU has it, else SSE2 (every
+// x86-64), else scalar; all make the same operations on finite values (no FMA), so the same bits.
+double huber_row_scalar(const double* z, const double* x, double nu, double* G, double* S, double* colS, std::size_t d,
+                        std::size_t j, double r[4]) {
   const double inv_nu = 1.0 / nu, half_inv_nu = 0.5 / nu, nu2 = nu * nu;
+  for (; j + 4 <= d; j += 4)
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double t = z[j + l] - x[j + l], a = std::abs(t), c = a < nu ? a : nu;
+      const double h = (a - c) + (c * c + nu2) * half_inv_nu, s = std::copysign(c, t) * inv_nu;
+      r[l] += h;
+      G[j + l] += h;
+      S[j + l] = s;
+      colS[j + l] += s;
+    }
+  for (; j < d; ++j) {
+    const double t = z[j] - x[j], a = std::abs(t), c = a < nu ? a : nu;
+    const double h = (a - c) + (c * c + nu2) * half_inv_nu, s = std::copysign(c, t) * inv_nu;
+    r[0] += h;
+    G[j] += h;
+    S[j] = s;
+    colS[j] += s;
+  }
+  return (r[0] + r[1]) + (r[2] + r[3]);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) double huber_row_avx2(const double* __restrict z, const double* __restrict x, double nu,
+                                                      double* __restrict G, double* __restrict S,
+                                                      double* __restrict colS, std::size_t d) {
+  const __m256d vnu = _mm256_set1_pd(nu), vinv = _mm256_set1_pd(1.0 / nu), vhalf = _mm256_set1_pd(0.5 / nu),
+                vnu2 = _mm256_set1_pd(nu * nu), sign = _mm256_set1_pd(-0.0);
+  __m256d lanes = _mm256_setzero_pd();
+  std::size_t j = 0;
+  for (; j + 4 <= d; j += 4) {
+    const __m256d t = _mm256_sub_pd(_mm256_loadu_pd(z + j), _mm256_loadu_pd(x + j));
+    const __m256d a = _mm256_andnot_pd(sign, t), c = _mm256_min_pd(a, vnu);
+    const __m256d h = _mm256_add_pd(_mm256_sub_pd(a, c),
+                                    _mm256_mul_pd(_mm256_add_pd(_mm256_mul_pd(c, c), vnu2), vhalf));
+    const __m256d s = _mm256_mul_pd(_mm256_or_pd(c, _mm256_and_pd(sign, t)), vinv);
+    lanes = _mm256_add_pd(lanes, h);
+    _mm256_storeu_pd(G + j, _mm256_add_pd(_mm256_loadu_pd(G + j), h));
+    _mm256_storeu_pd(S + j, s);
+    _mm256_storeu_pd(colS + j, _mm256_add_pd(_mm256_loadu_pd(colS + j), s));
+  }
+  double r[4];
+  _mm256_storeu_pd(r, lanes);
+  return huber_row_scalar(z, x, nu, G, S, colS, d, j, r);
+}
+
+// u_j += p s_j (the same bits in either build: one product and one sum per entry).
+__attribute__((target("avx2"))) void axpy_avx2(double p, const double* __restrict s, double* __restrict u,
+                                               std::size_t d) {
+  for (std::size_t j = 0; j < d; ++j) u[j] += p * s[j];
+}
+#endif
+
+double huber_row_sse2(const double* __restrict z, const double* __restrict x, double nu, double* __restrict G,
+                      double* __restrict S, double* __restrict colS, std::size_t d) {
   double r[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t j = 0;
 #if defined(__SSE2__)
-  const __m128d vnu = _mm_set1_pd(nu), vinv = _mm_set1_pd(inv_nu), vhalf = _mm_set1_pd(half_inv_nu),
-                vnu2 = _mm_set1_pd(nu2), sign = _mm_set1_pd(-0.0);
+  const __m128d vnu = _mm_set1_pd(nu), vinv = _mm_set1_pd(1.0 / nu), vhalf = _mm_set1_pd(0.5 / nu),
+                vnu2 = _mm_set1_pd(nu * nu), sign = _mm_set1_pd(-0.0);
   __m128d lanes[2] = {_mm_setzero_pd(), _mm_setzero_pd()};
   for (; j + 4 <= d; j += 4)
     for (std::size_t k = 0; k < 2; ++k) {
@@ -84,26 +135,28 @@ __attribute__((target_clones("avx2", "default"))) double huber_row(const double*
     }
   _mm_storeu_pd(r, lanes[0]);
   _mm_storeu_pd(r + 2, lanes[1]);
-#else
-  for (; j + 4 <= d; j += 4)
-    for (std::size_t l = 0; l < 4; ++l) {
-      const double t = z[j + l] - x[j + l], a = std::abs(t), c = a < nu ? a : nu;
-      const double h = (a - c) + (c * c + nu2) * half_inv_nu, s = std::copysign(c, t) * inv_nu;
-      r[l] += h;
-      G[j + l] += h;
-      S[j + l] = s;
-      colS[j + l] += s;
-    }
 #endif
-  for (; j < d; ++j) {
-    const double t = z[j] - x[j], a = std::abs(t), c = a < nu ? a : nu;
-    const double h = (a - c) + (c * c + nu2) * half_inv_nu, s = std::copysign(c, t) * inv_nu;
-    r[0] += h;
-    G[j] += h;
-    S[j] = s;
-    colS[j] += s;
-  }
-  return (r[0] + r[1]) + (r[2] + r[3]);
+  return huber_row_scalar(z, x, nu, G, S, colS, d, j, r);
+}
+
+#if defined(__x86_64__)
+const bool has_avx2 = __builtin_cpu_supports("avx2");
+#else
+constexpr bool has_avx2 = false;
+#endif
+
+double huber_row(const double* z, const double* x, double nu, double* G, double* S, double* colS, std::size_t d) {
+#if defined(__x86_64__)
+  if (has_avx2) return huber_row_avx2(z, x, nu, G, S, colS, d);
+#endif
+  return huber_row_sse2(z, x, nu, G, S, colS, d);
+}
+
+void axpy(double p, const double* s, double* u, std::size_t d) {
+#if defined(__x86_64__)
+  if (has_avx2) return axpy_avx2(p, s, u, d);
+#endif
+  for (std::size_t j = 0; j < d; ++j) u[j] += p * s[j];
 }
 
 // mu log sum_k exp(v_k / mu) and its softmax weights w (sum 1).
@@ -143,7 +196,7 @@ struct Smoothed {
     for (std::size_t i = 0; i < T; ++i) {
       const double* si = S.data() + i * d;
       const double pi = p[i];
-      for (std::size_t j = 0; j < d; ++j) u[j] += pi * si[j];
+      axpy(pi, si, u.data(), d);
     }
     grad.resize(d);
     if (alpha < 0.0) {
@@ -202,10 +255,11 @@ std::pair<double, double> polygon_bound(const Problem& P) {
 }
 
 // Limited-memory BFGS with a backtracking (Armijo) line search, from x, at most `max_iter`
-// iterations; `check` is called every `check_every` iterations and stops the run when it returns
-// true. Returns the iterations made.
+// iterations, no entry of a step beyond `max_step` (the data's range: the curvature of a nearly
+// flat direction would otherwise send it far away); `check` is called every `check_every`
+// iterations and stops the run when it returns true. Returns the iterations made.
 int lbfgs(const std::function<double(const std::vector<double>&, std::vector<double>&)>& f, std::vector<double>& x,
-          int max_iter, int check_every, const std::function<bool()>& check) {
+          double max_step, int max_iter, int check_every, const std::function<bool()>& check) {
   constexpr std::size_t memory = 8;
   const std::size_t n = x.size();
   std::vector<std::vector<double>> s_hist, y_hist;
@@ -228,7 +282,7 @@ int lbfgs(const std::function<double(const std::vector<double>&, std::vector<dou
       double sy = 0.0, yy = 0.0;
       for (std::size_t j = 0; j < n; ++j)
         sy += s_hist[m - 1][j] * y_hist[m - 1][j], yy += y_hist[m - 1][j] * y_hist[m - 1][j];
-      gamma = sy / yy;
+      gamma = yy > 0.0 ? sy / yy : 1.0;
     } else {
       double gmax = 0.0;
       for (double v : g) gmax = std::max(gmax, std::abs(v));
@@ -253,7 +307,9 @@ int lbfgs(const std::function<double(const std::vector<double>&, std::vector<dou
       gd = 0.0;
       for (std::size_t j = 0; j < n; ++j) dir[j] = -g[j] * 1e-3 / gmax, gd += g[j] * dir[j];
     }
-    double t = 1.0, fn = 0.0;
+    double dmax = 0.0, fn = 0.0;
+    for (double v : dir) dmax = std::max(dmax, std::abs(v));
+    double t = dmax > max_step ? max_step / dmax : 1.0;
     bool ok = false;
     for (int ls = 0; ls < 40; ++ls, t *= 0.5) {
       for (std::size_t j = 0; j < n; ++j) xn[j] = x[j] + t * dir[j];
@@ -330,7 +386,7 @@ BestResidual best_residual(const Matrix& X, std::vector<double>* row) {
   std::vector<double> col, best_x(d, 0.0);
   const auto [a0, b0] = exact_ab(P, best_x, col);
   P.a_star = a0;
-  double best = a0 * b0;  // a b at the best x so far
+  double best = a0 * b0, best_a = a0;  // a b and a at the best x so far
   Smoothed sm{};
   auto finish = [&](double lower_sq) {
     r.evaluations = sm.evaluations;
@@ -348,12 +404,13 @@ BestResidual best_residual(const Matrix& X, std::vector<double>* row) {
       for (std::size_t j = 0; j < d; ++j) mean[j] += P.z[i * d + j];
     for (double& v : mean) v /= static_cast<double>(T);
     const auto [a, b] = exact_ab(P, mean, col);
-    if (a * b < best) best = a * b, best_x = mean;
+    if (a * b < best) best = a * b, best_a = a, best_x = mean;
   }
 
-  // Smoothing scale: the mean absolute deviation from the column medians.
-  double sigma = 0.0;
-  for (double v : P.z) sigma += std::abs(v);
+  // Smoothing scale: the mean absolute deviation from the column medians; the largest step: twice
+  // the largest.
+  double sigma = 0.0, max_step = 0.0;
+  for (double v : P.z) sigma += std::abs(v), max_step = std::max(max_step, 2.0 * std::abs(v));
   sigma /= static_cast<double>(T * d);
   const double tol = best_residual_tolerance;
 
@@ -362,7 +419,7 @@ BestResidual best_residual(const Matrix& X, std::vector<double>* row) {
   // Records x as an upper bound and the smoothed weights at x as cuts; true when certified.
   auto certify = [&](const std::vector<double>& at, double alpha) {
     const auto [a, b] = exact_ab(P, at, col);
-    if (a * b < best) best = a * b, best_x = at;
+    if (a * b < best) best = a * b, best_a = a, best_x = at;
     sm(P, at, grad);
     if (alpha < 0.0) alpha = sm.B / sm.A;
     P.cuts.emplace_back(alpha, cut_value(P, alpha, sm.q, sm.p));
@@ -379,20 +436,24 @@ BestResidual best_residual(const Matrix& X, std::vector<double>* row) {
     ++r.stages;
     bool done = false;
     auto product = [&](const std::vector<double>& at, std::vector<double>& g) { return sm(P, at, g); };
-    r.iterations += lbfgs(product, x, 2000, 10, [&] {
+    r.iterations += lbfgs(product, x, max_step, 2000, 20, [&] {
       done = certify(x, -1.0);
       sm.alpha = -1.0;
       return done;
     });
     if (done || certify(x, -1.0)) return finish(lower_sq);
-    // The cuts leave a corner below the frontier: a cut where the product's level line touches it.
-    const auto [v, a_v] = polygon_bound(P);
-    const double alpha_v = (v / a_v) / a_v;
-    if (std::isfinite(alpha_v) && alpha_v > 0.0) {
+    // The cuts leave a corner below the frontier away from the best x (else the smoothing decides:
+    // the next stage): a cut where the product's level line touches it, from the weighted
+    // problem's optimum (a few, each where the last left the least product).
+    for (int cut = 0; cut < 8; ++cut) {
+      const auto [v, a_v] = polygon_bound(P);
+      if (std::abs(a_v - best_a) <= 10.0 * tol * best_a) break;
+      double alpha_v = (v / a_v) / a_v;
+      if (!(alpha_v > 0.0) || !std::isfinite(alpha_v)) alpha_v = 1e-3 * sm.B / sm.A;  // no lower bound of b yet
       std::vector<double> xw = best_x;
       sm.alpha = alpha_v;
       auto weighted = [&](const std::vector<double>& at, std::vector<double>& g) { return sm(P, at, g); };
-      r.iterations += lbfgs(weighted, xw, 2000, 1000000, [] { return false; });
+      r.iterations += lbfgs(weighted, xw, max_step, 2000, 1000000, [] { return false; });
       sm.alpha = alpha_v;
       if (certify(xw, alpha_v)) return finish(lower_sq);
     }

@@ -33,6 +33,9 @@ inline constexpr double best_residual_floor = 1e-12;
 /// norm of X): measured at 128 x 768 (bench_metrics BM_best_residual, docs/BENCHMARKS.md "The best
 /// residual"); smaller shapes take fewer, some shapes several times more.
 inline constexpr double best_residual_passes = 400.0;
+/// The memory it holds besides X, in doubles per entry of X (a scaled and a centred copy, the
+/// gradients' signs, the sorted columns and their rows), for the planner's scratch memory.
+inline constexpr double best_residual_scratch = 4.5;
 
 struct BestResidual {
   /// min_x ||X - 1 x^T||_{1,inf} / ||X||_{1,inf}: the composite norm at the returned x, an upper

@@ -304,7 +304,10 @@ void add_bundles(Plan& plan, Shard shard) {
     b.state_bytes += mem.state;
     b.results_bytes += static_cast<std::size_t>(task_result_bytes(plan, m));
     const std::size_t tape = plan.spec.output.gradients == config::Spectra::none ? 0 : tape_bytes(m, plan.max_depth);
-    b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape);
+    const auto best = static_cast<std::size_t>(  // res_best's copies of X (opt-in)
+        metrics::signal_needs(plan.spec.output.metrics).best_residual ? 8.0 * metrics::best_residual_scratch * m.T * m.d
+                                                                      : 0.0);
+    b.scratch_bytes = std::max(b.scratch_bytes, mem.scratch + tape + best);
     if (m.block != config::Block::stack) {  // its weights, one set per init and draw; no layer-1 products
       const int draw = m.init == config::Init::checkpoint ? -2 : m.init_draw;  // a checkpoint has no draw
       if (one.block_weights.insert({static_cast<int>(m.block), static_cast<int>(m.init), draw}).second)

@@ -189,6 +189,16 @@ TEST(BestResidual, IsCertifiedAndNeverAboveResRel) {
   for (std::size_t i = 0; i < 64; ++i)
     for (std::size_t j = 0; j < 48; ++j) collapsing(i, j) = row(0, j) + 1e-6 * collapsing(i, j);
   signals.push_back(collapsing);
+  // Ties and flat directions: entries in {0, 1, 2}; mostly zeros (a single row decides b at the
+  // medians, and the polygon needs the weighted problems' cuts); entries over 2^±20.
+  std::mt19937_64 gen(8);
+  for (const auto& [T, d] : {std::pair{15, 14}, std::pair{20, 2}, std::pair{32, 4}, std::pair{25, 29}}) {
+    Matrix ties(T, d), sparse = random_matrix(T, d, 9), wild = random_matrix(T, d, 10);
+    for (double& v : ties.values()) v = static_cast<double>(gen() % 3);
+    for (double& v : sparse.values()) v = gen() % 5 == 0 ? v : 0.0;
+    for (double& v : wild.values()) v = std::ldexp(v, static_cast<int>(gen() % 40) - 20);
+    signals.insert(signals.end(), {ties, sparse, wild});
+  }
   for (const Matrix& X : signals) {
     SCOPED_TRACE(testing::Message() << X.rows() << "x" << X.cols());
     std::vector<double> x;
