@@ -15,7 +15,9 @@
 // (weighted medians, exact), and a(x) >= a* (the column medians minimise a exactly); these cuts
 // bound the frontier from below, and the least a b over the polygon they leave (at one of its
 // corners) bounds the minimum from below. The softmax weights of the smoothed problem at its
-// optimum are the cuts' weights. Stages continue until value <= lower (1 + best_residual_tolerance).
+// optimum are the cuts' weights; where that corner lies away from the best x, the smoothed weighted
+// problem min alpha a + b adds cuts there. Stages continue until value <= lower (1 +
+// best_residual_tolerance), or value - lower <= best_residual_floor.
 #pragma once
 #include <limits>
 #include <vector>
@@ -32,7 +34,7 @@ inline constexpr double best_residual_floor = 1e-12;
 /// Its cost for the planner, in passes over X at the pass rate of `rcsweep calibrate` (a pass: a
 /// norm of X): measured at 128 x 768 (bench_metrics BM_best_residual, docs/BENCHMARKS.md "The best
 /// residual"); smaller shapes take fewer, some shapes several times more.
-inline constexpr double best_residual_passes = 400.0;
+inline constexpr double best_residual_passes = 350.0;
 /// The memory it holds besides X, in doubles per entry of X (a scaled and a centred copy, the
 /// gradients' signs, the sorted columns and their rows), for the planner's scratch memory.
 inline constexpr double best_residual_scratch = 4.5;
