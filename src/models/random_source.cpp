@@ -20,17 +20,18 @@ rng::StreamKey RandomSource::key(int layer, rng::Tensor tensor, int head) const 
 const std::any& RandomSource::get(int layer, const std::string& name, int head, std::size_t rows, std::size_t cols,
                                   const std::function<std::any()>& make) {
   std::unique_lock lock(mutex_);
-  if (layer != cached_layer_) {
+  if (layer != bundle_wide && layer != cached_layer_) {
     cache_.clear();
     cached_layer_ = layer;
   }
-  for (auto& e : cache_)
+  std::deque<Entry>& entries = layer == bundle_wide ? kept_ : cache_;
+  for (auto& e : entries)
     if (e.name == name && e.head == head && e.rows == rows && e.cols == cols) {
       lock.unlock();
       e.ready.get();  // wait until built; rethrows what building it threw
       return e.value;
     }
-  Entry& entry = cache_.emplace_back();  // a deque: references to the others stay valid
+  Entry& entry = entries.emplace_back();  // a deque: references to the others stay valid
   entry.name = name;
   entry.head = head;
   entry.rows = rows;

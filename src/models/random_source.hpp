@@ -33,8 +33,16 @@ class RandomSource {
     return std::any_cast<const T&>(get(layer, name, head, 0, 0, [&] { return std::any(make()); }));
   }
 
-  /// Drop everything cached (the caller is done with the current layer, and no other thread uses
-  /// the source): the next layer then allocates its tensors without the previous layer's held.
+  /// As derived, but built once for the whole bundle and kept across layers and release() until the
+  /// source is destroyed: what several layers use (ALBERT's one layer group, applied at every layer).
+  template <class T>
+  const T& kept(const std::string& name, const std::function<T()>& make) {
+    return std::any_cast<const T&>(get(bundle_wide, name, 0, 0, 0, [&] { return std::any(make()); }));
+  }
+
+  /// Drop everything cached for the current layer (the caller is done with it, and no other thread
+  /// uses the source): the next layer then allocates its tensors without the previous layer's
+  /// held. What kept() built stays.
   void release() {
     const std::lock_guard lock(mutex_);
     cache_.clear();
@@ -62,7 +70,9 @@ class RandomSource {
   std::uint64_t seed_;
   int replicate_, T_, d_;
   int cached_layer_ = -1;
-  std::deque<Entry> cache_;  // deque: references stay valid on insert
+  std::deque<Entry> cache_;               // deque: references stay valid on insert
+  std::deque<Entry> kept_;                // kept(): the bundle's, never dropped
+  static constexpr int bundle_wide = -2;  // the layer argument of get() for kept_
 };
 
 }  // namespace rcsweep::models

@@ -97,7 +97,9 @@ double shared_layer_seconds(const std::vector<const ModelParams*>& models, const
     if (const auto weights = models::block_kind(m->block).weights) {  // another block: its weights per layer
       if (block_weights.insert(block_weights_key(*m)).second) {
         const models::BlockWeightValues w = weights(*m);
-        s += w.drawn / p.c.normal_rate + w.converted / p.c.pass_rate;
+        // a converted value: read from the mapping and converted, then written where it goes (an
+        // nn.Linear transposed): two passes
+        s += w.drawn / p.c.normal_rate + 2.0 * w.converted / p.c.pass_rate;
       }
       continue;
     }

@@ -47,13 +47,23 @@ double flops(const ModelParams& m) {
   return f;
 }
 
+// A product of the T x k signal with a k x n weight matrix. The block's weights (4 d^2 + 2 d m values:
+// 56 MB at bert-base) are out of cache, so each product reads its k n weights from memory once at
+// least: at small T (fewer than about 64 tokens) that read, at the pass rate, takes longer than
+// the flops at the rate of a cube of the product's volume (docs/BENCHMARKS.md "Plan estimates
+// against measured: time and memory").
+double weight_product(const LayerPrices& p, double T, double n, double k) {
+  return std::max(p.gemm(T, n, k), k * n / p.pass_rate());
+}
+
 double seconds(const ModelParams& m, const LayerPrices& p) {
   const double T = m.T, d = m.d, H = m.heads, dh = d / H;
-  double s = 4.0 * p.gemm(T, d, d) + H * (p.gemm(T, T, dh) + p.gemm(T, dh, T)) + H * T * T / p.exp_rate() +
+  double s = 4.0 * weight_product(p, T, d, d) + H * (p.gemm(T, T, dh) + p.gemm(T, dh, T)) + H * T * T / p.exp_rate() +
              passes_per_sub_block * T * d / p.pass_rate() + p.mixer_metrics(T);
   if (has_mlp(m)) {
     const double n = intermediate(m);
-    s += p.gemm(T, n, d) + p.gemm(T, d, n) + T * n / p.exp_rate() + passes_per_sub_block * T * d / p.pass_rate();
+    s += weight_product(p, T, n, d) + weight_product(p, T, d, n) + T * n / p.exp_rate() +
+         passes_per_sub_block * T * d / p.pass_rate();
   }
   return s;
 }
@@ -64,8 +74,15 @@ double weight_values(const ModelParams& m) {
   return 4.0 * d * d + 2.0 * d * n + 7.0 * d + n;
 }
 
+// Per layer: a layer's values; ALBERT's groups are built once for the bundle (encoder_task.cpp) and
+// serve all its layers, so their values are spread over the depth.
 BlockWeightValues weights(const ModelParams& m) {
-  const double values = weight_values(m);
+  double values = weight_values(m);
+  if (!m.model_folder.empty()) {
+    const encoder::EncoderShape& shape = encoder::open_model(m.model_folder, false)->shape;
+    if (shape.family == encoder::Family::albert && m.depth > 0)
+      values *= std::min(1.0, static_cast<double>(shape.groups()) / m.depth);
+  }
   if (m.init == config::Init::checkpoint) return {.converted = values};
   return {.drawn = values};
 }

@@ -84,14 +84,18 @@ Matrix TaskEncoder::input(RandomSource& random) const {
 
 const BlockWeights& TaskEncoder::block(int layer, RandomSource& random) const {
   const int group = group_at(shape(), layer);
-  return random.derived<BlockWeights>(layer, name_ + " group " + std::to_string(group), 0, [&] {
+  const std::string name = name_ + " group " + std::to_string(group);
+  const auto make = [&] {
     if (random_ && group >= random_->shape().groups()) {  // BERT beyond num_hidden_layers: a fresh draw
       EncoderShape deeper = random_->shape();
       deeper.layers = group + 1;
       return RandomWeights(deeper, seed_, draw_).block(group);
     }
     return source().block(group);
-  });
+  };
+  // ALBERT's layer group serves every layer: drawn or converted once for the bundle, not per layer
+  if (shape().family == Family::albert) return random.kept<BlockWeights>(name, make);
+  return random.derived<BlockWeights>(layer, name, 0, make);
 }
 
 void TaskEncoder::apply(int layer, RandomSource& random, Matrix& X, BlockOutputs& outputs) const {

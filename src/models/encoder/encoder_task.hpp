@@ -55,7 +55,8 @@ class TaskEncoder {
   /// or shorter than T (the sweep's checks refuse that before any work).
   Matrix input(RandomSource& random) const;
   /// The weights of block `layer` (1-based), converted or drawn once per layer for the bundle
-  /// (random.derived under weights_name() and the group).
+  /// (random.derived under weights_name() and the group); ALBERT's groups, which serve every
+  /// layer, once for the bundle (random.kept).
   const BlockWeights& block(int layer, RandomSource& random) const;
   /// Block `layer` on X (T x d) in place, with the ablation of that layer (apply_block).
   void apply(int layer, RandomSource& random, Matrix& X, BlockOutputs& outputs) const;

@@ -243,7 +243,7 @@ TEST(CostModel, EncoderTasksShareTheirBlocksWeights) {
   EXPECT_DOUBLE_EQ(same.shared_s, one.shared_s);  // the same weights and X_0
   EXPECT_DOUBLE_EQ(same.task_s[1], same.task_s[0]);
   EXPECT_NEAR(draws.shared_s - one.shared_s, 3 * values / c.normal_rate, 1e-15);
-  EXPECT_NEAR(inits.shared_s - one.shared_s, 3 * values / c.pass_rate, 1e-15);
+  EXPECT_NEAR(inits.shared_s - one.shared_s, 3 * 2 * values / c.pass_rate, 1e-15);  // converted: two passes
   // A task: 3 layers of the descriptor's seconds with the signal metrics and bookkeeping (layer
   // 0's metrics are the bundle's: its X_0 is shared); without the MLP, less.
   config::ModelParams no_mlp = a;

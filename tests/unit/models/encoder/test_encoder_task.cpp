@@ -408,6 +408,54 @@ TEST(EncoderTaskParts, GroupAtAnyDepth) {
   EXPECT_EQ(draw_of(m, 5), 0u);
 }
 
+// ALBERT's one layer group serves every layer: drawn once for the bundle (RandomSource::kept), the
+// same object after the layer changes and after release(); BERT's layers are drawn layer by layer.
+TEST(EncoderTaskParts, KeptIsBuiltOnceAcrossLayersAndRelease) {
+  RandomSource random(seed, 0, T, d);
+  int built = 0;
+  const auto make = [&] { return ++built; };
+  EXPECT_EQ(random.kept<int>("group 0", make), 1);
+  (void)random.derived<int>(1, "layer", 0, [] { return 7; });
+  random.release();
+  (void)random.derived<int>(2, "layer", 0, [] { return 8; });
+  EXPECT_EQ(random.kept<int>("group 0", make), 1);
+  EXPECT_EQ(random.kept<int>("group 1", make), 2);
+  EXPECT_EQ(built, 2);
+  int derived_built = 0;
+  (void)random.derived<int>(3, "group 0", 0, [&] { return ++derived_built; });
+  random.release();
+  (void)random.derived<int>(3, "group 0", 0, [&] { return ++derived_built; });
+  EXPECT_EQ(derived_built, 2);  // derived: per layer, dropped by release()
+}
+
+TEST(EncoderTaskParts, AlbertsGroupIsDrawnOnceForTheBundle) {
+  TempDir dir;
+  const nlohmann::json albert = {
+      {"model_type", "albert"},   {"vocab_size", 30},          {"max_position_embeddings", 24},
+      {"type_vocab_size", 2},     {"hidden_size", d},          {"embedding_size", 4},
+      {"num_attention_heads", 2}, {"intermediate_size", 12},   {"num_hidden_layers", 3},
+      {"num_hidden_groups", 1},   {"inner_group_num", 1},      {"pad_token_id", 0},
+      {"layer_norm_eps", 1e-12},  {"initializer_range", 0.02}, {"hidden_act", "gelu_new"}};
+  checkpoint::test::write_bytes(dir.path() / "config.json", albert.dump());
+  const config::ModelParams m = encoder_model(dir.path().string());
+  const TaskEncoder encoder(m, seed, 0);
+  RandomSource random(seed, 0, T, d);
+  const BlockWeights& first = encoder.block(1, random);
+  const std::vector<double> W_Q(first.W_Q.values().begin(), first.W_Q.values().end());
+  random.release();
+  const BlockWeights& third = encoder.block(3, random);
+  EXPECT_EQ(&first, &third);
+  EXPECT_TRUE(std::equal(W_Q.begin(), W_Q.end(), third.W_Q.values().begin(), third.W_Q.values().end()));
+
+  TempDir bert;
+  test::write_config(bert.path(), test::tiny_bert(d, heads, 3));
+  const TaskEncoder bert_encoder(encoder_model(bert.path().string()), seed, 0);
+  RandomSource bert_random(seed, 0, T, d);
+  const auto values = [](const Matrix& M) { return std::vector<double>(M.values().begin(), M.values().end()); };
+  const std::vector<double> layer1 = values(bert_encoder.block(1, bert_random).W_Q);
+  EXPECT_NE(layer1, values(bert_encoder.block(2, bert_random).W_Q));
+}
+
 TEST(EncoderTaskParts, RefusesAStackModelAndAShortExcerpt) {
   TempDir dir;
   test::write_config(dir.path(), test::tiny_bert(d, heads, 3));
