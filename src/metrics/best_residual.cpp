@@ -17,17 +17,19 @@ namespace rcsweep::metrics {
 namespace {
 
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr std::size_t max_cuts = 48;  // the polygon's cuts with alpha > 0 (its least product: O(cuts^3))
 
 // The centred problem: z = X 2^-e - 1 m^T (m the column medians, so x = 0 minimises a exactly),
 // its columns sorted (for the weighted medians of the lower bound), and the cuts found so far.
 struct Problem {
   std::size_t T = 0, d = 0;
-  std::vector<double> z;                        // T x d, row-major
-  std::vector<double> sorted;                   // d x T: column j ascending
-  std::vector<std::uint32_t> row_of;            // d x T: the row of each sorted entry
-  double a_star = 0.0;                          // min_x a(x), at x = 0
-  std::vector<std::pair<double, double>> cuts;  // (alpha, c): alpha a + b >= c for every x
+  std::vector<double> z;              // T x d, row-major
+  std::vector<double> sorted;         // d x T: column j ascending
+  std::vector<std::uint32_t> row_of;  // d x T: the row of each sorted entry
+  double a_star = 0.0;                // min_x a(x), at x = 0
+  // (alpha, c): alpha a + b >= c for every x; cuts[0] the best with alpha = 0 (b >= c), then the
+  // latest max_cuts others (the bound found with older ones is kept as a number)
+  std::vector<std::pair<double, double>> cuts = {{0.0, 0.0}};
 };
 
 // Exact a(x) = max column abs sum and b(x) = max row abs sum of z - 1 x^T.
@@ -423,7 +425,8 @@ BestResidual best_residual(const Matrix& X, std::vector<double>* row) {
     sm(P, at, grad);
     if (alpha < 0.0) alpha = sm.B / sm.A;
     P.cuts.emplace_back(alpha, cut_value(P, alpha, sm.q, sm.p));
-    P.cuts.emplace_back(0.0, cut_value(P, 0.0, sm.q, sm.p));
+    if (P.cuts.size() > max_cuts + 1) P.cuts.erase(P.cuts.begin() + 1);
+    P.cuts[0].second = std::max(P.cuts[0].second, cut_value(P, 0.0, sm.q, sm.p));
     lower_sq = std::max(lower_sq, polygon_bound(P).first);
     return best <= lower_sq * (1.0 + tol) * (1.0 + tol) ||
            std::sqrt(best) - std::sqrt(lower_sq) <= best_residual_floor * norm;  // rounding decides below it
