@@ -216,7 +216,8 @@ GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transpose
   return {columns, {cut, split && cut >= 2 * gemm_part_size ? gemm_part_size : std::max<std::size_t>(cut, 1)}};
 }
 
-void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C) {
+void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C,
+          double unpacked_limit) {
   const bool ta = opA == Op::trans;
   const bool tb = opB == Op::trans;
   const std::size_t m = ta ? A.cols : A.rows;
@@ -237,7 +238,7 @@ void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, do
   // One BLAS call per part of C's rows (or columns), the partition fixed by the shapes and the
   // BLAS kernel (gemm_parts): the threads take the parts, and the bits do not depend on how many
   // there are. Row-major leading dimensions are the row strides (>= the column counts, >= 1 here).
-  const GemmParts split = gemm_parts(m, n, k, ta || tb);
+  const GemmParts split = gemm_parts(m, n, k, ta || tb, unpacked_limit);
   parallel::for_each(split.parts.count(), [&](std::size_t p) {
     const std::size_t first = split.parts.begin(p), count = split.parts.length(p);
     // Rows [first, first + count) of op(A) (columns of A when transposed) and of C; or columns of

@@ -14,9 +14,6 @@ namespace rcsweep::linalg {
 
 enum class Op { none, trans };
 
-/// C = alpha * op(A) * op(B) + beta * C (dgemm). C must already have the result's shape. A and B
-/// may be views of row blocks of larger matrices (a Matrix converts to a view of itself).
-void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C);
 
 /// The fixed partition gemm computes C in, one BLAS call per part, the parts on the rank's threads
 /// (base/parallel.hpp): a function of the shapes and of the BLAS kernel only, so C is bitwise the
@@ -46,6 +43,14 @@ double unpacked_gemm_limit();
 double set_unpacked_gemm_limit(double limit);
 GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transposed = false,
                      double unpacked_limit = unpacked_gemm_limit());
+
+/// C = alpha * op(A) * op(B) + beta * C (dgemm). C must already have the result's shape. A and B
+/// may be views of row blocks of larger matrices (a Matrix converts to a view of itself).
+/// `unpacked_limit` (default unpacked_gemm_limit()) is gemm_parts': 0 never cuts a product for the
+/// unpacked kernels, which read B as it lies; a B out of cache (an encoder's weights) streams
+/// faster through the BLAS's packing (docs/BENCHMARKS.md "Encoder blocks (bert-base) against PyTorch").
+void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C,
+          double unpacked_limit = unpacked_gemm_limit());
 
 /// Returns op(A) * op(B) as a new matrix.
 Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::none);

@@ -90,12 +90,18 @@ struct BiasedProduct {
   const Activation* finish;  ///< nullable: the activation, applied to each block as soon as it is computed
 };
 
+// The weight products are never cut for OpenBLAS's unpacked kernels (linalg::gemm's
+// unpacked_limit 0): those read B as it lies, and the block's weights (56 MB per bert-base layer)
+// are out of cache, which the BLAS's packing streams faster (docs/BENCHMARKS.md "Encoder blocks
+// (bert-base) against PyTorch").
+constexpr double weights_unpacked_limit = 0.0;
+
 // The block width of an m x n x k product, or 0 for one whole linalg::gemm (biased_products).
 std::size_t block_width(std::size_t m, std::size_t n, std::size_t k, std::size_t unit) {
   for (const std::size_t blocks : {std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
     const std::size_t units = (n + unit - 1) / unit;
     const std::size_t width = (units + blocks - 1) / blocks * unit;
-    if (width < n && linalg::gemm_parts(m, width, k).parts.count() == 1) return width;
+    if (width < n && linalg::gemm_parts(m, width, k, false, weights_unpacked_limit).parts.count() == 1) return width;
   }
   return 0;
 }
@@ -112,7 +118,7 @@ void biased_products(std::initializer_list<BiasedProduct> list) {
     p.out->clear();
     if (width == 0) {  // one block: linalg::gemm's own partition, on the threads
       p.out->push_back({0, bias_rows(T, *p.b)});
-      linalg::gemm(1.0, p.A, Op::none, *p.B, Op::none, 1.0, p.out->back().C);
+      linalg::gemm(1.0, p.A, Op::none, *p.B, Op::none, 1.0, p.out->back().C, weights_unpacked_limit);
       if (p.finish) activate(*p.finish, p.out->back().C.values());
       continue;
     }
@@ -127,7 +133,8 @@ void biased_products(std::initializer_list<BiasedProduct> list) {
     ColumnBlock& block = *parts[i].block;
     const std::size_t T = p.A.rows, k = p.A.cols, n = p.B->cols(), cols = block.C.cols();
     for (std::size_t r = 0; r < T; ++r) std::copy_n(p.b->data() + block.first, cols, block.C.row(r).data());
-    linalg::gemm(1.0, p.A, Op::none, ConstMatrixView(p.B->data() + block.first, k, cols, n), Op::none, 1.0, block.C);
+    linalg::gemm(1.0, p.A, Op::none, ConstMatrixView(p.B->data() + block.first, k, cols, n), Op::none, 1.0, block.C,
+                 weights_unpacked_limit);
     if (p.finish) activate(*p.finish, block.C.values());  // inside a part: serially, the same bits
   });
 }
