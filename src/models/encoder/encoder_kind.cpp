@@ -49,11 +49,15 @@ double flops(const ModelParams& m) {
 
 // A product of the T x k signal with a k x n weight matrix. The block's weights (4 d^2 + 2 d m values:
 // 56 MB at bert-base) are out of cache, so each product reads its k n weights from memory once at
-// least: at small T (fewer than about 64 tokens) that read, at the pass rate, takes longer than
-// the flops at the rate of a cube of the product's volume (docs/BENCHMARKS.md "Plan estimates
-// against measured: time and memory").
+// least, through the BLAS's packing (a read and a copy into the packed buffer): at
+// weight_read_passes passes at the pass rate (the packed products at small T of docs/BENCHMARKS.md
+// "Encoder blocks (bert-base) against PyTorch", "Weight products at small T", against the pass
+// rate of the same machine). At small T (fewer than about 64 tokens) that read, not the flops at the
+// rate of a cube of the product's volume, bounds the product.
+constexpr double weight_read_passes = 1.15;
+
 double weight_product(const LayerPrices& p, double T, double n, double k) {
-  return std::max(p.gemm(T, n, k), k * n / p.pass_rate());
+  return std::max(p.gemm(T, n, k), weight_read_passes * k * n / p.pass_rate());
 }
 
 double seconds(const ModelParams& m, const LayerPrices& p) {
