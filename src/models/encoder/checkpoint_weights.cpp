@@ -325,8 +325,9 @@ class Problems {
 // at a time (SafetensorsFile::rows: one pass over the mapped bytes) into a panel whose rows are
 // padded by 8 entries, then written 8 columns at a time, each column's 64 entries 8 cache lines of
 // a row of the result. Rows a multiple of 4 KiB apart share a cache set: the padding keeps the
-// panel's rows apart, and 8 rows of the result at a time fit a set's 8 ways (unblocked, a
-// 768 x 3072 transpose took several ns per entry).
+// panel's rows apart, and 8 rows of the result at a time fit a set's 8 ways (square tiles of such
+// rows competed for one set; the measured effect: docs/BENCHMARKS.md "Plan estimates against
+// measured: time and memory").
 Matrix transposed_linear(const checkpoint::ModelFolder& folder, const std::string& name) {
   const checkpoint::TensorInfo& info = folder.tensor(name);
   if (info.shape.size() != 2)  // the constructor checked every tensor's shape
