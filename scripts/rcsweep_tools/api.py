@@ -68,7 +68,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from .events import ProgressBar, parse_event
-from .load import load
+from .load import load, outcome_words
 
 
 class RcsweepError(RuntimeError):
@@ -1025,12 +1025,12 @@ def _finished(proc, what, store, want_load=True, pending=True, outcomes=False):
                           stacklevel=3)
     else:
         kinds = ("diverged", "vanished", "failed", "pending") if outcomes else ("failed", "pending")
-        parts = [f"{counts.get(k, 0)} {k}" for k in kinds if counts.get(k, 0) and (pending or k != "pending")]
+        parts = outcome_words({k: counts.get(k, 0) for k in kinds if pending or k != "pending"})  # by name
         if parts:
             total = sum(counts.values()) - counts.get("not_needed", 0)
             hint = "; run again with retry_failed=True to rerun the failed tasks" if counts.get("failed") else ""
             warnings.warn(TaskOutcomeWarning(
-                f"{store}: finished with {', '.join(parts)} of {total} tasks (ds.status, ds.message){hint}",
+                f"{store}: finished with {parts} of {total} tasks (ds.status, ds.message){hint}",
                 counts), stacklevel=3)
     return load(store) if want_load else Path(store)
 

@@ -15,10 +15,12 @@ of a dash axis), one panel per value of a column axis (wrapped into rows) or per
 - Bands: plot.mean_band's `band` ("sd" ± 1 sd of the replicates, the default; "ci" t-based 95%,
   "se", "range", "none"), clipped to the quantity's range (load.RANGES). Lines carry gid
   "mean:<label>" with label "<hue label>[, <dash label>]" (and the series_note of a series that
-  ends early or loses replicates to divergence), bands gid "band:<label>", as in the paper figures.
-- Divergence: a series that ends before the last x is marked "x" at its last finite point, points
-  on fewer replicates get a hollow marker (plot.line_band); the legend entry of its hue value says
-  where it ends and why ("0 (ends at layer 6: vanished)"), and two entries explain the markers.
+  ends early or misses replicates), bands gid "band:<label>", as in the paper figures.
+- Missing replicates: a series that ends before the last x is marked "x" at its last finite point,
+  points missing replicates that diverged, vanished, failed or are pending get a hollow marker
+  (not those whose other replicates an adaptive rule did not need; plot.line_band); the legend entry of its hue value says
+  where it ends and why, naming the outcomes of the missing replicates from the store
+  ("0 (ends at layer 6: 2 vanished)", "(n = 3 of 6: 3 not needed)"), and entries explain the markers.
 - Log axes (logx, logy): ticked at the swept x values when there are at most 8, as plain numbers;
   minor ticks unlabelled (plot.log_ticks).
 - Colours: plot.hue_colors (ordered sequential colours for numbers, a diverging map centred at 0
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .load import outcome_words
 from .plot import (DEFAULT_BAND, FigureDataError, axis_label, hue_colors, legend_outside, legend_width, line_band,
                    log_ticks, marker_handles, panel_grid, plain_log_labels, select, with_tasks)
 
@@ -55,6 +58,9 @@ def axis_choices(da):
 
 def _fmt(v):
     return f"{v:g}" if isinstance(v, (float, np.floating)) else str(v)
+
+
+NOTE_INCHES = 3.5  # a legend entry's note breaks into lines of about this width (at 7 pt)
 
 
 def _wrap(text, inches, points=10.0):
@@ -201,6 +207,7 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
         return a if k is None else a.isel({roles[role][1]: k})
 
     notes = {}  # hue index -> the series notes of its lines (plot.series_note)
+    whys = {}  # hue index -> the outcomes of the replicates its lines miss (line_band's `outcomes`)
     for p, ax in enumerate(axes):
         (rk, rlabel), (ck, clabel) = rows[p // len(cols)], cols[p % len(cols)]
         sub = pick(pick(da, "row", rk), "col", ck)
@@ -214,6 +221,9 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
                 if drawn.series_note:  # one series a panel: the note names its panel
                     where = ", ".join(t for t in (rlabel, clabel) if t) if hk is None and len(axes) > 1 else ""
                     notes.setdefault(hk, []).append(f"{where}: {drawn.series_note}" if where else drawn.series_note)
+                    why = whys.setdefault(hk, {})
+                    for o, c in drawn.outcomes.items():
+                        why[o] = why.get(o, 0) + c
         width = fig.get_figwidth() / ncols
         ax.set_title(_wrap(", ".join(t for t in (rlabel, clabel) if t), width - 0.5), fontsize="medium")
         if logx:
@@ -246,14 +256,17 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
         before = legend_width([h.get_label() for h in legend])
         for h, k in zip(legend, [k for k, t in hues if t]):
             if k in notes:
-                h.set_label(f"{hue_text[k]} ({_join_notes(notes[k])})")
+                h.set_label(_wrap(f"{hue_text[k]} ({_join_notes(notes[k], whys[k])})", NOTE_INCHES, 7))
         legend += marker_handles(axes)
         if legend:
             w, hgt = fig.get_size_inches()
             fig.set_size_inches(w + legend_width([h.get_label() for h in legend]) - before, hgt)
     elif hue_name is None and notes:  # one series per panel: an entry of its own says where it ends
-        legend = [Line2D([], [], color=colours[0], marker="o", ms=3, label=f"{y} ({_join_notes(notes[None])})")]
+        legend = [Line2D([], [], color=colours[0], marker="o", ms=3,
+                         label=_wrap(f"{y} ({_join_notes(notes[None], whys[None])})", NOTE_INCHES, 7))]
         legend += marker_handles(axes)
+        w, hgt = fig.get_size_inches()
+        fig.set_size_inches(w + legend_width([h.get_label() for h in legend]), hgt)
     if legend:
         leg = legend_outside(axes[min(ncols, len(axes)) - 1], legend,
                              title=axis_label(ds[hue_name]) if by_value else None, title_fontsize=7)
@@ -261,15 +274,15 @@ def draw(ds, fig, y, x=None, hue=None, col=None, row=None, dash=None, sel=None, 
     return fig
 
 
-def _join_notes(notes):
-    """One legend note for the several lines of a hue value: the one note, or a count."""
+def _join_notes(notes, outcomes=None):
+    """One legend note for the several lines of a hue value: the one note, or a count of the
+    lines with the outcomes they miss replicates to (`outcomes`, load.outcome_words)."""
     distinct = list(dict.fromkeys(notes))
-    # a note that another one already says in full ("ends at layer 6: vanished" beside
-    # "n 2→1 from layer 5, ends at layer 6: vanished") adds nothing
+    # a note that another one already says in full ("ends at layer 6: 2 vanished" beside
+    # "n 2→1 from layer 5, ends at layer 6: 2 vanished") adds nothing
     distinct = [n for n in distinct if not any(n != m and n in m for m in distinct)]
     if len(distinct) == 1:
         return distinct[0]
     if len(distinct) == 2:
         return "; ".join(distinct)
-    reasons = sorted({n.rsplit(": ", 1)[-1] for n in distinct})
-    return f"{len(notes)} lines end early or lose replicates: {' or '.join(reasons)}"
+    return f"{len(notes)} lines miss replicates: {outcome_words(outcomes or {None: 1}, numbers=False, last=' or ')}"

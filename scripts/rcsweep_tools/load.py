@@ -819,6 +819,42 @@ def status_label(statuses):
     return "task status: " + ", ".join(f"{c} {n.replace('_', ' ')}" for c, n in statuses.items())
 
 
+# The order outcomes other than done are named in (outcome_words): the one an adaptive rule
+# chose first, then the stack's outcomes, then what went wrong or is still to run.
+OUTCOME_ORDER = ("not_needed", "diverged", "vanished", "failed", "pending")
+NO_VALUE = "no_value"  # a replicate without a value whose status is done or unknown (outcome_words)
+
+
+def outcome_words(counts, numbers=True, last=", "):
+    """The words for the outcomes of some tasks or replicates, each by the store's own name
+    (STATUS, "_" read as " "): {"not_needed": 20} -> "20 not needed", {"diverged": 3, "failed": 1}
+    -> "3 diverged, 1 failed"; numbers=False names them only, `last` joining the last two
+    ("diverged or vanished"). Names follow OUTCOME_ORDER, then any other; zero counts and "done"
+    are left out; NO_VALUE (a done task without a value there, or no status known) reads "N
+    without a value". The one place where rcsweep-plot's legends, titles and markers,
+    rcsweep-summary and the report put outcomes into words."""
+    order = {n: k for k, n in enumerate(OUTCOME_ORDER)}
+    items = sorted(((n, c) for n, c in counts.items() if n not in ("done", None) and (not isinstance(c, (int, np.integer)) or c)),
+                   key=lambda nc: (order.get(nc[0], len(order)), str(nc[0])))
+    if None in counts and (not isinstance(counts[None], (int, np.integer)) or counts[None]):
+        items.append((NO_VALUE, counts[None]))
+    words = []
+    for n, c in items:
+        name = "without a value" if n == NO_VALUE else str(n).replace("_", " ")
+        words.append(f"{c} {name}" if numbers else name)
+    if len(words) > 1 and last != ", ":
+        return ", ".join(words[:-1]) + last + words[-1]
+    return ", ".join(words)
+
+
+def outcome_counts(status, statuses=None):
+    """{name: count} of the task statuses `status` (codes; `statuses` code -> name, STATUS by
+    default), every status present, done included."""
+    names = statuses or STATUS
+    codes, k = np.unique(np.asarray(status).ravel(), return_counts=True)
+    return {names.get(int(c), str(int(c))): int(n) for c, n in zip(codes, k)}
+
+
 def layer_metrics(f):
     """The per-layer metrics of an open store, in storage order: LAYER_METRICS (the core metrics,
     which check_store requires; with fewer core metrics for a test, core_metrics(), those after them

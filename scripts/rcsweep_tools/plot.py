@@ -12,11 +12,13 @@ generic plot (facet.py).
   quantity can take (load.RANGES: a stable rank is >= 1, mu_rel lies in [0, 1]).
 - line_band(ax, x, da, label=...): draws that mean as a line (gid "mean:<label>") and the band as
   a fill_between PolyCollection whose gid is "band:<label>" (tests read both back). A series that
-  ends early (no replicate has a value beyond some x: every one diverged or vanished) gets an "x"
-  at its last finite point (gid "ends:<label>"); points resting on fewer replicates than the
-  series' most get a hollow marker (gid "fewer:<label>"), x without a value between values an "x"
-  on the x axis (gid "gap:<label>"); the line's legend label then says so:
-  "<label> (n 4→1 from layer 4, ends at layer 6: vanished)" (series_note).
+  ends early (no replicate has a value beyond some x) gets an "x" at its last finite point (gid
+  "ends:<label>"); points missing replicates that diverged, vanished, failed or are pending get a
+  hollow marker (gid "fewer:<label>"; replicates an adaptive rule did not need are no loss: no
+  marker), x without a value between values an "x" on the x axis (gid "gap:<label>"); the line's
+  legend label names the outcomes of the missing replicates from the tasks' status, each by its
+  own name (load.outcome_words): "<label> (n 4→1 from layer 4, ends at layer 6: 4 vanished)",
+  "(n = 12 of 32 at lambda = 0.5: 20 not needed)" (series_note, missing_outcomes).
 - with_tasks(ds): ds with the tasks' status and message as coordinates (why a series ends).
 - log_ticks(ax, values): a log or symlog axis ticked at the swept values when they are few, as
   plain numbers, with no minor labels; plain_log_labels(ax): plain numbers on a log y axis.
@@ -131,73 +133,154 @@ def _x_name(da, dim, x):
     return xdim
 
 
-def divergence_reason(da, dim="replicate"):
-    """Why values of `da` end: "vanished" (X reached exactly zero), "diverged" (non-finite X) or
-    both, from the tasks' status and messages when `da` carries them (coordinates: plot.with_tasks),
-    else "diverged". A vanished task has status VANISHED (load.py: X reached exactly zero; stores
-    before that status say "X vanished" in the message of a diverged task)."""
-    from .load import VANISHED
+def missing_outcomes(da, dim="replicate"):
+    """Per x of `da` (its dimension other than `dim`; a 1-D `da` is one x): a dict {outcome:
+    count} of the replicates without a value there, each by its task's status in the store
+    (load.STATUS names: "not_needed", "diverged", "vanished", "failed", "pending"), from the
+    `status` coordinate (plot.with_tasks) and, for stores before the status vanished, a diverged
+    task's message "X vanished"; a done task without a value (or no status known) counts as None
+    (load.outcome_words: "without a value")."""
+    import xarray as xr
 
-    msgs = [str(m) for m in np.atleast_1d(da["message"].values).ravel() if str(m)] if "message" in da.coords else []
-    status = np.atleast_1d(da["status"].values).ravel() if "status" in da.coords else np.array([], int)
-    kinds = []
-    if (status == VANISHED).any() or any("vanished" in m for m in msgs):
-        kinds.append("vanished")
-    if any("non-finite" in m for m in msgs) or not kinds:
-        kinds.append("diverged")
-    return " or ".join(sorted(kinds, reverse=True))
+    from .load import DIVERGED, STATUS
+
+    others = [d for d in da.dims if d != dim]
+    arr = da.transpose(*others, dim) if others else da.expand_dims("_x").transpose("_x", dim)
+    values = np.asarray(arr.values, dtype=float).reshape(-1, arr.sizes[dim])
+    names = np.full(values.shape, None, dtype=object)
+    if "status" in da.coords:
+        st = xr.broadcast(da["status"], da)[0]
+        st = st.transpose(*others, dim) if others else st.expand_dims("_x").transpose("_x", dim)
+        codes = np.asarray(st.values).reshape(values.shape)
+        msg = None
+        if "message" in da.coords:
+            m = xr.broadcast(da["message"], da)[0]
+            m = m.transpose(*others, dim) if others else m.expand_dims("_x").transpose("_x", dim)
+            msg = np.asarray(m.values).reshape(values.shape)
+        for idx in np.ndindex(values.shape):
+            name = STATUS.get(int(codes[idx]), str(int(codes[idx])))
+            if int(codes[idx]) == DIVERGED and msg is not None and "vanished" in str(msg[idx]):
+                name = "vanished"
+            names[idx] = None if name == "done" else name
+    out = []
+    for i in range(values.shape[0]):
+        c = {}
+        for j in np.nonzero(~np.isfinite(values[i]))[0]:
+            c[names[i, j]] = c.get(names[i, j], 0) + 1
+        out.append(c)
+    return out
 
 
-def series_note(x, mean, n, xname="layer", reason="diverged"):
+def _merged(counts):
+    """One dict of outcome counts for several x: the counts when every x has the same (the same
+    replicates, e.g. layers), else their sum (different tasks, e.g. swept points)."""
+    if all(c == counts[0] for c in counts):
+        return dict(counts[0])
+    total = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def _lost(c):
+    """The counts of `c` but not needed: the replicates an adaptive rule did not need are no loss."""
+    return {k: v for k, v in c.items() if k != "not_needed" and v}
+
+
+def series_note(x, mean, n, xname="layer", outcomes=None, requested=None):
     """What a series whose mean at x rests on n replicates leaves out, as (note, last, fewer, gaps):
     `last` the index of its last finite point when it ends before the last x (else None), `fewer`
-    the indices of finite points resting on fewer replicates than the series' most, `gaps` the x
-    without a value before its last finite point, and `note` the words for its legend ("" when
-    none of these): "ends at layer 5: diverged", "n 4→2 from layer 3: vanished", "no value at
-    lambda = 0: vanished", "no value: diverged" (none at any x)."""
+    the indices of finite points missing replicates for another reason than an adaptive rule not
+    needing them (the hollow markers), `gaps` the x without a value before its last finite point,
+    and `note` the words for its legend ("" when nothing is missing). `outcomes` (per x, the
+    counts of missing_outcomes) names why, each outcome by its own name (load.outcome_words):
+    "n 4→1 from layer 4, ends at layer 6: 4 diverged", "n = 12 of 32 at lambda = 0.5: 20 not
+    needed", "n = 2 of 3 at T = 16: 1 failed", "no value at lambda = 0: 3 vanished", "no value: 2
+    pending"; without `outcomes` the missing replicates (below `requested`, default the series'
+    most) are "without a value"."""
+    from .load import outcome_words
+
     x, mean, n = np.asarray(x), np.asarray(mean, dtype=float), np.asarray(n)
     finite = np.isfinite(mean)
     none = np.array([], int)
     if len(x) == 0:
         return "", None, none, none
+    req = int(requested) if requested is not None else int(n.max()) if n.size else 0
+    if outcomes is None:
+        outcomes = [{None: int(req - k)} if req > k else {} for k in n]
+    outcomes = [dict(c) for c in outcomes]
     if not finite.any():
-        return f"no value: {reason}", None, none, none
+        return f"no value: {outcome_words(_merged(outcomes))}", None, none, none
     where = "layer " if xname == "layer" else f"{xname} = "
+
+    def at(js):
+        js = list(js)
+        if len(js) <= 3:
+            return where + ", ".join(_fmt(x[j]) for j in js)
+        return f"{len(js)} {'layers' if xname == 'layer' else xname + ' values'}"
+
     idx = np.nonzero(finite)[0]
     last = int(idx[-1]) if idx[-1] < len(x) - 1 else None
     gaps = np.nonzero(~finite[:idx[-1]])[0]
-    full = int(n[finite].max())
-    fewer = idx[n[idx] < full]
+    fewer = np.array([i for i in idx if _lost(outcomes[i])], int)
     parts = []
-    if fewer.size and not (last is not None and fewer.tolist() == [last]):  # only at the end: 'ends at' says it
-        k = int(fewer[0])
-        run = n[k:idx[-1] + 1]
-        if (run < full).all() and (np.diff(run) <= 0).all():  # n only falls from there on (layers)
-            parts.append(f"n {full}→{int(n[idx[-1]])} from {where}{_fmt(x[k])}")
-        else:
-            parts.append(f"n < {full} at {where}" + ", ".join(_fmt(x[j]) for j in fewer))
+    # replicates lost one after another up to the end (a stack diverging layer by layer)
+    # (layers only: the same replicates, each lost outcome only growing; along a swept x each point
+    # has tasks of its own, named point by point)
+    fall = None
+    if xname == "layer" and fewer.size > 1 and fewer.tolist() == list(range(int(fewer[0]), int(idx[-1]) + 1)):
+        k0 = int(fewer[0])
+        run = n[k0 - 1 if k0 > 0 and finite[k0 - 1] else k0:idx[-1] + 1]
+        grows = all(_lost(outcomes[j + 1]).get(k, 0) >= v for j in fewer[:-1] for k, v in _lost(outcomes[j]).items())
+        if (np.diff(run) <= 0).all() and run[0] > run[-1] and grows:
+            fall = k0
+    tail = last is not None and fewer.tolist() == [last]  # lost only at the end: 'ends at' says it
+    if tail:
+        fall = last
+    grouped = {}  # what a finite point misses -> its points (fall's points: only their not needed)
+    for i in idx:
+        c = outcomes[i]
+        if fall is not None and i >= fall:
+            c = {"not_needed": c["not_needed"]} if c.get("not_needed") else {}
+        if sum(c.values()):
+            grouped.setdefault((int(n[i]) if fall is None or i < fall else req - c["not_needed"],
+                                tuple(sorted(c.items(), key=str))), []).append(i)
+    for (k, c), js in grouped.items():
+        spot = "" if len(js) == len(idx) else f" at {at(js)}"
+        parts.append(f"n = {k} of {req}{spot}: {outcome_words(dict(c))}")
+    if fall is not None and not tail:
+        before = int(n[fall - 1]) if fall > 0 and finite[fall - 1] else req
+        text = f"n {before}→{int(n[idx[-1]])} from {where}{_fmt(x[fall])}"
+        if last is None:
+            text += f": {outcome_words(_lost(outcomes[idx[-1]]))}"
+        parts.append(text)
     if gaps.size:
-        parts.append(f"no value at {where}" + (", ".join(_fmt(x[j]) for j in gaps) if gaps.size <= 3
-                                              else f"{gaps.size} values"))
+        parts.append(f"no value at {at(gaps)}: {outcome_words(_merged([outcomes[j] for j in gaps]))}")
     if last is not None:
-        parts.append(f"ends at {where}{_fmt(x[last])}")
-    return (", ".join(parts) + f": {reason}" if parts else ""), last, fewer, gaps
+        parts.append(f"ends at {where}{_fmt(x[last])}: {outcome_words(_merged(outcomes[last + 1:]))}")
+    return ", ".join(parts), last, fewer, gaps
 
 
 def line_band(ax, x, da, label, dim="replicate", band=DEFAULT_BAND, valid=None, xname=None, **kw):
     """Mean of `da` over `dim` against x (1-D, same length), with its band (mean_band's `band`;
     True = the default band, False = "none"); returns the Line2D. A series that ends before the
-    last x gets an "x" at its last finite point, points resting on fewer replicates a hollow
-    marker, and its label the series_note (`xname` names x in it: default the dimension of `da`,
-    or the [[zip]] member along it); the note is also the line's attribute `series_note`."""
+    last x gets an "x" at its last finite point, points missing replicates for another reason
+    than an adaptive rule not needing them a hollow marker, and its label the series_note, which
+    names the outcomes of the missing replicates from the tasks' status (`xname` names x in it:
+    default the dimension of `da`, or the [[zip]] member along it); the note is also the line's
+    attribute `series_note`, and each marker's `outcomes` the counts it stands for."""
     band = {True: DEFAULT_BAND, False: "none", None: "none"}.get(band, band)
     mean, lo, hi = mean_band(da, dim, band=band, valid=valid)
     n = np.asarray(da.count(dim).values)
     x = np.asarray(x, dtype=float)
     y = np.asarray(mean.values, dtype=float)
-    note, last, fewer, gaps = series_note(x, y, n, xname or _x_name(da, dim, x), divergence_reason(da, dim))
+    missing = missing_outcomes(da, dim)
+    requested = da.sizes[dim] if dim in da.dims else None
+    note, last, fewer, gaps = series_note(x, y, n, xname or _x_name(da, dim, x), missing, requested)
     (line,) = ax.plot(x, y, label=f"{label} ({note})" if note else label, gid=f"mean:{label}", **kw)
     line.series_note = note
+    line.outcomes = _merged(missing) if note else {}  # what the note names (names only are meant)
     colour = line.get_color()
     lo, hi = np.asarray(lo.values, dtype=float), np.asarray(hi.values, dtype=float)
     ok = np.isfinite(lo) & np.isfinite(hi)
@@ -206,14 +289,17 @@ def line_band(ax, x, da, label, dim="replicate", band=DEFAULT_BAND, valid=None, 
                         gid=f"band:{label}")
     ms = kw.get("ms", kw.get("markersize", 3))
     if fewer.size:
-        ax.plot(x[fewer], y[fewer], ls="none", marker="o", ms=max(ms, 3) + 1, mfc="white", mec=colour,
-                mew=0.8, zorder=line.get_zorder() + 0.1, gid=f"fewer:{label}", label="_fewer")
+        (m,) = ax.plot(x[fewer], y[fewer], ls="none", marker="o", ms=max(ms, 3) + 1, mfc="white", mec=colour,
+                       mew=0.8, zorder=line.get_zorder() + 0.1, gid=f"fewer:{label}", label="_fewer")
+        m.outcomes = _merged([_lost(missing[j]) for j in fewer])
     if last is not None:
-        ax.plot([x[last]], [y[last]], ls="none", marker="x", ms=max(ms, 3) + 4, mew=1.6, color=colour,
-                zorder=line.get_zorder() + 0.2, gid=f"ends:{label}", label="_ends")
+        (m,) = ax.plot([x[last]], [y[last]], ls="none", marker="x", ms=max(ms, 3) + 4, mew=1.6, color=colour,
+                       zorder=line.get_zorder() + 0.2, gid=f"ends:{label}", label="_ends")
+        m.outcomes = _merged(missing[last + 1:])
     if gaps.size:  # x without a value between values: a mark on the bottom edge, at that x
-        ax.plot(x[gaps], np.zeros(gaps.size), ls="none", marker="x", ms=max(ms, 3) + 2, mew=1.2, color=colour,
-                transform=ax.get_xaxis_transform(), clip_on=False, gid=f"gap:{label}", label="_gap")
+        (m,) = ax.plot(x[gaps], np.zeros(gaps.size), ls="none", marker="x", ms=max(ms, 3) + 2, mew=1.2, color=colour,
+                       transform=ax.get_xaxis_transform(), clip_on=False, gid=f"gap:{label}", label="_gap")
+        m.outcomes = _merged([missing[j] for j in gaps])
     return line
 
 
@@ -224,21 +310,39 @@ def with_tasks(ds):
     return ds.set_coords(names) if names else ds
 
 
+def marker_outcomes(axes, kind):
+    """{outcome: count} the markers of `kind` ("fewer", "ends", "gap") drawn on `axes` stand for
+    (line_band's `outcomes` of each), {} when none was drawn."""
+    found = {}
+    for ax in axes:
+        for ln in ax.get_lines():
+            if (ln.get_gid() or "").split(":")[0] == kind:
+                for k, v in getattr(ln, "outcomes", {None: 1}).items():
+                    found[k] = found.get(k, 0) + v
+    return found
+
+
 def marker_handles(axes):
-    """Legend entries explaining the divergence markers drawn on `axes` (none when none was)."""
+    """Legend entries explaining the markers drawn on `axes` (none when none was), naming the
+    outcomes the drawn markers stand for (load.outcome_words), never others."""
     from matplotlib.lines import Line2D
 
-    gids = {(ln.get_gid() or "").split(":")[0] for ax in axes for ln in ax.get_lines()}
+    from .load import outcome_words
+
+    found = {kind: c for kind in ("fewer", "ends", "gap") if (c := marker_outcomes(axes, kind))}
     out = []
-    if "fewer" in gids:
+    if "fewer" in found:
         out.append(Line2D([], [], ls="none", marker="o", ms=4, mfc="white", mec="0.3",
-                          label="fewer replicates (the others diverged or vanished)"))
-    if "ends" in gids:
+                          label=f"fewer replicates than requested (the others "
+                                f"{outcome_words(found['fewer'], numbers=False, last=' or ')})"))
+    if "ends" in found:
         out.append(Line2D([], [], ls="none", marker="x", ms=7, mew=1.6, color="0.3",
-                          label="last finite value (every replicate diverged or vanished after it)"))
-    if "gap" in gids:
+                          label=f"last finite value (after it no replicate has one: "
+                                f"{outcome_words(found['ends'], numbers=False, last=' or ')})"))
+    if "gap" in found:
         out.append(Line2D([], [], ls="none", marker="x", ms=5, mew=1.2, color="0.3",
-                          label="on the x axis: no value there (every replicate diverged or vanished)"))
+                          label=f"on the x axis: no value there "
+                                f"({outcome_words(found['gap'], numbers=False, last=' or ')})"))
     return out
 
 
@@ -434,7 +538,7 @@ def panel_grid(fig, n, ncols=None, nrows=None, panel=(3.6, 2.7), extra_width=0.0
 
 def legend_width(labels, fontsize=7.0):
     """Inches a legend of these labels takes beside the axes (a rough text width)."""
-    longest = max((len(str(t)) for t in labels), default=0)
+    longest = max((len(line) for t in labels for line in str(t).split("\n")), default=0)
     return 0.7 + longest * fontsize * 0.55 / 72
 
 

@@ -41,7 +41,8 @@ def parser():
                     "rcsweep store, or (with --y) any metric of any store against layer or a swept "
                     "axis: the mean over replicates with a band of ± 1 sd of the replicates (the "
                     "papers' convention; --band picks another), clipped to the metric's range; a series "
-                    "whose replicates all diverge or vanish is marked where it ends and named so in the legend; theory curves beside the data in the papers' figures. PNG or SVG by the "
+                    "that ends early is marked where it ends, and the legend names the outcome of every missing replicate as the store does "
+                    "(not needed, diverged, vanished, failed, pending; hollow markers: replicates lost); theory curves beside the data in the papers' figures. PNG or SVG by the "
                     "output's extension.",
         epilog="Figures (name, what it shows, the sweep file that makes its store):\n"
                + figure_list(FIGURES)
@@ -99,6 +100,7 @@ def build(ds, a):
     from rcsweep_tools import facet
     from rcsweep_tools.figures import FIGURES
     from rcsweep_tools.plot import DEFAULT_BAND, band_text, fit_column, fit_width
+    from rcsweep_tools.load import outcome_counts, outcome_words
 
     if a.width:  # a column or page of a paper: the paper style (main() draws inside its settings)
         a.style = "paper"
@@ -122,9 +124,10 @@ def build(ds, a):
         fig._supxlabel.set_visible(False)
         fig._supxlabel.set_in_layout(False)
     if not (a.no_title or a.style == "paper"):
-        done = int((ds["status"] == 1).sum())
-        skipped = int((ds["status"] == 4).sum())  # not needed (adaptive replicates): never to be run
-        count = f"{done}/{ds['status'].size - skipped} tasks done" + (f" ({skipped} not needed)" if skipped else "")
+        counts = outcome_counts(ds["status"].values)  # every outcome by the store's name
+        skipped = counts.get("not_needed", 0)  # not needed (adaptive replicates): never to be run
+        others = outcome_words(counts)
+        count = f"{counts.get('done', 0)}/{ds['status'].size - skipped} tasks done" + (f" ({others})" if others else "")
         fig.suptitle(f"{heading}\n{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}, "
                      f"{count}, rcsweep {ds.attrs.get('git_commit', '?')}", fontsize=8)
         w, h = fig.get_size_inches()

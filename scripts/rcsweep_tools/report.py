@@ -43,11 +43,12 @@ class Entry:
 
 
 def provenance(store):
-    """Root attributes of a store (PROVENANCE order) plus the count of tasks per status."""
+    """Root attributes of a store (PROVENANCE order) plus the count of tasks per outcome ("28 done,
+    4 not needed, 1 diverged": load.outcome_words)."""
     import h5py
     import numpy as np
 
-    from .load import task_statuses
+    from .load import outcome_counts, outcome_words, task_statuses
 
     out = {}
     with h5py.File(store, "r", locking=False) as f:
@@ -56,10 +57,10 @@ def provenance(store):
                 v = f.attrs[k]
                 v = v.item() if isinstance(v, np.generic) else v
                 out[k] = v.decode() if isinstance(v, bytes) else v
-        status = f["tasks"]["status"][...]
-        names = task_statuses(f)  # the store's /tasks status enumeration
-        out["tasks"] = ", ".join(f"{int((status == k).sum())} {n.replace('_', ' ')}" for k, n in names.items()
-                                 if (status == k).any())
+        # the store's /tasks status enumeration names them: done first, then the other outcomes
+        counts = outcome_counts(f["tasks"]["status"][...], task_statuses(f))
+        out["tasks"] = ", ".join(w for w in (f"{counts['done']} done" if counts.get("done") else "",
+                                             outcome_words(counts)) if w)
     if not out.get("finished"):
         out["finished"] = "(not finished)"
     return out

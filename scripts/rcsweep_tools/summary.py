@@ -7,9 +7,10 @@ Run with Debian's interpreter (it has h5py, numpy, matplotlib):
 
 Table: one row per grid point with the swept parameters, the mean ± sample standard deviation
 (ddof = 1) over the done replicates of each metric at the last layer, `n` (how many replicates are done: the ones the
-values rest on; with adaptive replicates it differs from point to point) and, in `bad`, how many
-failed, diverged (X non-finite) or vanished (X exactly zero) (and, after them, how many are
-pending and how many an adaptive rule did not need).
+values rest on; with adaptive replicates it differs from point to point) and, in `not done`, the
+other replicates of the point by outcome, each by the store's name (load.outcome_words: "2 not
+needed" an adaptive rule did not need, "1 diverged" X non-finite, "1 vanished" X exactly zero,
+"1 failed", "1 pending"; "0" when every replicate is done).
 Plot: the metric against layer (mean over replicates, band ± 1 sd of the replicates: the same
 sd as the table's and rcsweep-plot's default band), one panel per value of
 the first swept dimension (wrapped into rows of at most about sqrt(n) panels), one row per value of
@@ -21,7 +22,7 @@ import sys
 
 import numpy as np
 
-from .load import StoreInvalid, layer_metrics, open_store
+from .load import StoreInvalid, layer_metrics, open_store, outcome_counts, outcome_words
 TABLE_METRICS = ("sr_cov", "sr_x", "mu_rel", "m_gap")
 
 
@@ -67,10 +68,12 @@ def load(path):
         return data, status, swept_params, labels, text(f.attrs.get("sweep_name", path))
 
 
-def print_table(data, status, swept, labels, out=None):
+def print_table(data, status, swept, labels, out=None, statuses=None):
+    """The table (module docstring); `statuses` code -> name of the store's /tasks status
+    enumeration (load.task_statuses; load.STATUS by default)."""
     out = sys.stdout if out is None else out  # looked up per call: stdout may be redirected
     last = next(iter(data.values())).shape[2] - 1
-    head = [*swept] + [f"{m}@L{last}" for m in TABLE_METRICS] + ["n", "bad"]
+    head = [*swept] + [f"{m}@L{last}" for m in TABLE_METRICS] + ["n", "not done"]
     rows = []
     for i, lab in enumerate(labels):
         row = [lab[p] for p in swept]
@@ -81,10 +84,7 @@ def print_table(data, status, swept, labels, out=None):
             with np.errstate(all="ignore"):
                 row.append(f"{x.mean():.4g} ± {x.std(ddof=1):.2g}" if len(x) > 1 else (f"{x[0]:.4g}" if len(x) else "—"))
         row.append(str(int(np.sum(done))))
-        bad = int(np.sum(np.isin(status[i], (2, 3, 5))))  # failed, diverged or vanished
-        pend = int(np.sum(status[i] == 0))
-        skipped = int(np.sum(status[i] == 4))
-        row.append(f"{bad}" + (f" (+{pend} pending)" if pend else "") + (f" ({skipped} not needed)" if skipped else ""))
+        row.append(outcome_words(outcome_counts(status[i], statuses)) or "0")
         rows.append(row)
     widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(head)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)

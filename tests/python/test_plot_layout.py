@@ -10,6 +10,8 @@
 - --style paper is a page (7 in) wide, --width column 3.5 in (panels one under another),
   legends lie outside every panel, and a signed hue axis gets a diverging map centred at 0.
 """
+import re
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -80,11 +82,14 @@ def test_series_note_and_markers_from_an_array():
     for r, last in enumerate((6, 5, 4, 3)):
         v[r, last + 1:] = np.nan
     v += np.arange(4)[:, None] * 0.01
-    da = xr.DataArray(v, dims=("replicate", "layer"), coords={"layer": np.arange(9)}, name="mu_rel")
+    da = xr.DataArray(v, dims=("replicate", "layer"), name="mu_rel",
+                      coords={"layer": np.arange(9), "status": ("replicate", [3, 3, 3, 3])})
     fig = Figure()
     ax = fig.add_subplot()
     ln = line_band(ax, np.arange(9), da, "lambda = 0", color="k")
-    assert ln.get_label() == "lambda = 0 (n 4→1 from layer 4, ends at layer 6: diverged)"
+    assert ln.get_label() == "lambda = 0 (n 4→1 from layer 4, ends at layer 6: 4 diverged)"
+    bare = line_band(Figure().add_subplot(), np.arange(9), da.drop_vars("status"), "bare")
+    assert bare.series_note == "n 4→1 from layer 4, ends at layer 6: 4 without a value"  # no status: no outcome named
     assert ln.get_gid() == "mean:lambda = 0"
     end = gid(ax, "ends:")["ends:lambda = 0"]
     assert end.get_xdata().tolist() == [6] and end.get_ydata()[0] == pytest.approx(v[0, 6])
@@ -99,9 +104,9 @@ def test_series_note_and_markers_from_an_array():
     sd = np.std(v[:2, 5], ddof=1)
     np.testing.assert_allclose([ys.min(), ys.max()], [v[:2, 5].mean() - sd, v[:2, 5].mean() + sd], rtol=1e-12)
     # a series without a value anywhere, and one with a hole, say so
-    assert series_note([0, 1, 2], [np.nan] * 3, [0, 0, 0], "T", "vanished")[0] == "no value: vanished"
-    note, last, fewer, gaps = series_note([8, 16, 32], [1.0, np.nan, 2.0], [3, 0, 3], "T", "diverged")
-    assert note == "no value at T = 16: diverged" and last is None and gaps.tolist() == [1]
+    assert series_note([0, 1, 2], [np.nan] * 3, [0, 0, 0], "T", [{"vanished": 3}] * 3)[0] == "no value: 3 vanished"
+    note, last, fewer, gaps = series_note([8, 16, 32], [1.0, np.nan, 2.0], [3, 0, 3], "T", [{}, {"diverged": 3}, {}])
+    assert note == "no value at T = 16: 3 diverged" and last is None and gaps.tolist() == [1]
     assert series_note([0, 1], [1.0, 2.0], [3, 3])[0] == ""
 
 
@@ -120,10 +125,11 @@ def test_a_series_that_blows_up_is_marked_where_it_ends(run_sweep):
         assert list(end) == ["ends:norm = none"], end
         assert end["ends:norm = none"].get_xdata()[0] == last
         assert end["ends:norm = none"].get_ydata()[0] == pytest.approx(mean[last], rel=1e-12)
-        assert f"ends at layer {last}: diverged" in gid(ax, "mean:")["mean:norm = none"].get_label()
+        reps = mu.sizes["replicate"]
+        assert f"ends at layer {last}: {reps} diverged" in gid(ax, "mean:")["mean:norm = none"].get_label()
     assert any(t.startswith("none (") and "diverged" in t for t in texts), texts
     assert "layernorm" in texts  # the series that does not end carries no note
-    assert "last finite value (every replicate diverged or vanished after it)" in texts
+    assert "last finite value (after it no replicate has one: diverged)" in texts
     legends_outside_every_panel(fig)
 
 
@@ -143,7 +149,7 @@ def test_a_vanishing_series_is_never_silently_dropped(run_sweep, tmp_path):
         assert gid(ax, "ends:")["ends:lambda = 0"].get_xdata()[0] == last
         assert f"ends at layer {last}" in zero[0]
     else:
-        assert zero[0] == "0 (no value: vanished)"
+        assert re.fullmatch(r"0 \(no value: \d+ vanished\)", zero[0]), zero
     for lam in (-0.5, 0.5):
         assert np.isfinite(lines[f"mean:lambda = {lam:g}"].get_ydata()).all()
     # against lambda at the last layer: lambda = 0 has no value there; an x on the axis marks it
@@ -151,7 +157,8 @@ def test_a_vanishing_series_is_never_silently_dropped(run_sweep, tmp_path):
     (ax,) = fig.axes
     gap = gid(ax, "gap:")
     assert list(gap) == ["gap:mu_rel"] and gap["gap:mu_rel"].get_xdata().tolist() == [0.0]
-    assert any("no value at lambda = 0: vanished" in t for t in legend_texts(fig)), legend_texts(fig)
+    assert any(re.search(r"no value at lambda = 0: \d+ vanished", t) for t in legend_texts(fig)), legend_texts(fig)
+    assert "on the x axis: no value there (vanished)" in legend_texts(fig)
     code, _, err = plot_main(store, "--y", "mu_rel", "-o", tmp_path / "relu.png", "--dpi", "60")
     assert code == 0, err
 

@@ -142,9 +142,10 @@ def test_summary_prints_n_per_point(store, capsys):
     spans = [m.span() for m in re.finditer(r"-+", lines[1])]  # the rule under the header gives the columns
     cells = [[line[a:b].strip() for a, b in spans] for line in lines]
     head = cells[0]
-    assert head[-2:] == ["n", "bad"]
+    assert head[-2:] == ["n", "not done"]
     assert [row[head.index("n")] for row in cells[2:]] == ["2", "3", "1"]
-    assert "2 not needed" in cells[2][-1] and "3 not needed" in cells[4][-1]
+    # every other replicate by its outcome's own name (load.outcome_words)
+    assert [row[-1] for row in cells[2:]] == ["2 not needed, 1 failed", "1 diverged, 1 pending", "3 not needed, 1 failed"]
     sr, status, reps = raw(store)
     x = sr[:reps][status[:reps] == 1, -1]  # point 0's done replicates at the last layer
     assert cells[2][head.index("sr_cov@L2")] == f"{x.mean():.4g} ± {x.std(ddof=1):.2g}"  # the sample sd, as the bands
@@ -157,8 +158,8 @@ def test_report_and_plot_title_count_not_needed_tasks(store, tmp_path):
 
     counts = {k: list(STATUSES.values()).count(k) for k in range(5)}
     counts[1] = 15 - len(STATUSES)
-    names = ("pending", "done", "failed", "diverged", "not needed")
-    assert provenance(store)["tasks"] == ", ".join(f"{counts[k]} {names[k]}" for k in range(5))
+    others = f"{counts[4]} not needed, {counts[3]} diverged, {counts[2]} failed, {counts[0]} pending"
+    assert provenance(store)["tasks"] == f"{counts[1]} done, {others}"
     import matplotlib
 
     matplotlib.use("Agg")
@@ -166,7 +167,7 @@ def test_report_and_plot_title_count_not_needed_tasks(store, tmp_path):
 
     a = parser().parse_args([str(store), "--y", "sr_cov"])
     fig = build(load(store), a)
-    assert f"{counts[1]}/{15 - counts[4]} tasks done ({counts[4]} not needed)" in fig._suptitle.get_text()
+    assert f"{counts[1]}/{15 - counts[4]} tasks done ({others})" in fig._suptitle.get_text()
     code, out, err = plot_main(store, "--y", "sr_cov", "-o", tmp_path / "sr.png")
     assert code == 0, err
 

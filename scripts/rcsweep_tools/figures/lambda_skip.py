@@ -22,7 +22,8 @@ import numpy as np
 
 from . import figure
 from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legend_below, legend_height,
-                    legends_outside, line_band, log_ticks, need, select)
+                    legends_outside, line_band, log_ticks, marker_outcomes, need, select)
+from ..load import outcome_words
 
 PAPER = "Lambda-skip"
 MU_LABEL = "normalised rank-collapse measure\n" r"$\mu(X_\ell)/\|X_\ell\|_F$"
@@ -206,8 +207,9 @@ def _ablation(ds, fig, name, switch, switch_label, panel_dim, title, band=DEFAUL
         ax.set_ylabel(MU_LABEL)
         ax.set_ylim(-0.02, 1.05)
     legends_outside(fig, axes)
-    fig.supxlabel(title + f"\n(x: every replicate diverged after this layer; {band_text(band, ds.sizes['replicate'])})",
-                  fontsize=8)
+    ends = marker_outcomes(axes, "ends")  # the outcomes of the replicates where an x is drawn, by name
+    ends = f"x: no replicate has a value after this layer ({outcome_words(ends, numbers=False, last=' or ')}); " if ends else ""
+    fig.supxlabel(title + f"\n({ends}{band_text(band, ds.sizes['replicate'])})", fontsize=8)
 
 
 @figure("ls-fig3", PAPER, "Fig. 3: SSD (Mamba-2 mixer) with/without SiLU gate and LayerNorm, normalised mu vs layer",
