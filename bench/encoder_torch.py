@@ -27,7 +27,6 @@ import argparse
 import ctypes
 import json
 import math
-import struct
 import sys
 import time
 from pathlib import Path
@@ -37,23 +36,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# The model folder's reader: the NumPy reference's (F64, F32, F16, BF16 to float64).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
+from encoder_reference import read_safetensors  # noqa: E402
+
 T = 128
-
-
-def read_safetensors(path):
-    """{name: float64 array} of a safetensors file of F64 tensors."""
-    raw = Path(path).read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    header.pop("__metadata__", None)
-    data = memoryview(raw)[8 + n:]
-    out = {}
-    for name, entry in header.items():
-        if entry["dtype"] != "F64":
-            sys.exit(f"{path}: {name} is {entry['dtype']}, not F64")
-        begin, end = entry["data_offsets"]
-        out[name] = np.frombuffer(data[begin:end], dtype="<f8").reshape(entry["shape"])
-    return out
 
 
 class Layer(nn.Module):
