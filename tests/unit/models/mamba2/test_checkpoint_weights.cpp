@@ -1,0 +1,2 @@
+// Placeholder until the unit lands.
+#include "models/mamba2/mamba2.hpp"
