@@ -32,6 +32,15 @@ enum class Tensor : std::uint32_t {
   encoder_output = 19,      ///< the attention's output projection W_O (d x d)
   encoder_mlp_in = 20,      ///< W_1 (d x intermediate)
   encoder_mlp_out = 21,     ///< W_2 (intermediate x d)
+  // Mamba-2's published initialisation (models/mamba2/random_weights.cpp): one stream per tensor
+  // kind, layer = the layer (0-based; 0 for the embedding).
+  mamba2_embedding = 22,  ///< the embedding (vocab_rows x d_model), normal
+  mamba2_in_proj = 23,    ///< W_in (d_model x d_in_proj), uniform
+  mamba2_conv = 24,       ///< the convolution's weights (d_conv x conv_dim), uniform
+  mamba2_conv_bias = 25,  ///< the convolution's bias (conv_dim), uniform
+  mamba2_dt = 26,         ///< the log-uniform dt behind dt_bias (heads), uniform
+  mamba2_A = 27,          ///< A = -U(A_init_range) behind A_log (heads), uniform
+  mamba2_out_proj = 28,   ///< W_out (d_inner x d_model), uniform
 };
 
 /// Identifies one random tensor. Never contains the rank, thread, lambda or a component switch
