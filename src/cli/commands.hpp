@@ -54,6 +54,8 @@ struct PlanArgs {
   std::string emit;              ///< --emit slurm|pbs: print a job script sized from the plan (plan/job_script.hpp)
   int nodes = 1;                 ///< --nodes of that job (with --cores: cores per node)
   double hours = 24.0;           ///< --hours: the longest walltime a job may ask for
+  int shards = 0;                ///< --shards: that many array elements (0: the fewest that fit --hours)
+  bool json = false;             ///< --json: the plan as one JSON object (not with --emit)
   plan::SiteOptions site;        ///< --account, --partition, --qos, --directive, --exclusive of that job
   std::filesystem::path setup;   ///< --setup: the script's default RCSWEEP_SETUP (a file it sources)
   std::filesystem::path output;  ///< -o: say what a run into this store would do (resume, grow, refuse)

@@ -23,6 +23,7 @@
 #include "plan/layout.hpp"
 #include "plan/memory.hpp"
 #include "plan/scheduler.hpp"
+#include "plan/store_size.hpp"
 #include "plan/threads.hpp"
 #include "store/reuse.hpp"
 #include "store/store.hpp"
@@ -52,16 +53,19 @@ std::string job_summary(const PlanArgs& args, const plan::Plan& plan, const plan
   const int threads = layout.chosen.threads;
   const auto scheduler = plan::parse_scheduler(args.emit);
   const std::string per_rank = threads > 1 ? " x " + std::to_string(threads) + " threads" : "";
-  char line[768];
+  char line[1024];
   std::snprintf(line, sizeof line,
                 "sweep \"%s\" (plan %s): %zu tasks in %zu bundles, about %s on one core (rough cost model)\n"
                 "layout %s per node: %s\n"
-                "sized for --nodes %d --cores %d --hours %g: %d ranks%s on %d node(s) per job, %d shard(s),\n"
-                "about %s each; asking %s and %.0f MiB per rank",
+                "sized for --nodes %d --cores %d --hours %g%s: %d ranks%s on %d node(s) per job, %d shard(s),\n"
+                "about %s each; asking %s (the estimate x %.1f + a lead of %.0f s; STOP_BEFORE %d s) and %.0f MiB "
+                "per rank",
                 plan.spec.name.c_str(), plan.hash.c_str(), plan.tasks.size(), plan.bundles.size(),
                 human_seconds(work.core_seconds).c_str(), plan::describe(layout.chosen).c_str(), layout.reason.c_str(),
-                args.nodes, cores, args.hours, s.ranks, per_rank.c_str(), s.nodes, s.shards,
-                human_seconds(s.estimate_s).c_str(), plan::format_walltime(s.walltime_s).c_str(), s.mem_per_rank_mib);
+                args.nodes, cores, args.hours,
+                args.shards > 0 ? (" --shards " + std::to_string(args.shards)).c_str() : "", s.ranks, per_rank.c_str(),
+                s.nodes, s.shards, human_seconds(s.estimate_s).c_str(), plan::format_walltime(s.walltime_s).c_str(),
+                plan::time_margin, s.lead_s, s.stop_before_s, s.mem_per_rank_mib);
   std::string summary = line;
   const bool slurm = scheduler == plan::Scheduler::slurm;
   if (s.shards > 1)
@@ -92,7 +96,7 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
   }
   const int cores = planned_cores(args);
   const int threads = layout.chosen.threads;
-  const auto s = plan::size_job(work, {args.nodes, cores, args.hours, threads});
+  const auto s = plan::size_job(work, {args.nodes, cores, args.hours, threads, args.shards});
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::string out = plan.spec.name + ".h5";
@@ -312,10 +316,12 @@ void print_layout(const PlanArgs& args, const plan::Plan& plan, const plan::Layo
   const auto& spec = plan.spec;
   const auto& chosen = layout.chosen;
   const int ranks = chosen.ranks, threads = chosen.threads;
-  const double store_bytes = 8.0 * (static_cast<double>(plan.tasks.size()) * (plan.max_depth + 1) *
-                                        static_cast<double>(metrics::n_layer_metrics) +
-                                    static_cast<double>(plan.spectrum_total()));
-  std::printf("store size    about %s\n", human_bytes(store_bytes).c_str());
+  const auto size = plan::store_size(plan);  // the store of this shard once it has run
+  if (size.most > size.least * 1.01)
+    std::printf("store size    about %s (every point at min = %d replicates) to %s (at max = %d)\n",
+                human_bytes(size.least).c_str(), spec.adaptive.min, human_bytes(size.most).c_str(), spec.replicates);
+  else
+    std::printf("store size    about %s\n", human_bytes(size.most).c_str());
   std::string command = plan::shell_quote(args.sweep_file.string());
   for (const auto& o : args.overrides) command += " " + plan::shell_quote(o);
   std::printf("layout        %s per node: %s\n", plan::describe(chosen).c_str(), layout.reason.c_str());
@@ -347,6 +353,11 @@ void print_layout(const PlanArgs& args, const plan::Plan& plan, const plan::Layo
 }  // namespace
 
 int plan_command(const PlanArgs& args) {
+  if (args.shards != 0 && args.emit.empty())
+    throw ConfigError(
+        std::vector<ConfigIssue>{{"--shards", "only with --emit: the array elements of the job script it writes"}});
+  if (args.json && !args.emit.empty())
+    throw ConfigError(std::vector<ConfigIssue>{{"--json", "not with --emit, which prints a job script"}});
   const plan::Shard shard = parse_shard(args.shard);
   const plan::Plan plan = plan::make_plan(store::load_sweep_with_input(args.sweep_file, args.overrides), shard);
   if (!args.output.empty()) check_store_path(args.output);
@@ -363,10 +374,14 @@ int plan_command(const PlanArgs& args) {
   const plan::LayoutRequest request = layout_request(args);
   const plan::Layout layout = plan::choose_layout(plan, work, request);
   const auto& chosen = layout.chosen;
-  if (!args.emit.empty())
+  if (!args.emit.empty()) {
+    // `run --shard` deals out tasks, or with adaptive replicates grid points
+    const std::size_t units = plan.spec.adaptive.enabled() ? plan.points.size() : plan.tasks.size();
     return emit_job_script(
         args, plan,
-        {core_s, plan::longest_task_seconds(plan, work, chosen.threads), shard_tasks, chosen.bytes_per_rank}, layout);
+        {core_s, plan::longest_task_seconds(plan, work, chosen.threads), shard_tasks, chosen.bytes_per_rank, units},
+        layout);
+  }
 
   const auto& spec = plan.spec;
   std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
@@ -410,6 +425,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
                   "not fit --hours (docs/CLUSTER.md); what it was sized for goes to stderr");
   cmd->add_option("--nodes", args.nodes, "with --emit: nodes per job (default 1); --cores is then cores per node");
   cmd->add_option("--hours", args.hours, "with --emit: the longest walltime a job may ask for (default 24)");
+  cmd->add_option("--shards", args.shards,
+                  "with --emit: an array of exactly N --shard jobs (1: one job), whatever the tasks' lengths;\n"
+                  "refused (exit 2) when its jobs do not fit --hours (default: the fewest that fit)")
+      ->option_text("N")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--account", args.site.account, "with --emit: the account charged (#SBATCH --account=A, #PBS -A A)")
       ->option_text("A");
   cmd->add_option("--partition", args.site.partition,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
@@ -152,6 +153,10 @@ Scheduler parse_scheduler(const std::string& text) {
   throw ConfigError({{"--emit", "unknown scheduler \"" + text + "\": slurm or pbs"}});
 }
 
+double time_lead(double estimate_s) { return std::clamp(estimate_s, min_lead_s, max_lead_s); }
+
+int stop_lead(double lead_s) { return static_cast<int>(std::lround(0.4 * lead_s)); }
+
 JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
   std::vector<ConfigIssue> issues;
   if (request.nodes < 1) issues.push_back({"--nodes", std::to_string(request.nodes) + ": at least 1 node"});
@@ -164,31 +169,51 @@ JobSizing size_job(const WorkEstimate& work, const JobRequest& request) {
     issues.push_back({"--threads", std::to_string(request.threads_per_rank) + ": from 1 to the cores of a node (" +
                                        std::to_string(request.cores_per_node) + ")"});
   const double max_s = request.max_hours * 3600;
-  if (!std::isfinite(request.max_hours) || max_s <= overhead_s)
-    issues.push_back({"--hours", "not a number of hours above " + hours_text(overhead_s) +
+  if (!std::isfinite(request.max_hours) || max_s <= min_lead_s)
+    issues.push_back({"--hours", "not a number of hours above " + hours_text(min_lead_s) +
                                      " (the scripts' start-up and stop lead)"});
+  const auto tasks = std::max<std::size_t>(1, work.tasks);
+  const auto units = work.shard_units > 0 ? work.shard_units : tasks;
+  if (request.shards < 0 || static_cast<std::size_t>(request.shards) > units)
+    issues.push_back({"--shards", std::to_string(request.shards) + ": from 1 to the " + std::to_string(units) +
+                                      (work.shard_units > 0 && work.shard_units != tasks ? " grid points" : " tasks") +
+                                      " `run --shard` deals out (a shard gets at least one)"});
   if (!issues.empty()) throw ConfigError(std::move(issues));
 
-  const auto tasks = std::max<std::size_t>(1, work.tasks);
   const int threads = request.threads_per_rank;
   const int per_node = request.cores_per_node / threads;  // ranks a node holds
   const long long slots = static_cast<long long>(request.nodes) * per_node;
-  const auto ask = [](double estimate) { return std::ceil((estimate * time_margin + overhead_s) / 60) * 60; };
+  const auto ask = [](double estimate) { return std::ceil((estimate * time_margin + time_lead(estimate)) / 60) * 60; };
   if (ask(work.largest_task_s) > max_s)
     throw ConfigError(
         {{"--hours", "the longest task needs about " + hours_text(work.largest_task_s) + " on one core (" +
                          hours_text(ask(work.largest_task_s)) + " with margin), more than --hours " +
                          hours_text(max_s) + "; a task is not split: ask for more hours"}});
   JobSizing s;
-  for (s.shards = 1;; ++s.shards) {
-    const auto per_shard = (tasks + static_cast<std::size_t>(s.shards) - 1) / static_cast<std::size_t>(s.shards);
+  const auto size_shards = [&](int shards) {
+    s.shards = shards;
+    const auto per_shard = (tasks + static_cast<std::size_t>(shards) - 1) / static_cast<std::size_t>(shards);
     s.ranks = static_cast<int>(std::min<long long>(slots, static_cast<long long>(per_shard)));
-    s.estimate_s = std::max(work.core_seconds / s.shards / (s.ranks * threads), work.largest_task_s);
+    s.estimate_s = std::max(work.core_seconds / shards / (s.ranks * threads), work.largest_task_s);
     s.walltime_s = ask(s.estimate_s);
-    if (s.walltime_s <= max_s) break;
-    if (static_cast<std::size_t>(s.shards) >= tasks)  // cannot happen: one task per shard fits
-      throw std::logic_error("size_job: no shard count fits");
+  };
+  if (request.shards > 0) {
+    size_shards(request.shards);
+    if (s.walltime_s > max_s)
+      throw ConfigError(
+          {{"--shards", std::to_string(request.shards) + " shards of about " + hours_text(s.estimate_s) + " each (" +
+                            hours_text(s.walltime_s) + " with margin) do not fit --hours " + hours_text(max_s) +
+                            ": ask for more shards or hours, or leave --shards out"}});
+  } else {
+    for (int shards = 1;; ++shards) {
+      size_shards(shards);
+      if (s.walltime_s <= max_s) break;
+      if (static_cast<std::size_t>(shards) >= tasks)  // cannot happen: one task per shard fits
+        throw std::logic_error("size_job: no shard count fits");
+    }
   }
+  s.lead_s = time_lead(s.estimate_s);
+  s.stop_before_s = stop_lead(s.lead_s);
   // as few nodes as hold the ranks, the ranks spread evenly over them (a few more to fill them)
   s.nodes = (s.ranks + per_node - 1) / per_node;
   s.ranks_per_node = (s.ranks + s.nodes - 1) / s.nodes;
@@ -306,6 +331,20 @@ void size_pbs(std::string& text, bool array, const JobSizing& sizing, const Scri
   }
 }
 
+/// The stop lead of a job of `sizing`: STOP_BEFORE, Slurm's --signal lead, and GRACE at most half
+/// of it (a short job's stop must land before its end). A sizing without one keeps the template's.
+void fill_stop_lead(std::string& text, Scheduler scheduler, const JobSizing& sizing) {
+  if (sizing.stop_before_s <= 0) return;
+  const std::string lead = std::to_string(sizing.stop_before_s);
+  replace_line(text, "STOP_BEFORE=${STOP_BEFORE:-", "STOP_BEFORE=${STOP_BEFORE:-" + lead + "}");
+  if (scheduler == Scheduler::slurm) replace_line(text, "#SBATCH --signal=B:USR1@", "#SBATCH --signal=B:USR1@" + lead);
+  const std::string grace = "GRACE=${GRACE:-";
+  const std::size_t at = text.find("\n" + grace);
+  if (at == std::string::npos) throw std::logic_error("job script template has no line starting with " + grace);
+  const int shipped = std::atoi(text.c_str() + at + 1 + grace.size());
+  replace_line(text, grace, grace + std::to_string(std::min(shipped, sizing.stop_before_s / 2)) + "}");
+}
+
 /// The site's launcher settings, and the overrides after the run command's sweep file.
 void fill_launcher_and_overrides(std::string& text, Scheduler scheduler, const ScriptNames& names) {
   if (!names.site.launcher.empty() && scheduler == Scheduler::slurm)
@@ -362,6 +401,7 @@ std::string fill_job_template(std::string_view script, Scheduler scheduler, bool
     size_slurm(text, array, sizing, names);
   else
     size_pbs(text, array, sizing, names);
+  fill_stop_lead(text, scheduler, sizing);
   fill_paths(text, names);
   fill_launcher_and_overrides(text, scheduler, names);
 

@@ -23,6 +23,9 @@ struct WorkEstimate {
   double largest_task_s = 0.0;
   std::size_t tasks = 0;        ///< the most ranks that have work
   double bytes_per_rank = 0.0;  ///< peak resident memory of one rank (largest unit on its threads + program)
+  /// What `run --shard i/n` deals out (tasks; with adaptive replicates, grid points): the most
+  /// shards that each get some. 0: `tasks`.
+  std::size_t shard_units = 0;
 };
 
 /// What the user asks for; size_job checks it (ConfigError naming --nodes, --cores, --hours, --threads).
@@ -31,6 +34,7 @@ struct JobRequest {
   int cores_per_node = 1;    ///< --cores: cores of a node (one rank per threads_per_rank cores); 0: not known
   double max_hours = 24.0;   ///< --hours: the longest walltime a job may ask for
   int threads_per_rank = 1;  ///< OpenMP threads of a rank (plan/layout.hpp), at most cores_per_node
+  int shards = 0;            ///< --shards: exactly this many array elements (1: one job); 0: the fewest that fit
 };
 
 struct JobSizing {
@@ -40,7 +44,9 @@ struct JobSizing {
   int ranks = 1;                  ///< MPI ranks of one job (array element)
   int shards = 1;                 ///< 1: one MPI job; more: an array of --shard i/n jobs and a merge
   double estimate_s = 0.0;        ///< estimated wall time of one job (array element)
-  double walltime_s = 0.0;        ///< the time asked for: estimate x time_margin + overhead_s, whole minutes
+  double walltime_s = 0.0;        ///< the time asked for: estimate x time_margin + lead_s, whole minutes
+  double lead_s = 0.0;            ///< the time asked beyond the estimate x time_margin (time_lead)
+  int stop_before_s = 0;          ///< the script's STOP_BEFORE and Slurm's --signal lead (stop_lead)
   double mem_per_rank_mib = 0.0;  ///< bytes_per_rank x memory_margin, whole MiB, at least 256
   /// The fewest cores (ranks x threads) whose job (array element) finishes within enough_time_s, or
   /// within its longest task when that is longer: far fewer than ranks x threads says the request
@@ -53,17 +59,31 @@ inline constexpr double enough_time_s = 600.0;
 /// `plan --emit` warns when enough_cores x this is at most the cores a job asks for.
 inline constexpr int oversize_factor = 4;
 
-/// The estimate is multiplied by this and overhead_s added (start-up, the scripts' STOP_BEFORE of
-/// 120 s before the end, a stop's grace): the cost model is rough (docs/BENCHMARKS.md).
+/// The estimate is multiplied by this and time_lead added: the cost model is rough
+/// (docs/BENCHMARKS.md).
 inline constexpr double time_margin = 1.5;
-inline constexpr double overhead_s = 300.0;
+/// The lead of a job's walltime beyond estimate x time_margin (start-up, the scripts' STOP_BEFORE
+/// before the end, a stop's grace) scales with the job: its estimate, at least min_lead_s, at most
+/// max_lead_s.
+inline constexpr double min_lead_s = 60.0;
+inline constexpr double max_lead_s = 300.0;
 inline constexpr double memory_margin = 1.25;
 
-/// Size the job: ranks = min(nodes x cores / threads, tasks) (more ranks than tasks idle), on as few
-/// nodes as hold them, spread evenly (rounded up to fill those nodes); its estimate is
-/// max(work / (ranks x threads), longest task); when the time asked would exceed --hours, the fewest
-/// shards whose jobs fit. Throws ConfigError (--nodes, --cores, --hours, --threads) on bad values or
-/// when the longest task alone does not fit in --hours.
+/// clamp(estimate_s, min_lead_s, max_lead_s), in seconds.
+double time_lead(double estimate_s);
+
+/// The script's STOP_BEFORE (seconds before the end rcsweep stops starting bundles) and Slurm's
+/// `--signal=B:USR1@` lead for a walltime lead of `lead_s`: 0.4 of it, whole seconds (the shipped
+/// scripts' 120 s for the largest lead).
+int stop_lead(double lead_s);
+
+/// Size the job: ranks = min(nodes x cores / threads, tasks of a shard) (more ranks than tasks
+/// idle), on as few nodes as hold them, spread evenly (rounded up to fill those nodes); its
+/// estimate is max(work / shards / (ranks x threads), longest task); the time asked is estimate x
+/// time_margin + time_lead(estimate), in whole minutes. Shards: request.shards when given, else the
+/// fewest whose jobs fit --hours. Throws ConfigError (--nodes, --cores, --hours, --threads,
+/// --shards) on bad values, when the longest task alone does not fit in --hours, when --shards
+/// exceeds the units a shard takes (WorkEstimate::shard_units) or its jobs do not fit --hours.
 JobSizing size_job(const WorkEstimate& work, const JobRequest& request);
 
 /// What a site's scheduler asks of every job (`plan --account/--partition/--qos/--directive/--exclusive`):

@@ -117,9 +117,14 @@ def test_emitted_hybrid_scripts_give_each_rank_threads(scheduler, tmp_path):
     (["--emit", "slurm", "--cores", "2", "--threads", "4"], "--threads"),
     (["--emit", "pbs", "--threads", "0"], "--threads"),
     (["--emit", "slurm", "--mem-per-node", "10M"], "--mem-per-node"),
+    (["--emit", "slurm", "--cores", "2", "--shards", "0"], "--shards"),
+    (["--emit", "slurm", "--cores", "2", "--shards", "73"], "--shards"),  # small.toml has 72 tasks
+    (["--emit", "slurm", "--cores", "2", "--shards", "two"], "--shards"),
+    (["--cores", "2", "--shards", "3"], "--shards"),  # only with --emit
+    (["--emit", "slurm", "--cores", "1", "--hours", "1", "--shards", "1"], "--shards"),  # BIG needs more
 ])
 def test_bad_emit_options_exit_2_naming_the_option(args, key):
-    proc = emit(DATA / "small.toml", *args)
+    proc = emit(BIG if "--hours" in args and "--shards" in args else DATA / "small.toml", *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert key in proc.stderr
     assert proc.stdout == ""  # no script
@@ -264,8 +269,60 @@ def test_emitted_slurm_script_runs_on_slurm(slurm, reference):
     (record,) = slurm.wait(jid)
     log = (work / f"rcsweep-{jid}.out").read_text()
     assert record["JobState"] == "COMPLETED" and record["ExitCode"] == "0:0", log + slurm.logs()
-    assert record["JobName"] == "cluster-small" and record["TimeLimit"] == "00:06:00", record
+    # seconds of work: a walltime of 2 minutes (the estimate x 1.5 and the shortest lead, 60 s)
+    assert record["JobName"] == "cluster-small" and record["TimeLimit"] == "00:02:00", record
     assert re.search(r"RCSWEEP=/\S*rcsweep ", log) and "rcsweep exit code 0" in log, log
+    assert_same_results(work / "cluster-small.h5", reference("small"))
+
+
+def walltime_s(script):
+    h, m, s = re.search(r"^(?:#SBATCH --time=|#PBS -l walltime=)(\d\d):(\d\d):(\d\d)$", script, re.M).groups()
+    return int(h) * 3600 + int(m) * 60 + int(s)
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs"])
+def test_the_time_lead_scales_with_the_work_and_shards_are_asked_for(scheduler, tmp_path):
+    """A sweep of seconds fits jobs of minutes (--hours 0.085, about 5 minutes: a fixed lead of 5
+    minutes made 6 and refused it); --shards N makes N array elements whatever the tasks' lengths,
+    each with a stop lead its walltime holds; an hours-long sweep keeps the shipped 120 s."""
+    small = emit(DATA / "small.toml", "--emit", scheduler, "--cores", 2, "--hours", 0.085)
+    assert small.returncode == 0, small.stderr
+    assert walltime_s(small.stdout) == 120 and "1 shard(s)" in small.stderr
+    assert "a lead of 60 s; STOP_BEFORE 24 s" in small.stderr, small.stderr
+    for n in (1, 2, 5):
+        proc = emit(DATA / "small.toml", "--emit", scheduler, "--cores", 2, "--hours", 0.085, "--shards", n)
+        assert proc.returncode == 0, proc.stderr
+        bash_n(proc.stdout, tmp_path, f"shards{n}.sh")
+        assert f" --shards {n}: " in proc.stderr and f"{n} shard(s)" in proc.stderr, proc.stderr
+        array = re.findall(r"^(?:#SBATCH --array=|#PBS -J )0-(\d+)$", proc.stdout, re.M)
+        assert array == ([] if n == 1 else [str(n - 1)]), array
+        if n > 1:
+            assert f"\nSHARDS=${{SHARDS:-{n}}}\n" in proc.stdout
+        assert "\nSTOP_BEFORE=${STOP_BEFORE:-24}\n" in proc.stdout
+        assert ("\n#SBATCH --signal=B:USR1@24\n" in proc.stdout) == (scheduler == "slurm")
+    big = emit(BIG, "--emit", scheduler, "--cores", 1, "--hours", 1)
+    assert big.returncode == 0, big.stderr
+    assert "a lead of 300 s; STOP_BEFORE 120 s" in big.stderr and "\nSTOP_BEFORE=${STOP_BEFORE:-120}\n" in big.stdout
+
+
+def test_emitted_slurm_array_of_asked_shards_runs_a_small_sweep(slurm, reference):
+    """`plan --emit slurm --shards 3 --hours 0.085` of a sweep of seconds: an array of 3 elements of
+    2 minutes each, submitted with sbatch alone (the sweep file and store its defaults), whose merge
+    gives the direct run's store."""
+    work = slurm.root / "work" / "emit-shards"
+    work.mkdir()
+    proc = emit(DATA / "small.toml", "--emit", "slurm", "--cores", slurm.cpus, "--hours", 0.085, "--shards", 3)
+    assert proc.returncode == 0, proc.stderr
+    script = bash_n(proc.stdout, work, "job.sh")
+    array = slurm.sbatch(script, cwd=work, env={**slurm.env, "RCSWEEP": ""})
+    elements = slurm.wait(array)
+    logs = "\n".join(f.read_text() for f in sorted(work.glob(f"rcsweep-{array}_*.out")))
+    assert len(elements) == 3 and all(r["JobState"] == "COMPLETED" for r in elements), f"{elements}\n{logs}"
+    assert all(r["TimeLimit"] == "00:02:00" for r in elements), elements
+    (merge,) = re.findall(r"submitted the merge job (\d+)", logs)
+    (record,) = slurm.wait(merge)
+    log = (work / f"rcsweep-merge-{merge}.out").read_text()
+    assert record["JobState"] == "COMPLETED" and "merged 3 shards" in log, f"{record}\n{log}"
     assert_same_results(work / "cluster-small.h5", reference("small"))
 
 

@@ -55,8 +55,15 @@ TEST(JobScript, SchedulerNamesAndErrorsNameTheOption) {
   EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 0}); }), "--hours");
   EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, -1}); }), "--hours");
   EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, NAN}); }), "--hours");
-  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 0.05}); }), "--hours");  // 3 min < the overhead
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 0.01}); }), "--hours");  // 36 s < the shortest lead
   EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 24}); }), "");
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 24, 1, 11}); }), "--shards");  // more shards than tasks
+  EXPECT_EQ(error_key([&] { plan::size_job(w, {1, 4, 24, 1, -1}); }), "--shards");
+  // the units run --shard deals out (adaptive replicates: points) bound --shards, not the tasks
+  EXPECT_EQ(error_key([] { plan::size_job({100, 1, 10, 1e6, 4}, {1, 4, 24, 1, 5}); }), "--shards");
+  EXPECT_EQ(error_key([] { plan::size_job({100, 1, 10, 1e6, 4}, {1, 4, 24, 1, 4}); }), "");
+  // shards whose jobs do not fit --hours: refused naming --shards (the fewest that fit is 3)
+  EXPECT_EQ(error_key([] { plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 4, 1, 2}); }), "--shards");
   // a task is never split: one that does not fit the hours is refused, naming --hours
   EXPECT_EQ(error_key([] { plan::size_job({7200, 3600, 2, 1e6}, {1, 4, 1}); }), "--hours");
 }
@@ -68,7 +75,9 @@ TEST(JobScript, SmallSweepGetsNoMoreRanksThanTasksAndTheMinimumTime) {
   EXPECT_EQ(s.nodes, 1);
   EXPECT_EQ(s.shards, 1);
   EXPECT_DOUBLE_EQ(s.estimate_s, 10.0);
-  EXPECT_DOUBLE_EQ(s.walltime_s, 360.0);        // 10 s x 1.5 + 300 s, up to whole minutes
+  EXPECT_DOUBLE_EQ(s.lead_s, 60.0);       // the shortest lead
+  EXPECT_DOUBLE_EQ(s.walltime_s, 120.0);  // 10 s x 1.5 + 60 s, up to whole minutes
+  EXPECT_EQ(s.stop_before_s, 24);
   EXPECT_DOUBLE_EQ(s.mem_per_rank_mib, 256.0);  // the floor
 }
 
@@ -93,8 +102,10 @@ TEST(JobScript, MultiNodeJobOneRankPerCoreWithMargin) {
   EXPECT_EQ(s.nodes, 4);
   EXPECT_EQ(s.shards, 1);
   EXPECT_DOUBLE_EQ(s.estimate_s, 3.6e6 / 128);
-  EXPECT_GE(s.walltime_s, s.estimate_s * plan::time_margin + plan::overhead_s);
-  EXPECT_LT(s.walltime_s, s.estimate_s * plan::time_margin + plan::overhead_s + 60);
+  EXPECT_DOUBLE_EQ(s.lead_s, plan::max_lead_s);  // a long job: the longest lead, the scripts' STOP_BEFORE
+  EXPECT_EQ(s.stop_before_s, 120);
+  EXPECT_GE(s.walltime_s, s.estimate_s * plan::time_margin + plan::max_lead_s);
+  EXPECT_LT(s.walltime_s, s.estimate_s * plan::time_margin + plan::max_lead_s + 60);
   EXPECT_EQ(std::fmod(s.walltime_s, 60.0), 0.0);
   EXPECT_DOUBLE_EQ(s.mem_per_rank_mib, 500.0);  // 400 MiB x 1.25
   // fewer ranks than one node's cores: one node
@@ -121,11 +132,41 @@ TEST(JobScript, SweepLongerThanTheHoursIsShardedIntoTheFewestJobsThatFit) {
   EXPECT_EQ(s.ranks, 128);
   EXPECT_LE(s.walltime_s, max_s);
   // every shard's share of the work fits its job ...
-  EXPECT_GE((s.walltime_s - plan::overhead_s) / plan::time_margin * s.ranks * s.shards, w.core_seconds);
+  EXPECT_GE((s.walltime_s - plan::max_lead_s) / plan::time_margin * s.ranks * s.shards, w.core_seconds);
   // ... and one shard fewer would not
-  const double fewer = w.core_seconds / (s.shards - 1) / s.ranks * plan::time_margin + plan::overhead_s;
+  const double fewer = w.core_seconds / (s.shards - 1) / s.ranks * plan::time_margin + plan::max_lead_s;
   EXPECT_GT(std::ceil(fewer / 60) * 60, max_s);
   EXPECT_EQ(s.shards, 3);  // 28125 s of wall on 128 ranks, 1.5 x that in jobs of at most 4 h
+}
+
+TEST(JobScript, TheLeadScalesWithTheJob) {
+  EXPECT_DOUBLE_EQ(plan::time_lead(0.001), plan::min_lead_s);
+  EXPECT_DOUBLE_EQ(plan::time_lead(100), 100.0);
+  EXPECT_DOUBLE_EQ(plan::time_lead(1e5), plan::max_lead_s);
+  EXPECT_EQ(plan::stop_lead(60), 24);
+  EXPECT_EQ(plan::stop_lead(300), 120);
+  // a sweep of seconds fits a job of a few minutes (a fixed 5-minute lead made 6)
+  const WorkEstimate tiny{0.1, 0.01, 72, 1e6};
+  const auto one = plan::size_job(tiny, {1, 2, 0.085});
+  EXPECT_EQ(one.shards, 1);
+  EXPECT_DOUBLE_EQ(one.walltime_s, 120.0);
+}
+
+TEST(JobScript, ShardsGiveExactlyThatManyElementsWhateverTheTasksLengths) {
+  const WorkEstimate tiny{0.1, 0.01, 72, 1e6};
+  for (int n : {1, 2, 3, 72}) {
+    const auto s = plan::size_job(tiny, {1, 2, 0.085, 1, n});
+    EXPECT_EQ(s.shards, n);
+    EXPECT_EQ(s.ranks, std::min(2, (72 + n - 1) / n));  // a shard's tasks, at most the cores
+    EXPECT_DOUBLE_EQ(s.walltime_s, 120.0);
+  }
+  // more shards than needed for the hours: each the smaller share of the work
+  const WorkEstimate w{3.6e6, 60, 10000, 1e6};
+  const auto six = plan::size_job(w, {4, 32, 4, 1, 6});
+  EXPECT_EQ(six.shards, 6);
+  EXPECT_DOUBLE_EQ(six.estimate_s, 3.6e6 / 6 / 128);
+  const auto array = plan::job_script(Scheduler::slurm, plan::size_job(tiny, {1, 2, 0.085, 1, 3}), {});
+  EXPECT_TRUE(array.find("\n#SBATCH --array=0-2\n") != std::string::npos);
 }
 
 TEST(JobScript, WalltimeAndQuoting) {
@@ -534,6 +575,24 @@ TEST(JobScript, ATemplateThatLostALineIsABug) {
   const auto s = plan::size_job({100, 1, 10, 1e6}, {1, 8, 24});
   EXPECT_THROW(plan::fill_job_template("#!/bin/bash\necho hi\n", Scheduler::slurm, false, s, names()),
                std::logic_error);
+}
+
+TEST(JobScript, AShortJobStopsAndIsSignalledWithinItsLead) {
+  const auto s = plan::size_job({0.1, 0.01, 72, 1e6}, {1, 2, 0.085});
+  const auto slurm = plan::job_script(Scheduler::slurm, s, names());
+  EXPECT_TRUE(has_line(slurm, "#SBATCH --time=00:02:00"));
+  EXPECT_TRUE(has_line(slurm, "#SBATCH --signal=B:USR1@24"));
+  EXPECT_TRUE(has_line(slurm, "STOP_BEFORE=${STOP_BEFORE:-24}"));
+  EXPECT_TRUE(has_line(slurm, "GRACE=${GRACE:-12}"));  // at most half the stop lead
+  const auto pbs = plan::job_script(Scheduler::pbs, s, names());
+  EXPECT_TRUE(has_line(pbs, "STOP_BEFORE=${STOP_BEFORE:-24}"));
+  EXPECT_TRUE(has_line(pbs, "GRACE=${GRACE:-8}"));  // the shipped one, already shorter
+  // a long job keeps the shipped scripts' leads
+  const auto long_job = plan::job_script(Scheduler::slurm, plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 24}),
+                                         names());
+  EXPECT_TRUE(has_line(long_job, "#SBATCH --signal=B:USR1@120"));
+  EXPECT_TRUE(has_line(long_job, "STOP_BEFORE=${STOP_BEFORE:-120}"));
+  EXPECT_TRUE(has_line(long_job, "GRACE=${GRACE:-60}"));
 }
 
 }  // namespace
