@@ -315,6 +315,34 @@ TEST(Mamba2CheckpointWeights, ATooLargeVocabularyOrTooManyLayersShowInTheShapes)
   EXPECT_NE(m.find("... and 71 more problems"), std::string::npos) << m;  // 1 + 90 problems, 20 listed
 }
 
+TEST(Mamba2CheckpointWeights, ReadsAShardedFolderAndNamesItsIndexForAMissingTensor) {
+  Tensors t = mamba2_tensors(false);
+  const auto write_sharded = [&](const TempDir& dir) {
+    checkpoint::test::write_bytes(dir / "config.json", config_of().dump());
+    Writer a, b;
+    std::string map;
+    for (const auto& [name, x] : t) {
+      const bool first = !name.starts_with("backbone.layers.1.");
+      (first ? a : b).add(name, "F32", shape_json(x.shape), bytes(x, "F32"));
+      map += (map.empty() ? "" : ",") + ("\"" + name + "\":\"" + (first ? "a.safetensors" : "b.safetensors") + "\"");
+    }
+    a.write(dir / "a.safetensors");
+    b.write(dir / "b.safetensors");
+    checkpoint::test::write_bytes(dir / "model.safetensors.index.json", "{\"weight_map\":{" + map + "}}");
+  };
+  TempDir whole;
+  write_sharded(whole);
+  const auto w = CheckpointWeights::open(whole.path());
+  for (int l = 0; l < layers; ++l) expect_layer(*w, t, l, false);
+  expect_embedding(*w, t);
+
+  t.erase("backbone.layers.1.mixer.D");
+  TempDir broken;
+  write_sharded(broken);
+  const std::string m = refusal(broken, "model.safetensors.index.json");
+  EXPECT_NE(m.find("tensor \"backbone.layers.1.mixer.D\" is missing (D of layer 1)"), std::string::npos) << m;
+}
+
 // --- config.json -------------------------------------------------------------------------------
 
 Mamba2Shape shape_of(const nlohmann::json& config) {

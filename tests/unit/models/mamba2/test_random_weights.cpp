@@ -332,5 +332,31 @@ TEST(Mamba2RandomWeights, RefusesBadShapesAndRequests) {
   refused([](Mamba2Shape& s) { s.d_model = 1 << 30; });  // widths beyond an int
 }
 
+// The initialisation through the forward pass: the blocks keep every entry finite and change the
+// residual stream, and the final RMSNorm (weight 1) scales each row to mean square m / (m + eps).
+TEST(Mamba2RandomWeights, EmbedAndApplyTheBlocks) {
+  const Mamba2Shape s = small_shape();
+  const RandomWeights w(s, seed, 4);
+  const std::vector<std::int64_t> ids{3, 17, 40, 17, 2, 49, 0, 11, 5};
+  Matrix X = w.embedding(ids);
+  const Matrix X0 = X;
+  for (int layer = 0; layer < s.layers; ++layer) apply_block(s, w.layer(layer), {}, X);
+  double change = 0, norm0 = 0;
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(X.values()[i])) << i;
+    change += (X.values()[i] - X0.values()[i]) * (X.values()[i] - X0.values()[i]);
+    norm0 += X0.values()[i] * X0.values()[i];
+  }
+  EXPECT_GT(change, 0.0);
+  EXPECT_LT(std::sqrt(change / norm0), 1e3);
+  const Matrix XL = X;
+  apply_final_norm(s, w.final_norm(), {}, X);
+  for (std::size_t i = 0; i < X.rows(); ++i) {
+    double before = 0, after = 0;
+    for (std::size_t j = 0; j < 32; ++j) before += XL(i, j) * XL(i, j) / 32, after += X(i, j) * X(i, j) / 32;
+    EXPECT_NEAR(after, before / (before + 1e-5), 1e-12) << i;  // RMSNorm with weight 1 and eps 1e-5
+  }
+}
+
 }  // namespace
 }  // namespace rcsweep::models::mamba2
