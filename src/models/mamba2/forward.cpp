@@ -366,7 +366,8 @@ Matrix ssd(const Mamba2Shape& shape, const SsdInputs& inputs, std::span<const do
       parallel::for_each(d.H, [&](std::size_t h) { ssd_quadratic_head(shape, inputs, D, h, y); });
       break;
     case SsdForm::chunked: {
-      const std::size_t Q = static_cast<std::size_t>(chunk > 0 ? chunk : shape.chunk_size);
+      // A chunk longer than T is T: one chunk, no scratch beyond it.
+      const std::size_t Q = std::min(static_cast<std::size_t>(chunk > 0 ? chunk : shape.chunk_size), d.T);
       const std::size_t chunks = (d.T + Q - 1) / Q;
       // C B^T of each group and chunk (q x q), shared by the group's heads.
       std::vector<Matrix> CB(d.G * chunks);
