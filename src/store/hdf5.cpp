@@ -319,9 +319,12 @@ Handle create_dataset(hid_t loc, const std::string& name, hid_t file_type, const
     check(H5Pset_chunk(dcpl.id(), static_cast<int>(options.chunk.size()), options.chunk.data()),
           "H5Pset_chunk " + name);
   if (options.fill) check(H5Pset_fill_value(dcpl.id(), options.fill_type, options.fill), "H5Pset_fill_value " + name);
-  // All storage now, filled: a store that could be created never needs more disk space for its
-  // results (a disk filling up later cannot stop it halfway, docs/GUARANTEES.md).
-  check(H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time " + name);
+  // Early: all storage now, filled, so a store that could be created never needs more disk space
+  // for its results (a disk filling up later cannot stop it halfway, docs/GUARANTEES.md).
+  // Incremental: a chunk when it is first written (the stores whose tasks do not all run).
+  const bool incremental = !options.allocate_early && !options.chunk.empty();
+  check(H5Pset_alloc_time(dcpl.id(), incremental ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_EARLY),
+        "H5Pset_alloc_time " + name);
   return Handle(H5Dcreate2(loc, name.c_str(), file_type, space.id(), H5P_DEFAULT, dcpl.id(), H5P_DEFAULT),
                 "cannot create dataset " + name);
 }

@@ -145,6 +145,9 @@ struct DatasetOptions {
   std::vector<hsize_t> chunk;  ///< empty = contiguous
   const void* fill = nullptr;  ///< fill value (in `fill_type`), or nullptr for HDF5's default
   hid_t fill_type = H5I_INVALID_HID;
+  /// All storage allocated (and filled) when the dataset is created; else (chunked only) each
+  /// chunk when a value of it is first written, the others read as the fill value.
+  bool allocate_early = true;
 };
 
 Handle create_dataset(hid_t loc, const std::string& name, hid_t file_type, const std::vector<hsize_t>& dims,

@@ -264,11 +264,9 @@ void Store::Impl::create_layers(const plan::Plan& plan) {
 
 void Store::Impl::create_metric(hid_t group, hid_t layer_axis, std::size_t k) {
   const std::size_t L1 = n_layers;
-  constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
-  const std::size_t rows = std::max<std::size_t>(
-      1, std::min<std::size_t>({n_tasks, 64, max_chunk_bytes / (L1 * sizeof(double))}));
   h5::DatasetOptions opt;
-  opt.chunk = {rows, L1};
+  opt.chunk = {chunking.task_rows, L1};
+  opt.allocate_early = !chunking.by_task;
   opt.fill = &nan;
   opt.fill_type = H5T_NATIVE_DOUBLE;
   const metrics::MetricInfo& metric = metrics::layer_metrics[k];  // the registry's entry
@@ -285,7 +283,8 @@ void Store::Impl::create_theory() {
   h5::set_attr(theory_group.id(), "description",
                "per-task quantities of lambda-skip Theorem 4.1 (MODELS.md \"Per-task theory quantities\")");
   h5::DatasetOptions opt;
-  opt.chunk = {std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, 65536))};
+  opt.chunk = {chunking.theory_rows};
+  opt.allocate_early = !chunking.by_task;
   opt.fill = &nan;
   opt.fill_type = H5T_NATIVE_DOUBLE;
   for (std::size_t k = 0; k < theory.size(); ++k) {
@@ -310,7 +309,8 @@ void Store::Impl::create_gradients(const plan::Plan& plan) {
   const auto make = [&](const std::string& name, std::vector<hsize_t> dims, const std::string& text) {
     h5::DatasetOptions opt;
     opt.chunk = dims;
-    opt.chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, std::max<hsize_t>(1, 65536 / (L * dims.size()))));
+    opt.chunk[0] = plan::grad_chunk_rows(chunking, std::vector<std::uint64_t>(dims.begin(), dims.end()));
+    opt.allocate_early = !chunking.by_task;
     opt.fill = &nan;
     opt.fill_type = H5T_NATIVE_DOUBLE;
     h5::Handle d = h5::create_dataset(g.id(), name, H5T_IEEE_F64LE, dims, opt);
@@ -329,23 +329,40 @@ void Store::Impl::create_gradients(const plan::Plan& plan) {
   }
 }
 
+/// /spectra/<name>: where each task's layer spectra start (-1: not stored), written now. In a store
+/// allocated by task, chunked with fill value -1 and written only when some spectrum is stored, so
+/// a sweep without spectra takes no space for them.
+h5::Handle Store::Impl::create_offsets(hid_t group, const std::string& name, const std::vector<std::int64_t>& offsets) {
+  h5::DatasetOptions opt;
+  const bool any = std::any_of(offsets.begin(), offsets.end(), [](std::int64_t o) { return o >= 0; });
+  const std::int64_t none = -1;
+  if (chunking.by_task) {
+    opt.chunk = {std::max<hsize_t>(1, std::min<hsize_t>(n_tasks, std::max<hsize_t>(1, 65536 / n_layers))), n_layers};
+    opt.fill = &none;
+    opt.fill_type = H5T_NATIVE_INT64;
+    opt.allocate_early = false;
+  }
+  h5::Handle d = h5::create_dataset(group, name, H5T_STD_I64LE, {n_tasks, n_layers}, opt);
+  if (any || !chunking.by_task) h5::write_all(d.id(), H5T_NATIVE_INT64, offsets.data());
+  return d;
+}
+
 /// /spectra: one flat NaN-filled vector plus where each task's layer spectrum starts.
 void Store::Impl::create_spectra(const plan::Plan& plan) {
   const hid_t f = file.id();
-  const std::size_t L1 = n_layers;
   h5::Handle g = h5::create_group(f, "spectra");
   h5::set_attr(g.id(), "stored", spectra_name(plan.spec.output.spectra));
   const auto total = static_cast<hsize_t>(sv_total);
   h5::DatasetOptions opt;
-  opt.chunk = {std::min<hsize_t>(total, 65536)};
+  opt.chunk = {chunking.sv_chunk};
+  opt.allocate_early = !chunking.by_task;
   opt.fill = &nan;
   opt.fill_type = H5T_NATIVE_DOUBLE;
   x_sv = h5::create_dataset(g.id(), "x_sv", H5T_IEEE_F64LE, {total}, opt);
   h5::set_attr(x_sv.id(), "description",
                "singular values of X_l / ||X_l||_F (unit Frobenius norm), descending; task t's layer l "
                "spectrum is x_sv[x_sv_offset[t,l] : x_sv_offset[t,l] + x_sv_length[t]]");
-  h5::Handle off = h5::create_dataset(g.id(), "x_sv_offset", H5T_STD_I64LE, {n_tasks, L1});
-  h5::write_all(off.id(), H5T_NATIVE_INT64, sv_offset.data());
+  h5::Handle off = create_offsets(g.id(), "x_sv_offset", sv_offset);
   h5::set_attr(off.id(), "description", "start of task t's layer-l spectrum in x_sv, -1 when not stored");
   h5::Handle layer_axis = h5::open_dataset(f, "/axes/layer");
   h5::attach_scale(off.id(), layer_axis.id(), 1);
@@ -358,7 +375,7 @@ void Store::Impl::create_spectra(const plan::Plan& plan) {
   h5::set_attr(g.id(), "mixer_stored", spectra_name(plan.spec.output.mixer_spectra));
   const auto m_n = static_cast<hsize_t>(m_total);
   h5::DatasetOptions m_opt = opt;
-  m_opt.chunk = {std::min<hsize_t>(m_n, 65536)};
+  m_opt.chunk = {chunking.m_chunk};
   const std::string where = "; task t's layer l values are [m_offset[t,l] : m_offset[t,l] + m_length[t]]";
   m_sv = h5::create_dataset(g.id(), "m_sv", H5T_IEEE_F64LE, {m_n}, m_opt);
   h5::set_attr(m_sv.id(), "description",
@@ -370,8 +387,7 @@ void Store::Impl::create_spectra(const plan::Plan& plan) {
                    where);
   m_eig_im = h5::create_dataset(g.id(), "m_eig_im", H5T_IEEE_F64LE, {m_n}, m_opt);
   h5::set_attr(m_eig_im.id(), "description", "imaginary parts of the eigenvalues, same order as m_eig_re" + where);
-  h5::Handle moff = h5::create_dataset(g.id(), "m_offset", H5T_STD_I64LE, {n_tasks, L1});
-  h5::write_all(moff.id(), H5T_NATIVE_INT64, m_offset.data());
+  h5::Handle moff = create_offsets(g.id(), "m_offset", m_offset);
   h5::set_attr(moff.id(), "description",
                "start of task t's layer-l mixer spectrum in m_sv, m_eig_re and m_eig_im; -1 when not stored "
                "(always at layer 0, which has no mixer)");

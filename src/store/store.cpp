@@ -267,21 +267,29 @@ void Store::write(std::span<const TaskResult> results) {
   // A task given twice keeps its last result.
   Impl::WriteBatch b{results, last_of_each_task(results), {}};
   b.runs = task_runs(results, b.sel);
+  // The values go to the tasks that have some: a not-needed task has none (its rows read as the
+  // fill value, NaN), so a store allocated by task takes no space for it.
+  Impl::WriteBatch v{results, {}, {}};
+  for (const std::size_t i : b.sel)
+    if (results[i].status != TaskStatus::not_needed) v.sel.push_back(i);
+  v.runs = task_runs(results, v.sel);
 
-  // 1. Layer rows and theory values; gradient norms: the last output depth into log10_g, all of
-  // them into log10_g_all.
-  s.write_metric_rows(b);
-  s.write_gradients(b);
+  if (!v.sel.empty()) {
+    // 1. Layer rows and theory values; gradient norms: the last output depth into log10_g, all of
+    // them into log10_g_all.
+    s.write_metric_rows(v);
+    s.write_gradients(v);
 
-  // 2. Spectra: per dataset, segments sorted by offset, adjacent ones merged, one H5Dwrite.
-  s.write_spectra(b, s.x_sv.id(), s.sv_offset, &TaskResult::spectra);
-  s.write_spectra(b, s.m_sv.id(), s.m_offset, &TaskResult::mixer_sv);
-  s.write_spectra(b, s.m_eig_re.id(), s.m_offset, &TaskResult::mixer_eig_re);
-  s.write_spectra(b, s.m_eig_im.id(), s.m_offset, &TaskResult::mixer_eig_im);
-  std::vector<const Platform*> platforms;
-  for (std::size_t i : b.sel) platforms.push_back(&results[i].platform);
-  s.platforms.write(b.runs, platforms);
-  h5::flush(s.file.id());
+    // 2. Spectra: per dataset, segments sorted by offset, adjacent ones merged, one H5Dwrite.
+    s.write_spectra(v, s.x_sv.id(), s.sv_offset, &TaskResult::spectra);
+    s.write_spectra(v, s.m_sv.id(), s.m_offset, &TaskResult::mixer_sv);
+    s.write_spectra(v, s.m_eig_re.id(), s.m_offset, &TaskResult::mixer_eig_re);
+    s.write_spectra(v, s.m_eig_im.id(), s.m_offset, &TaskResult::mixer_eig_im);
+    std::vector<const Platform*> platforms;
+    for (std::size_t i : v.sel) platforms.push_back(&results[i].platform);
+    s.platforms.write(v.runs, platforms);
+    h5::flush(s.file.id());
+  }
 
   // 3. Only now the statuses: a task marked done always has its rows on disk.
   s.write_statuses(b);

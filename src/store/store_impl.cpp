@@ -16,6 +16,7 @@ void Store::Impl::load_plan(const plan::Plan& plan) {
   m_length.assign(n_tasks, 0);
   sv_total = std::max<std::int64_t>(plan.spectrum_total(), 1);
   m_total = std::max<std::int64_t>(plan.mixer_spectrum_total(), 1);
+  chunking = plan::store_layout(plan);
   std::vector<int> stored, m_stored;  // layers with a spectrum (the offsets cost O(L) per call)
   for (std::size_t l = 0; l < n_layers; ++l) {
     if (plan.spectrum_at(static_cast<int>(l))) stored.push_back(static_cast<int>(l));

@@ -21,6 +21,7 @@
 #include "config/overrides.hpp"
 #include "metrics/metrics.hpp"
 #include "models/theory.hpp"
+#include "plan/store_size.hpp"
 #include "store/file_mode.hpp"
 #include "store/hdf5.hpp"
 #include "store/platforms.hpp"
@@ -312,6 +313,7 @@ struct Store::Impl {
   std::vector<std::int64_t> m_offset;      // [n_tasks * n_layers]: mixer spectra
   std::vector<std::int64_t> m_length;      // [n_tasks]
   std::int64_t sv_total = 0, m_total = 0;  // lengths of x_sv and m_sv (>= 1)
+  plan::StoreLayout chunking;              // chunks of the per-task results, and when they are allocated
 
   /// The plan's tasks and where each task's rows and spectra lie (store_impl.cpp).
   void load_plan(const plan::Plan& plan);
@@ -338,6 +340,8 @@ struct Store::Impl {
   void create_theory();
   void create_gradients(const plan::Plan& plan);
   void create_spectra(const plan::Plan& plan);
+  /// /spectra/x_sv_offset or m_offset in `group`, holding `offsets` ([n_tasks * n_layers]).
+  h5::Handle create_offsets(hid_t group, const std::string& name, const std::vector<std::int64_t>& offsets);
 
   // Store::write, step by step (store.cpp).
   /// A batch of results: the last result of each task in ascending task order (`sel`, indices into
