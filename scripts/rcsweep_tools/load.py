@@ -204,7 +204,7 @@ INT_PARAMS = ("T", "d", "depth", "heads", "d_qk", "outliers_r", "mlp_ratio", "st
 FLOAT_PARAMS = ("input_scale", "sigma_qk", "sigma_A", "lambda", "skip_scale", "sigma_v", "lambda_mlp", "alpha",
                 "collapse_rate")
 CHOICE_PARAMS = ("mixer", "input", "norm", "gap_fix", "value_init", "value_scale", "gate", "mlp", "bc_init", "block",
-                 "init", "measure", "mask")
+                 "init", "measure", "mask", "gated_norm")
 THEORY_FLOATS = ("C_M", "S", "lambda_min", "a_star", "b", "bound_applies", "bound_holds")
 MAX_SHORT_TEXT, MAX_LONG_TEXT = 4096, 64 << 20  # bytes (src/store/validate.hpp)
 MAX_GRID, MAX_DEPTH, INT32_MAX = 1_000_000, 100_000, 2**31 - 1

@@ -197,15 +197,17 @@ void check_stores_readable(const sweep::RunOptions& opt, int rank) {
 /// would exceed store::dump_limit_bytes. Every rank sees the same plan: all refuse together, before
 /// any work.
 std::optional<std::vector<std::uint64_t>> dump_tasks_allowed(const plan::Plan& plan, int rank) {
-  const auto encoder = std::find_if(plan.models.begin(), plan.models.end(),
-                                    [](const config::ModelParams& m) { return m.block == config::Block::encoder; });
-  if (encoder != plan.models.end()) {
+  const auto model_block = std::find_if(plan.models.begin(), plan.models.end(),
+                                        [](const config::ModelParams& m) { return m.block != config::Block::stack; });
+  if (model_block != plan.models.end()) {
+    const bool encoder = model_block->block == config::Block::encoder;
     if (rank == 0)
       std::fprintf(stderr,
-                   "error: --dump-weights: point %zu has block = \"encoder\", which has no weights dump (its "
-                   "weights are the checkpoint's, or drawn again from the seed: docs/ENCODERS.md); leave "
+                   "error: --dump-weights: point %zu has block = \"%s\", which has no weights dump (its "
+                   "weights are the checkpoint's, or drawn again from the seed: %s); leave "
                    "--dump-weights out, or dump a sweep of stack points only\n",
-                   static_cast<std::size_t>(encoder - plan.models.begin()));
+                   static_cast<std::size_t>(model_block - plan.models.begin()), encoder ? "encoder" : "mamba2",
+                   encoder ? "docs/ENCODERS.md" : "docs/MAMBA2.md");
     return std::nullopt;
   }
   std::vector<std::uint64_t> dump_tasks;

@@ -58,6 +58,10 @@ std::optional<ParamValue> parse_value(const toml::node& node, const ParamInfo& i
       return ParamValue{v};
     }
     case ParamKind::choice: {
+      // A switch (choices "true", "false": gated_norm) takes a TOML boolean, kept as its text.
+      if (const auto* b = node.as_boolean();
+          b && info.choices.size() == 2 && info.choices[0] == "true" && info.choices[1] == "false")
+        return ParamValue{std::string(b->get() ? "true" : "false")};
       const auto* s = node.as_string();
       if (s) {
         for (const auto c : info.choices)

@@ -103,28 +103,84 @@ void check_encoder(const ModelParams& m, ModelProblems& problems) {
   if (m.input == InputKind::tokens && m.input_scale != 1.0)
     problems.emplace_back("input_scale", "has no meaning with input = \"tokens\" (X_0 is the model's embedding of the "
                                          "token ids); leave input_scale at its default 1.0");
+  if (!m.gated_norm)
+    problems.emplace_back("gated_norm", "false (the Mamba-2 block's gated RMSNorm off) is only used with block = "
+                                        "\"mamba2\", but block is \"encoder\" here");
 }
 
-// The encoder's parameters and choices at a point whose block is the stack.
+// block = "mamba2": the block is the model folder's Mamba-2 block (in_proj, convolution, SSD, gated
+// RMSNorm, out_proj), so the stack's parameters that shape a mixer, its values or an MLP have no
+// meaning and must stay at their defaults; its ablations are lambda (and lambda_layers), norm
+// "rms"/"none", gate "silu"/"none" and gated_norm (docs/CONFIG.md "Mamba-2 blocks").
+void check_mamba2(const ModelParams& m, ModelProblems& problems) {
+  const std::string no_meaning = "has no meaning with block = \"mamba2\" (";
+  const auto stack_only = [&](bool at_default, const char* key, const char* why, const char* keep) {
+    if (!at_default) problems.emplace_back(key, no_meaning + why + "); leave " + key + " at its default " + keep);
+  };
+  stack_only(m.mixer == Mixer::softmax, "mixer", "the block's mixer is its SSD", "\"softmax\"");
+  stack_only(m.heads == 1, "heads", "the block has config.json's expand d_model / headdim heads", "1");
+  stack_only(m.d_qk == m.d, "d_qk", "the block has no queries and keys", "0");
+  stack_only(m.sigma_qk == 1.0, "sigma_qk", "the block has no W_Q and W_K", "1.0");
+  stack_only(m.sigma_A == 1.0, "sigma_A", "it is Markov attention's", "1.0");
+  stack_only(m.gap_fix == GapFix::none, "gap_fix", "the block's mixer is the model's", "\"none\"");
+  stack_only(m.outliers_r == 0, "outliers_r", "it is gap_fix = \"outliers\"'s", "0");
+  stack_only(m.value_init == ValueInit::gaussian, "value_init", "the block has no W_V", "\"gaussian\"");
+  stack_only(m.sigma_v == 1.0, "sigma_v", "the block has no W_V; value_scale counts in it",
+             "1.0 (value_scale \"none\")");
+  stack_only(m.lambda_mlp_is_lambda, "lambda_mlp", "the block has no MLP", "\"lambda\"");
+  stack_only(m.mlp_ratio == 4, "mlp_ratio", "the block has no MLP", "4");
+  stack_only(m.bc_init == BcInit::gaussian, "bc_init", "B and C are the block's in_proj columns", "\"gaussian\"");
+  stack_only(m.state_dim == 16, "state_dim", "the SSD's state is config.json's d_state", "16");
+  stack_only(m.alpha == 1.0, "alpha", "the SSD's decays are the block's exp(Delta A)", "1.0");
+  stack_only(m.collapse_rate == 0.9, "collapse_rate", "lambda-skip Theorem 4.1's /theory quantities are NaN for it",
+             "0.9");
+  stack_only(m.measure == Measure::block, "measure", "\"attention\" is the encoder block's attention branch",
+             "\"block\"");
+  stack_only(m.mask == Mask::none, "mask", "the SSD is causal already", "\"none\"");
+  if (m.skip_scale != 1.0)
+    problems.emplace_back("skip_scale", "must be 1 with block = \"mamba2\" (the block adds its mixer's branch "
+                                        "unscaled; lambda scales the skip), got " +
+                                            to_text(m.skip_scale));
+  if (m.norm == Norm::layernorm)
+    problems.emplace_back("norm", "\"layernorm\" is not a norm of the Mamba-2 block: \"rms\" keeps its RMSNorms "
+                                  "(the blocks' pre-norms, config.json's norm_epsilon), \"none\" removes them");
+  if (m.mlp != Mlp::none)
+    problems.emplace_back("mlp", "the Mamba-2 block has no MLP (config.json's d_intermediate = 0): leave mlp at its "
+                                 "default \"none\"");
+  if (m.input == InputKind::tokens && m.input_scale != 1.0)
+    problems.emplace_back("input_scale", "has no meaning with input = \"tokens\" (X_0 is the model's embedding of the "
+                                         "token ids); leave input_scale at its default 1.0");
+}
+
+// The parameters and choices of the model blocks at a point whose block is the stack.
 void check_stack(const ModelParams& m, ModelProblems& problems) {
   const auto encoder_only = [&](bool at_default, const char* key, const std::string& what) {
     if (!at_default)
       problems.emplace_back(key, what + " is only used with block = \"encoder\", but block is \"stack\" here");
   };
-  encoder_only(m.init == Init::random, "init", "\"checkpoint\" (the model folder's trained weights)");
-  encoder_only(m.init_draw == -1, "init_draw",
-               "a draw of the encoder's random weights (" + std::to_string(m.init_draw) + ")");
+  const auto block_only = [&](bool at_default, const char* key, const std::string& what) {
+    if (!at_default)
+      problems.emplace_back(key,
+                            what + " is only used with block = \"encoder\" or \"mamba2\", but block is \"stack\" here");
+  };
+  block_only(m.init == Init::random, "init", "\"checkpoint\" (the model folder's trained weights)");
+  block_only(m.init_draw == -1, "init_draw",
+             "a draw of the model's random weights (" + std::to_string(m.init_draw) + ")");
   encoder_only(m.measure == Measure::block, "measure", "\"attention\" (the encoder block's attention branch)");
   encoder_only(m.mlp != Mlp::model, "mlp", "\"model\" (the encoder block's own MLP)");
-  encoder_only(m.input != InputKind::tokens, "input", "\"tokens\" (the model's embedding of token ids)");
+  block_only(m.input != InputKind::tokens, "input", "\"tokens\" (the model's embedding of token ids)");
   encoder_only(m.mask == Mask::none, "mask", "\"causal\" (the encoder block's causal attention mask)");
+  if (!m.gated_norm)
+    problems.emplace_back("gated_norm",
+                          "false (the Mamba-2 block's gated RMSNorm off) is only used with block = \"mamba2\", but "
+                          "block is \"stack\" here");
   // The stack's lambda is one number in its reverse pass (gradients.cpp), in lambda-skip Theorem
   // 4.1's quantities (theory.cpp) and in the weights dump's NumPy recomputation.
   if (m.lambda_layers)
     problems.emplace_back("lambda_layers",
-                          "one lambda per layer is only implemented for block = \"encoder\" (the stack's lambda is "
-                          "one number in its gradients, lambda-skip Theorem 4.1's quantities and the weights "
-                          "dump), but block is \"stack\" here; give the stack's lambda instead");
+                          "one lambda per layer is only implemented for block = \"encoder\" or \"mamba2\" (the "
+                          "stack's lambda is one number in its gradients, lambda-skip Theorem 4.1's quantities and the "
+                          "weights dump), but block is \"stack\" here; give the stack's lambda instead");
 }
 
 // The mixers, one row each, in the order of `enum class Mixer` (MixerChoice).
@@ -297,8 +353,9 @@ const std::vector<ParamInfo>& model_params() {
        false,
        0,
        false,
-       {"stack", "encoder"},
-       "the layer: the stack of MODELS.md, or the BERT-family encoder block of the model_folder's config.json"},
+       {"stack", "encoder", "mamba2"},
+       "the layer: the stack of MODELS.md, the BERT-family encoder block of the model_folder's config.json, or the "
+       "Mamba-2 block of the model_folder's mamba_ssm config.json"},
       {"init",
        K::choice,
        std::string("random"),
@@ -306,7 +363,7 @@ const std::vector<ParamInfo>& model_params() {
        0,
        false,
        {"random", "checkpoint"},
-       "encoder weights: the published random initialisation, or the model_folder's checkpoint"},
+       "encoder and mamba2 weights: the published random initialisation, or the model_folder's checkpoint"},
       {"init_draw",
        K::integer,
        std::int64_t{-1},
@@ -314,7 +371,7 @@ const std::vector<ParamInfo>& model_params() {
        -1,
        false,
        {},
-       "encoder, init random: which draw of the weights; -1 = the replicate (a new model each), k >= 0 the same "
+       "encoder and mamba2, init random: which draw of the weights; -1 = the replicate (a new model each), k >= 0 the same "
        "model for every replicate"},
       {"measure",
        K::choice,
@@ -332,6 +389,14 @@ const std::vector<ParamInfo>& model_params() {
        false,
        {"none", "causal"},
        "encoder: the attention mask of every block: none, or causal (key j masked for query i < j)"},
+      {"gated_norm",
+       K::choice,
+       std::string("true"),
+       false,
+       0,
+       false,
+       {"true", "false"},
+       "mamba2: the mixer's gated RMSNorm on (true, the published block) or off (y * SiLU(z) alone)"},
   };
   return registry;
 }
@@ -437,7 +502,7 @@ std::string to_toml(const ParamValue& value) {
 }
 
 bool ModelParams::homogeneous() const noexcept {
-  if (block == Block::encoder) return false;  // biases and LayerNorm's eps: the scale of X matters
+  if (block != Block::stack) return false;  // biases, SiLU, the norms' eps: the scale of X matters
   if (norm != Norm::none) return true;
   if (gate != Gate::none) return false;  // SiLU is not homogeneous; a ReLU MLP is (degree 1)
   return !input_dependent_mixer();       // a fixed mixer is linear in X
@@ -494,6 +559,7 @@ ModelParams resolve(const std::vector<ParamValue>& values) {
   m.init_draw = get_int("init_draw");
   m.measure = decode_choice<Measure>(get("measure"), info("measure"));
   m.mask = decode_choice<Mask>(get("mask"), info("mask"));
+  m.gated_norm = std::get<std::string>(get("gated_norm")) == "true";
   return m;
 }
 
@@ -512,6 +578,8 @@ ModelProblems check_model(const ModelParams& m) {
     problems.emplace_back("input_matrix", "required with input = \"matrix\": give the T x d input as a list of T rows");
   if (m.block == Block::encoder)
     check_encoder(m, problems);
+  else if (m.block == Block::mamba2)
+    check_mamba2(m, problems);
   else if (const auto check = mixer_choice(m.mixer).check)
     check(m, problems);  // the mixer's own
   if (m.block == Block::stack) check_stack(m, problems);

@@ -76,7 +76,7 @@ enum class Gate { none, silu };
 enum class Mlp { none, relu, model };
 enum class BcInit { gaussian, identity };
 enum class ValueInit { gaussian, orthogonal, identity };
-enum class Block { stack, encoder };
+enum class Block { stack, encoder, mamba2 };
 enum class Init { random, checkpoint };
 enum class Measure { block, attention };
 enum class Mask { none, causal };
@@ -121,30 +121,34 @@ struct ModelParams {
   std::shared_ptr<const Matrix> input_matrix;
   /// mixer "matrix": the T x T mixer of every layer and head (attached by SweepSpec::model()).
   std::shared_ptr<const Matrix> mixer_matrix;
-  /// The layer: today's stack (MODELS.md) or the BERT-family encoder block of a model folder
-  /// (models/encoder/encoder.hpp; docs/CONFIG.md "Encoder blocks").
+  /// The layer: today's stack (MODELS.md), the BERT-family encoder block of a model folder
+  /// (models/encoder/encoder.hpp; docs/CONFIG.md "Encoder blocks") or the Mamba-2 block of a
+  /// mamba_ssm model folder (models/mamba2/mamba2.hpp; docs/CONFIG.md "Mamba-2 blocks").
   Block block = Block::stack;
-  /// block "encoder": weights drawn from the published initialisation or read from the folder's
-  /// checkpoint.
+  /// block "encoder" or "mamba2": weights drawn from the published initialisation or read from the
+  /// folder's checkpoint.
   Init init = Init::random;
   int init_draw = -1;  ///< init "random": the draw of the weights (-1: the task's replicate)
   /// block "encoder": the signal whose metrics a layer records: the block's output, or its
   /// attention sub-block's branch concat_h(A_h V_h) W_O + b_O (Dong et al. Fig. 2).
   Measure measure = Measure::block;
-  /// block "encoder": the model folder, absolute once the sweep is loaded with its inputs
+  /// block "encoder" or "mamba2": the model folder, absolute once the sweep is loaded with its inputs
   /// (attached by SweepSpec::model(), like input_matrix); empty for the stack, and for a sweep read
   /// back from a store (merge, info), which plans without its folder.
   std::string model_folder;
   /// input "tokens": every excerpt of the token file, in file order (attached by
   /// SweepSpec::model()); null for the other inputs and before the file is loaded.
   std::shared_ptr<const std::vector<std::vector<std::int64_t>>> tokens;
-  /// block "encoder": the [model] lambda_layers, lambda_l of layer l = 1..L at index l - 1, which
-  /// replace lambda per layer (and lambda_mlp where it is "lambda"); attached by SweepSpec::model()
+  /// block "encoder" or "mamba2": the [model] lambda_layers, lambda_l of layer l = 1..L at index
+  /// l - 1, which replace lambda per layer (and lambda_mlp where it is "lambda"); attached by SweepSpec::model()
   /// to every point when given (the stack refuses it: check_model()), null otherwise.
   std::shared_ptr<const std::vector<double>> lambda_layers;
   /// block "encoder": the attention mask of every block, none or causal (key j masked for query
   /// i < j).
   Mask mask = Mask::none;
+  /// block "mamba2": the mixer's gated RMSNorm on (the published block) or off (y * SiLU(z) alone,
+  /// mamba_ssm's rmsnorm = False path; models/mamba2/mamba2.hpp Ablation::gated_norm).
+  bool gated_norm = true;
 
   /// True when every layer is positively homogeneous of degree 1 in X (linear mixer or a norm
   /// at the end), so X may be carried at unit norm (MODELS.md "Scale").

@@ -98,13 +98,16 @@ void check_model_extras(ParseState& st) {
   };
   used_with("input_matrix", "input", "matrix", input_matrix);
   used_with("mixer_matrix", "mixer", "matrix", may_be(st, "mixer", "matrix"));
-  const bool input_tokens = may_be(st, "input", "tokens"), encoder = may_be(st, "block", "encoder");
+  const bool input_tokens = may_be(st, "input", "tokens"), encoder = may_be(st, "block", "encoder"),
+             mamba2 = may_be(st, "block", "mamba2");
   if (input_tokens)  // input_path is the token file's
     used_with("input_path", "input", "tokens", true);
   else
     used_with("input_path", "input", "file", input_file);
   used_with("input_dataset", "input", "file", input_file);
-  used_with("model_folder", "block", "encoder", encoder);
+  if (st.extra_given.count("model_folder") && !encoder && !mamba2)
+    st.issue("model.model_folder", "is only used with block = \"encoder\" or \"mamba2\", but block is never "
+                                   "\"encoder\" nor \"mamba2\" in this sweep");
   if (input_file && !st.extra_given.count("input_path"))
     st.issue("model.input_path", "required with input = \"file\": the HDF5 file holding the T x d input");
   if (input_file && input_tokens)
@@ -117,6 +120,13 @@ void check_model_extras(ParseState& st) {
     st.issue("model.model_folder",
              "required with block = \"encoder\": the model folder (config.json; with init = \"checkpoint\" also "
              "its safetensors weights), relative to the sweep file's folder");
+  if (mamba2 && !st.extra_given.count("model_folder"))
+    st.issue("model.model_folder",
+             "required with block = \"mamba2\": the model folder (mamba_ssm's config.json; with init = "
+             "\"checkpoint\" also its safetensors weights), relative to the sweep file's folder");
+  if (encoder && mamba2)
+    st.issue(st.location("block"), "is \"encoder\" at some grid points and \"mamba2\" at others, but model_folder "
+                                   "names one model: sweep them in two sweep files");
 }
 
 void check_lambda_layers(ParseState& st) {
@@ -210,6 +220,10 @@ void check_grid(ParseState& st) {
       model_problems.emplace_back("output.gradients",
                                   "gradient norms are not implemented for block = \"encoder\" (the encoder block "
                                   "has no reverse pass); leave gradients at \"none\" for encoder points");
+    if (st.spec.output.gradients != Spectra::none && model.block == Block::mamba2)
+      model_problems.emplace_back("output.gradients",
+                                  "gradient norms are not implemented for block = \"mamba2\" (the Mamba-2 block "
+                                  "has no reverse pass); leave gradients at \"none\" for mamba2 points");
     for (auto& [param, message] : model_problems) {
       const std::string key = blame(st, param);
       const auto [it, inserted] = by_key.emplace(std::make_pair(key, param), problems.size());

@@ -6,7 +6,7 @@
 namespace rcsweep::config::parsing {
 
 /// The extra [model] keys against the input, mixer and block they belong to (model_folder: block
-/// "encoder"; input_path: input "file" or "tokens").
+/// "encoder" or "mamba2"; input_path: input "file" or "tokens").
 void check_model_extras(ParseState& st);
 
 /// lambda_layers against the depth (exactly L_max values: every task runs layers 1..L_max) and

@@ -99,8 +99,8 @@ std::string SweepSpec::canonical_toml() const {
   out += "seed = " + std::to_string(seed) + "\n";
   if (!adaptive.enabled()) out += "replicates = " + std::to_string(replicates) + "\n";
   out += "\n[model]\n";
-  // The encoder's parameters (block and after, appended to the registry: block, init, init_draw,
-  // measure, mask) only when not at their default: the canonical text, and so the plan hash, of a
+  // The model blocks' parameters (block and after, appended to the registry: block, init, init_draw,
+  // measure, mask, gated_norm) only when not at their default: the canonical text, and so the plan hash, of a
   // sweep without them stays as before.
   // With lambda_layers, lambda (never given then) is left out too: the text reads back.
   const std::size_t first_encoder_param = *param_index("block");
@@ -185,7 +185,7 @@ ModelParams SweepSpec::model(const std::vector<ParamValue>& values) const {
   ModelParams m = resolve(values);
   if (m.input == InputKind::matrix || m.input == InputKind::file) m.input_matrix = input_matrix;
   if (m.mixer == Mixer::matrix) m.mixer_matrix = mixer_matrix;
-  if (m.block == Block::encoder) m.model_folder = model_folder_path;
+  if (m.block != Block::stack) m.model_folder = model_folder_path;
   if (m.input == InputKind::tokens) m.tokens = tokens;
   m.lambda_layers = lambda_layers;
   return m;

@@ -93,7 +93,7 @@ struct SweepSpec {
   /// input = "file": shape and content digest of the loaded dataset (a comment line of the
   /// canonical text, so the plan hash changes when the file's content does); empty before.
   std::string input_file_digest;
-  /// block = "encoder": the [model] model_folder as written (relative paths are relative to the
+  /// block = "encoder" or "mamba2": the [model] model_folder as written (relative paths are relative to the
   /// sweep file's folder); empty when not given.
   std::string model_folder;
   /// The model folder made absolute when the sweep's inputs are loaded (set_encoder_inputs);
@@ -102,11 +102,11 @@ struct SweepSpec {
   /// input = "tokens": the token file's excerpts once loaded (set_encoder_inputs); null before.
   /// Shared with every resolved model.
   std::shared_ptr<const std::vector<std::vector<std::int64_t>>> tokens;
-  /// block = "encoder": digest of config.json, the token file and (init = "checkpoint") the
+  /// block = "encoder" or "mamba2": digest of config.json, the token file and (init = "checkpoint") the
   /// safetensors headers and sizes (a comment line of the canonical text, so the plan hash changes
   /// when they do); empty before they are loaded.
   std::string model_digest;
-  /// block = "encoder": the [model] lambda_layers, lambda_l of layer l = 1..L_max at index l - 1
+  /// block = "encoder" or "mamba2": the [model] lambda_layers, lambda_l of layer l = 1..L_max at index l - 1
   /// (exactly L_max values; lambda itself is then not given); null when not given. Shared with
   /// every resolved model.
   std::shared_ptr<const std::vector<double>> lambda_layers;
@@ -128,7 +128,7 @@ struct SweepSpec {
   /// Stable 64-bit hash of canonical_toml() (FNV-1a), as 16 hex digits.
   std::string plan_hash() const;
   /// resolve(values) with the spec's matrices attached (input_matrix for input "matrix" and "file",
-  /// mixer_matrix for mixer "matrix"), and for block "encoder" the loaded model folder
+  /// mixer_matrix for mixer "matrix"), and for block "encoder" or "mamba2" the loaded model folder
   /// (model_folder_path: empty before loading), for input "tokens" the excerpts, and lambda_layers
   /// when given (at every point: check_model() refuses it at a stack point). Every resolved model
   /// of a plan must come from here.

@@ -3,8 +3,9 @@
 // it maps), one entry per kind. The stack (MODELS.md "One layer") has no hook: its layer is its
 // mixer's descriptor (mixers/mixer_kind.hpp) and the components the planner prices itself
 // (plan::layer_flops, plan/cost_model.cpp, plan::memory_estimate), unchanged. The encoder's is
-// models/encoder/encoder_kind.cpp. Pure but for the encoder's config.json and checkpoint, read
-// through encoder::open_model (memoised: the sweep's loading opened them before any work).
+// models/encoder/encoder_kind.cpp, the Mamba-2 block's models/mamba2/mamba2_kind.cpp. Pure but for
+// the model folder's config.json and checkpoint, read through encoder::open_model or
+// mamba2::open_model (memoised: the sweep's loading opened them before any work).
 #pragma once
 #include <cstddef>
 #include <string_view>
@@ -14,7 +15,7 @@
 
 namespace rcsweep::models {
 
-/// The weights a layer's bundle shares, per layer and per distinct set of weights (an encoder's
+/// The weights a layer's bundle shares, per layer and per distinct set of weights (a model block's
 /// folder, init and draw), as float64 values.
 struct BlockWeightValues {
   double drawn = 0.0;      ///< drawn as standard normals (random init)
@@ -53,10 +54,17 @@ struct BlockKind {
 inline constexpr BlockKind stack_block_kind{.block = config::Block::stack, .name = "stack"};
 /// The BERT-family encoder block (models/encoder/encoder_kind.cpp).
 extern const BlockKind encoder_block_kind;
+/// The Mamba-2 block (models/mamba2/mamba2_kind.cpp).
+extern const BlockKind mamba2_block_kind;
 
 /// The descriptor of `block`.
 inline const BlockKind& block_kind(config::Block block) noexcept {
-  return block == config::Block::encoder ? encoder_block_kind : stack_block_kind;
+  switch (block) {
+    case config::Block::encoder: return encoder_block_kind;
+    case config::Block::mamba2: return mamba2_block_kind;
+    case config::Block::stack: break;
+  }
+  return stack_block_kind;
 }
 
 }  // namespace rcsweep::models

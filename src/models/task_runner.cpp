@@ -14,6 +14,7 @@
 #include "base/pow2.hpp"
 #include "linalg/linalg.hpp"
 #include "models/encoder/encoder_task.hpp"
+#include "models/mamba2/mamba2_task.hpp"
 #include "models/layer.hpp"
 #include "models/random_source.hpp"
 
@@ -32,6 +33,9 @@ struct Running {
   double row_deviation = std::numeric_limits<double>::quiet_NaN();
   std::string input_key;  // tasks with the same key (and input_scale) start from the same X_0
   std::unique_ptr<const encoder::TaskEncoder> encoder;  // block "encoder" (encoder_task.hpp), else null
+  std::unique_ptr<const mamba2::TaskMamba2> mamba2;     // block "mamba2" (mamba2_task.hpp), else null
+  /// A model block (encoder or Mamba-2), not the stack: no theory row, no gradients.
+  bool model_block() const noexcept { return encoder || mamba2; }
 };
 
 // ln mu(X_l) from the stored metrics: ln(mu_rel) + ln ||X||_F (finite where mu itself overflows).
@@ -196,7 +200,7 @@ std::vector<Running> start_runs(const BundleJob& job, RandomSource& random, std:
     const auto& model = *t.model;
     if (model.T != m0.T || model.d != m0.d)
       throw Error("run_bundle: task " + std::to_string(t.id) + " is not of this bundle");
-    Running r{&model, {}, {}, 0, true, 0.0, 0.0, std::numeric_limits<double>::quiet_NaN(), {}, {}};
+    Running r{&model, {}, {}, 0, true, 0.0, 0.0, std::numeric_limits<double>::quiet_NaN(), {}, {}, {}};
     r.out.task = t.id;
     r.out.layers.assign(L + 1, nan_row);
     r.out.spectra.assign(L + 1, {});
@@ -205,13 +209,20 @@ std::vector<Running> start_runs(const BundleJob& job, RandomSource& random, std:
     r.out.mixer_eig_im.assign(L + 1, {});
     if (model.block == config::Block::encoder)
       r.encoder = std::make_unique<const encoder::TaskEncoder>(model, job.seed, job.replicate);
-    r.input_key = r.encoder ? r.encoder->input_key() : "input " + std::to_string(static_cast<int>(model.input));
+    if (model.block == config::Block::mamba2)
+      r.mamba2 = std::make_unique<const mamba2::TaskMamba2>(model, job.seed, job.replicate);
+    r.input_key = r.encoder  ? r.encoder->input_key()
+                  : r.mamba2 ? r.mamba2->input_key()
+                             : "input " + std::to_string(static_cast<int>(model.input));
     auto [it, inserted] = inputs.try_emplace(r.input_key);
-    if (inserted) it->second = r.encoder ? r.encoder->input(random) : make_input(model, random);
+    if (inserted)
+      it->second = r.encoder  ? r.encoder->input(random)
+                   : r.mamba2 ? r.mamba2->input(random)
+                              : make_input(model, random);
     r.X = it->second;
     if (model.input_scale != 1.0)  // not shared with unscaled tasks: its own copy
       for (double& x : r.X.values()) x *= model.input_scale;
-    if (!r.encoder && theorem_covers(model)) r.row_deviation = row_norm_deviation(r.X);
+    if (!r.model_block() && theorem_covers(model)) r.row_deviation = row_norm_deviation(r.X);
     runs.push_back(std::move(r));
   }
   return runs;
@@ -270,11 +281,38 @@ void run_encoder_layer(const BundleJob& job, Running& r, int layer, RandomSource
   if (job.recording.mixer_spectrum_at(layer)) record_mixer(r, layer, outputs.head0);
 }
 
+/// One Mamba-2 block of a running task (docs/MAMBA2.md "In a sweep"): X_{layer} from X_{layer-1},
+/// the metrics of X_{layer} (before the final norm, which no layer applies) and of head 0's T x T
+/// mixer matrix M_0 as the layer's mixer, or the end of the task there (X not finite: diverged; X
+/// exactly zero: vanished). Its stages: the block, the mixer metrics, the signal metrics.
+void run_mamba2_layer(const BundleJob& job, Running& r, int layer, RandomSource& random, Callbacks& calls) {
+  const AddTime add_time{r};
+  mamba2::BlockOutputs outputs;
+  outputs.keep_head0 = true;
+  r.mamba2->apply(layer, random, r.X, outputs);
+  calls.stage_passed();
+  const double max_abs = metrics::finite_max_abs(r.X);  // NaN: an entry is not finite
+  if (std::isnan(max_abs)) {
+    mark_ended(r, layer, Outcome::diverged, "non-finite values in X");
+    return;
+  }
+  const auto mm = metrics::mixer_metrics(outputs.head0, nullptr, metrics::mixer_needs(job.recording.metrics));
+  calls.stage_passed();
+  record(job, r, layer, mm, max_abs);
+  calls.stage_passed();
+  if (max_abs == 0.0) {
+    mark_ended(r, layer, Outcome::vanished, "every entry of X is zero (the signal collapsed completely)");
+    return;
+  }
+  if (job.recording.mixer_spectrum_at(layer)) record_mixer(r, layer, outputs.head0);
+}
+
 /// One layer of a running task: X_{layer} from X_{layer-1}, its metrics, or the end of the task
 /// (diverged, vanished) there.
 void run_layer(const BundleJob& job, Running& r, int layer, RandomSource& random, const ProductCache& products,
                Callbacks& calls, MixerPool& mixers) {
   if (r.encoder) return run_encoder_layer(job, r, layer, random, calls);
+  if (r.mamba2) return run_mamba2_layer(job, r, layer, random, calls);
   const AddTime add_time{r};
   LayerStats stats;
   stats.keep_head0 = job.recording.mixer_spectrum_at(layer);
@@ -311,7 +349,7 @@ void run_layer(const BundleJob& job, Running& r, int layer, RandomSource& random
 /// job records them), and the task handed over.
 void finish_task(const BundleJob& job, Running& r, const std::vector<int>& depths, Callbacks& calls) {
   const int L = job.max_depth;
-  if (r.out.outcome == Outcome::done && !r.encoder) {  // an encoder's theory row stays NaN
+  if (r.out.outcome == Outcome::done && !r.model_block()) {  // a model block's theory row stays NaN
     const auto& m = *r.model;
     r.out.theory = theory_row({r.C_M, r.S, m.lambda, m.collapse_rate, m.T, m.d, L, log_mu(r.out, 0), log_mu(r.out, L),
                                theorem_covers(m), r.row_deviation});
@@ -321,7 +359,7 @@ void finish_task(const BundleJob& job, Running& r, const std::vector<int>& depth
     const AddTime add_time{r};
     r.out.grad_log10.assign(depths.size() * static_cast<std::size_t>(L), metrics::nan);
     r.out.grad_stderr = r.out.grad_log10;
-    if (r.out.outcome == Outcome::done && !r.encoder) {  // not for encoders (the sweep's checks refuse them)
+    if (r.out.outcome == Outcome::done && !r.model_block()) {  // not for model blocks (the sweep's checks refuse them)
       const GradientNorms g = task_gradients(job, r.out.task, depths);
       for (std::size_t k = 0; k < depths.size(); ++k) {
         std::copy(g.log10_g[k].begin(), g.log10_g[k].end(), r.out.grad_log10.begin() + k * L);
@@ -392,9 +430,10 @@ const JobTask& job_task(const BundleJob& job, std::uint64_t task) {
 
 TaskTape record_task(const BundleJob& job, std::uint64_t task) {
   const auto& model = *job_task(job, task).model;
-  if (model.block == config::Block::encoder)
-    throw Error("task " + std::to_string(task) +
-                " has block = \"encoder\": its blocks have no taped forward pass (no gradients, no weights dump)");
+  if (model.block != config::Block::stack)
+    throw Error("task " + std::to_string(task) + " has block = \"" +
+                (model.block == config::Block::encoder ? "encoder" : "mamba2") +
+                "\": its blocks have no taped forward pass (no gradients, no weights dump)");
   RandomSource random(job.seed, job.replicate, model.T, model.d);
   Matrix X0 = make_input(model, random);
   if (model.input_scale != 1.0)

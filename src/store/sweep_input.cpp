@@ -1,5 +1,5 @@
-// What a sweep reads before any work: its input file, and an encoder's model folder and token
-// file, each checked against the grid.
+// What a sweep reads before any work: its input file, and an encoder's or a Mamba-2 model's folder
+// and token file, each checked against the grid.
 #include "store/sweep_input.hpp"
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "checkpoint/token_file.hpp"
 #include "config/params.hpp"
 #include "models/encoder/model_cache.hpp"
+#include "models/mamba2/model_cache.hpp"
 #include "store/matrix_file.hpp"
 
 namespace rcsweep::store {
@@ -193,7 +194,7 @@ void check_tokens(const config::SweepSpec& spec, const checkpoint::TokenFile& to
 /// files' sizes and headers (not their data: a checkpoint is not read through at every start).
 /// "FNV-1a <all> (config.json <h>; tokens 32 excerpts <h>; checkpoint 1 file, <n> bytes, headers <h>)":
 /// the hash of the parts first, so that a difference shows in the first characters of a message.
-std::string model_digest(const fs::path& folder, const models::encoder::LoadedModel* checkpoint,
+std::string model_digest(const fs::path& folder, const checkpoint::ModelFolder* checkpoint,
                          const checkpoint::TokenFile* tokens) {
   Fnv1a config;
   config.text(checkpoint::read_small_file(folder / checkpoint::config_file_name));
@@ -207,10 +208,10 @@ std::string model_digest(const fs::path& folder, const models::encoder::LoadedMo
     }
     parts += "; tokens " + count_of(tokens->size(), "excerpt") + " " + h.hex();
   }
-  if (checkpoint && checkpoint->folder) {
+  if (checkpoint) {
     Fnv1a h;
     std::size_t bytes = 0;
-    const auto& files = checkpoint->folder->files();
+    const auto& files = checkpoint->files();
     for (const auto& f : files) {
       h.text(fs::path(f.file()).filename().string());
       h.number(f.file_bytes());
@@ -276,17 +277,71 @@ void load_input_file(config::SweepSpec& spec, const std::filesystem::path& sweep
   spec.set_input_file(std::move(X));
 }
 
-void load_encoder_inputs(config::SweepSpec& spec, const std::filesystem::path& sweep_file) {
-  if (!may_be(spec, "block", "encoder")) return;
-  const bool checkpoint = may_be(spec, "init", "checkpoint"), reads_tokens = may_be(spec, "input", "tokens");
+namespace {
+
+/// The model folder of `spec` made absolute; ConfigError on model.model_folder when it is not a
+/// folder.
+fs::path model_folder_of(const config::SweepSpec& spec, const fs::path& sweep_file, const char* block) {
   const fs::path folder = fs::absolute(beside(sweep_file, spec.model_folder)).lexically_normal();
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
     throw ConfigError(std::vector<ConfigIssue>{
         {"model.model_folder", "'" + folder.string() + "' is not a folder" +
                                    (fs::exists(folder, ec) ? std::string() : std::string(" (no such file or folder)")) +
-                                   ": block = \"encoder\" needs a model folder holding config.json (relative paths "
-                                   "are relative to the sweep file's folder)"}});
+                                   ": block = \"" + block +
+                                   "\" needs a model folder holding config.json (relative paths are relative to the "
+                                   "sweep file's folder)"}});
+  return folder;
+}
+
+/// load_encoder_inputs for block = "mamba2": the mamba_ssm folder (models::mamba2::open_model),
+/// d = d_model, with init = "checkpoint" the largest depth <= n_layer, and the token file.
+void load_mamba2_inputs(config::SweepSpec& spec, const fs::path& sweep_file) {
+  const bool checkpoint = may_be(spec, "init", "checkpoint"), reads_tokens = may_be(spec, "input", "tokens");
+  const fs::path folder = model_folder_of(spec, sweep_file, "mamba2");
+  const auto model = models::mamba2::open_model(folder, checkpoint);  // its ConfigErrors pass through
+  const models::mamba2::Mamba2Shape& shape = model->shape;
+  std::optional<checkpoint::TokenFile> tokens;
+  if (reads_tokens) tokens = checkpoint::read_token_file(beside(sweep_file, spec.input_path));
+
+  const std::string config_file = "'" + (folder / checkpoint::config_file_name).string() + "'";
+  GridProblems grid(spec);
+  std::size_t longest_T = 0;  // over the points that read tokens
+  const int depth = spec.max_depth();
+  for (std::size_t p = 0; p < spec.n_points(); ++p) {
+    const config::ModelParams m = config::resolve(spec.point(p));
+    if (m.block != config::Block::mamba2) continue;
+    if (m.d != shape.d_model)
+      grid.fail(key_of(spec, "d"), p, [&] {
+        return "is " + std::to_string(m.d) + " but the model's d_model is " + std::to_string(shape.d_model) + " (" +
+               config_file + "): a Mamba-2 block is as wide as its model";
+      });
+    if (m.init == config::Init::checkpoint && depth > shape.layers)
+      grid.fail(key_of(spec, "depth"), p, [&] {
+        return "is " + std::to_string(depth) + " but the checkpoint has n_layer = " + std::to_string(shape.layers) +
+               " (" + config_file + "): init = \"checkpoint\" runs at most its " + std::to_string(shape.layers) +
+               " trained blocks (init = \"random\" draws any depth)";
+      });
+    if (m.input == config::InputKind::tokens) longest_T = std::max(longest_T, static_cast<std::size_t>(m.T));
+  }
+  std::vector<ConfigIssue> issues;
+  grid.append_to(issues);
+  if (tokens) check_tokens(spec, *tokens, longest_T, shape.vocab, config_file, issues);
+  if (!issues.empty()) throw ConfigError(std::move(issues));
+
+  std::string digest = model_digest(folder, checkpoint ? model->folder.get() : nullptr, tokens ? &*tokens : nullptr);
+  std::shared_ptr<const std::vector<std::vector<std::int64_t>>> excerpts;
+  if (tokens) excerpts = std::make_shared<const std::vector<std::vector<std::int64_t>>>(std::move(tokens->excerpts));
+  spec.set_encoder_inputs(folder.string(), std::move(excerpts), std::move(digest));
+}
+
+}  // namespace
+
+void load_encoder_inputs(config::SweepSpec& spec, const std::filesystem::path& sweep_file) {
+  if (may_be(spec, "block", "mamba2")) return load_mamba2_inputs(spec, sweep_file);
+  if (!may_be(spec, "block", "encoder")) return;
+  const bool checkpoint = may_be(spec, "init", "checkpoint"), reads_tokens = may_be(spec, "input", "tokens");
+  const fs::path folder = model_folder_of(spec, sweep_file, "encoder");
   const auto model = models::encoder::open_model(folder, checkpoint);  // its ConfigErrors pass through
   const models::encoder::EncoderShape& shape = model->shape;
   std::optional<checkpoint::TokenFile> tokens;
@@ -333,7 +388,7 @@ void load_encoder_inputs(config::SweepSpec& spec, const std::filesystem::path& s
   if (tokens) check_tokens(spec, *tokens, longest_T, shape.vocab, config_file, issues);
   if (!issues.empty()) throw ConfigError(std::move(issues));
 
-  std::string digest = model_digest(folder, checkpoint ? model.get() : nullptr, tokens ? &*tokens : nullptr);
+  std::string digest = model_digest(folder, checkpoint ? model->folder.get() : nullptr, tokens ? &*tokens : nullptr);
   std::shared_ptr<const std::vector<std::vector<std::int64_t>>> excerpts;
   if (tokens) excerpts = std::make_shared<const std::vector<std::vector<std::int64_t>>>(std::move(tokens->excerpts));
   spec.set_encoder_inputs(folder.string(), std::move(excerpts), std::move(digest));

@@ -1,7 +1,7 @@
 // A sweep file read with its command-line overrides and what it reads before any work: its input
 // file (input = "file": a matrix in an HDF5 file, checked against the sweep's T and d), and for
-// encoder blocks the model folder and the token file (input = "tokens"), checked against every grid
-// point (docs/CONFIG.md "Encoder blocks").
+// encoder and Mamba-2 blocks the model folder and the token file (input = "tokens"), checked against
+// every grid point (docs/CONFIG.md "Encoder blocks", "Mamba-2 blocks").
 #pragma once
 #include <filesystem>
 #include <string>
@@ -37,7 +37,13 @@ void load_input_file(config::SweepSpec& spec, const std::filesystem::path& sweep
 /// Finally SweepSpec::set_encoder_inputs with the folder made absolute, the excerpts and the
 /// digest of config.json's bytes, the excerpts read and (init = "checkpoint") every weight file's
 /// size, tensors (name, dtype, shape, offsets) and metadata, so a changed config, token file or
-/// checkpoint header changes the plan hash. Nothing when no grid point has an encoder block.
+/// checkpoint header changes the plan hash.
+/// block = "mamba2" at some grid point (never beside "encoder": parse_sweep refuses that): the same
+/// for a mamba_ssm folder through models::mamba2::open_model (mamba2_shape's and the checkpoint's
+/// ConfigErrors pass through), every mamba2 point checked against d = d_model and, with init =
+/// "checkpoint", the largest depth <= n_layer; the token file as above against vocab_size (no
+/// position limit: the block has no position embedding). docs/CONFIG.md "Mamba-2 blocks".
+/// Nothing when no grid point has an encoder or a Mamba-2 block.
 void load_encoder_inputs(config::SweepSpec& spec, const std::filesystem::path& sweep_file);
 
 /// The sweep a store was made from, from its canonical text (/config; `source` names it in

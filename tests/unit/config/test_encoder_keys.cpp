@@ -92,7 +92,8 @@ TEST(EncoderKeys, ModelFolderIsRequiredWithEncoderAndOnlyUsedThere) {
   expect_only(head + "block = \"encoder\"\nheads = 2\n", "model.model_folder",
               {"required with block = \"encoder\"", "config.json"});
   expect_only(head + "model_folder = \"m\"\n", "model.model_folder",
-              {"is only used with block = \"encoder\", but block is never \"encoder\" in this sweep"});
+              {"is only used with block = \"encoder\" or \"mamba2\", but block is never \"encoder\" nor "
+               "\"mamba2\" in this sweep"});
   // Required as soon as one point has an encoder.
   expect_only(head + "[axes]\nblock = [\"stack\", \"encoder\"]\n", "model.model_folder", {"required"});
 }
@@ -110,8 +111,8 @@ TEST(EncoderKeys, TokensNeedAnEncoderAndAnInputPath) {
   expect_only(head + encoder + "input = \"tokens\"\n", "model.input_path",
               {"required with input = \"tokens\": the token file"});
   expect_only(head + tokens, "model.input",
-              {"\"tokens\" (the model's embedding of token ids) is only used with block = \"encoder\", but block "
-               "is \"stack\" here"});
+              {"\"tokens\" (the model's embedding of token ids) is only used with block = \"encoder\" or "
+               "\"mamba2\", but block is \"stack\" here"});
   expect_only(head + encoder + tokens + "input_dataset = \"X\"\n", "model.input_dataset",
               {"is only used with input = \"file\""});
   expect_only(head + encoder + "input_path = \"t.txt\"\n", "model.input_path", {"is only used with input = \"file\""});
@@ -174,8 +175,9 @@ TEST(EncoderKeys, StackParametersHaveNoMeaningWithAnEncoder) {
 
 TEST(EncoderKeys, EncoderParametersAreOnlyUsedWithAnEncoder) {
   const std::string only = "is only used with block = \"encoder\", but block is \"stack\" here";
-  expect_only(head + "init = \"checkpoint\"\n", "model.init", {"\"checkpoint\" (the model folder's", only});
-  expect_only(head + "init_draw = 2\n", "model.init_draw", {"a draw of the encoder's random weights (2)", only});
+  const std::string blocks_only = "is only used with block = \"encoder\" or \"mamba2\", but block is \"stack\" here";
+  expect_only(head + "init = \"checkpoint\"\n", "model.init", {"\"checkpoint\" (the model folder's", blocks_only});
+  expect_only(head + "init_draw = 2\n", "model.init_draw", {"a draw of the model's random weights (2)", blocks_only});
   expect_only(head + "measure = \"attention\"\n", "model.measure", {only});
   expect_only(head + "mlp = \"model\"\n", "model.mlp", {"\"model\" (the encoder block's own MLP)", only});
   expect_only(head + "init_draw = -2\n", "model.init_draw", {"must be >= -1"});

@@ -64,11 +64,11 @@ TEST(Params, ResolveDecodesAndFoldsScales) {
   EXPECT_THROW(resolve(v), Error);
 }
 
-// The encoder's parameters, appended at the end of the registry (the /points columns of older
+// The model blocks' parameters, appended at the end of the registry (the /points columns of older
 // stores keep their order), decoded by position like the others.
 TEST(Params, ResolveDecodesTheEncoderParameters) {
   const auto& reg = model_params();
-  const std::vector<std::string_view> tail = {"block", "init", "init_draw", "measure", "mask"};
+  const std::vector<std::string_view> tail = {"block", "init", "init_draw", "measure", "mask", "gated_norm"};
   ASSERT_GE(reg.size(), tail.size());
   for (std::size_t k = 0; k < tail.size(); ++k) EXPECT_EQ(reg[reg.size() - tail.size() + k].name, tail[k]);
   EXPECT_EQ(reg[*param_index("init_draw")].min_int, -1);

@@ -1,0 +1,279 @@
+"""Mamba-2 blocks in a sweep (docs/MAMBA2.md "In a sweep", docs/CONFIG.md "Mamba-2 blocks") through
+the command line: a tiny mamba_ssm checkpoint (tests/python/tiny_mamba2.py: d_model 32, 2 layers,
+d_state 8, 4 heads of 16 channels) and a token file written here.
+
+- A random-init sweep over lambda (negative too) x depth (beyond the config's n_layer) x gate x
+  norm x gated_norm on a Gaussian input: the store is bitwise the same on 1 and 2 MPI ranks, every
+  task done, and the ablations give different numbers.
+- A checkpoint sweep reading tokens over lambda and gated_norm: every layer's metrics (the signal
+  X_l and head 0's mixer matrix M_0) equal those computed in NumPy from the independent reference
+  forward (tests/python/mamba2_reference.py) of the same folder; the random init's too, on the
+  weights the test tool mamba2_forward draws and saves (--random SEED DRAW --save-weights).
+- lambda_layers: each layer its own lambda, as the reference with that profile.
+- Refusals before any work, exit code 2, naming the key: norm = "layernorm", a checkpoint deeper
+  than n_layer, a missing model folder, d other than d_model, gradients."""
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import BIN, SOURCE, assert_same_results, rcsweep
+
+sys.path.insert(0, str(SOURCE / "tests" / "python"))
+import mamba2_reference  # noqa: E402
+import tiny_encoders  # noqa: E402
+import tiny_mamba2  # noqa: E402
+
+TOOL = Path(os.environ.get("RCSWEEP_MAMBA2_FORWARD", Path(BIN).parent / "tests" / "python" / "mamba2_forward"))
+CASE = "mamba2_f64"  # d_model 32, n_layer 2, d_state 8, headdim 16, expand 2: 4 heads, 1 group
+SEED, T, REPLICATES = 7, 10, 3
+# Token ids below the tiny model's vocabulary of 50; longer than T.
+EXCERPTS = [[3, 41, 17, 17, 0, 8, 29, 49, 12, 5, 30], [11, 2, 36, 44, 7, 7, 19, 23, 40, 1, 6, 9],
+            [48, 15, 33, 4, 26, 38, 10, 13, 21, 45]]
+
+
+def write_model(folder):
+    cfg = tiny_mamba2.write_case(folder / "model", CASE)
+    tiny_encoders.write_tokens(folder / "tokens.txt", EXCERPTS)
+    return cfg
+
+
+def write_sweep(folder, name, model, axes, output="", replicates=REPLICATES):
+    sweep = folder / f"{name}.toml"
+    sweep.write_text(f"""[sweep]
+name = "{name}"
+seed = {SEED}
+replicates = {replicates}
+[model]
+block = "mamba2"
+model_folder = "model"
+T = {T}
+d = 32
+{model}
+[axes]
+{axes}
+[output]
+mixer_spectra = "last"
+{output}
+""")
+    return sweep
+
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def stored(store, keys):
+    """{(values of `keys`..., replicate): {metric: [layer values]}} of done tasks, and the last
+    layer's mixer spectra."""
+    out, spectra = {}, {}
+    with h5py.File(store, "r") as f:
+        points, tasks = f["points"][...], f["tasks"][...]
+        layers = {name: f["layers"][name][...] for name in f["layers"]}
+        m_sv, m_offset = f["spectra"]["m_sv"][...], f["spectra"]["m_offset"][...]
+        depth = int(f["axes"]["layer"][-1])
+    for task in tasks:
+        p = points[task["point"]]
+        key = tuple(text(p[k]) if p.dtype[k].kind == "S" else float(p[k]) for k in keys) + (int(task["replicate"]),)
+        assert task["status"] == 1, task  # done
+        out[key] = {name: values[task["id"]] for name, values in layers.items()}
+        offset = m_offset[task["id"]][depth]
+        spectra[key] = m_sv[offset:offset + T]
+    return out, spectra
+
+
+def signal_metrics(x):
+    """MODELS.md "Metrics" of a signal, from its SVD."""
+    s = np.linalg.svd(x, compute_uv=False)
+    centred = x - x.mean(axis=0, keepdims=True)
+    fro = np.linalg.norm(x)
+    return {"fro": fro, "log_fro": math.log(fro), "s1": s[0], "s2": s[1], "sr_cov": (s**4).sum() / s[0]**4,
+            "sr_x": (s**2).sum() / s[0]**2, "mu": np.linalg.norm(centred), "mu_rel": np.linalg.norm(centred) / fro}
+
+
+def mixer_metrics(m):
+    s = np.linalg.svd(m, compute_uv=False)
+    return {"m_s1": s[0], "m_s2": s[1], "m_gap": s[0] / s[1], "m_fro": np.linalg.norm(m)}
+
+
+def reference_rows(model, xs, norm=True):
+    """Per layer the metrics the store should hold, from the reference forward's hidden states xs:
+    X_l's, and head 0's mixer matrix of the block's normed input."""
+    rows = [signal_metrics(xs[0])]
+    for layer in range(len(xs) - 1):
+        u = model.norm(f"backbone.layers.{layer}.norm.weight", xs[layer], norm)
+        rows.append({**signal_metrics(xs[layer + 1]), **mixer_metrics(model.mixer_matrices(layer, u)[0])})
+    return rows
+
+
+def compare(rows, metrics, where):
+    for layer, expected in enumerate(rows):
+        for name, value in expected.items():
+            got = metrics[name][layer]
+            assert got == pytest.approx(value, rel=1e-9, abs=1e-12), f"{where}: {name} at layer {layer}"
+    for name in ("m_s1", "m_s2", "m_gap", "m_fro"):
+        assert np.isnan(metrics[name][0]), f"{where}: {name} at layer 0 is not NaN"
+
+
+# ---- random init: ranks, ablations ---------------------------------------------------------------
+
+RANDOM_AXES = """lambda = [1.0, 0.0, -0.5]
+depth = [1, 3]
+gate = ["silu", "none"]
+norm = ["rms", "none"]
+gated_norm = [true, false]"""
+
+
+@pytest.fixture(scope="module")
+def random_sweep(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mamba2_random")
+    write_model(folder)
+    sweep = write_sweep(folder, "mamba2_random", 'input = "gaussian"', RANDOM_AXES, replicates=2)
+    one, two = folder / "one.h5", folder / "two.h5"
+    rcsweep("run", sweep, "-o", one, "-q", check=0)
+    rcsweep("run", sweep, "-o", two, "-q", ranks=2, check=0)
+    return folder, sweep, one, two
+
+
+def test_random_init_two_ranks_give_the_bits_of_one(random_sweep):
+    _, _, one, two = random_sweep
+    assert_same_results(one, two)
+
+
+def test_random_init_every_task_done_and_the_ablations_differ(random_sweep):
+    _, _, one, _ = random_sweep
+    metrics, spectra = stored(one, ("lambda", "gate", "norm", "gated_norm"))
+    assert len(metrics) == 3 * 2 * 2 * 2 * 2
+    published = metrics[(1.0, "silu", "rms", "true", 0)]
+    assert np.isfinite(published["sr_cov"][:4]).all() and len(published["sr_cov"]) == 4  # layers 0..3
+    for key, m in metrics.items():
+        same_replicate = metrics[(1.0, "silu", "rms", "true", key[-1])]
+        assert np.array_equal(m["fro"][:1], same_replicate["fro"][:1]), key  # the replicate's Gaussian X_0
+        if key[:-1] != (1.0, "silu", "rms", "true"):
+            assert m["mu_rel"][3] != same_replicate["mu_rel"][3], key
+        assert len(spectra[key]) == T and np.all(np.diff(spectra[key]) <= 0), key  # M_0's singular values
+    # lambda = 0 without the pre-norm: no skip, X_1 is the mixer's output alone.
+    assert metrics[(0.0, "silu", "none", "true", 0)]["fro"][1] != published["fro"][1]
+
+
+def test_random_init_layers_are_the_reference_forward_of_the_drawn_weights(tmp_path):
+    """init = "random", init_draw = -1, tokens: replicate r's weights are draw r of the sweep's seed,
+    which mamba2_forward --random SEED r --save-weights writes as a model folder."""
+    if not TOOL.exists():
+        pytest.skip(f"{TOOL} is missing: build the target mamba2_forward")
+    write_model(tmp_path)
+    depth = 3  # beyond the config's 2 layers: a fresh draw
+    sweep = write_sweep(tmp_path, "mamba2_draws", f'input = "tokens"\ninput_path = "tokens.txt"\ndepth = {depth}\n'
+                        'norm = "rms"\ngate = "silu"', "lambda = [1.0, -1.0]")
+    store = tmp_path / "draws.h5"
+    rcsweep("run", sweep, "-o", store, "-q", check=0)
+    metrics, _ = stored(store, ("lambda",))
+    for r in range(REPLICATES):
+        saved = tmp_path / f"draw{r}"
+        (tmp_path / f"ids{r}.txt").write_text(" ".join(map(str, EXCERPTS[r][:T])) + "\n")
+        proc = subprocess.run([str(TOOL), str(tmp_path / "model"), str(tmp_path / f"ids{r}.txt"),
+                               str(tmp_path / "x.npy"), "--random", str(SEED), str(r), "--layers", str(depth),
+                               "--save-weights", str(saved)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        model = mamba2_reference.Model.from_folder(saved)
+        for lam in (1.0, -1.0):
+            xs = model.forward(ids=EXCERPTS[r][:T], layers=depth, lam=lam)
+            compare(reference_rows(model, xs), metrics[(lam, r)], f"random lambda {lam} r {r}")
+
+
+# ---- checkpoint with tokens against the reference ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def checkpoint_sweep(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mamba2_checkpoint")
+    write_model(folder)
+    sweep = write_sweep(folder, "mamba2_checkpoint",
+                        'init = "checkpoint"\ninput = "tokens"\ninput_path = "tokens.txt"\ndepth = 2\n'
+                        'norm = "rms"\ngate = "silu"', 'lambda = [1.0, 0.0, -0.5]\ngated_norm = [true, false]')
+    store = folder / "store.h5"
+    rcsweep("run", sweep, "-o", store, "-q", check=0)
+    return folder, sweep, store
+
+
+def test_checkpoint_layers_are_the_reference_forwards(checkpoint_sweep):
+    folder, _, store = checkpoint_sweep
+    model = mamba2_reference.Model.from_folder(folder / "model")
+    metrics, spectra = stored(store, ("lambda", "gated_norm"))
+    for r in range(REPLICATES):
+        for lam in (1.0, 0.0, -0.5):
+            for gated in ("true", "false"):
+                xs = model.forward(ids=EXCERPTS[r][:T], layers=2, lam=lam, gated_norm=gated == "true")
+                rows = reference_rows(model, xs)
+                compare(rows, metrics[(lam, gated, r)], f"checkpoint lambda {lam} gated_norm {gated} r {r}")
+    # X_1 itself, not only its metrics: the published block's first layer (the store's fro and s1 at
+    # layer 1 pin its norm and top singular value; the mixer spectrum of the last layer is M_0's).
+    xs = model.forward(ids=EXCERPTS[0][:T], layers=2)
+    u = model.norm("backbone.layers.1.norm.weight", xs[1])
+    expected = np.linalg.svd(model.mixer_matrices(1, u)[0], compute_uv=False)
+    np.testing.assert_allclose(spectra[(1.0, "true", 0)], expected, rtol=1e-9, atol=1e-12)
+
+
+def test_checkpoint_plan_names_the_block(checkpoint_sweep):
+    _, sweep, _ = checkpoint_sweep
+    proc = rcsweep("plan", sweep, check=0)
+    assert "points        6 x 3 replicates = 18 tasks" in proc.stdout, proc.stdout
+    assert "model files mapped" in proc.stdout, proc.stdout  # the checkpoint, mapped once per rank
+
+
+def test_lambda_layers_are_each_layers_lambda(checkpoint_sweep, tmp_path):
+    folder, _, _ = checkpoint_sweep
+    sweep = tmp_path / "profile.toml"
+    sweep.write_text((folder / "mamba2_checkpoint.toml").read_text()
+                     .replace('model_folder = "model"', f'model_folder = "{folder / "model"}"')
+                     .replace('input_path = "tokens.txt"', f'input_path = "{folder / "tokens.txt"}"')
+                     .replace("[axes]\nlambda = [1.0, 0.0, -0.5]\n", "lambda_layers = [-1.0, 0.5]\n[axes]\n"))
+    store = tmp_path / "profile.h5"
+    rcsweep("run", sweep, "-o", store, "-q", check=0)
+    model = mamba2_reference.Model.from_folder(folder / "model")
+    metrics, _ = stored(store, ("gated_norm",))
+    for r in range(REPLICATES):
+        xs = model.forward(ids=EXCERPTS[r][:T], layers=2, lam=[-1.0, 0.5])
+        compare(reference_rows(model, xs), metrics[("true", r)], f"lambda_layers r {r}")
+
+
+# ---- refusals ------------------------------------------------------------------------------------
+
+def refused(sweep, *overrides):
+    proc = rcsweep("plan", sweep, "--", *overrides, check=2) if overrides else rcsweep("plan", sweep, check=2)
+    return proc.stderr
+
+
+def test_bad_configs_are_refused_naming_the_key(checkpoint_sweep):
+    _, sweep, _ = checkpoint_sweep
+    err = refused(sweep, 'model.norm="layernorm"')
+    assert 'model.norm: "layernorm" is not a norm of the Mamba-2 block' in err, err
+    err = refused(sweep, "model.depth=3")
+    assert "model.depth: is 3 but the checkpoint has n_layer = 2" in err, err
+    assert 'init = "checkpoint" runs at most its 2 trained blocks' in err, err
+    err = refused(sweep, 'model.model_folder="nowhere"')
+    assert "model.model_folder: '" in err and "nowhere' is not a folder (no such file or folder)" in err, err
+    assert 'block = "mamba2" needs a model folder' in err, err
+    err = refused(sweep, "model.d=16")
+    assert "model.d: is 16 but the model's d_model is 32" in err, err
+    err = refused(sweep, 'model.mlp="model"')
+    assert "model.mlp: the Mamba-2 block has no MLP" in err, err
+    err = refused(sweep, 'output.gradients="last"')
+    assert 'output.gradients: gradient norms are not implemented for block = "mamba2"' in err, err
+    # run refuses the same way, before any work: no store.
+    proc = rcsweep("run", sweep, "-o", sweep.parent / "never.h5", "--", "model.depth=3", check=2)
+    assert "model.depth: is 3" in proc.stderr
+    assert not (sweep.parent / "never.h5").exists()
+
+
+def test_a_config_that_is_not_mamba2_is_refused_naming_file_and_key(tmp_path):
+    write_model(tmp_path)
+    cfg = (tmp_path / "model" / "config.json").read_text().replace('"Mamba2"', '"Mamba1"')
+    (tmp_path / "model" / "config.json").write_text(cfg)
+    sweep = write_sweep(tmp_path, "mamba1", 'input = "gaussian"\ndepth = 1', "lambda = [1.0]")
+    err = refused(sweep)
+    assert "config.json" in err and "layer" in err, err
