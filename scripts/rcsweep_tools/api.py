@@ -28,8 +28,10 @@ grew (docs/CONFIG.md "Growing a sweep"). Such a file starts with a comment that 
 module's (with a digest of the rest): one it wrote and nobody edited since is replaced when the
 sweep changes; any other file there (the user's, one edited since, a symbolic link) is kept, and
 the call raises FileExistsError naming it before anything runs, unless overwrite_sweep_file=True.
-`plan()` without a store runs on a temporary sweep file, which its output and errors call
-NAME.toml (the sweep's name).
+`plan()` without a store runs on a temporary sweep file, which its errors call NAME.toml (the
+sweep's name) and whose suggestion is `sweep.run("NAME.h5", ranks=...)`; with a store the sweep file
+is written beside it and the suggested command names it. `Sweep.from_toml(path)` and
+`Sweep.from_store(store)` give back the Sweep of a sweep file or a store (the same plan hash).
 
 Overrides are KEY=VALUE pairs only (a dict {KEY: value} or "KEY=VALUE" strings, KEY a dotted key
 path); anything else raises ValueError naming it before anything runs. They are passed last, after
@@ -465,6 +467,55 @@ class Sweep:
             parts.append(_table("output", self.output))
         return "\n".join(parts)
 
+    @classmethod
+    def from_toml(cls, path):
+        """The Sweep of the sweep file `path` (its [sweep], [model], [axes], [[zip]] and [output]
+        tables as they are written): its `toml()` is the same sweep, with the same plan hash.
+        Paths in it (model.input_path, model.model_folder) stay as written, relative to the
+        folder of the sweep file that is run (the store's, when `run` writes it). A file that is not
+        TOML raises ValueError naming it; a table or a [sweep] key a sweep file does not have
+        raises ValueError naming it (docs/CONFIG.md "Tables")."""
+        import tomllib
+        path = Path(path)
+        try:
+            with open(path, "rb") as f:
+                doc = tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"{path}: not a TOML sweep file: {e}") from None
+        return cls._from_document(doc, str(path))
+
+    @classmethod
+    def from_store(cls, store):
+        """The Sweep a store was made from (its canonical sweep, /config: `rcsweep info --json`),
+        command-line overrides included: its plan hash is the store's, so `run(store)` resumes it.
+        Every model parameter is spelled out (the canonical text gives defaults too). A file rcsweep
+        refuses as a store raises SweepConfigError (exit 2) with rcsweep's message."""
+        import tomllib
+        proc = subprocess.run([rcsweep_bin(), "info", "--json", _arg_path(store)], capture_output=True, text=True,
+                              errors="replace")
+        _check(proc, "rcsweep info")
+        config = json.loads(proc.stdout)["config"]
+        return cls._from_document(tomllib.loads(config), f"{store} (/config)")
+
+    @classmethod
+    def _from_document(cls, doc, source):
+        tables = {"sweep", "model", "axes", "zip", "output"}
+        unknown = sorted(set(doc) - tables)
+        if unknown:
+            raise ValueError(f"{source}: table {unknown[0]!r} is not one of a sweep file's ({', '.join(sorted(tables))})")
+        head = dict(doc.get("sweep", {}))
+        extra = sorted(set(head) - {"name", "seed", "replicates"})
+        if extra:
+            raise ValueError(f"{source}: sweep.{extra[0]} is not a key of [sweep] (name, seed, replicates)")
+        if "name" not in head:
+            raise ValueError(f"{source}: sweep.name is missing")
+        zips = doc.get("zip", [])
+        if isinstance(zips, Mapping):  # [zip] written as one table
+            zips = [zips]
+        return cls(head["name"], seed=head.get("seed", 0), replicates=head.get("replicates", 1),
+                   model=dict(doc.get("model", {})), axes=dict(doc.get("axes", {})), zips=[dict(z) for z in zips],
+                   output=dict(doc.get("output", {})))
+
     def write(self, path):
         """Write the sweep file to `path`; returns it as a Path."""
         path = Path(path)
@@ -517,9 +568,11 @@ class Sweep:
 
     def plan(self, cores=None, store=None, *, ranks=None, threads=None, shard=None, mem_per_rank=None,
              mem_per_node=None, overrides=None, args=(), overwrite_sweep_file=False, **unknown):
-        """`rcsweep plan`: points, tasks, bundles, time and memory, and the layout. Returns a Plan.
-        Without a store the plan reads a temporary sweep file, which its text and errors call
-        NAME.toml (NAME the sweep's name): the file `run("NAME.h5")` writes beside the store.
+        """`rcsweep plan --json`: points, tasks, bundles, time and memory, and the layout. Returns a
+        Plan. Without a store the plan reads a temporary sweep file, which its errors call NAME.toml
+        (NAME the sweep's name: the file `run("NAME.h5")` writes beside the store), and its
+        suggestion is that `run` call; with a store, the sweep file is written beside it and the
+        suggested command names it.
 
         cores         cores to plan for (`--cores`; default: this machine's)
         store         a store: what `run(store)` would do with it (`-o`: start, resume, grow or
@@ -547,15 +600,24 @@ class Sweep:
                                      mem_per_rank=mem_per_rank, mem_per_node=mem_per_node, overrides=overrides,
                                      args=args)
 
+        def json_command(sweep):  # --json right after the sweep file, before any `--`
+            cmd = command(sweep)
+            return cmd[:3] + ["--json"] + cmd[3:]
+
         if store is not None:
-            cmd = command(Path(store).with_suffix(".toml"))  # every argument checked before any file is written
+            cmd = json_command(Path(store).with_suffix(".toml"))  # every argument checked before any file is written
             self._file_for(store, overwrite_sweep_file)
             proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
         else:
             command("sweep.toml")
-            proc = self._planned(command)
+            proc = self._planned(json_command)
         _check(proc, "rcsweep plan")
-        return Plan(proc.stdout)
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError as e:
+            raise RcsweepError("rcsweep plan --json", proc.returncode, f"not one JSON object ({e}):\n"
+                               f"{proc.stdout[:2000]}\n{proc.stderr}") from None
+        return Plan(data, temporary=store is None)
 
     # -- run ---------------------------------------------------------------------------------------
 
@@ -761,63 +823,114 @@ class Sweep:
 
 @dataclass
 class Plan:
-    """What `rcsweep plan` printed, with its main numbers."""
-    text: str
+    """What `rcsweep plan --json` says of a sweep (docs/USAGE.md "The plan as JSON"): `data` is its
+    JSON object, every number the plan's text gives; the main ones are properties. `text` (and
+    str()) is the plan as `rcsweep plan` prints it, with what a run would do with the store.
 
-    def _number(self, pattern, group=1):
-        m = re.search(pattern, self.text, re.M)
-        return int(m.group(group)) if m else None
+    `suggested` is the layout as keyword arguments of `Sweep.run` ({"ranks": 2, "threads": 1});
+    `command` the suggested command line (a list), which names the sweep file beside the store that
+    `plan(store=...)` wrote. Planned without a store (the sweep file a temporary, gone), there is no
+    file to name: `command` is None and the text suggests `sweep.run("NAME.h5", ranks=...)`, which
+    writes NAME.toml beside the store."""
+    data: dict
+    temporary: bool = False
+
+    @property
+    def text(self):
+        text = self.data["text"]
+        if self.temporary:
+            line = self.data["suggested"]["line"]
+            kwargs = "".join(f", {k}={v}" for k, v in self.suggested.items() if k == "ranks" or v != 1)
+            store = self.data["suggested"]["argv"][-1]
+            note = line[line.rindex("   ("):] if "   (" in line else ""
+            text = text.replace(line, f"suggested     sweep.run({store!r}{kwargs}){note}")
+        if self.data.get("store"):
+            text += "store         " + self.data["store"]["text"] + "\n"
+        return text
+
+    @property
+    def name(self):
+        return self.data["name"]
+
+    @property
+    def plan_hash(self):
+        return self.data["plan_hash"]
 
     @property
     def tasks(self):
         """The sweep's tasks (with adaptive replicates: every point at max, as the store counts)."""
-        fixed = self._number(r"^points\s+.*= (\d+) tasks")
-        return fixed if fixed is not None else self.tasks_max
+        return self.data["tasks"]
 
     @property
     def tasks_min(self):
         """Tasks at least (adaptive replicates: every point at min; else `tasks`)."""
-        n = self._number(r"^points\s+.*= (\d+) to \d+ tasks")
-        return n if n is not None else self._number(r"^points\s+.*= (\d+) tasks")
+        return self.data["tasks_min"]
 
     @property
     def tasks_max(self):
         """Tasks at most (adaptive replicates: every point at max; else `tasks`)."""
-        n = self._number(r"^points\s+.*= \d+ to (\d+) tasks")
-        return n if n is not None else self._number(r"^points\s+.*= (\d+) tasks")
+        return self.data["tasks_max"]
 
     @property
     def adaptive(self):
-        return bool(re.search(r"^points\s+.*\(adaptive", self.text, re.M))
+        return self.data["adaptive"] is not None
 
     @property
     def points(self):
-        return self._number(r"^points\s+(\d+)")
+        return self.data["points"]
 
     @property
     def bundles(self):
-        return self._number(r"^bundles\s+(\d+)")
+        return self.data["bundles"]
 
     @property
     def ranks(self):
         """Ranks per node of the layout."""
-        return self._number(r"^layout\s+(\d+) ranks?")
+        return self.data["layout"]["ranks_per_node"]
 
     @property
     def threads(self):
         """OpenMP threads per rank of the layout."""
-        return self._number(r"^layout\s+\d+ ranks? x (\d+) threads?")
+        return self.data["layout"]["threads"]
 
     @property
     def layout(self):
-        m = re.search(r"^layout\s+(.*)$", self.text, re.M)
-        return m.group(1) if m else None
+        """The layout and why: "2 ranks x 1 thread per node: one rank per core: ..."."""
+        return f"{self.data['layout']['text']} per node: {self.data['layout']['reason']}"
+
+    @property
+    def core_seconds(self):
+        """One core's estimated seconds for the sweep (adaptive replicates: at most)."""
+        return self.data["work"]["core_seconds"]
+
+    @property
+    def peak_bytes(self):
+        """A rank's estimated peak resident memory in the layout."""
+        return self.data["memory"]["peak_bytes"]
+
+    @property
+    def suggested(self):
+        """The layout as keyword arguments of `Sweep.run`: {"ranks": N, "threads": T}."""
+        return {"ranks": self.data["layout"]["ranks"], "threads": self.data["layout"]["threads"]}
+
+    @property
+    def command(self):
+        """The suggested command line (a list), or None when it would name a temporary sweep file."""
+        return None if self.temporary else list(self.data["suggested"]["argv"])
+
+    @property
+    def warnings(self):
+        return list(self.data["warnings"])
 
     @property
     def store(self):
         """With a store: what a run would do with it (start, resume, grow or refuse it)."""
-        m = re.search(r"^store(?! size)\s+(.*(?:\n  .*)*)", self.text, re.M)
-        return m.group(1) if m else None
+        return self.data["store"]["text"] if self.data.get("store") else None
+
+    @property
+    def store_action(self):
+        """With a store: "start", "resume", "grow" or "refuse"."""
+        return self.data["store"]["action"] if self.data.get("store") else None
 
     def __str__(self):
         return self.text

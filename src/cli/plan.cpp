@@ -3,8 +3,11 @@
 #include "cli/commands.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "base/units.hpp"
 #include "cli/cli_internal.hpp"
 #include "cli/command_line.hpp"
+#include "cli/json.hpp"
 #include "config/overrides.hpp"
 #include "metrics/metrics.hpp"
 #include "plan/adaptive.hpp"
@@ -139,52 +143,163 @@ int emit_job_script(const PlanArgs& args, const plan::Plan& plan, const plan::Wo
   return 0;
 }
 
-/// What `run -o STORE` would do with an existing store of this or another sweep.
-void print_outlook(const std::filesystem::path& path, const plan::Plan& plan) {
+/// printf into a std::string.
+[[gnu::format(printf, 1, 2)]] std::string format(const char* fmt, ...) {
+  std::va_list args;
+  va_start(args, fmt);
+  std::va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  va_end(args);
+  std::string out(static_cast<std::size_t>(std::max(n, 0)) + 1, '\0');
+  std::vsnprintf(out.data(), out.size(), fmt, again);
+  va_end(again);
+  out.resize(static_cast<std::size_t>(std::max(n, 0)));
+  return out;
+}
+
+/// A JSON number (shortest text that reads back the same double); null when not finite.
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string json_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out + "]";
+}
+
+std::string json_strings(const std::vector<std::string>& items) {
+  std::vector<std::string> quoted;
+  for (const auto& s : items) quoted.push_back(json_string(s));
+  return json_list(quoted);
+}
+
+/// One JSON object, its members in the order added (`plan --json`).
+class JsonObject {
+ public:
+  JsonObject& raw(const std::string& key, std::string value) {
+    members_.emplace_back(key, std::move(value));
+    return *this;
+  }
+  JsonObject& str(const std::string& key, std::string_view value) { return raw(key, json_string(value)); }
+  JsonObject& num(const std::string& key, double value) { return raw(key, json_number(value)); }
+  JsonObject& count(const std::string& key, unsigned long long value) { return raw(key, std::to_string(value)); }
+  JsonObject& flag(const std::string& key, bool value) { return raw(key, value ? "true" : "false"); }
+  JsonObject& object(const std::string& key, const JsonObject& value) { return raw(key, value.text()); }
+  std::string text() const {
+    std::string out = "{";
+    for (std::size_t i = 0; i < members_.size(); ++i)
+      out += (i ? ", " : "") + json_string(members_[i].first) + ": " + members_[i].second;
+    return out + "}";
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> members_;
+};
+
+/// What `plan` says: its lines printed as they come, or with --json kept (the object's "text") and
+/// its numbers in `out`.
+struct Report {
+  bool json = false;
+  JsonObject out;
+  std::string text;
+  std::vector<std::string> warnings;
+  void line(const std::string& s) {
+    if (json)
+      text += s + "\n";
+    else
+      std::printf("%s\n", s.c_str());
+  }
+  void warning(const std::string& s) {
+    warnings.push_back(s);
+    line("warning       " + s);
+  }
+};
+
+/// What `run -o STORE` would do with a store: the action (start, resume, grow, refuse), the text
+/// `plan` prints after "store" and the numbers of the JSON object.
+struct Outlook {
+  std::string action;
+  std::string text;
+  JsonObject numbers;
+};
+
+/// The outlook of an existing store of this or another sweep.
+Outlook outlook_of(const std::filesystem::path& path, const plan::Plan& plan) {
   const auto info = store::read_info(path);
+  Outlook o;
   if (info.plan_hash == plan.hash) {
-    std::printf("store         %s: a run resumes it, %llu of %llu tasks left\n", path.c_str(),
-                static_cast<unsigned long long>(info.n_pending), static_cast<unsigned long long>(info.n_tasks));
-    return;
+    o.action = "resume";
+    o.text = format("%s: a run resumes it, %llu of %llu tasks left", path.c_str(),
+                    static_cast<unsigned long long>(info.n_pending), static_cast<unsigned long long>(info.n_tasks));
+    o.numbers.count("tasks_left", info.n_pending).count("tasks", info.n_tasks);
+    return o;
   }
   const auto r = store::compare_with_store(path, plan);
   const std::uint64_t copied = r.finished - r.not_in_sweep - r.recomputed - r.other_shards;
-  if (!r.blockers.empty())
-    std::printf("store         %s: made from another sweep, none of whose results fits: a run refuses it\n",
-                path.c_str());
-  else if (r.not_in_sweep + r.other_shards > 0)
-    std::printf(
-        "store         %s: made from another sweep; %llu of its finished tasks are not tasks of this one (or of this shard): a run "
-        "refuses it (--reuse it into another -o to copy the %llu that fit)\n",
-        path.c_str(), static_cast<unsigned long long>(r.not_in_sweep + r.other_shards),
-        static_cast<unsigned long long>(copied));
-  else
-    std::printf("store         %s: made from another version of this sweep: a run grows it, copying %llu finished "
-                "tasks and computing %llu\n",
-                path.c_str(), static_cast<unsigned long long>(copied),
-                static_cast<unsigned long long>(plan.tasks.size() - copied));
-  std::printf("%s", store::describe(r).c_str());
+  o.numbers.count("finished", r.finished).count("copied", copied);
+  if (!r.blockers.empty()) {
+    o.action = "refuse";
+    o.text = path.string() + ": made from another sweep, none of whose results fits: a run refuses it";
+  } else if (r.not_in_sweep + r.other_shards > 0) {
+    o.action = "refuse";
+    o.text = format("%s: made from another sweep; %llu of its finished tasks are not tasks of this one (or of this "
+                    "shard): a run refuses it (--reuse it into another -o to copy the %llu that fit)",
+                    path.c_str(), static_cast<unsigned long long>(r.not_in_sweep + r.other_shards),
+                    static_cast<unsigned long long>(copied));
+    o.numbers.count("not_fitting", r.not_in_sweep + r.other_shards);
+  } else {
+    o.action = "grow";
+    o.text = format("%s: made from another version of this sweep: a run grows it, copying %llu finished tasks and "
+                    "computing %llu",
+                    path.c_str(), static_cast<unsigned long long>(copied),
+                    static_cast<unsigned long long>(plan.tasks.size() - copied));
+    o.numbers.count("computed", plan.tasks.size() - copied);
+  }
+  std::string details = store::describe(r);
+  while (!details.empty() && details.back() == '\n') details.pop_back();
+  if (!details.empty()) o.text += "\n" + details;
+  return o;
+}
+
+void print_outlook(const std::filesystem::path& path, const Outlook& o, bool json) {
+  if (json) {
+    JsonObject obj = o.numbers;
+    std::printf("%s", obj.str("path", path.string()).str("action", o.action).str("text", o.text).text().c_str());
+  } else {
+    std::printf("store         %s\n", o.text.c_str());
+  }
 }
 
 /// What `run -o STORE` would do with the store: start it, resume it, grow it or refuse it. Read in
-/// a child process, like every store a run opens (a damaged file cannot crash `plan`).
-void print_store_outlook(const std::filesystem::path& path, const plan::Plan& plan) {
+/// a child process, like every store a run opens (a damaged file cannot crash `plan`). With `json`
+/// one JSON object.
+void print_store_outlook(const std::filesystem::path& path, const plan::Plan& plan, bool json) {
   if (!std::filesystem::exists(path)) {
-    std::printf("store         %s does not exist: a run starts it\n", path.c_str());
+    print_outlook(path, {"start", path.string() + " does not exist: a run starts it", {}}, json);
     return;
   }
   std::string crash;
   const auto rc = in_child(
       [&] {
+        Outlook o;
         try {
-          print_outlook(path, plan);
+          o = outlook_of(path, plan);
         } catch (const std::exception& e) {
-          std::printf("store         %s: a run refuses it (%s)\n", path.c_str(), e.what());
+          o = {"refuse", path.string() + ": a run refuses it (" + e.what() + ")", {}};
         }
+        print_outlook(path, o, json);
         return 0;
       },
       crash);
-  if (!rc) std::printf("store         %s\n", crashed_message(path, crash).c_str());
+  if (!rc) print_outlook(path, {"refuse", crashed_message(path, crash), {}}, json);
 }
 
 /// What `plan` lays out ranks and threads for: the cores and nodes, --threads, and the memory of a
@@ -208,51 +323,87 @@ plan::LayoutRequest layout_request(const PlanArgs& args) {
 }
 
 /// The swept axes of the grid, one line each, and the depth axis.
-void print_grid(const plan::Plan& plan) {
+void report_grid(const plan::Plan& plan, Report& r) {
   const auto& spec = plan.spec;
-  std::printf("grid:\n");
-  if (spec.dims.empty()) std::printf("  (no swept axes: one point)\n");
+  r.line("grid:");
+  if (spec.dims.empty()) r.line("  (no swept axes: one point)");
+  std::vector<std::string> dims;
   for (const auto& dim : spec.dims) {
     std::string params;
     for (const auto& p : dim.params) params += (params.empty() ? "" : ", ") + p;
-    std::printf("  %-12s %4zu  ", dim.name.c_str(), dim.size());
-    if (dim.params.size() == 1)
-      std::printf("%s\n", join_values(dim.columns[0]).c_str());
-    else
-      std::printf("(%s)\n", params.c_str());
+    r.line(format("  %-12s %4zu  %s", dim.name.c_str(), dim.size(),
+                  dim.params.size() == 1 ? join_values(dim.columns[0]).c_str() : ("(" + params + ")").c_str()));
+    std::vector<std::string> columns;
+    for (const auto& column : dim.columns) {
+      std::vector<std::string> values;
+      for (const auto& v : column) values.push_back(config::to_text(v));
+      columns.push_back(json_strings(values));
+    }
+    dims.push_back(JsonObject()
+                       .str("name", dim.name)
+                       .count("size", dim.size())
+                       .raw("params", json_strings(dim.params))
+                       .raw("values", json_list(columns))
+                       .text());
   }
+  r.out.raw("grid", json_list(dims));
   if (!spec.depth_axis.empty())
-    std::printf("  depth: layers 0..%d recorded once per task (depth is not a task dimension)\n", plan.max_depth);
+    r.line(format("  depth: layers 0..%d recorded once per task (depth is not a task dimension)", plan.max_depth));
+  r.out.flag("depth_axis", !spec.depth_axis.empty());
 }
 
 /// Points, replicates and tasks (of the shard), bundles, layers and spectra.
-void print_tasks(const plan::Plan& plan, const plan::Shard& shard, std::size_t shard_tasks) {
+void report_tasks(const plan::Plan& plan, const plan::Shard& shard, std::size_t shard_tasks, Report& r) {
   const auto& spec = plan.spec;
-  if (spec.adaptive.enabled())
-    std::printf("points        %zu x %d to %d replicates (adaptive, step %d) = %zu to %zu tasks", plan.points.size(),
-                spec.adaptive.min, spec.replicates, spec.adaptive.step,
-                plan.points.size() * static_cast<std::size_t>(spec.adaptive.min), plan.tasks.size());
-  else
-    std::printf("points        %zu x %d replicates = %zu tasks", plan.points.size(), spec.replicates,
-                plan.tasks.size());
-  if (shard.count > 1) std::printf(" (shard %d/%d: %zu tasks)", shard.index, shard.count, shard_tasks);
-  std::printf("\nbundles       %zu (tasks with the same replicate, T and d share their random weights)\n",
-              plan.bundles.size());
+  const std::size_t points = plan.points.size(), tasks = plan.tasks.size();
+  std::string line;
+  std::size_t tasks_min = tasks;
+  if (spec.adaptive.enabled()) {
+    tasks_min = points * static_cast<std::size_t>(spec.adaptive.min);
+    line = format("points        %zu x %d to %d replicates (adaptive, step %d) = %zu to %zu tasks", points,
+                  spec.adaptive.min, spec.replicates, spec.adaptive.step, tasks_min, tasks);
+    r.out.object("adaptive", JsonObject()
+                                 .count("min", static_cast<unsigned long long>(spec.adaptive.min))
+                                 .count("max", static_cast<unsigned long long>(spec.replicates))
+                                 .count("step", static_cast<unsigned long long>(spec.adaptive.step)));
+  } else {
+    line = format("points        %zu x %d replicates = %zu tasks", points, spec.replicates, tasks);
+    r.out.raw("adaptive", "null");
+  }
+  if (shard.count > 1) line += format(" (shard %d/%d: %zu tasks)", shard.index, shard.count, shard_tasks);
+  r.line(line);
+  r.out.count("points", points)
+      .count("replicates", static_cast<unsigned long long>(spec.replicates))
+      .count("tasks", tasks)
+      .count("tasks_min", tasks_min)
+      .count("tasks_max", tasks)
+      .object("shard", JsonObject()
+                           .count("index", static_cast<unsigned long long>(shard.index))
+                           .count("count", static_cast<unsigned long long>(shard.count))
+                           .count("tasks", shard_tasks));
+  r.line(format("bundles       %zu (tasks with the same replicate, T and d share their random weights)",
+                plan.bundles.size()));
   const std::string computed = spec.output.metrics == metrics::default_metrics()
                                    ? "all"
                                    : metrics::names_of(spec.output.metrics);
-  std::printf("layers        0..%d per task; metrics: %s; spectra of X: %s\n", plan.max_depth, computed.c_str(),
-              spec.output.spectra == config::Spectra::none   ? "none"
-              : spec.output.spectra == config::Spectra::last ? "last layer"
-                                                             : "all layers");
+  const char* spectra = spec.output.spectra == config::Spectra::none   ? "none"
+                        : spec.output.spectra == config::Spectra::last ? "last layer"
+                                                                       : "all layers";
+  r.line(
+      format("layers        0..%d per task; metrics: %s; spectra of X: %s", plan.max_depth, computed.c_str(), spectra));
+  r.out.count("bundles", plan.bundles.size())
+      .count("max_depth", static_cast<unsigned long long>(plan.max_depth))
+      .str("metrics", computed)
+      .str("spectra", spectra);
 }
 
 /// The work in FLOPs and one core's time at `rates` (a range with adaptive replicates).
-void print_work(const plan::Plan& plan, const plan::Calibration& rates, bool calibrated, double core_s) {
+void report_work(const plan::Plan& plan, const plan::Calibration& rates, bool calibrated, double core_s, Report& r) {
   const auto& spec = plan.spec;
   const double flops = plan.total_flops();
   const std::string rates_text = calibrated ? "rates of this machine from " + plan::calibration_path().string()
                                             : "rough: this machine is not calibrated, run `rcsweep calibrate` once";
+  JsonObject work;
   if (spec.adaptive.enabled()) {
     // The least work: every point stops at min replicates; the most: every point needs max.
     double min_core_s = 0.0;
@@ -265,40 +416,46 @@ void print_work(const plan::Plan& plan, const plan::Calibration& rates, bool cal
       if (!first.empty()) min_core_s += plan::bundle_work(plan, first, rates).seconds();
     }
     const auto range = plan::cost_range(plan, shard_ids);
-    std::printf("work          %.3g to %.3g GFLOP, about %s to %s on one core (%s); the targets decide\n",
-                range.min_flops / 1e9, range.max_flops / 1e9, human_seconds(min_core_s).c_str(),
-                human_seconds(core_s).c_str(), rates_text.c_str());
+    r.line(format("work          %.3g to %.3g GFLOP, about %s to %s on one core (%s); the targets decide",
+                  range.min_flops / 1e9, range.max_flops / 1e9, human_seconds(min_core_s).c_str(),
+                  human_seconds(core_s).c_str(), rates_text.c_str()));
+    work.num("gflop_min", range.min_flops / 1e9).num("gflop", range.max_flops / 1e9);
+    work.num("core_seconds_min", min_core_s);
   } else {
-    std::printf("work          %.3g GFLOP, about %s on one core (%s)\n", flops / 1e9, human_seconds(core_s).c_str(),
-                rates_text.c_str());
+    r.line(format("work          %.3g GFLOP, about %s on one core (%s)", flops / 1e9, human_seconds(core_s).c_str(),
+                  rates_text.c_str()));
+    work.num("gflop", flops / 1e9);
   }
+  work.num("core_seconds", core_s).flag("calibrated", calibrated);
+  work.raw("calibration", calibrated ? json_string(plan::calibration_path().string()) : "null");
+  r.out.object("work", work);
 }
 
 /// A rank's peak memory and address space in the chosen layout, and the budget it is checked against.
-void print_memory(const PlanArgs& args, const plan::Plan& plan, const plan::Layout& layout,
-                  const plan::LayoutRequest& request) {
+void report_memory(const PlanArgs& args, const plan::Plan& plan, const plan::Layout& layout,
+                   const plan::LayoutRequest& request, Report& r) {
   const auto& spec = plan.spec;
   const auto& chosen = layout.chosen;
   const int ranks = chosen.ranks, threads = chosen.threads;
   // What `run` checks (plan/memory.hpp): resident bytes against the budget, address space against ulimit -v.
   const plan::RankMemory memory = plan::rank_memory(plan,
                                                     {threads, 1, ranks, blas_load_threads(), spec.adaptive.enabled()});
-  const std::string collect = memory.writer >= memory.message
-                                  ? "rank 0's store tables and batch " + human_bytes(memory.writer)
-                                  : "a worker's message " + human_bytes(memory.message);
+  const bool writer = memory.writer >= memory.message;
+  const std::string collect = writer ? "rank 0's store tables and batch " + human_bytes(memory.writer)
+                                     : "a worker's message " + human_bytes(memory.message);
   const std::string model = memory.model > 0 ? ", model files mapped " + human_bytes(memory.model) : "";
-  std::printf("peak memory   %s per rank (largest bundle %s%s with its tasks' results %s, %s, BLAS %s, program %s%s)\n",
-              human_bytes(memory.resident()).c_str(), human_bytes(memory.unit).c_str(),
-              threads > 1 ? (" on " + std::to_string(threads) + " threads").c_str() : "",
-              human_bytes(memory.results).c_str(), collect.c_str(), human_bytes(memory.blas).c_str(),
-              human_bytes(memory.program).c_str(), model.c_str());
+  r.line(format("peak memory   %s per rank (largest bundle %s%s with its tasks' results %s, %s, BLAS %s, program %s%s)",
+                human_bytes(memory.resident()).c_str(), human_bytes(memory.unit).c_str(),
+                threads > 1 ? (" on " + std::to_string(threads) + " threads").c_str() : "",
+                human_bytes(memory.results).c_str(), collect.c_str(), human_bytes(memory.blas).c_str(),
+                human_bytes(memory.program).c_str(), model.c_str()));
   const auto limit = address_space_limit();
-  std::printf(
-      "address space %s per rank (ulimit -v; BLAS buffers, MPI and libraries included)%s\n",
+  const bool over = limit && memory.address_space() > *limit;
+  r.line(format(
+      "address space %s per rank (ulimit -v; BLAS buffers, MPI and libraries included)%s",
       human_bytes(memory.address_space()).c_str(),
-      limit && memory.address_space() > *limit
-          ? ("; more than this shell's limit of " + human_bytes(*limit) + ": `rcsweep run` here refuses it").c_str()
-          : "");
+      over ? ("; more than this shell's limit of " + human_bytes(*limit) + ": `rcsweep run` here refuses it").c_str()
+           : ""));
   const std::string budget_source = !args.mem_per_rank.empty()
                                         ? request.memory_source
                                         : (args.mem_per_node.empty()
@@ -307,48 +464,98 @@ void print_memory(const PlanArgs& args, const plan::Plan& plan, const plan::Layo
                                               " / " + std::to_string(chosen.ranks_per_node) + " rank" +
                                               (chosen.ranks_per_node == 1 ? "" : "s") +
                                               "; set --mem-per-node or --mem-per-rank";
-  std::printf("memory budget %s per rank (%s)\n", human_bytes(chosen.budget_per_rank).c_str(), budget_source.c_str());
+  r.line(format("memory budget %s per rank (%s)", human_bytes(chosen.budget_per_rank).c_str(), budget_source.c_str()));
+  r.out.object("memory", JsonObject()
+                             .num("peak_bytes", memory.resident())
+                             .num("unit_bytes", memory.unit)
+                             .num("results_bytes", memory.results)
+                             .num("writer_bytes", memory.writer)
+                             .num("message_bytes", memory.message)
+                             .str("collect", writer ? "writer" : "message")
+                             .num("blas_bytes", memory.blas)
+                             .num("program_bytes", memory.program)
+                             .num("model_bytes", memory.model)
+                             .num("address_space_bytes", memory.address_space())
+                             .raw("address_space_limit_bytes", limit ? json_number(*limit) : "null")
+                             .flag("over_address_space_limit", over)
+                             .num("budget_per_rank_bytes", chosen.budget_per_rank)
+                             .num("node_bytes", request.mem_per_node)
+                             .str("budget_source", budget_source));
 }
 
 /// The store's size, the layout with the command that runs it, and the ranks' balance.
-void print_layout(const PlanArgs& args, const plan::Plan& plan, const plan::Layout& layout,
-                  const std::vector<plan::BundleWork>& work) {
+void report_layout(const PlanArgs& args, const plan::Plan& plan, const plan::Layout& layout,
+                   const std::vector<plan::BundleWork>& work, Report& r) {
   const auto& spec = plan.spec;
   const auto& chosen = layout.chosen;
   const int ranks = chosen.ranks, threads = chosen.threads;
   const auto size = plan::store_size(plan);  // the store of this shard once it has run
   if (size.most > size.least * 1.01)
-    std::printf("store size    about %s (every point at min = %d replicates) to %s (at max = %d)\n",
-                human_bytes(size.least).c_str(), spec.adaptive.min, human_bytes(size.most).c_str(), spec.replicates);
+    r.line(format("store size    about %s (every point at min = %d replicates) to %s (at max = %d)",
+                  human_bytes(size.least).c_str(), spec.adaptive.min, human_bytes(size.most).c_str(), spec.replicates));
   else
-    std::printf("store size    about %s\n", human_bytes(size.most).c_str());
-  std::string command = plan::shell_quote(args.sweep_file.string());
-  for (const auto& o : args.overrides) command += " " + plan::shell_quote(o);
-  std::printf("layout        %s per node: %s\n", plan::describe(chosen).c_str(), layout.reason.c_str());
-  // The store of -o when given (the one the user asked about), else the sweep's default name.
-  const std::string store = plan::shell_quote(args.output.empty() ? spec.name + ".h5" : args.output.string());
-  if (threads == 1)
-    std::printf("suggested     mpiexec -n %d rcsweep run %s -o %s   (one rank per core, 1 BLAS thread each;"
-                " about %s wall)\n",
-                ranks, command.c_str(), store.c_str(), human_seconds(chosen.makespan_s).c_str());
-  else
-    std::printf(
-        "suggested     mpiexec -n %d --map-by slot:PE=%d -x OMP_PLACES=cores -x OMP_PROC_BIND=close rcsweep run "
-        "--threads %d %s -o %s   (%d cores per rank, one thread on each, 1 BLAS thread per thread; about %s "
-        "wall)\n",
-        ranks, threads, threads, command.c_str(), store.c_str(), threads, human_seconds(chosen.makespan_s).c_str());
-  std::printf("ranks %d%s: %s\n", ranks, threads > 1 ? (" x " + std::to_string(threads) + " threads").c_str() : "",
-              plan::describe(layout.schedule).c_str());
+    r.line("store size    about " + human_bytes(size.most));
+  r.out.num("store_bytes", size.most);
+  r.out.num("store_bytes_least", size.least);
+  r.line(format("layout        %s per node: %s", plan::describe(chosen).c_str(), layout.reason.c_str()));
+  r.out.object("layout", JsonObject()
+                             .count("ranks", static_cast<unsigned long long>(ranks))
+                             .count("ranks_per_node", static_cast<unsigned long long>(chosen.ranks_per_node))
+                             .count("threads", static_cast<unsigned long long>(threads))
+                             .str("text", plan::describe(chosen))
+                             .str("reason", layout.reason)
+                             .num("bytes_per_rank", chosen.bytes_per_rank)
+                             .num("makespan_s", chosen.makespan_s));
+  // The command, as words: mpiexec's, rcsweep's, the sweep file and overrides as given, the store
+  // of -o when given (the one the user asked about), else the sweep's default name.
+  std::vector<std::string> argv{"mpiexec", "-n", std::to_string(ranks)};
+  if (threads > 1)
+    argv.insert(argv.end(), {"--map-by", "slot:PE=" + std::to_string(threads), "-x", "OMP_PLACES=cores", "-x",
+                             "OMP_PROC_BIND=close"});
+  argv.insert(argv.end(), {"rcsweep", "run"});
+  if (threads > 1) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
+  std::string command;  // the program's own words as they are, the user's quoted for the shell
+  for (const auto& word : argv) command += (command.empty() ? "" : " ") + word;
+  argv.push_back(args.sweep_file.string());
+  argv.insert(argv.end(), args.overrides.begin(), args.overrides.end());
+  for (auto at = argv.end() - 1 - static_cast<std::ptrdiff_t>(args.overrides.size()); at != argv.end(); ++at)
+    command += " " + plan::shell_quote(*at);
+  const std::string store = args.output.empty() ? spec.name + ".h5" : args.output.string();
+  argv.insert(argv.end(), {"-o", store});
+  command += " -o " + plan::shell_quote(store);
+  const std::string note = threads == 1
+                               ? "one rank per core, 1 BLAS thread each"
+                               : format("%d cores per rank, one thread on each, 1 BLAS thread per thread", threads);
+  const std::string suggested = format("suggested     %s   (%s; about %s wall)", command.c_str(), note.c_str(),
+                                       human_seconds(chosen.makespan_s).c_str());
+  r.line(suggested);
+  r.out.object("suggested", JsonObject()
+                                .raw("argv", json_strings(argv))
+                                .str("command", command)
+                                .str("line", suggested)
+                                .str("sweep_file", args.sweep_file.string())
+                                .num("wall_s", chosen.makespan_s));
+  const auto& s = layout.schedule;
+  r.line(format("ranks %d%s: %s", ranks, threads > 1 ? (" x " + std::to_string(threads) + " threads").c_str() : "",
+                plan::describe(s).c_str()));
+  r.out.object("schedule", JsonObject()
+                               .count("ranks", static_cast<unsigned long long>(s.ranks))
+                               .num("utilisation", s.units.empty() ? 0.0 : s.utilisation())
+                               .count("units", s.units.size())
+                               .count("bundles", s.bundles)
+                               .count("split_bundles", s.split_bundles)
+                               .num("work_s", s.work_s)
+                               .num("bundle_work_s", s.bundle_work_s)
+                               .num("makespan_s", s.makespan_s)
+                               .str("text", plan::describe(s)));
   // rank balance: the units at one thread's prices (the layout's own with one thread per rank)
   const auto balance = threads == 1 ? layout.schedule : plan::make_schedule(work, ranks);
-  if (const auto warning = plan::idle_warning(balance, work); !warning.empty())
-    std::printf("warning       %s\n", warning.c_str());
+  if (const auto warning = plan::idle_warning(balance, work); !warning.empty()) r.warning(warning);
   // Without --emit the layout is for this machine: --cores above its cores oversubscribes it.
   const int here = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (const auto over = plan::oversubscription(chosen.ranks_per_node, threads, here); !over.empty())
-    std::printf("warning       %s (this machine's cores; --cores %d is more); results are the same on any layout, "
-                "only slower\n",
-                over.c_str(), args.cores);
+    r.warning(format("%s (this machine's cores; --cores %d is more); results are the same on any layout, only slower",
+                     over.c_str(), args.cores));
 }
 }  // namespace
 
@@ -384,15 +591,32 @@ int plan_command(const PlanArgs& args) {
   }
 
   const auto& spec = plan.spec;
-  std::printf("sweep \"%s\"  (plan %s, seed %llu)\n", spec.name.c_str(), plan.hash.c_str(),
-              static_cast<unsigned long long>(spec.seed));
-  if (!spec.overrides.empty()) std::printf("overrides     %s\n", config::overrides_line(spec.overrides).c_str());
-  print_grid(plan);
-  print_tasks(plan, shard, shard_tasks);
-  print_work(plan, rates, stored.has_value(), core_s);
-  print_memory(args, plan, layout, request);
-  print_layout(args, plan, layout, work);
-  if (!args.output.empty()) print_store_outlook(args.output, plan);
+  Report r;
+  r.json = args.json;
+  r.line(format("sweep \"%s\"  (plan %s, seed %llu)", spec.name.c_str(), plan.hash.c_str(),
+                static_cast<unsigned long long>(spec.seed)));
+  r.out.str("name", spec.name).str("plan_hash", plan.hash).count("seed", spec.seed);
+  r.out.str("sweep_file", args.sweep_file.string()).raw("overrides", json_strings(spec.overrides));
+  if (!spec.overrides.empty()) r.line("overrides     " + config::overrides_line(spec.overrides));
+  report_grid(plan, r);
+  report_tasks(plan, shard, shard_tasks, r);
+  report_work(plan, rates, stored.has_value(), core_s, r);
+  report_memory(args, plan, layout, request, r);
+  report_layout(args, plan, layout, work, r);
+  if (!r.json) {
+    if (!args.output.empty()) print_store_outlook(args.output, plan, false);
+    return 0;
+  }
+  // The store's outlook is read in a child process, which prints it as the last member.
+  r.out.raw("warnings", json_strings(r.warnings)).str("text", r.text);
+  std::string head = r.out.text();
+  head.pop_back();  // the closing brace
+  std::printf("%s, \"store\": ", head.c_str());
+  if (args.output.empty())
+    std::printf("null");
+  else
+    print_store_outlook(args.output, plan, true);
+  std::printf("}\n");
   return 0;
 }
 
@@ -402,6 +626,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_option("overrides", args.overrides, overrides_help());
   cmd->footer(overrides_footer("plan"));
   cmd->add_option("--shard", args.shard, "plan only shard i/n");
+  cmd->add_flag("--json", args.json,
+                "print the plan as one JSON object: every number of the text, and the text itself\n"
+                "(docs/USAGE.md \"The plan as JSON\"); not with --emit");
   cmd->add_option("-o,--output", args.output,
                   "a store to run into: say what `run -o` would do with it (start, resume with N tasks\n"
                   "left, grow it to this sweep copying N finished tasks, or refuse it and why)");

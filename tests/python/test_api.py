@@ -658,7 +658,14 @@ def test_plan_names_the_sweeps_file_not_a_temporary(tmp_path, monkeypatch):
     sw = tiny("named")
     p = sw.plan(cores=2)
     assert "rcsweep-" not in p.text and tempfile.gettempdir() not in p.text, p.text
-    assert "rcsweep run named.toml" in p.text, p.text
+    # no file to name (the temporary is gone): the suggestion is the run call, which writes named.toml
+    assert "suggested     sweep.run('named.h5', ranks=2)   (one rank per core" in p.text, p.text
+    assert p.command is None and p.suggested == {"ranks": 2, "threads": 1}
+    # with a store, the sweep file plan wrote beside it, which the command names
+    store = tmp_path / "named.h5"
+    q = sw.plan(cores=2, store=store)
+    assert q.command[q.command.index("run") + 1] == str(tmp_path / "named.toml") and (tmp_path / "named.toml").exists()
+    assert f"rcsweep run {tmp_path / 'named.toml'} -o {store}" in q.text and q.store_action == "start"
     # an engine error that names the sweep file names the sweep's, not the temporary
     fake = fake_bin(tmp_path, "names", """echo "error: cannot read sweep file '$2': too large" >&2; exit 2""")
     monkeypatch.setenv("RCSWEEP_BIN", str(fake))
@@ -667,6 +674,53 @@ def test_plan_names_the_sweeps_file_not_a_temporary(tmp_path, monkeypatch):
     assert "'named.toml'" in str(e.value) and "rcsweep-" not in str(e.value), str(e.value)
     assert not [f for f in os.listdir(tempfile.gettempdir()) if f.startswith("rcsweep-") and f.endswith(".toml")
                 and os.stat(os.path.join(tempfile.gettempdir(), f)).st_mtime > time.time() - 60]
+
+
+def test_plan_is_the_engines_json(tmp_path):
+    """Plan holds `rcsweep plan --json`'s object (no parsing of the text): its numbers are those of
+    the command line's JSON for the same sweep file."""
+    sw = width_sweep()
+    p = sw.plan(cores=2)
+    written = sw.write(tmp_path / "api.toml")
+    d = json.loads(subprocess.run([BIN, "plan", str(written), "--cores", "2", "--json"], capture_output=True,
+                                  text=True, check=True).stdout)
+    for key in ("plan_hash", "points", "tasks", "bundles", "grid", "memory", "layout", "schedule", "store_bytes"):
+        assert p.data[key] == d[key], key
+    assert (p.tasks, p.points, p.ranks, p.threads, p.plan_hash) == (16, 8, 2, 1, d["plan_hash"])
+    assert p.core_seconds == d["work"]["core_seconds"] and p.peak_bytes == d["memory"]["peak_bytes"]
+    assert p.layout == f"{d['layout']['text']} per node: {d['layout']['reason']}" and p.layout in p.text
+
+
+def test_a_sweep_comes_back_from_its_file_and_its_store(tmp_path):
+    """Sweep.from_toml and Sweep.from_store give the sweep that wrote them: the same plan hash, so
+    a run of it resumes the store; from_toml the same Sweep."""
+    sw = Sweep("back", seed=9, replicates=2, model={"mixer": "softmax", "depth": 3, "T": 8, "d": 8},
+               axes={"lambda": [0.0, 0.5]}, zips=[{"norm": ["none", "rms"], "sigma_qk": [1.0, "inv_sqrt_d"]}],
+               output={"spectra": "last"})
+    again = Sweep.from_toml(sw.write(tmp_path / "written.toml"))
+    assert again == sw and again.plan().plan_hash == sw.plan().plan_hash
+    ad = adaptive_sweep()
+    assert Sweep.from_toml(ad.write(tmp_path / "ad.toml")) == ad
+    store = tmp_path / "back.h5"
+    sw.run(store, overrides={"model.depth": 4}, load=False)  # the store's sweep has the override's effect
+    stored = Sweep.from_store(store)
+    with h5py.File(store, "r") as f:
+        hash_in_store = f.attrs["plan_hash"]
+        hash_in_store = hash_in_store.decode() if isinstance(hash_in_store, bytes) else str(hash_in_store)
+    assert stored.name == "back" and stored.model["depth"] == 4 and stored.axes == {"lambda": [0.0, 0.5]}
+    assert stored.plan().plan_hash == hash_in_store != sw.plan().plan_hash
+    resumed = stored.plan(store=store)  # the sweep file beside the store becomes the stored sweep's
+    assert resumed.store_action == "resume" and "resumes it, 0 of 8 tasks left" in resumed.store
+    # not a sweep file, not a store: named
+    (tmp_path / "bad.toml").write_text("[sweep\nname = 1\n")
+    with pytest.raises(ValueError, match="bad.toml"):
+        Sweep.from_toml(tmp_path / "bad.toml")
+    (tmp_path / "odd.toml").write_text('[sweep]\nname = "x"\n[extra]\na = 1\n')
+    with pytest.raises(ValueError, match="'extra'"):
+        Sweep.from_toml(tmp_path / "odd.toml")
+    (tmp_path / "junk.h5").write_bytes(b"junk")
+    with pytest.raises(SweepConfigError):
+        Sweep.from_store(tmp_path / "junk.h5")
 
 
 def test_the_bar_takes_progress_events_that_lack_or_garble_fields():
