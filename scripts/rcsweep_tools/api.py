@@ -424,7 +424,7 @@ _RUN_OPTIONS = ("ranks", "threads", "blas_threads", "mpiexec", "overrides", "res
                 "progress", "quiet", "args")
 _PLAN_OPTIONS = ("cores", "store", "ranks", "threads", "shard", "mem_per_rank", "mem_per_node", "overrides",
                  "args")
-_SUBMIT_OPTIONS = ("nodes", "cores", "hours", "threads", "mem_per_rank", "mem_per_node", "overrides", "account",
+_SUBMIT_OPTIONS = ("nodes", "cores", "hours", "shards", "threads", "mem_per_rank", "mem_per_node", "overrides", "account",
                    "partition", "qos", "directives", "exclusive", "launcher", "mpi", "srun_mpi", "setup",
                    "run_args", "sbatch_args")
 
@@ -760,13 +760,18 @@ class Sweep:
 
     # -- submit ------------------------------------------------------------------------------------
 
-    def submit(self, store, nodes=1, cores=None, hours=None, sbatch_args=(), *, threads=None, mem_per_rank=None,
-               mem_per_node=None, overrides=None, account=None, partition=None, qos=None, directives=(),
+    def submit(self, store, nodes=1, cores=None, hours=None, sbatch_args=(), *, shards=None, threads=None,
+               mem_per_rank=None, mem_per_node=None, overrides=None, account=None, partition=None, qos=None, directives=(),
                exclusive=False, launcher=None, mpi=None, srun_mpi=None, setup=None, run_args=(),
                overwrite_sweep_file=False, **unknown):
         """Submit the sweep to Slurm: the job script of `rcsweep plan --emit slurm` (sized for
         `nodes` nodes of `cores` cores, jobs of at most `hours`), written next to the store and
         passed to sbatch with the sweep file and the store. Returns a Job.
+
+        shards        an array of exactly this many elements (`--shards`), whatever the tasks'
+                      lengths, with its merge job (which its first element submits); default: one
+                      job, or the fewest elements whose jobs fit `hours`. `Job.wait` waits for the
+                      elements and the merge
 
         threads, mem_per_rank, mem_per_node, overrides   as for `plan` (the overrides are written
                       into the script's `rcsweep run` command)
@@ -785,7 +790,7 @@ class Sweep:
         store = Path(store).resolve()
         sweep = store.with_suffix(".toml")
         cmd = [rcsweep_bin(), "plan", _arg_path(sweep), "--emit", "slurm", *_positive("nodes", nodes)]
-        cmd += _positive("cores", cores) + _positive("threads", threads)
+        cmd += _positive("cores", cores) + _positive("threads", threads) + _positive("shards", shards)
         if hours:
             cmd += ["--hours", str(hours)]
         cmd += _size("--mem-per-rank", mem_per_rank) + _size("--mem-per-node", mem_per_node)
@@ -818,7 +823,8 @@ class Sweep:
         sub = subprocess.run(["sbatch", "--parsable", *map(str, sbatch_args), str(script), str(sweep), str(store)],
                              capture_output=True, text=True, errors="replace", cwd=store.parent, env=env)
         _check(sub, "sbatch")
-        return Job(sub.stdout.strip().split(";")[0], store, script)
+        elements = re.search(r"^#SBATCH --array=0-(\d+)$", proc.stdout, re.M)
+        return Job(sub.stdout.strip().split(";")[0], store, script, int(elements.group(1)) + 1 if elements else 1)
 
 
 @dataclass
@@ -938,45 +944,65 @@ class Plan:
 
 @dataclass
 class Job:
-    """A submitted Slurm job writing `store`."""
+    """A submitted Slurm job writing `store`; with `shards` > 1 an array of that many elements,
+    whose first element to start submits the merge job (`plan --emit`'s built-in merge)."""
     job_id: str
     store: Path
     script: Path
+    shards: int = 1
 
-    def _slurm(self):
-        """(JobState, exit code of the batch script or None) from scontrol, else sacct."""
-        p = subprocess.run(["scontrol", "-o", "show", "job", self.job_id], capture_output=True, text=True)
-        state = re.search(r"JobState=(\S+)", p.stdout)
-        code = re.search(r"\bExitCode=(\d+):(\d+)", p.stdout)
-        if state:
-            return state.group(1), int(code.group(1)) if code else None
+    def _records(self, job_id):
+        """[(JobState, exit code of the batch script or None)] of a job or of each array element,
+        from scontrol, else sacct."""
+        p = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True)
+        out = []
+        for line in p.stdout.splitlines():
+            state = re.search(r"JobState=(\S+)", line)
+            code = re.search(r"\bExitCode=(\d+):(\d+)", line)
+            if state:
+                out.append((state.group(1), int(code.group(1)) if code else None))
+        if out:
+            return out
         try:
-            p = subprocess.run(["sacct", "-n", "-X", "-P", "-j", self.job_id, "-o", "State,ExitCode"],
+            p = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,ExitCode"],
                                capture_output=True, text=True)
         except FileNotFoundError:
-            return "UNKNOWN", None
-        m = re.search(r"^(\w+)[^|]*\|(\d+):(\d+)", p.stdout, re.M)
-        return (m.group(1), int(m.group(2))) if m else ("UNKNOWN", None)
+            return [("UNKNOWN", None)]
+        out = [(m.group(1), int(m.group(2))) for m in re.finditer(r"^(\w+)[^|]*\|(\d+):(\d+)", p.stdout, re.M)]
+        return out or [("UNKNOWN", None)]
+
+    def _slurm(self, job_id=None):
+        """(JobState, exit code) of the job (an array: its first element)."""
+        return self._records(job_id or self.job_id)[0]
+
+    def merge_job(self):
+        """An array's merge job id, as its first element logged it beside the store ("submitted the
+        merge job N"); None for one job, or before an element has started."""
+        if self.shards <= 1:
+            return None
+        for log in sorted(Path(self.store).parent.glob(f"rcsweep-{self.job_id}_*.out")):
+            m = re.search(r"submitted the merge job (\d+)", log.read_text(errors="replace"))
+            if m:
+                return m.group(1)
+        return None
 
     def state(self):
-        """Slurm's JobState (PENDING, RUNNING, COMPLETED, FAILED, ...)."""
-        return self._slurm()[0]
+        """Slurm's JobState (PENDING, RUNNING, COMPLETED, FAILED, ...); of an array, its merge job's
+        once submitted, else its first element's."""
+        merge = self.merge_job()
+        return self._slurm(merge)[0] if merge else self._slurm()[0]
 
-    def wait(self, timeout=None, poll=2.0, load=True):
-        """Wait until the job (and its requeues) has left the queue; return the store loaded
-        (`load=False`: its Path). A job that completed, or whose rcsweep exited 3 (finished with
-        some tasks failed), returns it, warning with the counts (as `Sweep.run`); exit
-        code 4 (stopped early, e.g. out of requeues) raises RunStopped; any other end RcsweepError."""
-        end = None if timeout is None else time.monotonic() + timeout
+    @staticmethod
+    def _wait_queue(job_id, end, timeout, poll):
         while True:
-            q = subprocess.run(["squeue", "-h", "-j", self.job_id], capture_output=True, text=True)
+            q = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
             if q.returncode == 0 and not q.stdout.strip():
-                break
+                return
             if end is not None and time.monotonic() > end:
-                raise TimeoutError(f"job {self.job_id} still queued after {timeout} s")
+                raise TimeoutError(f"job {job_id} still queued after {timeout} s")
             time.sleep(poll)
-        state, code = self._slurm()
-        what = f"job {self.job_id}"
+
+    def _ended(self, what, state, code, load):
         if state in ("COMPLETED", "UNKNOWN") or (state == "FAILED" and code == 3):
             return _finished(subprocess.CompletedProcess([], 0, "", ""), what, self.store, want_load=load)
         message = f"Slurm state {state}; see its output next to {self.store}"
@@ -984,6 +1010,27 @@ class Job:
             raise RunStopped(what, 4, f"stopped early (signal or time limit); submit again to resume. {message}",
                              self.store)
         raise RcsweepError(what, code if code else state, message)
+
+    def wait(self, timeout=None, poll=2.0, load=True):
+        """Wait until the job (and its requeues) has left the queue; return the store loaded
+        (`load=False`: its Path). A job that completed, or whose rcsweep exited 3 (finished with
+        some tasks failed), returns it, warning with the counts (as `Sweep.run`); exit
+        code 4 (stopped early, e.g. out of requeues) raises RunStopped; any other end RcsweepError.
+        An array: every element, then its merge job, which writes the store."""
+        end = None if timeout is None else time.monotonic() + timeout
+        self._wait_queue(self.job_id, end, timeout, poll)
+        if self.shards <= 1:
+            return self._ended(f"job {self.job_id}", *self._slurm(), load)
+        for state, code in self._records(self.job_id):
+            if state != "COMPLETED" and not (state == "FAILED" and code == 3):
+                self._ended(f"array job {self.job_id}", state, code, False)  # raises
+        merge = self.merge_job()
+        if merge is None:
+            raise RcsweepError(f"array job {self.job_id}", "no merge",
+                               f"no element logged the merge job it submitted (rcsweep-{self.job_id}_*.out next to "
+                               f"{self.store}): merge the shards with jobs/slurm/merge_job.sh")
+        self._wait_queue(merge, end, timeout, poll)
+        return self._ended(f"merge job {merge} of array {self.job_id}", *self._slurm(merge), load)
 
 
 def _echo(sink, text):
