@@ -277,3 +277,14 @@ def test_a_config_that_is_not_mamba2_is_refused_naming_file_and_key(tmp_path):
     sweep = write_sweep(tmp_path, "mamba1", 'input = "gaussian"\ndepth = 1', "lambda = [1.0]")
     err = refused(sweep)
     assert "config.json" in err and "layer" in err, err
+
+
+# ---- the examples --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, tasks", [("ls_fig1_mamba2", 40), ("ls_fig2_mamba2", 28), ("ls_fig3_mamba2", 32)])
+def test_the_lambda_skip_examples_plan(name, tasks):
+    """jobs/examples/ls_fig{1,2,3}_mamba2.toml: Mamba-2 blocks of mamba2-130m's config.json at
+    initialisation, planned as written (the folder opened, d = d_model, every point checked)."""
+    proc = rcsweep("plan", SOURCE / "jobs" / "examples" / f"{name}.toml", check=0)
+    assert f"= {tasks} tasks" in proc.stdout, proc.stdout
+    assert "layers        0..24 per task" in proc.stdout, proc.stdout
