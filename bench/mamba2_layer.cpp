@@ -105,21 +105,23 @@ void BM_layer(benchmark::State& state) {
   set_flops(state, s.layer_flops());
 }
 
-// in_proj (as two products: z and the rest) and out_proj as forward.cpp computes them.
+// in_proj (as two products: z and the rest) and out_proj through linalg::gemm, cut into at most
+// range(1) parts each (linalg::gemm's split_parts; 0: its default parts of gemm_part_size).
 void BM_projections(benchmark::State& state) {
   const Setup& s = setup();
   linalg::set_blas_threads(1);
   parallel::set_threads(static_cast<int>(state.range(0)));
+  const auto parts = static_cast<std::size_t>(state.range(1));
   const std::size_t d = 2560, E = static_cast<std::size_t>(s.shape.d_inner()),
                     n_in = static_cast<std::size_t>(s.shape.d_in_proj());
   const Matrix y = rcsweep::bench::random_matrix(tokens, E, 2);
   Matrix z(tokens, E), rest(tokens, n_in - E), out(tokens, d);
   for (auto _ : state) {
-    linalg::gemm(1.0, s.X, Op::none, rcsweep::ConstMatrixView(s.weights.W_in.data(), d, E, n_in), Op::none, 0.0, z,
-                 0.0);
+    linalg::gemm(1.0, s.X, Op::none, rcsweep::ConstMatrixView(s.weights.W_in.data(), d, E, n_in), Op::none, 0.0, z, 0.0,
+                 parts);
     linalg::gemm(1.0, s.X, Op::none, rcsweep::ConstMatrixView(s.weights.W_in.data() + E, d, n_in - E, n_in), Op::none,
-                 0.0, rest, 0.0);
-    linalg::gemm(1.0, y, Op::none, s.weights.W_out, Op::none, 0.0, out, 0.0);
+                 0.0, rest, 0.0, parts);
+    linalg::gemm(1.0, y, Op::none, s.weights.W_out, Op::none, 0.0, out, 0.0, parts);
     benchmark::DoNotOptimize(out.data());
   }
   parallel::set_threads(1);
@@ -168,8 +170,7 @@ void BM_dgemm_floor(benchmark::State& state) {
 BENCHMARK(BM_layer)->Name("layer")->Arg(1)->Arg(2)->Iterations(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_projections)
     ->Name("projections")
-    ->Arg(1)
-    ->Arg(2)
+    ->ArgsProduct({{1, 2}, {0, 1, 2, 4, 8}})
     ->Iterations(2)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

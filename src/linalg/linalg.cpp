@@ -203,7 +203,8 @@ double unpacked_gemm_limit() { return unpacked_limit_value(); }
 
 double set_unpacked_gemm_limit(double limit) { return std::exchange(unpacked_limit_value(), limit); }
 
-GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transposed, double unpacked_limit) {
+GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transposed, double unpacked_limit,
+                     std::size_t split_parts) {
   const double mnk = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool split = 2.0 * mnk >= gemm_split_min_flops;
   if (!split && !transposed && unpacked_limit > 0.0 && mnk > unpacked_limit) {
@@ -213,11 +214,15 @@ GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transpose
   }
   const bool columns = split && n > m;
   const std::size_t cut = columns ? n : m;  // the dimension cut into parts (one part when not split)
+  if (split && split_parts > 0) {
+    const std::size_t even = (cut + split_parts - 1) / split_parts;
+    return {columns, {cut, (even + gemm_split_align - 1) / gemm_split_align * gemm_split_align}};
+  }
   return {columns, {cut, split && cut >= 2 * gemm_part_size ? gemm_part_size : std::max<std::size_t>(cut, 1)}};
 }
 
 void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C,
-          double unpacked_limit) {
+          double unpacked_limit, std::size_t split_parts) {
   const bool ta = opA == Op::trans;
   const bool tb = opB == Op::trans;
   const std::size_t m = ta ? A.cols : A.rows;
@@ -238,7 +243,7 @@ void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, do
   // One BLAS call per part of C's rows (or columns), the partition fixed by the shapes and the
   // BLAS kernel (gemm_parts): the threads take the parts, and the bits do not depend on how many
   // there are. Row-major leading dimensions are the row strides (>= the column counts, >= 1 here).
-  const GemmParts split = gemm_parts(m, n, k, ta || tb, unpacked_limit);
+  const GemmParts split = gemm_parts(m, n, k, ta || tb, unpacked_limit, split_parts);
   parallel::for_each(split.parts.count(), [&](std::size_t p) {
     const std::size_t first = split.parts.begin(p), count = split.parts.length(p);
     // Rows [first, first + count) of op(A) (columns of A when transposed) and of C; or columns of

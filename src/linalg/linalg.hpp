@@ -41,16 +41,24 @@ double unpacked_gemm_limit();
 /// Overrides unpacked_gemm_limit for the rest of the process (tests and benchmarks: the pieces on
 /// any CPU); returns the previous value. Not thread-safe: call it before any product.
 double set_unpacked_gemm_limit(double limit);
+/// With `split_parts` > 0 (opt-in; 0 is the partition above) a product from gemm_split_min_flops
+/// on is cut, along the same dimension, into at most split_parts parts of equal size rounded up to
+/// a multiple of gemm_split_align (the last shorter): wider parts for a caller whose operand would
+/// be packed again for every one of the default's (a wide X W whose every part packs all of X).
+/// The caller passes a constant or a function of the shapes, never of the thread count, so that
+/// the bits stay the same on any number of threads.
+inline constexpr std::size_t gemm_split_align = 8;
 GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transposed = false,
-                     double unpacked_limit = unpacked_gemm_limit());
+                     double unpacked_limit = unpacked_gemm_limit(), std::size_t split_parts = 0);
 
 /// C = alpha * op(A) * op(B) + beta * C (dgemm). C must already have the result's shape. A and B
 /// may be views of row blocks of larger matrices (a Matrix converts to a view of itself).
 /// `unpacked_limit` (default unpacked_gemm_limit()) is gemm_parts': 0 never cuts a product for the
 /// unpacked kernels, which read B as it lies; a B out of cache (an encoder's weights) streams
 /// faster through the BLAS's packing (docs/BENCHMARKS.md "Encoder blocks (bert-base) against PyTorch").
+/// `split_parts` (default 0: gemm_part_size) is gemm_parts' too.
 void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, double beta, Matrix& C,
-          double unpacked_limit = unpacked_gemm_limit());
+          double unpacked_limit = unpacked_gemm_limit(), std::size_t split_parts = 0);
 
 /// Returns op(A) * op(B) as a new matrix.
 Matrix matmul(const Matrix& A, const Matrix& B, Op opA = Op::none, Op opB = Op::none);

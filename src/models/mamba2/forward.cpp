@@ -4,7 +4,7 @@
 //
 // This file is compiled with -fno-trapping-math (src/models/CMakeLists.txt), which lets the
 // compiler vectorise the loops of SiLU and of the decay's exponentials; it changes no value. Every
-// product is a linalg::gemm: in_proj and out_proj with linalg::gemm's own partition, the SSD's
+// product is a linalg::gemm: in_proj and out_proj in a few wide parts (weights_split_parts), the SSD's
 // products per head (the heads on the rank's threads, each head's products serially inside its
 // part); every other pass works on rows independently. Each partition is a function of the shapes
 // alone: the bits do not depend on the number of threads.
@@ -121,13 +121,18 @@ Matrix bias_rows(std::size_t rows, const std::vector<double>& b, std::size_t fir
 // The weight products are never cut for OpenBLAS's unpacked kernels (as the encoder's: the
 // weights are out of cache; docs/BENCHMARKS.md "Encoder blocks (bert-base) against PyTorch").
 constexpr double weights_unpacked_limit = 0.0;
+// ... and a large one is cut into at most this many parts (linalg::gemm's split_parts), not into
+// gemm_part_size columns: each part packs all of the T x d (T x E) input again, which the many
+// narrow parts of in_proj and out_proj paid for several times over; four parts keep one, two and
+// four threads even (bench/mamba2_layer projections/N/PARTS, docs/BENCHMARKS.md "Mamba-2").
+constexpr std::size_t weights_split_parts = 4;
 
 // C = A W[:, first .. first + n) (+ b[first .. first + n)).
 Matrix biased_product(const Matrix& A, const Matrix& W, const std::vector<double>& b, std::size_t first,
                       std::size_t n) {
   Matrix C = b.empty() ? Matrix(A.rows(), n, Matrix::uninitialized) : bias_rows(A.rows(), b, first, n);
   linalg::gemm(1.0, A, Op::none, ConstMatrixView(W.data() + first, W.rows(), n, W.cols()), Op::none,
-               b.empty() ? 0.0 : 1.0, C, weights_unpacked_limit);
+               b.empty() ? 0.0 : 1.0, C, weights_unpacked_limit, weights_split_parts);
   return C;
 }
 

@@ -157,6 +157,88 @@ TEST(LinalgGemm, ShapeMismatchThrows) {
   EXPECT_NO_THROW(matmul(a, a, Op::none, Op::trans));
 }
 
+// gemm's opt-in split_parts: above gemm_split_min_flops at most that many parts along the default's
+// dimension, each a multiple of gemm_split_align but the last, covering C exactly once; below the
+// threshold, and with split_parts = 0, the default partition.
+TEST(LinalgGemmSplitParts, CoverCInAtMostThatManyAlignedParts) {
+  struct Shape {
+    std::size_t m, n, k;
+  };
+  for (const Shape sh : {Shape{512, 5120, 2560}, Shape{512, 5456, 2560}, Shape{512, 2560, 5120}, Shape{1000, 800, 800},
+                         Shape{300, 1100, 2048}, Shape{2048, 17, 4096}, Shape{700, 699, 699}})
+    for (const std::size_t parts : {1u, 2u, 3u, 4u, 7u, 8u, 64u, 5000u}) {
+      const GemmParts d = gemm_parts(sh.m, sh.n, sh.k, false, 0.0);
+      const GemmParts p = gemm_parts(sh.m, sh.n, sh.k, false, 0.0, parts);
+      ASSERT_GE(2.0 * static_cast<double>(sh.m * sh.n * sh.k), gemm_split_min_flops);
+      EXPECT_EQ(p.columns, d.columns) << sh.m << " x " << sh.n << " x " << sh.k;
+      const std::size_t cut = p.columns ? sh.n : sh.m;
+      EXPECT_EQ(p.parts.n, cut);
+      EXPECT_LE(p.parts.count(), parts);
+      EXPECT_GE(p.parts.count(), 1u);
+      std::size_t covered = 0;
+      for (std::size_t i = 0; i < p.parts.count(); ++i) {
+        EXPECT_EQ(p.parts.begin(i), covered);
+        EXPECT_GT(p.parts.length(i), 0u);
+        if (i + 1 < p.parts.count()) {
+          EXPECT_EQ(p.parts.length(i) % gemm_split_align, 0u);
+        }
+        covered += p.parts.length(i);
+      }
+      EXPECT_EQ(covered, cut) << sh.m << " x " << sh.n << " x " << sh.k << ", " << parts << " parts";
+      // The shapes alone: the same partition whatever the threads.
+      parallel::set_threads(3);
+      const GemmParts again = gemm_parts(sh.m, sh.n, sh.k, false, 0.0, parts);
+      parallel::set_threads(1);
+      EXPECT_EQ(again.parts.size, p.parts.size);
+    }
+  EXPECT_EQ(gemm_parts(512, 5120, 2560, false, 0.0, 4).parts.size, 1280u);
+  EXPECT_EQ(gemm_parts(512, 5456, 2560, false, 0.0, 4).parts.size, 1368u);
+  EXPECT_EQ(gemm_parts(512, 5456, 2560, false, 0.0, 4).parts.count(), 4u);
+  // split_parts = 0 is the default partition; under the threshold one call either way.
+  EXPECT_EQ(gemm_parts(512, 5120, 2560, false, 0.0, 0).parts.size, gemm_part_size);
+  EXPECT_EQ(gemm_parts(150, 750, 750, false, 0.0, 4).parts.count(), 1u);
+  EXPECT_EQ(gemm_parts(150, 150, 150, false, openblas_unpacked_limit, 4).parts.size,
+            gemm_parts(150, 150, 150, false, openblas_unpacked_limit).parts.size);
+}
+
+// gemm with split_parts: the naive product within rounding, and the same bits on 1, 2 and 3
+// threads, for every op and both split directions.
+TEST(LinalgGemmSplitParts, BitwiseTheSameOnAnyThreadCount) {
+  struct Case {
+    std::size_t m, n, k;
+    Op opa, opb;
+  };
+  unsigned seed = 900;
+  for (const Case c : {Case{96, 1000, 1500, Op::none, Op::none}, Case{1000, 96, 1500, Op::none, Op::none},
+                       Case{96, 1000, 1500, Op::trans, Op::none}, Case{1000, 96, 1500, Op::none, Op::trans},
+                       Case{600, 601, 400, Op::trans, Op::trans}})
+    for (const std::size_t parts : {2u, 3u, 4u}) {
+      const Matrix a = c.opa == Op::none ? random_matrix(c.m, c.k, seed++) : random_matrix(c.k, c.m, seed++);
+      const Matrix b = c.opb == Op::none ? random_matrix(c.k, c.n, seed++) : random_matrix(c.n, c.k, seed++);
+      const Matrix c0 = random_matrix(c.m, c.n, seed++);
+      ASSERT_GT(gemm_parts(c.m, c.n, c.k, true, 0.0, parts).parts.count(), 1u);
+      Matrix reference;
+      for (const int threads : {1, 2, 3}) {
+        parallel::set_threads(threads);
+        Matrix out = c0;
+        gemm(0.75, a, c.opa, b, c.opb, -1.5, out, 0.0, parts);
+        parallel::set_threads(1);
+        if (threads == 1) {
+          reference = out;
+          const Matrix ab = naive_mul(c.opa == Op::none ? a : naive_transpose(a),
+                                      c.opb == Op::none ? b : naive_transpose(b));
+          double err = 0.0;
+          for (std::size_t i = 0; i < ab.size(); ++i)
+            err = std::max(err, std::abs(out.values()[i] - (0.75 * ab.values()[i] - 1.5 * c0.values()[i])));
+          EXPECT_LT(err, 1e-11) << c.m << " x " << c.n << " x " << c.k << ", " << parts << " parts";
+        } else {
+          EXPECT_EQ(std::memcmp(out.data(), reference.data(), out.size() * sizeof(double)), 0)
+              << c.m << " x " << c.n << " x " << c.k << ", " << parts << " parts, " << threads << " threads";
+        }
+      }
+    }
+}
+
 // The bits of a BLAS or LAPACK result must not depend on where its operands live: a task's
 // matrices sit at heap addresses that depend on what else was allocated (which tasks share its
 // bundle, which ran before). Every routine rcsweep calls, on the same values placed at 0, 16, 32
