@@ -1,6 +1,7 @@
-"""An independent NumPy forward of the Mamba-2 block and model, the reference a future C++ Mamba-2
-block is to be tested against (tests/python/test_mamba2_reference.py). rcsweep does not run
-Mamba-2 checkpoints yet; this file is the first step of that work.
+"""An independent NumPy forward of the Mamba-2 block and model, the reference rcsweep's C++ Mamba-2
+block is tested against (tests/python/test_mamba2_reference.py tests the reference itself;
+tests/python/test_mamba2_forward.py and tests/e2e/test_mamba2_sweep.py hold the C++ block and a
+sweep's layers against it).
 
 Written from the papers (Mamba-2 / SSD: T. Dao, A. Gu, "Transformers are SSMs: Generalized Models
 and Efficient Algorithms Through Structured State Space Duality", arXiv:2405.21060; the lambda-skip:
