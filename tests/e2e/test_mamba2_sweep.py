@@ -5,7 +5,7 @@ d_state 8, 4 heads of 16 channels) and a token file written here.
 - A random-init sweep over lambda (negative too) x depth (beyond the config's n_layer) x gate x
   norm x gated_norm on a Gaussian input: the store is bitwise the same on 1 and 2 MPI ranks, every
   task done, and the ablations give different numbers.
-- A checkpoint sweep reading tokens over lambda and gated_norm: every layer's metrics (the signal
+- A checkpoint sweep reading tokens over lambda x gated_norm x gate x norm: every layer's metrics (the signal
   X_l and head 0's mixer matrix M_0) equal those computed in NumPy from the independent reference
   forward (tests/python/mamba2_reference.py) of the same folder; the random init's too, on the
   weights the test tool mamba2_forward draws and saves (--random SEED DRAW --save-weights).
@@ -193,8 +193,9 @@ def checkpoint_sweep(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mamba2_checkpoint")
     write_model(folder)
     sweep = write_sweep(folder, "mamba2_checkpoint",
-                        'init = "checkpoint"\ninput = "tokens"\ninput_path = "tokens.txt"\ndepth = 2\n'
-                        'norm = "rms"\ngate = "silu"', 'lambda = [1.0, 0.0, -0.5]\ngated_norm = [true, false]')
+                        'init = "checkpoint"\ninput = "tokens"\ninput_path = "tokens.txt"\ndepth = 2',
+                        'lambda = [1.0, 0.0, -0.5]\ngated_norm = [true, false]\ngate = ["silu", "none"]\n'
+                        'norm = ["rms", "none"]')
     store = folder / "store.h5"
     rcsweep("run", sweep, "-o", store, "-q", check=0)
     return folder, sweep, store
@@ -203,25 +204,29 @@ def checkpoint_sweep(tmp_path_factory):
 def test_checkpoint_layers_are_the_reference_forwards(checkpoint_sweep):
     folder, _, store = checkpoint_sweep
     model = mamba2_reference.Model.from_folder(folder / "model")
-    metrics, spectra = stored(store, ("lambda", "gated_norm"))
+    metrics, spectra = stored(store, ("lambda", "gated_norm", "gate", "norm"))
     for r in range(REPLICATES):
         for lam in (1.0, 0.0, -0.5):
             for gated in ("true", "false"):
-                xs = model.forward(ids=EXCERPTS[r][:T], layers=2, lam=lam, gated_norm=gated == "true")
-                rows = reference_rows(model, xs)
-                compare(rows, metrics[(lam, gated, r)], f"checkpoint lambda {lam} gated_norm {gated} r {r}")
+                for gate in ("silu", "none"):
+                    for norm in ("rms", "none"):
+                        xs = model.forward(ids=EXCERPTS[r][:T], layers=2, lam=lam, norm=norm == "rms",
+                                           gate=gate == "silu", gated_norm=gated == "true")
+                        rows = reference_rows(model, xs, norm=norm == "rms")
+                        compare(rows, metrics[(lam, gated, gate, norm, r)],
+                                f"checkpoint lambda {lam} gated_norm {gated} gate {gate} norm {norm} r {r}")
     # X_1 itself, not only its metrics: the published block's first layer (the store's fro and s1 at
     # layer 1 pin its norm and top singular value; the mixer spectrum of the last layer is M_0's).
     xs = model.forward(ids=EXCERPTS[0][:T], layers=2)
     u = model.norm("backbone.layers.1.norm.weight", xs[1])
     expected = np.linalg.svd(model.mixer_matrices(1, u)[0], compute_uv=False)
-    np.testing.assert_allclose(spectra[(1.0, "true", 0)], expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(spectra[(1.0, "true", "silu", "rms", 0)], expected, rtol=1e-9, atol=1e-12)
 
 
 def test_checkpoint_plan_names_the_block(checkpoint_sweep):
     _, sweep, _ = checkpoint_sweep
     proc = rcsweep("plan", sweep, check=0)
-    assert "points        6 x 3 replicates = 18 tasks" in proc.stdout, proc.stdout
+    assert "points        24 x 3 replicates = 72 tasks" in proc.stdout, proc.stdout
     assert "model files mapped" in proc.stdout, proc.stdout  # the checkpoint, mapped once per rank
 
 
@@ -231,11 +236,13 @@ def test_lambda_layers_are_each_layers_lambda(checkpoint_sweep, tmp_path):
     sweep.write_text((folder / "mamba2_checkpoint.toml").read_text()
                      .replace('model_folder = "model"', f'model_folder = "{folder / "model"}"')
                      .replace('input_path = "tokens.txt"', f'input_path = "{folder / "tokens.txt"}"')
-                     .replace("[axes]\nlambda = [1.0, 0.0, -0.5]\n", "lambda_layers = [-1.0, 0.5]\n[axes]\n"))
+                     .replace("[axes]\nlambda = [1.0, 0.0, -0.5]\n", "lambda_layers = [-1.0, 0.5]\n[axes]\n")
+                     .replace('gate = ["silu", "none"]\nnorm = ["rms", "none"]\n', 'gate = ["silu"]\nnorm = ["rms"]\n'))
     store = tmp_path / "profile.h5"
     rcsweep("run", sweep, "-o", store, "-q", check=0)
     model = mamba2_reference.Model.from_folder(folder / "model")
     metrics, _ = stored(store, ("gated_norm",))
+    assert len(metrics) == 2 * REPLICATES
     for r in range(REPLICATES):
         xs = model.forward(ids=EXCERPTS[r][:T], layers=2, lam=[-1.0, 0.5])
         compare(reference_rows(model, xs), metrics[("true", r)], f"lambda_layers r {r}")
