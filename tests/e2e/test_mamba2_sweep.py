@@ -277,6 +277,17 @@ def test_bad_configs_are_refused_naming_the_key(checkpoint_sweep):
     assert not (sweep.parent / "never.h5").exists()
 
 
+def test_dump_weights_is_refused_before_any_work(checkpoint_sweep, tmp_path):
+    """A Mamba-2 block has no weights tape: --dump-weights is refused with exit 2 before a task runs,
+    and no store is left."""
+    _, sweep, _ = checkpoint_sweep
+    store = tmp_path / "dump.h5"
+    proc = rcsweep("run", sweep, "-o", store, "--dump-weights", check=2)
+    assert '--dump-weights: point 0 has block = "mamba2", which has no weights dump' in proc.stderr, proc.stderr
+    assert "docs/MAMBA2.md" in proc.stderr, proc.stderr
+    assert not store.exists()
+
+
 def test_a_config_that_is_not_mamba2_is_refused_naming_file_and_key(tmp_path):
     write_model(tmp_path)
     cfg = (tmp_path / "model" / "config.json").read_text().replace('"Mamba2"', '"Mamba1"')
