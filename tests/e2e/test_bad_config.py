@@ -234,6 +234,16 @@ CASES = [
       ("axes.norm[1]", 'must be one of "none", "rms", "layernorm", got "l2"'),
       ("output.spectra", 'got a string "x"'),
       ("output.grad_probes", "got an integer 0")], None),
+    ("mamba2 with layernorm", model('block = "mamba2"\nmodel_folder = "m"\nnorm = "layernorm"'),
+     [("model.norm", '"layernorm" is not a norm of the Mamba-2 block: "rms" keeps its RMSNorms')], None),
+    ("mamba2 with an MLP and a mask", model('block = "mamba2"\nmodel_folder = "m"\nmlp = "relu"\nmask = "causal"'),
+     [("model.mlp", "the Mamba-2 block has no MLP"),
+      ("model.mask", 'has no meaning with block = "mamba2" (the SSD is causal already)')], None),
+    ("mamba2 without its model folder", model('block = "mamba2"'),
+     [("model.model_folder", 'required with block = "mamba2": the model folder')], None),
+    ("gated_norm off at a stack point", model("gated_norm = false"),
+     [("model.gated_norm", 'false (the Mamba-2 block\'s gated RMSNorm off) is only used with block = "mamba2", '
+                           'but block is "stack" here')], None),
 ]
 assert len({c[0] for c in CASES}) == len(CASES) >= 20
 
