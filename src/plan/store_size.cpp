@@ -66,6 +66,9 @@ double index_bytes(std::uint64_t chunks, int rank) {
   return node * static_cast<double>(total);
 }
 
+/// The most chunks of a per-task dataset allocated by task: the readers look each one up.
+constexpr std::uint64_t chunks_checked = 4096;
+
 /// What every store holds whatever ran: the file's structure, the groups, the datasets' headers
 /// and attributes (descriptions, units, scales), the small /axes.
 constexpr double structure_bytes = 32.0 * 1024.0;
@@ -79,11 +82,14 @@ StoreLayout store_layout(const Plan& plan) {
   s.by_task = plan.spec.adaptive.enabled() || !runs_every_task(plan);
   const std::uint64_t row_limit = std::max<std::uint64_t>(1, std::min<std::uint64_t>(64, (1u << 20) / (L1 * 8)));
   std::uint64_t rows = row_limit;
-  if (s.by_task)
-    rows = plan.spec.adaptive.enabled()
-               ? std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::max(plan.spec.adaptive.step, 1)), 1,
-                                           row_limit)
-               : 1;
+  if (s.by_task) {
+    // A step of tasks (one task for a shard of a sweep without adaptive replicates), but at most
+    // chunks_checked chunks a dataset: every reader checks each chunk (SCHEMA.md "What a store must be").
+    const std::uint64_t step = plan.spec.adaptive.enabled()
+                                   ? static_cast<std::uint64_t>(std::max(plan.spec.adaptive.step, 1))
+                                   : 1;
+    rows = std::clamp<std::uint64_t>(std::max(step, (n + chunks_checked - 1) / chunks_checked), 1, row_limit);
+  }
   s.task_rows = std::max<std::uint64_t>(1, std::min(n, rows));
   s.theory_rows = s.by_task ? s.task_rows : std::max<std::uint64_t>(1, std::min<std::uint64_t>(n, 65536));
   s.sv_chunk = spectrum_chunk(plan, false, plan.spectrum_total(), s.by_task, s.task_rows);

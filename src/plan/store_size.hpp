@@ -21,8 +21,9 @@ struct StoreLayout {
 
 /// The layout of the store of `plan`. Allocated at creation: /layers chunks of up to 64 rows (at
 /// most 1 MiB), /theory of up to 65536. Allocated by task: an adaptive sweep's chunks hold `step`
-/// tasks (at most 64), so a point takes the chunks of the replicates it ran; a shard of a sweep
-/// without adaptive replicates (tasks id = shard (mod n)) one task per chunk.
+/// tasks, so a point takes the chunks of the replicates it ran; a shard of a sweep without
+/// adaptive replicates (tasks id = shard (mod n)) one task per chunk; in both at most 64 tasks and
+/// at least n_tasks / 4096 (the readers look up every chunk of a store when they check it).
 StoreLayout store_layout(const Plan& plan);
 
 /// Tasks per chunk of /grad/<name> (`dims` the dataset's dimensions, n_tasks first).
