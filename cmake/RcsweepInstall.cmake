@@ -1,5 +1,5 @@
 # `cmake --install build --prefix P`: what a site installs (docs/INSTALL.md).
-#   P/bin                      rcsweep; rcsweep-plot, rcsweep-summary, rcsweep-recompute, rcsweep-export (Python);
+#   P/bin                      rcsweep; rcsweep-plot, rcsweep-summary, rcsweep-recompute, rcsweep-export, rcsweep-ls (Python);
 #                              rcsweep-reproduce
 #   P/lib/rcsweep/python       the Python package rcsweep_tools (the commands find it there; the
 #                              module file puts it on PYTHONPATH)
@@ -18,6 +18,8 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/rcsweep_recompute.py DESTINATION 
         RENAME rcsweep-recompute)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/rcsweep_export.py DESTINATION ${CMAKE_INSTALL_BINDIR}
         RENAME rcsweep-export)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/rcsweep_ls.py DESTINATION ${CMAKE_INSTALL_BINDIR}
+        RENAME rcsweep-ls)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/reproduce.sh DESTINATION ${CMAKE_INSTALL_BINDIR}
         RENAME rcsweep-reproduce)
 
@@ -51,6 +53,7 @@ if(HELP2MAN)
       "rcsweep-merge|$<TARGET_FILE:rcsweep>|merge --help|join the stores of an array job"
       "rcsweep-calibrate|$<TARGET_FILE:rcsweep>|calibrate --help|measure this machine's rates for time estimates"
       "rcsweep-export|${PROJECT_SOURCE_DIR}/scripts/rcsweep_export.py|--help|write a store as csv, netcdf or parquet"
+      "rcsweep-ls|${PROJECT_SOURCE_DIR}/scripts/rcsweep_ls.py|--help|list the stores under folders, filtered by parameter values"
       "rcsweep-plot|${PROJECT_SOURCE_DIR}/scripts/rcsweep-plot|--help|draw the seed papers' figures or any metric from a store"
       "rcsweep-summary|${PROJECT_SOURCE_DIR}/scripts/rcsweep_summary.py|--help|summarise a store as a table and a plot"
       "rcsweep-recompute|${PROJECT_SOURCE_DIR}/scripts/rcsweep_recompute.py|--help|recompute a weights dump with NumPy and check the store")

@@ -92,6 +92,18 @@ struct ExportArgs {
 CLI::App* add_export_command(CLI::App& app, ExportArgs& args);
 /// `rcsweep export ARGS`: exec the Python toolkit's rcsweep-export with ARGS (returns only on error).
 int export_command(const ExportArgs& args);
+/// Exec one of the Python toolkit's commands with Debian's /usr/bin/python3: `installed` next to
+/// this program (an installation), else `script` in ../scripts (a checkout), with `words` as its
+/// arguments. Returns only on error (2: the toolkit is not there, 1: it could not be run).
+int exec_toolkit(const std::string& installed, const std::string& script, const std::vector<std::string>& words);
+
+/// `rcsweep ls` (ls.cpp).
+struct LsArgs {
+  std::vector<std::string> words;  ///< every argument after `ls`, left to rcsweep-ls
+};
+CLI::App* add_ls_command(CLI::App& app, LsArgs& args);
+/// `rcsweep ls ARGS`: exec the Python toolkit's rcsweep-ls (rcsweep_tools.catalog) with ARGS.
+int ls_command(const LsArgs& args);
 
 /// `rcsweep calibrate` (calibrate.cpp).
 struct CalibrateArgs {

@@ -1,4 +1,5 @@
-// `rcsweep export`: the Python toolkit's rcsweep-export, run in place of this program.
+// `rcsweep export`: the Python toolkit's rcsweep-export, run in place of this program (exec_toolkit,
+// which `rcsweep ls` uses too).
 #include "cli/commands.hpp"
 
 #include <unistd.h>
@@ -13,29 +14,32 @@
 
 namespace rcsweep::cli {
 
-int export_command(const ExportArgs& args) {
+int exec_toolkit(const std::string& installed, const std::string& script, const std::vector<std::string>& words) {
   std::error_code ec;
   const auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
-  std::filesystem::path script;
-  for (const auto& candidate : {dir / "rcsweep-export", dir / ".." / "scripts" / "rcsweep_export.py"})
+  std::filesystem::path found;
+  for (const auto& candidate : {dir / installed, dir / ".." / "scripts" / script})
     if (std::filesystem::exists(candidate, ec)) {
-      script = candidate;
+      found = candidate;
       break;
     }
-  if (script.empty()) {
-    std::fprintf(stderr, "error: rcsweep export needs the Python toolkit: no rcsweep-export next to %s\n", dir.c_str());
+  if (found.empty()) {
+    std::fprintf(stderr, "error: rcsweep needs the Python toolkit here: no %s next to %s\n", installed.c_str(),
+                 dir.c_str());
     return 2;
   }
-  std::vector<std::string> words = {"/usr/bin/python3", script.string()};
-  words.insert(words.end(), args.words.begin(), args.words.end());
+  std::vector<std::string> all = {"/usr/bin/python3", found.string()};
+  all.insert(all.end(), words.begin(), words.end());
   std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
+  for (auto& w : all) argv.push_back(w.data());
   argv.push_back(nullptr);
   std::fflush(nullptr);
   ::execv(argv[0], argv.data());
   std::fprintf(stderr, "error: cannot run %s: %s\n", argv[0], std::strerror(errno));
   return 1;
 }
+
+int export_command(const ExportArgs& args) { return exec_toolkit("rcsweep-export", "rcsweep_export.py", args.words); }
 
 CLI::App* add_export_command(CLI::App& app, ExportArgs& args) {
   auto* cmd = app.add_subcommand(

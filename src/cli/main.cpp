@@ -57,6 +57,7 @@ int run_main(int argc, char** argv) {
       cli::make_command(app, cli::add_info_command, cli::info_command),
       cli::make_command(app, cli::add_merge_command, cli::merge_command),
       cli::make_command(app, cli::add_export_command, cli::export_command),
+      cli::make_command(app, cli::add_ls_command, cli::ls_command),
       cli::make_command(app, cli::add_calibrate_command, cli::calibrate_command),
   };
 

@@ -50,7 +50,8 @@ def clean_shell(script, cwd, prefix):
 
 def test_installed_tree_runs_from_a_clean_shell_with_the_module(prefix, quick_reference, tmp_path):
     for path in ("bin/rcsweep", "bin/rcsweep-plot", "bin/rcsweep-summary", "bin/rcsweep-recompute",
-                 "bin/rcsweep-reproduce", "bin/rcsweep-export", "lib/rcsweep/python/rcsweep_tools/__init__.py",
+                 "bin/rcsweep-reproduce", "bin/rcsweep-export", "bin/rcsweep-ls",
+                 "lib/rcsweep/python/rcsweep_tools/__init__.py",
                  "share/rcsweep/jobs/slurm/mpi_job.sh", "share/rcsweep/jobs/examples/quick.toml",
                  "share/rcsweep/python/pyproject.toml", "share/doc/rcsweep/README.md",
                  "share/doc/rcsweep/docs/CONFIG.md", "share/man/man1/rcsweep-run.1"):

@@ -148,7 +148,7 @@ def test_summary_script_prints_table_and_writes_plot(tmp_path):
 def test_mistyped_command_names_the_closest_and_every_error_says_error():
     proc = rcsweep("runn", QUICK)
     assert proc.returncode == 2 and "error: unknown command 'runn'; did you mean 'run'?" in proc.stderr
-    assert "run plan info merge export calibrate" in proc.stderr
+    assert "run plan info merge export ls calibrate" in proc.stderr
     proc = rcsweep("zzz")
     assert proc.returncode == 2 and "did you mean" not in proc.stderr and proc.stderr.startswith("error: ")
     for args in (["run"], ["run", QUICK, "--blas-threads", "0"], ["plan", QUICK, "--bogus"], ["--bogus"]):
