@@ -27,6 +27,7 @@ UNTESTED = {
     "cli/export": "tests/python/test_api.py and tests/e2e/test_cli.py (rcsweep export)",
     "cli/info": "tests/e2e/test_cli.py and tests/e2e/test_damaged_stores.py (rcsweep info)",
     "cli/launch": "tests/e2e/test_launcher.py (run -n: mpiexec started, signals forwarded)",
+    "cli/ls": "tests/e2e/test_ls.py (rcsweep ls) and tests/python/test_catalog.py (what it runs)",
     "cli/main": "tests/e2e/test_cli.py (the commands, their exit codes)",
     "cli/merge": "tests/e2e/test_merge.py",
     "cli/plan": "tests/e2e/test_cli.py and tests/cluster (rcsweep plan, --emit)",
