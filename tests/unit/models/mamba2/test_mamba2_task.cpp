@@ -247,5 +247,59 @@ TEST_F(Mamba2Task, BundlingAndThreadsAreBitwiseInvisible) {
   for (const auto& o : alone) EXPECT_EQ(o.outcome, Outcome::done) << o.message;
 }
 
+// init = "checkpoint" reads the folder's weights: a checkpoint written from draw 3 in F64 gives
+// bitwise the numbers of init = "random", init_draw = 3 (its 2 layers); deeper than its n_layer it
+// is refused.
+TEST_F(Mamba2Task, CheckpointOfADrawIsThatDraw) {
+  TempDir checkpoint_dir;
+  test::write_checkpoint(checkpoint_dir.path(), RandomWeights(shape(), seed, 3));
+  config::ModelParams random = mamba2_model(checkpoint_dir.path().string());
+  random.depth = test::n_layer;
+  random.init_draw = 3;
+  config::ModelParams trained = random;
+  trained.init = config::Init::checkpoint;
+  BundleJob job = job_of({&random, &trained}, 1);
+  job.max_depth = test::n_layer;
+  job.recording.mixer_spectrum_layers.assign(test::n_layer + 1, true);
+  const auto out = run(job);
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out[0].outcome, Outcome::done) << out[0].message;
+  ASSERT_EQ(out[1].outcome, Outcome::done) << out[1].message;
+  for (int l = 0; l <= test::n_layer; ++l) EXPECT_TRUE(same_row(out[1].layers[l], out[0].layers[l])) << "layer " << l;
+  EXPECT_EQ(out[1].mixer_sv, out[0].mixer_sv);
+  ASSERT_TRUE(open_model(checkpoint_dir.path(), false)->weights);  // the runner opened its weights
+  // Another draw is another model.
+  random.init_draw = 4;
+  job = job_of({&random}, 1);
+  job.max_depth = test::n_layer;
+  EXPECT_FALSE(same_row(run(job)[0].layers[test::n_layer], out[1].layers[test::n_layer]));
+  // A checkpoint runs its layers only (the sweep's checks refuse a deeper one before any work).
+  trained.depth = test::n_layer + 1;
+  EXPECT_THROW((void)TaskMamba2(trained, seed, 0), Error);
+}
+
+// The runner's contract: checks_per_layer calls of `cancelled` per layer, and a stop ends the bundle.
+TEST_F(Mamba2Task, CancelledIsAskedAFixedNumberOfTimesPerLayer) {
+  const config::ModelParams a = mamba2_model(folder());
+  config::ModelParams b = a;
+  b.lambda = 0.0;
+  for (const auto& models :
+       {std::vector<const config::ModelParams*>{&a}, std::vector<const config::ModelParams*>{&a, &b}}) {
+    int calls = 0, done = 0;
+    run_bundle(
+        job_of(models), [&](TaskOutput&&) { ++done; },
+        [&] {
+          ++calls;
+          return false;
+        });
+    EXPECT_EQ(calls, depth * checks_per_layer);
+    EXPECT_EQ(done, static_cast<int>(models.size()));
+  }
+  int calls = 0;
+  EXPECT_THROW(run_bundle(
+                   job_of({&a}), [](TaskOutput&&) {}, [&] { return ++calls == 2; }),
+               Cancelled);
+}
+
 }  // namespace
 }  // namespace rcsweep::models::mamba2

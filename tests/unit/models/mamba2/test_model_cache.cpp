@@ -1,9 +1,10 @@
 // Mamba-2's open_model: one entry per folder and process, config.json alone unless weights are asked
-// for, the config's and the checkpoint module's ConfigErrors passed through and not remembered, and
-// concurrent callers given the same model. (A checkpoint's entry with weights: test_mamba2_task's
-// and tests/e2e/test_mamba2_sweep.py's checkpoint sweeps.)
+// for, the entry upgraded by a later call asking for weights, the config's and the checkpoint
+// module's ConfigErrors passed through and not remembered, and concurrent callers given the same
+// model.
 #include "models/mamba2/model_cache.hpp"
 
+#include <filesystem>
 #include <future>
 #include <string>
 #include <vector>
@@ -33,6 +34,31 @@ TEST(Mamba2ModelCache, ConfigAloneWithoutWeights) {
   // The same entry again, under another spelling of the folder too.
   EXPECT_EQ(open_model(dir.path(), false), m);
   EXPECT_EQ(open_model(dir.path() / "." / "", false), m);
+}
+
+TEST(Mamba2ModelCache, WeightsAskedForLaterUpgradeTheEntry) {
+  TempDir dir;
+  test::write_config(dir.path());
+  const RandomWeights source(open_model(dir.path(), false)->shape, 7, 1);
+  test::write_checkpoint(dir.path(), source);
+  const auto config_only = open_model(dir.path(), false);
+  ASSERT_FALSE(config_only->weights);
+  const auto with_weights = open_model(dir.path(), true);
+  ASSERT_TRUE(with_weights->weights);
+  ASSERT_TRUE(with_weights->folder);
+  EXPECT_NE(with_weights, config_only);
+  EXPECT_FALSE(config_only->weights);  // what an earlier caller holds stays as it was
+  EXPECT_EQ(with_weights->folder->stored_bytes(), std::filesystem::file_size(dir / "model.safetensors"));
+  EXPECT_EQ(with_weights->shape.d_model, test::d);
+  // Later calls, with or without weights, get the entry with weights.
+  EXPECT_EQ(open_model(dir.path(), false), with_weights);
+  EXPECT_EQ(open_model(dir.path(), true), with_weights);
+  // The weights are the source's, bitwise (written in F64).
+  const LayerWeights a = source.layer(1), b = with_weights->weights->layer(1);
+  EXPECT_TRUE(a.W_in == b.W_in);
+  EXPECT_TRUE(a.W_out == b.W_out);
+  EXPECT_TRUE(a.conv == b.conv);
+  EXPECT_EQ(a.A_log, b.A_log);
 }
 
 TEST(Mamba2ModelCache, ErrorsPassThroughAndAreNotRemembered) {
