@@ -248,6 +248,39 @@ def test_lambda_layers_are_each_layers_lambda(checkpoint_sweep, tmp_path):
         compare(reference_rows(model, xs), metrics[("true", r)], f"lambda_layers r {r}")
 
 
+# ---- beside the stack ----------------------------------------------------------------------------
+
+def test_stack_points_beside_mamba2_points_are_the_stacks_alone(tmp_path):
+    """A block axis with the stack and Mamba-2 (one bundle per replicate, the same Gaussian X_0):
+    the stack's layers are bitwise those of a sweep of the stack alone."""
+    write_model(tmp_path)
+    head = f"""[sweep]
+name = "beside"
+seed = {SEED}
+replicates = 2
+[model]
+input = "gaussian"
+T = {T}
+d = 32
+depth = 3
+lambda = 1.0
+norm = "rms"
+"""
+    both, alone = tmp_path / "both.toml", tmp_path / "alone.toml"
+    both.write_text(head + 'model_folder = "model"\n[[zip]]\nblock = ["stack", "mamba2"]\ngate = ["none", "silu"]\n')
+    alone.write_text(head)
+    rcsweep("run", both, "-o", tmp_path / "both.h5", "-q", check=0)
+    rcsweep("run", alone, "-o", tmp_path / "alone.h5", "-q", check=0)
+    mixed, _ = stored(tmp_path / "both.h5", ("block",))
+    stack, _ = stored(tmp_path / "alone.h5", ())
+    assert len(mixed) == 4 and len(stack) == 2
+    for r in range(2):
+        for name, values in stack[(r,)].items():
+            assert np.array_equal(mixed[("stack", r)][name], values, equal_nan=True), (name, r)
+        assert np.array_equal(mixed[("mamba2", r)]["fro"][:1], stack[(r,)]["fro"][:1])  # the same X_0
+        assert not np.array_equal(mixed[("mamba2", r)]["fro"], stack[(r,)]["fro"])
+
+
 # ---- refusals ------------------------------------------------------------------------------------
 
 def refused(sweep, *overrides):
