@@ -223,6 +223,13 @@ def test_checkpoint_layers_are_the_reference_forwards(checkpoint_sweep):
     np.testing.assert_allclose(spectra[(1.0, "true", "silu", "rms", 0)], expected, rtol=1e-9, atol=1e-12)
 
 
+def test_checkpoint_two_ranks_give_the_bits_of_one(checkpoint_sweep, tmp_path):
+    """Each rank maps the checkpoint and converts the layers its bundles need: the same bits."""
+    _, sweep, store = checkpoint_sweep
+    rcsweep("run", sweep, "-o", tmp_path / "two.h5", "-q", ranks=2, check=0)
+    assert_same_results(store, tmp_path / "two.h5")
+
+
 def test_checkpoint_plan_names_the_block(checkpoint_sweep):
     _, sweep, _ = checkpoint_sweep
     proc = rcsweep("plan", sweep, check=0)
