@@ -100,40 +100,67 @@ def build(ds, a):
     from rcsweep_tools import facet
     from rcsweep_tools.figures import FIGURES
     from rcsweep_tools.plot import DEFAULT_BAND, band_text, fit_column, fit_width
-    from rcsweep_tools.load import outcome_counts, outcome_words
 
     if a.width:  # a column or page of a paper: the paper style (main() draws inside its settings)
         a.style = "paper"
     fig = Figure(layout="constrained")
     band = a.band or DEFAULT_BAND
-    if a.y:
+    width = a.width or ("page" if a.style == "paper" else None)
+    heading = f"{a.y}: mean over replicates, {band_text(band)}" if a.y else None
+    if a.y and not (a.no_title or a.style == "paper"):  # the title first: the facet grid lays out around it
+        title(fig, ds, heading)
+    if a.y:  # the facet grid lays itself out at the width asked (facet.FacetGrid)
         facet.draw(ds, fig, a.y, x=a.x, hue=a.hue, col=a.col, row=a.row, dash=a.dash,
                    sel=facet.parse_sel(ds, a.sel), layer=a.layer, logx=a.logx,
-                   logy=a.logy, band=band, wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper")
-        heading = f"{a.y}: mean over replicates, {band_text(band)}"
+                   logy=a.logy, band=band, wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper", width=width)
     else:
         f = FIGURES[a.figure]
         f.draw(ds, fig, band=band)
         heading = f"{f.paper} — {f.title}"
-    width = a.width or ("page" if a.style == "paper" else None)
-    if width == "column":  # panels one under another, legends below them
-        fit_column(fig)
-    elif width:
-        fit_width(fig, width)
+        if width == "column":  # panels one under another, legends below them
+            fit_column(fig)
+        elif width:
+            fit_width(fig, width)
     if a.style == "paper" and fig._supxlabel is not None:  # the caption line: the paper's caption says it
         fig._supxlabel.set_visible(False)
         fig._supxlabel.set_in_layout(False)
     if not (a.no_title or a.style == "paper"):
-        counts = outcome_counts(ds["status"].values)  # every outcome by the store's name
-        skipped = counts.get("not_needed", 0)  # not needed (adaptive replicates): never to be run
-        others = outcome_words(counts)
-        count = f"{counts.get('done', 0)}/{ds['status'].size - skipped} tasks done" + (f" ({others})" if others else "")
-        fig.suptitle(f"{heading}\n{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}, "
-                     f"{count}, rcsweep {ds.attrs.get('git_commit', '?')}", fontsize=8)
+        if not a.y:
+            title(fig, ds, heading, max(fig.get_figwidth(), 5.5))
         w, h = fig.get_size_inches()
         if w < 5.5:  # room for the title line
             fig.set_size_inches(5.5, h)
+            if getattr(fig, "facet_grid", None) is not None:  # wider: lay the panels out again
+                fig.facet_grid.settle()
     return fig
+
+
+def title(fig, ds, heading, inches=5.5):
+    """The provenance title: what is drawn, the store, its sweep, the tasks done by outcome, the
+    commit; the second line broken between these parts where it is longer than `inches` (a long
+    store path; 8 pt type)."""
+    from rcsweep_tools.load import outcome_counts, outcome_words
+
+    counts = outcome_counts(ds["status"].values)  # every outcome by the store's name
+    skipped = counts.get("not_needed", 0)  # not needed (adaptive replicates): never to be run
+    others = outcome_words(counts)
+    count = f"{counts.get('done', 0)}/{ds['status'].size - skipped} tasks done" + (f" ({others})" if others else "")
+    parts = [f"{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}", count,
+             f"rcsweep {ds.attrs.get('git_commit', '?')}"]
+    made = fig.suptitle(heading, fontsize=8)
+    renderer, prop = fig._get_renderer(), made.get_fontproperties()
+
+    def wide(line):  # inches
+        return renderer.get_text_width_height_descent(line, prop, ismath=False)[0] / fig.dpi
+
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if wide(lines[-1] + ", " + part) <= 0.97 * inches:
+            lines[-1] += ", " + part
+        else:
+            lines[-1] += ","
+            lines.append(part)
+    made.set_text("\n".join([heading] + lines))
 
 
 def main(argv=None):
