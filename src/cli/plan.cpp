@@ -257,11 +257,16 @@ Outlook outlook_of(const std::filesystem::path& path, const plan::Plan& plan) {
     o.numbers.count("not_fitting", r.not_in_sweep + r.other_shards);
   } else {
     o.action = "grow";
+    const std::string computing = r.to_compute_most == r.to_compute_least
+                                      ? std::to_string(r.to_compute_least)
+                                      : std::to_string(r.to_compute_least) + " to " +
+                                            std::to_string(r.to_compute_most) +
+                                            " (adaptive replicates: as many as the rule asks for)";
     o.text = format("%s: made from another version of this sweep: a run grows it, copying %llu finished tasks and "
-                    "computing %llu",
-                    path.c_str(), static_cast<unsigned long long>(copied),
-                    static_cast<unsigned long long>(plan.tasks.size() - copied));
-    o.numbers.count("computed", plan.tasks.size() - copied);
+                    "computing %s",
+                    path.c_str(), static_cast<unsigned long long>(copied), computing.c_str());
+    o.numbers.count("computed", r.to_compute_least);
+    o.numbers.count("computed_most", r.to_compute_most);
   }
   std::string details = store::describe(r);
   while (!details.empty() && details.back() == '\n') details.pop_back();

@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 
 #include "base/error.hpp"
 #include "config/overrides.hpp"
 #include "config/sweep_spec.hpp"
+#include "plan/adaptive.hpp"
 #include "plan/reuse.hpp"
 #include "store/sweep_input.hpp"
 
@@ -108,7 +110,44 @@ ReuseReport copy(const std::filesystem::path& from, Source&& s, Store& into) {
 }  // namespace
 
 ReuseReport compare_with_store(const std::filesystem::path& path, const plan::Plan& plan) {
-  return read_source(path, plan).report;
+  Source s = read_source(path, plan);
+  // What a growth computes: the tasks of the shard that are not copied (failed ones run again),
+  // with adaptive replicates only those the rule asks for once it has seen the copied results.
+  std::vector<bool> in_shard(plan.tasks.size(), false), copied(plan.tasks.size(), false);
+  for (const auto& b : plan.bundles)
+    for (const auto id : b.tasks) in_shard[id] = true;
+  std::vector<std::uint64_t> old_ids, new_ids;
+  if (s.report.blockers.empty())
+    for (const auto& [old_id, new_id] : s.match.pairs)
+      if (finished_result(s.status[old_id])) {
+        copied[new_id] = true;
+        old_ids.push_back(old_id);
+        new_ids.push_back(new_id);
+      }
+  if (!plan.spec.adaptive.enabled()) {
+    for (std::uint64_t t = 0; t < plan.tasks.size(); ++t) s.report.to_compute_least += in_shard[t] && !copied[t];
+    s.report.to_compute_most = s.report.to_compute_least;
+    return s.report;
+  }
+  plan::ReplicateRule rule(plan);
+  constexpr std::size_t batch = 1024;  // bounded memory
+  for (std::size_t i = 0; i < old_ids.size(); i += batch) {
+    const std::size_t n = std::min(batch, old_ids.size() - i);
+    const auto results = s.store->read_results(std::span(old_ids).subspan(i, n));
+    for (std::size_t k = 0; k < n; ++k)
+      rule.record(new_ids[i + k], plan::target_values(plan.spec.adaptive, plan.max_depth, results[k].layers));
+  }
+  const auto max = static_cast<std::uint64_t>(plan.spec.replicates);
+  for (std::size_t p = 0; p < plan.points.size(); ++p) {
+    const auto needed = static_cast<std::uint64_t>(rule.needed_count(p));
+    for (std::uint64_t r = 0; r < max; ++r) {
+      const std::uint64_t id = p * max + r;
+      if (!in_shard[id] || copied[id]) continue;
+      if (r < needed) ++s.report.to_compute_least;
+      if (r < needed || !rule.not_needed(id)) ++s.report.to_compute_most;
+    }
+  }
+  return s.report;
 }
 
 ReuseReport reuse_results(const std::filesystem::path& from, Store& into, const plan::Plan& plan) {

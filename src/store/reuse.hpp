@@ -23,6 +23,11 @@ struct ReuseReport {
   std::uint64_t recomputed = 0;          ///< ... tasks of it, computed again (plan::TaskMatch::rerouted)
   std::uint64_t other_shards = 0;        ///< ... tasks of it outside this run's --shard (not copied)
   std::uint64_t copied = 0;              ///< ... copied into pending tasks of the new store
+  /// compare_with_store: how many tasks of this run's shard a growth computes: the tasks not
+  /// copied, of which with adaptive replicates those the rule asks for (replayed on the copied
+  /// results: `least` is what it needs for sure, `most` adds every replicate up to max of the
+  /// points it has not closed). Equal without adaptive replicates.
+  std::uint64_t to_compute_least = 0, to_compute_most = 0;
 };
 
 /// Copy into `into` (a store of `plan`) every finished (done, diverged or vanished) result of the store at

@@ -140,3 +140,44 @@ def test_export_writes_the_done_tasks_unless_told_otherwise(tmp_path):
     assert (tmp_path / "x.nc").exists(), nc.stderr
     refused = rcsweep("export", store, "-o", tmp_path / "y.nc", "--status", "diverged", check=2)
     assert "--status chooses the rows of csv and parquet only" in refused.stderr
+
+
+def outlook(sweep, store):
+    out = rcsweep("plan", sweep, "-o", store, check=0).stdout
+    return next(l for l in out.splitlines() if l.startswith("store    "))
+
+
+def done_count(store):
+    return int(statuses(store)[[1, 3, 5]].sum())
+
+
+def test_plans_growth_line_counts_the_tasks_a_growth_computes(tmp_path):
+    # more replicates of a fixed sweep: exactly the new ones
+    sweep, store = run(tmp_path, "fixed", sweep_text("fixed", "replicates = 4"))
+    grown = tmp_path / "fixed_grown.toml"
+    grown.write_text(sweep_text("fixed", "replicates = 5"))
+    line = outlook(grown, store)
+    assert "copying 48 finished tasks and computing 12" in line, line
+    rcsweep("run", grown, "-o", store, "-q", check=0)
+    assert done_count(store) == 60
+    # a new axis value of an adaptive sweep whose points all stopped at min: the old points ask for
+    # nothing more, the new ones for min to max replicates each
+    sweep, store = run(tmp_path, "adaptive", sweep_text("adaptive", adaptive(0.5, 400)))
+    grown = tmp_path / "adaptive_grown.toml"
+    grown.write_text(sweep_text("adaptive", adaptive(0.5, 400),
+                                axes="lambda = [0.0, 0.5, 1.0, 2.0, 4.0]\nsigma_qk = [0.5, 1.0, 2.0]"))
+    line = outlook(grown, store)
+    assert "copying 60 finished tasks and computing 15 to 1200 (adaptive replicates" in line, line
+    rcsweep("run", grown, "-o", store, "-q", check=0)
+    assert 60 + 15 <= done_count(store) <= 60 + 1200
+    # a larger max for a rule that never stops: the next step of every point for sure (the rule,
+    # replayed on the copied results, asks for it), up to the new max
+    sweep, store = run(tmp_path, "never", sweep_text("never", adaptive(1e-9, 20),
+                                                     axes="lambda = [1.0, 2.0]\nsigma_qk = [1.0, 2.0]"))
+    assert done_count(store) == 80
+    grown = tmp_path / "never_grown.toml"
+    grown.write_text(sweep_text("never", adaptive(1e-9, 30), axes="lambda = [1.0, 2.0]\nsigma_qk = [1.0, 2.0]"))
+    line = outlook(grown, store)
+    assert "copying 80 finished tasks and computing 20 to 40 (adaptive" in line, line
+    rcsweep("run", grown, "-o", store, "-q", check=0)
+    assert done_count(store) == 120
