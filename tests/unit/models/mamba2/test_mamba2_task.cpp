@@ -278,6 +278,46 @@ TEST_F(Mamba2Task, CheckpointOfADrawIsThatDraw) {
   EXPECT_THROW((void)TaskMamba2(trained, seed, 0), Error);
 }
 
+// Without its norms and with huge weights the block overflows: recorded as diverged, the layers
+// before it kept. A checkpoint of a draw whose projections are scaled by 1e100 (the published
+// initialisation would not overflow).
+TEST_F(Mamba2Task, OverflowIsRecordedAsDiverged) {
+  class Scaled final : public WeightSource {
+   public:
+    explicit Scaled(const RandomWeights& w) : w_(w) {}
+    const Mamba2Shape& shape() const override { return w_.shape(); }
+    Matrix embedding(std::span<const std::int64_t> ids) const override { return w_.embedding(ids); }
+    std::vector<double> final_norm() const override { return w_.final_norm(); }
+    LayerWeights layer(int layer) const override {
+      LayerWeights w = w_.layer(layer);
+      for (Matrix* W : {&w.W_in, &w.W_out})
+        for (double& x : W->values()) x *= 1e100;
+      return w;
+    }
+
+   private:
+    const RandomWeights& w_;
+  };
+  TempDir checkpoint_dir;
+  const RandomWeights w(shape(), seed, 0);
+  test::write_checkpoint(checkpoint_dir.path(), Scaled(w));
+  config::ModelParams m = mamba2_model(checkpoint_dir.path().string());
+  m.init = config::Init::checkpoint;
+  m.norm = config::Norm::none;
+  m.gated_norm = false;
+  m.depth = test::n_layer;
+  BundleJob job = job_of({&m});
+  job.max_depth = test::n_layer;
+  const auto out = run(job);
+  ASSERT_EQ(out[0].outcome, Outcome::diverged) << out[0].message;
+  EXPECT_TRUE(out[0].message.starts_with("diverged at layer ")) << out[0].message;
+  const int at = std::stoi(out[0].message.substr(std::string("diverged at layer ").size()));
+  EXPECT_GE(at, 1);
+  EXPECT_TRUE(std::isfinite(out[0].layers[at - 1][metrics::metric_index("sr_cov")]));
+  for (int l = at; l <= test::n_layer; ++l)
+    EXPECT_TRUE(std::isnan(out[0].layers[l][metrics::metric_index("sr_cov")])) << l;
+}
+
 // The runner's contract: checks_per_layer calls of `cancelled` per layer, and a stop ends the bundle.
 TEST_F(Mamba2Task, CancelledIsAskedAFixedNumberOfTimesPerLayer) {
   const config::ModelParams a = mamba2_model(folder());
