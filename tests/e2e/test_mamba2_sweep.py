@@ -195,7 +195,7 @@ def checkpoint_sweep(tmp_path_factory):
     sweep = write_sweep(folder, "mamba2_checkpoint",
                         'init = "checkpoint"\ninput = "tokens"\ninput_path = "tokens.txt"\ndepth = 2',
                         'lambda = [1.0, 0.0, -0.5]\ngated_norm = [true, false]\ngate = ["silu", "none"]\n'
-                        'norm = ["rms", "none"]')
+                        'norm = ["rms", "none"]', output='spectra = "all"')
     store = folder / "store.h5"
     rcsweep("run", sweep, "-o", store, "-q", check=0)
     return folder, sweep, store
@@ -221,6 +221,31 @@ def test_checkpoint_layers_are_the_reference_forwards(checkpoint_sweep):
     u = model.norm("backbone.layers.1.norm.weight", xs[1])
     expected = np.linalg.svd(model.mixer_matrices(1, u)[0], compute_uv=False)
     np.testing.assert_allclose(spectra[(1.0, "true", "silu", "rms", 0)], expected, rtol=1e-9, atol=1e-12)
+
+
+def test_checkpoint_spectra_of_x_are_the_reference_forwards(checkpoint_sweep):
+    """The singular values of X_l / ||X_l||_F at every layer (spectra = "all"), of every task of the
+    published ablations and of lambda = -0.5 without the gate and norms: the reference's."""
+    folder, _, store = checkpoint_sweep
+    model = mamba2_reference.Model.from_folder(folder / "model")
+    with h5py.File(store, "r") as f:
+        points, tasks = f["points"][...], f["tasks"][...]
+        x_sv, offsets = f["spectra"]["x_sv"][...], f["spectra"]["x_sv_offset"][...]
+    checked = 0
+    for task in tasks:
+        p = points[task["point"]]
+        setting = (float(p["lambda"]), text(p["gated_norm"]), text(p["gate"]), text(p["norm"]))
+        if setting not in ((1.0, "true", "silu", "rms"), (-0.5, "false", "none", "none")):
+            continue
+        lam, gated, gate, norm = setting
+        xs = model.forward(ids=EXCERPTS[int(task["replicate"])][:T], layers=2, lam=lam, norm=norm == "rms",
+                           gate=gate == "silu", gated_norm=gated == "true")
+        for layer, x in enumerate(xs):
+            got = x_sv[offsets[task["id"]][layer]:][:min(T, 32)]
+            expected = np.linalg.svd(x / np.linalg.norm(x), compute_uv=False)
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-13, err_msg=f"{setting} layer {layer}")
+            checked += 1
+    assert checked == 2 * REPLICATES * 3
 
 
 def test_checkpoint_two_ranks_give_the_bits_of_one(checkpoint_sweep, tmp_path):
