@@ -618,3 +618,44 @@ TEST(StoreNames, TaskStatusesAndTheHdf5Version) {
   EXPECT_EQ(store::hdf5_library_version(),
             std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release));
 }
+
+namespace {
+/// Bytes HDF5 has allocated for dataset `name` of the store at `path`.
+hsize_t storage_of(const fs::path& path, const char* name) {
+  H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  H5Id d(H5Dopen2(f.id, name, H5P_DEFAULT));
+  return H5Dget_storage_size(d.id);
+}
+}  // namespace
+
+TEST_F(StoreTest, AStoreAllocatedByTaskTakesTheSpaceOfTheTasksWritten) {
+  // A shard (tasks id = 0 mod 2) of a sweep without adaptive replicates: one task a chunk.
+  const auto plan = plan::make_plan(make_spec(config::Spectra::last), {0, 2});
+  const hsize_t row = (static_cast<hsize_t>(plan.max_depth) + 1) * sizeof(double);
+  { Store s = Store::create(path("shard.h5"), plan, prov(), false); }
+  EXPECT_EQ(storage_of(path("shard.h5"), "/layers/fro"), 0u);
+  EXPECT_EQ(storage_of(path("shard.h5"), "/theory/C_M"), 0u);
+  EXPECT_EQ(storage_of(path("shard.h5"), "/spectra/x_sv"), 0u);
+  {
+    Store s = Store::open_resume(path("shard.h5"), plan, prov());
+    s.write(std::vector<TaskResult>{fake_result(plan, 0), fake_result(plan, 4)});
+  }
+  EXPECT_EQ(storage_of(path("shard.h5"), "/layers/fro"), 2 * row);
+  EXPECT_EQ(storage_of(path("shard.h5"), "/theory/C_M"), 2 * sizeof(double));
+  {
+    Store s = Store::open_read(path("shard.h5"), plan);
+    const auto r = s.read_results(std::vector<std::uint64_t>{0, 2});
+    EXPECT_TRUE(same_bits(r[0].layers[1][0], fake_result(plan, 0).layers[1][0]));
+    for (const auto& layer : r[1].layers)
+      for (const double v : layer) EXPECT_TRUE(std::isnan(v));
+  }
+  {  // a task without values (an adaptive rule's not needed) takes no space
+    Store s = Store::open_resume(path("shard.h5"), plan, prov());
+    s.write(std::vector<TaskResult>{fake_result(plan, 2, TaskStatus::not_needed)});
+  }
+  EXPECT_EQ(storage_of(path("shard.h5"), "/layers/fro"), 2 * row);
+  // the whole sweep, which runs every task, is allocated at creation
+  const auto whole = plan::make_plan(make_spec(config::Spectra::last));
+  { Store w = Store::create(path("whole.h5"), whole, prov(), false); }
+  EXPECT_GE(storage_of(path("whole.h5"), "/layers/fro"), whole.tasks.size() * row);
+}
