@@ -27,17 +27,35 @@
 // Counters: GFLOP/s (the counted flops of what was timed: layer/N the whole layer's). The layer's
 // GEMM floor is its flops at dgemm_floor's rate: layer/N's GFLOP/s over dgemm_floor/N's is the
 // fraction of that floor reached.
+//
+// A whole model, for the comparison with PyTorch (bench/run_mamba2_bench.sh, bench/mamba2_torch.py):
+//
+//   ./build/bench/mamba2_layer --model DIR --ids IDS [benchmark flags]
+//
+// adds model/N: every layer of the model folder DIR (a mamba_ssm checkpoint, CheckpointWeights)
+// then the final norm on X_0 = the embedding of the sequence in the token file IDS (its excerpts
+// joined, as tests/tools/mamba2_forward reads them), the weights converted to float64 once before
+// the timing (as PyTorch holds its parameters). Counter s_forward (seconds per forward) and
+// checksum (the sum of the cubes of the normed output, as bench/mamba2_torch.py prints it).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "base/allocator.hpp"
 #include "base/matrix.hpp"
 #include "base/parallel.hpp"
 #include "bench_common.hpp"
+#include "checkpoint/token_file.hpp"
 #include "linalg/linalg.hpp"
+#include "models/mamba2/checkpoint_weights.hpp"
 #include "models/mamba2/mamba2.hpp"
 
 namespace {
@@ -183,6 +201,83 @@ BENCHMARK(BM_dgemm_floor)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// A model folder's weights in float64 and its input X_0.
+struct Model {
+  m2::Mamba2Shape shape;
+  std::vector<m2::LayerWeights> layers;
+  std::vector<double> norm_f;
+  Matrix X0;
+};
+
+Model load_model(const std::string& dir, const std::string& ids_path) {
+  const auto source = m2::CheckpointWeights::open(dir);
+  Model m;
+  m.shape = source->shape();
+  const rcsweep::checkpoint::TokenFile file = rcsweep::checkpoint::read_token_file(ids_path);
+  file.check_vocabulary(m.shape.vocab_rows);
+  std::vector<std::int64_t> ids;
+  for (const auto& e : file.excerpts) ids.insert(ids.end(), e.begin(), e.end());
+  m.X0 = source->embedding(ids);
+  for (int l = 0; l < m.shape.layers; ++l) m.layers.push_back(source->layer(l));
+  m.norm_f = source->final_norm();
+  return m;
+}
+
+void BM_model(benchmark::State& state, const Model* m) {
+  linalg::set_blas_threads(1);
+  parallel::set_threads(static_cast<int>(state.range(0)));
+  double checksum = 0.0;
+  for (auto _ : state) {
+    Matrix X = m->X0;
+    for (const m2::LayerWeights& w : m->layers) m2::apply_block(m->shape, w, m2::Ablation{}, X);
+    m2::apply_final_norm(m->shape, m->norm_f, m2::Ablation{}, X);
+    checksum = 0.0;
+    for (const double v : X.values()) checksum += v * v * v;
+    benchmark::DoNotOptimize(X.data());
+  }
+  parallel::set_threads(1);
+  state.counters["s_forward"] = benchmark::Counter(
+      1.0, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["checksum"] = checksum;
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  rcsweep::keep_freed_memory();  // as the rcsweep program does
+  std::string model_dir, ids;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if ((std::strcmp(argv[i], "--model") == 0 || std::strcmp(argv[i], "--ids") == 0) && i + 1 < argc) {
+      (argv[i][2] == 'm' ? model_dir : ids) = argv[i + 1];
+      ++i;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  std::unique_ptr<Model> model;
+  if (!model_dir.empty() || !ids.empty()) {
+    if (model_dir.empty() || ids.empty()) {
+      std::cerr << "mamba2_layer: --model DIR and --ids IDS go together\n";
+      return 2;
+    }
+    try {
+      model = std::make_unique<Model>(load_model(model_dir, ids));
+    } catch (const std::exception& e) {
+      std::cerr << "mamba2_layer: " << e.what() << "\n";
+      return 1;
+    }
+    for (const int threads : {1, 2})
+      benchmark::RegisterBenchmark("model", BM_model, model.get())
+          ->Arg(threads)
+          ->Iterations(1)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -17,7 +17,9 @@
 // X_K itself with --no-norm). --save-weights DIR (with --random) also writes the drawn weights of
 // max(K, n_layer) layers as a model folder of mamba_ssm's tensor names (F64), config.json copied,
 // so that the reference can run them. Exit 0 on success, 2 on bad input (a ConfigError), 1 on any
-// other error.
+// other error. The block runs on OMP_NUM_THREADS threads (1 when unset; the same bits on any
+// number), each calling a one-thread BLAS, as a rank of rcsweep run; the weights are converted
+// one layer at a time, each freed before the next.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -36,10 +38,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/allocator.hpp"
 #include "base/error.hpp"
 #include "base/matrix.hpp"
+#include "base/parallel.hpp"
 #include "checkpoint/model_config.hpp"
 #include "checkpoint/token_file.hpp"
+#include "linalg/linalg.hpp"
 #include "models/mamba2/checkpoint_weights.hpp"
 #include "models/mamba2/mamba2.hpp"
 
@@ -269,6 +274,9 @@ void save_weights(const fs::path& dir, const fs::path& config, const m2::WeightS
 }
 
 int run(const Args& a) {
+  rcsweep::keep_freed_memory();  // as the rcsweep program does
+  rcsweep::parallel::set_threads(rcsweep::parallel::threads_from_environment());
+  rcsweep::linalg::set_blas_threads(1);
   std::shared_ptr<const m2::WeightSource> source;
   if (a.random)
     source = std::make_shared<m2::RandomWeights>(
