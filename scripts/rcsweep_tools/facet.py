@@ -297,7 +297,8 @@ def _join_notes(notes, outcomes=None):
 # ------------------------------------------------------------------------------------------------
 # The grid of panels and its layout
 
-MIN_PANEL_WIDTH = 0.9  # inches: a panel at a fixed width is at least this wide (about 8 ems of 8 pt type)
+MIN_PANEL_WIDTH = 0.7  # inches: a panel at a fixed width is at least this wide (about 6 ems of 8 pt type)
+WRAP_PANEL_WIDTH = 1.2  # inches: a wrapped grid at a fixed width takes as many panels a row as keep this
 MAX_HEIGHT = 9.0      # inches: the tallest figure a page holds (its text height)
 WIDE_LEGEND = 0.3     # a legend wider than this share of a fixed width goes below the panels
 FLAT_PANEL = 0.3      # height / width of a panel at least, when the style's aspect would pass MAX_HEIGHT
@@ -565,7 +566,7 @@ class FacetGrid:
         self.xlabel, self.ylabel, self.handles, self.legend_title = xlabel, ylabel, list(handles), legend_title
         self.force_below = False
         if self.width is not None and self.auto:  # as many panels a row as can be wide enough
-            self.ncols = max(1, min(self.ncols, int((self.width - 0.8) // (self.min_panel() + 0.1))))
+            self.ncols = self._wrap_columns()
         from .plot import WIDTHS
 
         problem = self._lay_out()
@@ -574,8 +575,7 @@ class FacetGrid:
             if self.width_name == "column":  # would a page hold it? (laid out there to know)
                 self.width, self.width_name, self.force_below = WIDTHS["page"], "page", False
                 if self.auto:
-                    most = int((self.width - 0.8) // (self.min_panel() + 0.1))
-                    self.ncols = max(1, min(default_columns(self.n), most))
+                    self.ncols = self._wrap_columns()
                 if self._lay_out() is None:
                     fixes.insert(0, "--width page")
             raise FigureDataError(f"{why}; use " + ", or ".join(fixes))
@@ -598,12 +598,17 @@ class FacetGrid:
             if narrow and self.handles and not self.below:
                 self.force_below = True
                 continue
-            if narrow and self.auto and self.ncols > 1:
+            if self.auto and self.ncols > 1 and self._panel_width() < WRAP_PANEL_WIDTH * 0.98:
                 self.ncols -= 1
                 continue
             if narrow or self.fig.get_figheight() > MAX_HEIGHT + 1e-6:
                 return narrow
             return None
+
+    def _wrap_columns(self):
+        """Panels a row of a wrapped grid at a fixed width: default_columns, or fewer that leave
+        them about WRAP_PANEL_WIDTH wide."""
+        return max(1, min(default_columns(self.n), int((self.width - 0.8) // (WRAP_PANEL_WIDTH + 0.1))))
 
     def min_panel(self):
         """Inches a panel at a fixed width is at least wide (MIN_PANEL_WIDTH)."""

@@ -7,6 +7,8 @@ margin and one per column on top; a long wrapped grid at a column's width keeps 
 a grid that cannot fit the width asked is refused with a message naming the options that help.
 The data are synthetic (no store): only the layout is under test."""
 import itertools
+import re
+import struct
 
 import numpy as np
 import pytest
@@ -149,7 +151,7 @@ def test_long_wrapped_grid_at_a_column_keeps_a_sane_aspect():
     # 6 across, 2 down: swapped they fit the column
     ((2, 6), ("--row", "norm", "--col", "lambda"), ["--row lambda --col norm"]),
     # --wrap asks more panels a row than a column holds: a --wrap that fits
-    ((1, 6), ("--sel", "norm=layernorm", "--col", "lambda", "--wrap", "6"), ["--wrap 2"]),
+    ((1, 6), ("--sel", "norm=layernorm", "--col", "lambda", "--wrap", "6"), ["--wrap "]),
 ])
 def test_a_grid_that_cannot_fit_names_the_option_that_fixes_it(grid, args, wanted):
     with pytest.raises(FigureDataError) as e:
@@ -158,8 +160,56 @@ def test_a_grid_that_cannot_fit_names_the_option_that_fixes_it(grid, args, wante
     assert "does not fit --width column (3.5 in)" in msg, msg
     for text in wanted:
         assert text in msg, (text, msg)
+    # the options named do fit: each drawn with no text overlapping
+    fixes = {"--width page": [a for a in args] + ["--style", "paper"]}
+    swap = re.search(r"--row (\w+) --col (\w+)", msg)
+    if swap:
+        fixes["swap"] = ["--row", swap.group(1), "--col", swap.group(2), "--width", "column"]
+    wrap = re.search(r"--wrap (\d+)", msg)
+    if wrap:
+        fixes["wrap"] = [a for a in args[:-1]] + [wrap.group(1), "--width", "column"]
+    for name, fixed in fixes.items():
+        if name in msg or name in ("swap", "wrap"):
+            assert_no_overlap(build(synthetic(*grid), *fixed))
 
 
 def test_wrap_with_row_is_refused():
     with pytest.raises(FigureDataError, match="--wrap 2 wraps the panels of --col alone"):
         build(synthetic(2, 2), "--row", "norm", "--col", "lambda", "--wrap", "2")
+
+
+WIDE = """
+[sweep]
+name = "wide"
+seed = 5
+replicates = 2
+[model]
+input = "orthonormal"
+T = 4
+d = 4
+depth = 3
+[axes]
+mixer = ["softmax", "markov"]
+lambda = [0.0, 0.5, 1.0, 2.0, 4.0]
+"""
+
+
+def test_rcsweep_plot_exits_2_naming_the_option_and_draws_what_fits(run_sweep, tmp_path):
+    """On a store the engine makes: 5 lambda panels across 2 mixer rows do not fit a column
+    (exit 2, the message naming --width page, nothing written); at a page they do, and so does
+    the 5-panel --col grid at a column, wrapped (two a row)."""
+    from conftest import plot_main
+
+    store = run_sweep(WIDE)
+    out = tmp_path / "wide.png"
+    code, _, err = plot_main(store, "--y", "mu_rel", "--row", "mixer", "--col", "lambda", "--width", "column", "-o", out)
+    assert code == 2 and "does not fit --width column (3.5 in)" in err and "--width page" in err, err
+    assert not out.exists()
+    code, _, err = plot_main(store, "--y", "mu_rel", "--row", "mixer", "--col", "lambda", "--width", "page",
+                             "-o", out, "--dpi", "60")
+    assert code == 0 and out.exists(), err
+    code, _, err = plot_main(store, "--y", "mu_rel", "--hue", "mixer", "--col", "lambda", "--width", "column",
+                             "-o", out, "--dpi", "60")
+    assert code == 0, err
+    w, h = struct.unpack(">II", out.read_bytes()[16:24])  # the PNG's size: 3.5 in at 60 dpi, not a strip
+    assert w == 210 and 1.0 <= h / w <= MAX_HEIGHT / 3.5, (w, h)
