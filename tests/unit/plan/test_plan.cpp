@@ -398,3 +398,60 @@ TEST(Plan, EncoderPointsBesideStackPoints) {
 
 }  // namespace
 }  // namespace rcsweep
+
+namespace rcsweep {
+namespace {
+
+// A Mamba-2 model of d_model 8 (expand 2, headdim 4: 4 heads; d_state 3, chunks of 4 tokens), its
+// config.json only (random init).
+struct Mamba2Folder {
+  Mamba2Folder() {
+    checkpoint::test::write_bytes(dir / "config.json",
+                                  R"({"d_model": 8, "n_layer": 2, "vocab_size": 30,
+                                      "ssm_cfg": {"layer": "Mamba2", "d_state": 3, "headdim": 4,
+                                                  "chunk_size": 4}})");
+  }
+  checkpoint::test::TempDir dir;
+};
+
+// The sweep with its folder attached as store::load_encoder_inputs attaches it (config.json read).
+plan::Plan mamba2_sweep(const Mamba2Folder& folder, const std::string& axes) {
+  const bool mamba2 = axes.find("mamba2") != std::string::npos;
+  config::SweepSpec spec = config::parse_sweep(
+      "[sweep]\nname = \"m\"\nseed = 1\nreplicates = 1\n[model]\nT = 8\nd = 8\ndepth = 2\ninput = \"gaussian\"\n"
+      "norm = \"rms\"\n" +
+          (mamba2 ? "model_folder = \"" + folder.dir.path().string() + "\"\n" : std::string()) + "[axes]\n" + axes,
+      "test");
+  if (mamba2) spec.set_encoder_inputs(folder.dir.path().string(), nullptr, "");
+  return plan::make_plan(spec);
+}
+
+// The planner prices a mamba2 layer by its descriptor plus the metrics (as an encoder's), and a
+// bundle of stack and mamba2 points holds the stack's tensors and one set of the block's weights
+// per draw; the ablations share one set.
+TEST(Plan, Mamba2PointsArePricedByTheirDescriptor) {
+  const Mamba2Folder folder;
+  const auto both = mamba2_sweep(folder, "block = [\"stack\", \"mamba2\"]\nlambda = [0.0, 1.0]\n");
+  const auto stack = mamba2_sweep(folder, "block = [\"stack\"]\nlambda = [0.0, 1.0]\n");
+  ASSERT_EQ(both.bundles.size(), 1u);
+  const auto m2 = std::find_if(both.models.begin(), both.models.end(),
+                               [](const config::ModelParams& m) { return m.block == config::Block::mamba2; });
+  ASSERT_NE(m2, both.models.end());
+  EXPECT_EQ(m2->model_folder, folder.dir.path().string());
+  const models::BlockKind& kind = models::block_kind(config::Block::mamba2);
+  const double T = 8, d = 8;
+  EXPECT_DOUBLE_EQ(plan::layer_flops(*m2),
+                   kind.layer_flops(*m2) + svd_flops(T, d) + 8.0 * T * d + plan::mixer_metrics_flops(T));
+  const std::size_t weights = kind.memory(*m2).weights;
+  EXPECT_EQ(both.bundles.front().shared_bytes, stack.bundles.front().shared_bytes + 8 * weights);
+  const auto ablations = mamba2_sweep(folder, "block = [\"mamba2\"]\ngate = [\"silu\", \"none\"]\n"
+                                              "gated_norm = [true, false]\n");
+  const auto draws = mamba2_sweep(folder, "block = [\"mamba2\"]\ninit_draw = [0, 1]\n");
+  const auto one = mamba2_sweep(folder, "block = [\"mamba2\"]\n");
+  EXPECT_EQ(ablations.bundles.front().tasks.size(), 4u);
+  EXPECT_EQ(ablations.bundles.front().shared_bytes, one.bundles.front().shared_bytes);  // one set of weights
+  EXPECT_EQ(draws.bundles.front().shared_bytes, one.bundles.front().shared_bytes + 8 * weights);
+}
+
+}  // namespace
+}  // namespace rcsweep
