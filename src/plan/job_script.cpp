@@ -342,7 +342,21 @@ void fill_stop_lead(std::string& text, Scheduler scheduler, const JobSizing& siz
   const std::size_t at = text.find("\n" + grace);
   if (at == std::string::npos) throw std::logic_error("job script template has no line starting with " + grace);
   const int shipped = std::atoi(text.c_str() + at + 1 + grace.size());
-  replace_line(text, grace, grace + std::to_string(std::min(shipped, sizing.stop_before_s / 2)) + "}");
+  const int shorter = std::min(shipped, sizing.stop_before_s / 2);
+  replace_line(text, grace, grace + std::to_string(shorter) + "}");
+  // The header's defaults and notes say the same (the shipped scripts': 120 s).
+  const auto replace_all = [&text](const std::string& from, const std::string& to) {
+    for (std::size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size()))
+      text.replace(pos, from.size(), to);
+  };
+  const std::string shipped_lead = "120";
+  if (lead == shipped_lead) return;
+  replace_all("(rcsweep --time-limit)  default: " + shipped_lead, "(rcsweep --time-limit)  default: " + lead);
+  replace_all("walltime warning   default: " + std::to_string(shipped),
+              "walltime warning   default: " + std::to_string(shorter));
+  replace_all("USR1@" + shipped_lead, "USR1@" + lead);
+  replace_all("this shell " + shipped_lead + " s", "this shell " + lead + " s");
+  replace_all("\n# " + shipped_lead + " s before it", "\n# " + lead + " s before it");
 }
 
 /// The site's launcher settings, and the overrides after the run command's sweep file.

@@ -584,9 +584,18 @@ TEST(JobScript, AShortJobStopsAndIsSignalledWithinItsLead) {
   EXPECT_TRUE(has_line(slurm, "#SBATCH --signal=B:USR1@24"));
   EXPECT_TRUE(has_line(slurm, "STOP_BEFORE=${STOP_BEFORE:-24}"));
   EXPECT_TRUE(has_line(slurm, "GRACE=${GRACE:-12}"));  // at most half the stop lead
+  // the header's notes say so too: no 120 s left
+  EXPECT_EQ(slurm.find("120"), std::string::npos);
+  EXPECT_NE(slurm.find("(rcsweep --time-limit)  default: 24\n"), std::string::npos);
+  EXPECT_NE(slurm.find("walltime warning   default: 12\n"), std::string::npos);
+  const auto array = plan::job_script(Scheduler::slurm, plan::size_job({0.1, 0.01, 72, 1e6}, {1, 2, 0.085, 1, 3}),
+                                      names());
+  EXPECT_TRUE(has_line(array, "#SBATCH --signal=B:USR1@24"));
+  EXPECT_EQ(header(array).find("120"), std::string::npos);
   const auto pbs = plan::job_script(Scheduler::pbs, s, names());
   EXPECT_TRUE(has_line(pbs, "STOP_BEFORE=${STOP_BEFORE:-24}"));
   EXPECT_TRUE(has_line(pbs, "GRACE=${GRACE:-8}"));  // the shipped one, already shorter
+  EXPECT_NE(pbs.find("(rcsweep --time-limit)  default: 24\n"), std::string::npos);
   // a long job keeps the shipped scripts' leads
   const auto long_job = plan::job_script(Scheduler::slurm, plan::size_job({3.6e6, 60, 10000, 1e6}, {4, 32, 24}),
                                          names());
