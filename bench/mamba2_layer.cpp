@@ -21,7 +21,9 @@
 // Benchmarks (/N: N of rcsweep's OpenMP threads, one BLAS thread each; dgemm_floor/N: N BLAS
 // threads, one rcsweep thread):
 //   layer/N        apply_block on X (T x d), the chunked SSD
-//   projections/N  in_proj and out_proj through linalg::gemm as forward.cpp calls them
+//   projections/N/PARTS  in_proj (as two products, z and the rest) and out_proj through
+//                  linalg::gemm, each cut into at most PARTS parts (its split_parts; 0: the default
+//                  parts of gemm_part_size columns); forward.cpp's weights_split_parts is one of them
 //   ssd/N          the chunked SSD alone (models::mamba2::ssd of the layer's inputs)
 //   dgemm_floor/N  in_proj's and out_proj's shapes as plain cblas_dgemm calls (beta = 0)
 // Counters: GFLOP/s (the counted flops of what was timed: layer/N the whole layer's). The layer's

@@ -106,7 +106,8 @@ gib = 2 ** 30
 mem = plan["memory"]
 print(f"\nOne task of every layer of a checkpoint of {plan_name}'s shapes, T = 512, float64, weights BF16 (mapped), one rank of "
       f"{threads} threads; load average before: " + ", ".join(f"{n} {r['load']:.2f}" for n, r in runs.items()) + "\n")
-print("| run | wall s | CPU s | peak RSS GiB | of it anonymous / file-backed GiB | plan: wall s, peak GiB | measured ÷ plan (time, memory) |")
+print("| run | wall s | CPU s | peak RSS GiB | of it anonymous / file-backed GiB | plan: wall s, core-s, peak GiB | "
+      "measured ÷ plan (wall, CPU, memory) |")
 print("|---|---|---|---|---|---|---|")
 for name, what in (("run", "rcsweep run (one-task sweep, every layer's metrics)"),
                    ("forward", "tests/python/mamba2_forward (forward only, every hidden state kept)")):
@@ -114,9 +115,10 @@ for name, what in (("run", "rcsweep run (one-task sweep, every layer's metrics)"
     cells = [what, f"{r['wall_s']:.1f}", f"{r['user_s'] + r['sys_s']:.1f}", f"{r['max_rss_kib'] * 1024 / gib:.2f}",
              f"{r['rss_anon_kib'] * 1024 / gib:.2f} / {r['rss_file_kib'] * 1024 / gib:.2f}"]
     if name == "run":
-        wall, peak = plan["suggested"]["wall_s"], mem["peak_bytes"]
-        cells += [f"{wall:.1f}, {peak / gib:.2f}",
-                  f"**{r['wall_s'] / wall:.2f}**, **{r['max_rss_kib'] * 1024 / peak:.2f}**"]
+        wall, core, peak = plan["suggested"]["wall_s"], plan["work"]["core_seconds"], mem["peak_bytes"]
+        cells += [f"{wall:.1f}, {core:.1f}, {peak / gib:.2f}",
+                  f"**{r['wall_s'] / wall:.2f}**, {(r['user_s'] + r['sys_s']) / core:.2f}, "
+                  f"**{r['max_rss_kib'] * 1024 / peak:.2f}**"]
     else:
         cells += ["", ""]
     print("| " + " | ".join(cells) + " |")

@@ -17,7 +17,8 @@
 # every layer). Each round: the layer's benchmarks on 1 thread, then on 2; then per model rcsweep 1
 # thread, PyTorch 1 thread, rcsweep 2 threads, PyTorch on 2 cores in its two ways (2 torch threads
 # and 2 OpenBLAS threads; 1 torch thread and 2 OpenBLAS threads); the load average before each.
-# OPENBLAS_CORETYPE is left as the environment sets it (it applies to both). About 2 minutes a round.
+# OPENBLAS_CORETYPE is left as the environment sets it (it applies to both). About a minute a round
+# on 2 quiet cores (5 rounds: 6 minutes with the first model folders).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
