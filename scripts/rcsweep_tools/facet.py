@@ -480,8 +480,8 @@ class FacetGrid:
             rlabel, clabel = self.labels[k] if k < len(self.labels) else (None, None)
             row, col = divmod(k, self.ncols)
             lowest = k + self.ncols >= self.n
-            ax.xaxis.set_tick_params(labelbottom=lowest)
-            ax.yaxis.set_tick_params(labelleft=col == 0)
+            ax.xaxis.set_tick_params(which="both", labelbottom=lowest)
+            ax.yaxis.set_tick_params(which="both", labelleft=col == 0)
             ax.set_xlabel(self.xlabel if lowest else "")
             ax.set_ylabel("")
             title = (clabel if row == 0 else None) if self.has_row else clabel
@@ -725,13 +725,13 @@ class FacetGrid:
         # row labels and the y label fit the panels' height to be
         for t, text in self.margins.values():
             refit(t, text, tall)
-        if self.ylabel:
-            if fig._supylabel is not None:
-                boxes = [ax.get_window_extent(renderer) for ax in self.axes]
-                span = max(b.y1 for b in boxes) - min(b.y0 for b in boxes)
-                refit(fig._supylabel, self.ylabel, span + self.nrows * (tall - box.height))
-            else:
-                refit(self.axes[0].yaxis.label, self.ylabel, tall)
+        if self.ylabel:  # the y label may run the figure's height (nothing else is at its left edge)
+            if fig._supylabel is not None:  # centred on the figure above a legend's strip
+                refit(fig._supylabel, self.ylabel, 0.95 * (h - strip) * fig.dpi)
+            else:  # centred on the panel
+                middle = (box.y0 + box.y1) / 2 + (tall - box.height) / 2
+                refit(self.axes[0].yaxis.label, self.ylabel,
+                      1.9 * min(h * fig.dpi - middle, middle - strip * fig.dpi))
         # the legend right of the panels: past the row labels
         if self.handles and not self.below and abs(self._margin_points(renderer) - self.legend_shift) > 1.0:
             self._shift_legend(self._margin_points(renderer))

@@ -100,6 +100,7 @@ def test_no_text_overlaps_or_leaves_the_figure(width):
         rows, cols = grid
         ds = synthetic(rows or 1, cols)
         args = (("--row", "norm") if rows else ("--sel", "norm=layernorm")) + ("--col", "lambda") + WIDTHS[width]
+        args += ("--logy",) if rows == 2 else ()  # labelled minor ticks (a log axis spanning less than a decade)
         if (grid, width) in TOO_WIDE:  # refused: test_a_grid_that_cannot_fit_names_the_option_that_fixes_it
             continue
         fig = build(ds, *args)
@@ -122,6 +123,15 @@ def test_no_text_overlaps_or_leaves_the_figure(width):
             assert margins == [f"norm = {v}" for v in NORMS[:rows]], margins
         else:  # a wrapped grid: each panel titled with its value
             assert len(titles) == (cols if cols > 1 else 1) and not margins, (titles, margins)
+        # tick labels only on the first column (y) and the lowest panel of each column (x), minor ones too
+        for ax in axes:
+            spec = ax.get_subplotspec()
+            lowest = not any(o.get_subplotspec().rowspan.start == spec.rowspan.start + 1
+                             and o.get_subplotspec().colspan.start == spec.colspan.start for o in axes)
+            for axis, shows in ((ax.yaxis, spec.colspan.start == 0), (ax.xaxis, lowest)):
+                drawn_here = [t for tick in axis._update_ticks() for t in (tick.label1, tick.label2)
+                              if t.get_visible() and t.get_text()]
+                assert bool(drawn_here) == shows, (grid, width, axis.axis_name, [t.get_text() for t in drawn_here])
         # the x ticks: thinned where the panels are narrow, never gone
         for ax in axes:
             if ax.get_xlabel():  # the lowest panel of its column
