@@ -123,8 +123,10 @@ Matrix bias_rows(std::size_t rows, const std::vector<double>& b, std::size_t fir
 constexpr double weights_unpacked_limit = 0.0;
 // ... and a large one is cut into at most this many parts (linalg::gemm's split_parts), not into
 // gemm_part_size columns: each part packs all of the T x d (T x E) input again, which the many
-// narrow parts of in_proj and out_proj paid for several times over; four parts keep one, two and
-// four threads even (bench/mamba2_layer projections/N/PARTS, docs/BENCHMARKS.md "Mamba-2").
+// narrow parts of in_proj and out_proj paid for several times over. Four parts keep one, two and
+// four threads even; fewer would pack less still but leave a rank's third and fourth threads idle
+// in the products that are nearly all of a layer's flops (bench/mamba2_layer projections/N/PARTS,
+// docs/BENCHMARKS.md "Mamba-2").
 constexpr std::size_t weights_split_parts = 4;
 
 // C = A W[:, first .. first + n) (+ b[first .. first + n)).
