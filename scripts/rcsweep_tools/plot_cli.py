@@ -67,7 +67,9 @@ def parser():
                    help="paper: 8 pt type, no grid, no provenance title and no caption line, 300 dpi, sized "
                         "to a page (--width)")
     p.add_argument("--width", choices=sorted(WIDTHS), help="the paper style for a journal's column (3.5 in wide, "
-                                                            "one panel a row, legends below) or two-column page "
+                                                            "legends below; a paper's figure one panel a row, the "
+                                                            "generic plot's grid laid out at that width, refused "
+                                                            "naming what fits when it cannot fit) or two-column page "
                                                             "(7 in, the default of --style paper); implies --style paper")
     p.add_argument("--band", choices=BANDS, help="the band around each mean: sd (default): ± 1 sample sd of "
                                                   "the replicates; ci: t-based 95%% interval of the mean; se: ± 1 "
@@ -80,11 +82,14 @@ def parser():
     g.add_argument("--x", metavar="AXIS", help="horizontal axis (default: layer)")
     for role, what in (("hue", "one colour per value (ordered colours for numbers, a diverging map centred at 0 "
                                "for numbers of both signs)"),
-                       ("col", "one panel per value, wrapped into rows"), ("row", "one row of panels per value"),
+                       ("col", "one panel per value, wrapped into rows (with --row: one column per value, its "
+                               "value once above the top row)"),
+                       ("row", "one row of panels per value, its value once on the right margin"),
                        ("dash", "one line style per value")):
         g.add_argument(f"--{role}", metavar="AXIS", help=what)
     g.add_argument("--wrap", type=int, metavar="N", help="panels per row with --col alone (default: up to 3 "
-                                                         "in a row, else about a square)")
+                                                         "in a row, else about a square; at a --width, fewer when "
+                                                         "they would be narrower than about 1.2 in)")
     g.add_argument("--sel", action="append", metavar="NAME=VALUE", help="keep one value of a coordinate (repeatable)")
     g.add_argument("--layer", type=int, metavar="N", help="the layer when x is not layer (default -1: the last)")
     g.add_argument("--logx", action="store_true", help="log x (symlog when x has values <= 0)")
