@@ -134,7 +134,10 @@ def _entry(f, path, size):
         _load._bad("/tasks is not a task table (no 'status' field)")
     if tasks.ndim != 1 or tasks.shape[0] != n_tasks:
         _load._bad(f"/tasks has {tasks.shape[0] if tasks.ndim else 0} rows, expected {n_tasks}")
-    status = tasks.fields(["status"])[...]["status"].astype(np.int8)
+    # The rows as they lie in the file (no type conversion: some times faster than a field's read).
+    rows = np.empty(tasks.shape, dtype=tasks.dtype)
+    tasks.id.read(h5py.h5s.ALL, h5py.h5s.ALL, rows, mtype=tasks.id.get_type())
+    status = rows["status"].astype(np.int8)
     wrong = np.flatnonzero((status < 0) | (status > max(_load.STATUS)))
     if wrong.size:
         _load._bad(f"task {wrong[0]} has an invalid status (not one of {_load.STATUS_VALUES})")
