@@ -302,6 +302,11 @@ def main(argv=None):
                    help="keep the stores whose parameter KEY has VALUE (fixed, or among a swept axis' values)")
     p.add_argument("--json", action="store_true", help="one JSON object per line per store (refused ones too)")
     a = p.parse_args(argv)
+    # `rcsweep ls --where mixer=ssd runs/`: the folders after the conditions are folders still
+    folders = [w for w in a.where if "=" not in w and os.path.exists(w)]
+    if folders:
+        a.where = [w for w in a.where if w not in folders]
+        a.paths = ([] if a.paths == ["."] else a.paths) + folders
     for path in a.paths:
         if not os.path.exists(path):
             print(f"error: {path}: no such file or folder", file=sys.stderr)

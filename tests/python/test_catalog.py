@@ -161,4 +161,7 @@ def test_the_command_prints_a_table_and_exits_2_when_some_were_refused(lab, caps
     out, _ = capsys.readouterr()
     assert "norm" in out.splitlines()[0].split()  # the fixed parameter in which the stores listed differ
     assert main([str(lab / "nowhere")]) == 2
+    assert main(["--where", "mixer=ssd", str(lab / "a")]) == 0  # a folder after the conditions
+    out, err = capsys.readouterr()
+    assert "ssd_layernorm.h5" in out and "1 store where mixer=ssd" in err
     assert main([str(lab), "--where", "nope=1"]) == 2
