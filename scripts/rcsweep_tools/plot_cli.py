@@ -7,8 +7,9 @@
 
 Each figure reads the store its sweep file (jobs/examples/<sweep>) makes; the generic plot
 (rcsweep_tools.facet) reads any store. Exit codes: 0 written; 2 usage error, unknown figure,
-metric or axis, a file that is not a store, or a store that lacks what the figure needs (the
-message names what is missing and the choices or the sweep file to run).
+metric or axis, a file that is not a store, a store that lacks what the figure needs (the
+message names what is missing and the choices or the sweep file to run), or a generic plot's
+grid that cannot fit the --width asked (the message names the options that fit it).
 """
 import argparse
 import os
@@ -57,7 +58,8 @@ def parser():
                  "  scripts/rcsweep-plot width.h5 --y sr_cov --x T --hue layer --col zip0 --logx --logy "
                  "--style paper -o w.svg\n"
                  "Exit codes: 0 written; 2 usage error, unknown figure, metric or axis, not a store, "
-                 "or a store that lacks what the figure needs.",
+                 "a store that lacks what the figure needs, or a grid of panels that cannot fit the --width "
+                 "asked (the message names what fits).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("store", nargs="?", help="rcsweep HDF5 store (may be a running or partial sweep)")
     p.add_argument("figure", nargs="?", help="a paper's figure (see --list); leave it out with --y")
