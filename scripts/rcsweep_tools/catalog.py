@@ -272,9 +272,9 @@ def _progress_text(e):
 
 def table(kept):
     """The lines of the listing: one per store, then the fixed parameters in which the stores differ."""
-    varying = sorted({k for e in kept for k in e["fixed"]
-                      if len({json.dumps(x["fixed"].get(k), sort_keys=True, default=str) for x in kept
-                              if k not in x["axes"]}) > 1})
+    keys = {k for e in kept for k in e["fixed"]}
+    varying = sorted(k for k in keys if len({json.dumps(x["fixed"].get(k), sort_keys=True, default=str)
+                                             for x in kept if k not in x["axes"]}) > 1)
     head = ["STORE", "SWEEP", "PLAN", "AXES", *varying, "TASKS", "VERSION", "CREATED", "HOST", "SIZE"]
     rows = []
     for e in kept:

@@ -146,6 +146,9 @@ def test_many_stores_are_listed_quickly(lab, tmp_path):
     elapsed = time.monotonic() - start
     assert len(df) == 200 and df["refused"].isna().all()
     assert elapsed < 20, elapsed  # some ms a store
+    start = time.monotonic()
+    assert main([str(tmp_path)]) == 0  # the table too
+    assert time.monotonic() - start < 20
 
 
 def test_the_command_prints_a_table_and_exits_2_when_some_were_refused(lab, capsys):
