@@ -168,3 +168,19 @@ def test_the_command_prints_a_table_and_exits_2_when_some_were_refused(lab, caps
     out, err = capsys.readouterr()
     assert "ssd_layernorm.h5" in out and "1 store where mixer=ssd" in err
     assert main([str(lab), "--where", "nope=1"]) == 2
+
+
+def test_a_store_of_an_older_rcsweep_is_listed(lab, tmp_path):
+    """Without what older stores lack (overrides, blas_threads, /provenance and its hosts, the later
+    metrics, the sixth status): listed like the others."""
+    old = tmp_path / "old.h5"
+    shutil.copy(lab / "a/softmax_rms.h5", old)
+    with h5py.File(old, "r+") as f:
+        for name in ("overrides", "blas_threads"):
+            del f.attrs[name]
+        del f["provenance"]
+        del f["layers/res_best"]
+    df = catalog(tmp_path)
+    row = df.iloc[0]
+    assert row["refused"] is None and row["sweep"] == "sm" and row["done"] == 6 and row["hosts"] == []
+    assert row["host"]  # the root attribute
