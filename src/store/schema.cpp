@@ -515,10 +515,14 @@ Store Store::build(const WriterLock& lock, const plan::Plan& plan, const Provena
   // being allocated never leaves a half-made file under the store's name; the next writer of the
   // store removes such leftovers (WriterLock::acquire).
   impl->unpublished.path = lock.make_temporary();
-  // Every dataset's storage is allocated here, so a full disk shows now, before any work.
+  // Every dataset's storage is allocated here (a store allocated by task: its tables), so a full
+  // disk shows now, before any work.
   const auto disk_full = [&](const StoreError& e) {
-    return StoreError("cannot create " + p + ": the disk is full (" + e.what() +
-                      "); the store is allocated in full when it is created: free space or write it elsewhere");
+    return StoreError("cannot create " + p + ": the disk is full (" + e.what() + "); " +
+                      (impl->chunking.by_task ? "its tables are allocated when it is created, its results as tasks "
+                                                "finish"
+                                              : "the store is allocated in full when it is created") +
+                      ": free space or write it elsewhere");
   };
   try {
     impl->file = h5::create_file(impl->unpublished.path, /*truncate=*/true);

@@ -181,3 +181,30 @@ def test_plans_growth_line_counts_the_tasks_a_growth_computes(tmp_path):
     assert "copying 80 finished tasks and computing 20 to 40 (adaptive" in line, line
     rcsweep("run", grown, "-o", store, "-q", check=0)
     assert done_count(store) == 120
+
+
+def test_a_disk_that_fills_while_an_adaptive_store_grows_stops_the_run_cleanly(tmp_path):
+    """A store allocated by task needs space as tasks finish: writes fail with ENOSPC once the
+    file has taken part of its final size (LD_PRELOAD shim): the run stops with the clear message,
+    the store stays readable, and the same command completes it, bitwise as an undisturbed run."""
+    import os
+    import subprocess
+
+    from conftest import BIN, assert_same_results
+    shim = os.environ.get("RCSWEEP_ENOSPC_SHIM")
+    if not shim:
+        pytest.skip("RCSWEEP_ENOSPC_SHIM not set (run through ctest)")
+    text = sweep_text("grows", adaptive(1e-9, 60), axes="lambda = [1.0, 2.0, 4.0, 8.0]\nsigma_qk = [1.0, 2.0]")
+    sweep, reference = run(tmp_path, "reference", text)
+    store = tmp_path / "full.h5"
+    env = {**os.environ, "LD_PRELOAD": shim, "RCSWEEP_ENOSPC_SUFFIX": "full.h5",
+           "RCSWEEP_ENOSPC_AFTER": str(int(0.6 * reference.stat().st_size))}
+    proc = subprocess.run([BIN, "run", str(sweep), "-o", str(store)], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "the disk is full" in proc.stderr and "free space and run the same command to resume" in proc.stderr
+    counts = statuses(store)  # readable
+    assert 0 < counts[1] < 8 * 60
+    rcsweep("info", store, check=0)
+    rcsweep("run", sweep, "-o", store, "-q", check=0)
+    assert_same_results(store, reference)
