@@ -27,6 +27,7 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -154,6 +155,26 @@ def _entry(f, path, size):
             "host": attrs.get("host", ""), "hosts": hosts, "size_bytes": size, "refused": None}
 
 
+def _read_settled(path):
+    """read_entry, once more after a moment when it fails on a file being written (changed during
+    the read, or in the last seconds): a writer may be rewriting the attributes it read."""
+    try:
+        before = os.stat(path).st_mtime_ns
+    except OSError:
+        before = None
+    try:
+        return read_entry(path)
+    except (_load.StoreInvalid, OSError):
+        try:
+            st = os.stat(path)
+        except OSError:
+            raise
+        if st.st_mtime_ns == before and time.time() - st.st_mtime > 5:
+            raise
+        time.sleep(0.2)
+        return read_entry(path)
+
+
 def _parse_where(where):
     """["k=v", "k=a,b"] (or a dict k -> value or list) -> {k: [text, ...]}."""
     if where is None:
@@ -213,7 +234,7 @@ def entries(paths, where=None, on_refused=None):
     kept, known, refused = [], set(WHERE_COLUMNS), {}
     for path in find_stores(paths):
         try:
-            entry = read_entry(path)
+            entry = _read_settled(path)
         except NotAStore:
             continue
         except (_load.StoreInvalid, OSError) as e:
