@@ -8,7 +8,6 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import BIN, SOURCE  # noqa: F401
 from rcsweep_tools import catalog
 from rcsweep_tools.catalog import main
 
