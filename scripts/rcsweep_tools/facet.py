@@ -320,7 +320,7 @@ def fit_lines(text, room, measure):
     for para in text.split("\n"):
         line = ""
         for part in para.split(", "):
-            pieces = [part] if "$" in part or measure(part) <= room else part.split(" ")
+            pieces = [part] if "$" in part or measure(part) <= room else _words(part)
             joiner = ", " if line else ""
             for i, piece in enumerate(pieces):
                 sep = joiner if i == 0 else " "
@@ -331,6 +331,17 @@ def fit_lines(text, room, measure):
                     line = line + sep + piece if line else piece
         out.append(line)
     return "\n".join(out)
+
+
+def _words(part):
+    """The words of `part` to break it at, an "=" kept with the word before it ("norm =", "layernorm")."""
+    out = []
+    for word in part.split(" "):
+        if out and word == "=":
+            out[-1] += " ="
+        else:
+            out.append(word)
+    return out
 
 
 def every_kth(inner, k):
@@ -674,9 +685,10 @@ class FacetGrid:
             nonlocal changed
             measure = measure_with(artist)
             now = artist.get_text()
-            if now != text and all(measure(line) <= room for line in now.split("\n")):
+            whole = all(measure(line) <= room for line in text.split("\n"))
+            if not whole and now != text and all(measure(line) <= room for line in now.split("\n")):
                 return  # broken lines that still fit stay (the room grows and shrinks as the layout settles)
-            new = fit_lines(text, room, measure)
+            new = text if whole else fit_lines(text, room, measure)
             if new != now:
                 artist.set_text(new)
                 changed = True
