@@ -22,7 +22,7 @@ from ..plot import DEFAULT_BAND, with_tasks
 @dataclass(frozen=True)
 class Figure:
     name: str          # command-line name, e.g. "mtg-fig1"
-    paper: str         # "Mind the Gap" | "Lambda-skip" | "Dong et al.", or one of them + " (encoders)"
+    paper: str         # "Mind the Gap" | "Lambda-skip" | "Dong et al.", or one of them + " (encoders)" or " (Mamba-2)"
     title: str         # what it shows, one line (with the paper's figure number)
     sweep: str         # file name under jobs/examples/ whose store it draws
     draw: Callable
@@ -48,7 +48,7 @@ def figure(name, paper, title, sweep):
     return register
 
 
-MODULES = ("mind_the_gap", "lambda_skip", "dong", "encoders")
+MODULES = ("mind_the_gap", "lambda_skip", "dong", "encoders", "mamba2")
 for _module in MODULES:
     try:
         import_module(f"{__name__}.{_module}")
