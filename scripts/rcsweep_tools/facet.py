@@ -766,7 +766,7 @@ class FacetGrid:
         where = f"--width {name} ({W:g} in)" if isinstance(name, str) else f"a width of {W:g} in"
         shape = f"{self.nrows} × {self.ncols} panels"
         if self.has_row:
-            shape += f" ({self.names['row']} down, {self.names['col']} across)"
+            shape += f" ({', '.join(f'{self.names[r]} {w}' for r, w in (('row', 'down'), ('col', 'across')) if r in self.names)})"
         panel, least = self._panel_width(), self.min_panel()
         # the y label, tick labels, row labels and gaps: measured, unless the layout gave up
         overhead = W - self.ncols * panel if panel > 0.3 else 1.2
@@ -783,6 +783,8 @@ class FacetGrid:
             what = f"it would be {self.fig.get_figheight():.1f} in tall, more than a page's {MAX_HEIGHT:g} in"
             if self.wrap:
                 fixes.append("a larger --wrap")
+            if self.has_row and "col" not in self.names:
+                fixes.append(f"--col {self.names['row']} instead of --row (its panels wrapped into rows)")
             many = self.names.get("row") or self.names.get("col")
         if many:
             fixes.append(f"--hue or --dash {many} (its values as lines instead of panels)")

@@ -162,6 +162,8 @@ def test_long_wrapped_grid_at_a_column_keeps_a_sane_aspect():
     ((2, 6), ("--row", "norm", "--col", "lambda"), ["--row lambda --col norm"]),
     # --wrap asks more panels a row than a column holds: a --wrap that fits
     ((1, 6), ("--sel", "norm=layernorm", "--col", "lambda", "--wrap", "6"), ["--wrap "]),
+    # 12 rows of one panel are taller than a page: the values wrapped as --col
+    ((1, 12), ("--sel", "norm=layernorm", "--row", "lambda"), ["--col lambda instead of --row"]),
 ])
 def test_a_grid_that_cannot_fit_names_the_option_that_fixes_it(grid, args, wanted):
     with pytest.raises(FigureDataError) as e:
@@ -178,6 +180,8 @@ def test_a_grid_that_cannot_fit_names_the_option_that_fixes_it(grid, args, wante
     wrap = re.search(r"--wrap (\d+)", msg)
     if wrap:
         fixes["wrap"] = [a for a in args[:-1]] + [wrap.group(1), "--width", "column"]
+    if "instead of --row" in msg:
+        fixes["wrap"] = [a.replace("--row", "--col") for a in args] + ["--width", "column"]
     for name, fixed in fixes.items():
         if name in msg or name in ("swap", "wrap"):
             assert_no_overlap(build(synthetic(*grid), *fixed))
