@@ -42,7 +42,8 @@ of a dash axis), one panel per value of a column axis (wrapped into rows) or per
   first), the legend below the panels at a column's width, when right of them it would take more
   than WIDE_LEGEND of the width or leave the panels too narrow. A grid that cannot fit raises
   FigureDataError saying why and naming what helps (--width page when a page holds it, --row and
-  --col swapped, a --wrap that fits, the axis as --hue or --dash, no --width).
+  --col swapped, a --wrap that fits, --col for a --row alone, the axis as --hue or --dash, no
+  --width).
 Bad choices raise plot.FigureDataError naming the choices (rcsweep-plot: exit code 2).
 """
 from __future__ import annotations
