@@ -51,12 +51,14 @@ std::uint64_t spectrum_chunk(const Plan& plan, bool mixer, std::int64_t total, b
 
 /// Bytes of HDF5's chunk index (a version-1 B-tree) of a dataset of `rank` dimensions with
 /// `chunks` allocated chunks: nodes of up to 64 entries (each a key of the chunk's size, filter
-/// mask and offsets, and a child address); chunks added in order (as tasks finish) fill them to
-/// about 90 %, HDF5's split ratio for the rightmost node.
-double index_bytes(std::uint64_t chunks, int rank) {
+/// mask and offsets, and a child address). Chunks added in order (every chunk at creation, a
+/// shard's as its tasks finish) fill them to about 90 %, HDF5's split ratio for the rightmost
+/// node; an adaptive sweep's, added a step of every point at a time, to about 60 %.
+double index_bytes(std::uint64_t chunks, int rank, bool in_order) {
   const double node = 24.0 + 65.0 * (8.0 + 8.0 * (rank + 1)) + 64.0 * 8.0;
-  const auto nodes_over = [](std::uint64_t entries) -> std::uint64_t {
-    return entries <= 64 ? 1 : (entries + 56) / 57;
+  const std::uint64_t per_node = in_order ? 57 : 38;
+  const auto nodes_over = [&](std::uint64_t entries) -> std::uint64_t {
+    return entries <= 64 ? 1 : (entries + per_node - 1) / per_node;
   };
   std::uint64_t total = 0;
   for (std::uint64_t level = nodes_over(chunks);; level = nodes_over(level)) {
@@ -109,6 +111,7 @@ double store_bytes(const Plan& plan, const std::vector<bool>& ran) {
   const auto n = static_cast<std::uint64_t>(plan.tasks.size());
   const auto L1 = static_cast<double>(plan.max_depth) + 1.0;
   const auto runs = [&](std::uint64_t t) { return !s.by_task || (t < ran.size() && ran[t]); };
+  const bool in_order = !s.by_task || !plan.spec.adaptive.enabled();  // the order chunks are allocated in
 
   // Written at creation: /points, /tasks (289 bytes a row), the spectra's offsets and lengths,
   // /provenance/platform, the stored sweep.
@@ -131,7 +134,8 @@ double store_bytes(const Plan& plan, const std::vector<bool>& ran) {
     return chunks;
   };
   const auto add = [&](std::uint64_t chunks, double chunk_bytes, int rank, std::size_t datasets) {
-    bytes += static_cast<double>(datasets) * (static_cast<double>(chunks) * chunk_bytes + index_bytes(chunks, rank));
+    bytes += static_cast<double>(datasets) *
+             (static_cast<double>(chunks) * chunk_bytes + index_bytes(chunks, rank, in_order));
   };
   add(chunks_of_rows(s.task_rows), static_cast<double>(s.task_rows) * L1 * 8.0, 2, metrics::n_layer_metrics);
   add(chunks_of_rows(s.theory_rows), static_cast<double>(s.theory_rows) * 8.0, 1, models::n_theory);
