@@ -208,3 +208,13 @@ def test_a_disk_that_fills_while_an_adaptive_store_grows_stops_the_run_cleanly(t
     rcsweep("info", store, check=0)
     rcsweep("run", sweep, "-o", store, "-q", check=0)
     assert_same_results(store, reference)
+
+
+@pytest.mark.parametrize("output", ['[output]\nspectra = "all"\nmixer_spectra = "last"\n',
+                                    '[output]\ngradients = "all"\n'])
+def test_plan_gives_an_adaptive_store_with_spectra_or_gradients_within_ten_percent(tmp_path, output):
+    sweep, store = run(tmp_path, "extras", sweep_text("extras", adaptive(0.5, 100), output=output))
+    assert statuses(store)[1] == 12 * 5
+    least, _, line = planned_sizes(sweep)
+    size = store.stat().st_size
+    assert abs(least - size) <= 0.1 * size, (line, size)
