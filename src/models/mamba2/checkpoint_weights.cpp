@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/error.hpp"
+#include "base/parallel.hpp"
 #include "checkpoint/safetensors.hpp"
 
 namespace rcsweep::models::mamba2 {
@@ -312,7 +313,10 @@ class Problems {
 
 // The stored nn.Linear [out, in] of `name` as its transpose, in x out, converted 64 rows at a time
 // into a panel whose rows are padded by 8 entries and written 8 columns at a time (the encoder's
-// transposed_linear, models/encoder/checkpoint_weights.cpp, says why).
+// transposed_linear, models/encoder/checkpoint_weights.cpp, says why). The panels are the parts of
+// a parallel::for_each: each converts its own stored rows into its own columns of the transpose
+// (an elementwise copy, the same bits on any thread count), and the transpose's pages are first
+// touched by the threads that fill them.
 Matrix transposed_linear(const checkpoint::ModelFolder& folder, const std::string& name) {
   const checkpoint::TensorInfo& info = folder.tensor(name);
   if (info.shape.size() != 2)  // the constructor checked every tensor's shape
@@ -321,15 +325,16 @@ Matrix transposed_linear(const checkpoint::ModelFolder& folder, const std::strin
   constexpr std::size_t panel_rows = 64, columns = 8;
   const std::size_t stride = in + 8;
   Matrix t(in, out, Matrix::uninitialized);
-  std::vector<double> panel(panel_rows * stride);
-  for (std::size_t first = 0; first < out; first += panel_rows) {
-    const std::size_t rows = std::min(panel_rows, out - first);
+  parallel::for_each((out + panel_rows - 1) / panel_rows, [&](std::size_t part) {
+    thread_local std::vector<double> panel;  // a thread's panel, kept from part to part
+    panel.resize(panel_rows * stride);
+    const std::size_t first = part * panel_rows, rows = std::min(panel_rows, out - first);
     for (std::size_t r = 0; r < rows; ++r)
       folder.rows(name, first + r, 1, std::span<double>(panel.data() + r * stride, in));
     for (std::size_t c0 = 0; c0 < in; c0 += columns)
       for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t c = c0; c < std::min(c0 + columns, in); ++c) t(c, first + r) = panel[r * stride + c];
-  }
+  });
   return t;
 }
 

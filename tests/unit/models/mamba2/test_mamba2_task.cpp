@@ -20,6 +20,7 @@
 #include "config/params.hpp"
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
+#include "models/mamba2/checkpoint_weights.hpp"
 #include "models/task_runner.hpp"
 #include "mamba2_test_folder.hpp"
 
@@ -276,6 +277,51 @@ TEST_F(Mamba2Task, CheckpointOfADrawIsThatDraw) {
   // A checkpoint runs its layers only (the sweep's checks refuse a deeper one before any work).
   trained.depth = test::n_layer + 1;
   EXPECT_THROW((void)TaskMamba2(trained, seed, 0), Error);
+}
+
+// A checkpoint's projections are converted and transposed in panels of stored rows on the rank's
+// threads: in_proj and out_proj of a folder with several panels of each (d_model 72, 336 rows of
+// in_proj) are bitwise the F64 draw they were written from, on 1, 2 and 3 threads.
+TEST(Mamba2CheckpointThreads, ProjectionsAreBitwiseTheDrawOnAnyThreads) {
+  Mamba2Shape s;
+  s.d_model = 72;
+  s.layers = 1;
+  s.vocab = 30;
+  s.vocab_rows = 32;
+  s.d_state = 3;
+  s.headdim = 4;
+  s.ngroups = 2;
+  s.chunk_size = chunk;
+  const RandomWeights draw(s, seed, 2);
+  TempDir dir;
+  test::write_checkpoint(dir.path(), draw);  // its config.json is write_config's: replaced
+  const nlohmann::json c = {{"d_model", s.d_model},
+                            {"n_layer", s.layers},
+                            {"vocab_size", s.vocab},
+                            {"pad_vocab_size_multiple", 8},
+                            {"ssm_cfg",
+                             {{"layer", "Mamba2"},
+                              {"d_state", s.d_state},
+                              {"headdim", s.headdim},
+                              {"expand", s.expand},
+                              {"ngroups", s.ngroups},
+                              {"chunk_size", s.chunk_size}}}};
+  checkpoint::test::write_bytes(dir.path() / "config.json", c.dump());
+  const auto weights = CheckpointWeights::open(dir.path());
+  ASSERT_EQ(weights->shape().d_in_proj(), 336);
+  const LayerWeights want = draw.layer(0);
+  const auto same = [](const Matrix& a, const Matrix& b) {
+    return a.rows() == b.rows() && a.cols() == b.cols() &&
+           std::memcmp(a.values().data(), b.values().data(), a.values().size() * sizeof(double)) == 0;
+  };
+  for (const int threads : {1, 2, 3}) {
+    parallel::set_threads(threads);
+    const LayerWeights got = weights->layer(0);
+    parallel::set_threads(1);
+    EXPECT_TRUE(same(got.W_in, want.W_in)) << threads << " threads";
+    EXPECT_TRUE(same(got.W_out, want.W_out)) << threads << " threads";
+    EXPECT_TRUE(same(got.conv, want.conv)) << threads << " threads";
+  }
 }
 
 // Without its norms and with huge weights the block overflows: recorded as diverged, the layers
