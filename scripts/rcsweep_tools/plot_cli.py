@@ -1,7 +1,7 @@
 """rcsweep-plot: draw a seed paper's figure, or a generic plot of any metric, from an rcsweep store.
 
     rcsweep-plot STORE FIGURE [-o FILE] [--band sd|ci|se|range|none] [--style paper] [--width column|page]
-                 [--no-title]                                              a paper's figure (--list)
+                 [--no-title] [--with STORE2]                              a paper's figure (--list)
     rcsweep-plot STORE --y METRIC [--x AXIS] [--hue AXIS] [--col AXIS] [--row AXIS] [--dash AXIS]
                  [--sel NAME=VALUE] [--layer N] [--logx] [--logy] [--band sd|ci|se|range|none] ...
 
@@ -9,7 +9,8 @@ Each figure reads the store its sweep file (jobs/examples/<sweep>) makes; the ge
 (rcsweep_tools.facet) reads any store. Exit codes: 0 written; 2 usage error, unknown figure,
 metric or axis, a file that is not a store, a store that lacks what the figure needs (the
 message names what is missing and the choices or the sweep file to run), or a generic plot's
-grid that cannot fit the --width asked (the message names the options that fit it).
+grid that cannot fit the --width asked (the message names the options that fit it), or a --with
+that the figure does not take or whose store is not what it draws (the message names --with).
 """
 import argparse
 import os
@@ -28,6 +29,8 @@ def figure_list(figures):
         for f in figures.values():
             if f.paper == paper:
                 lines.append(f"  {f.name:<{width}}  {f.title}  [jobs/examples/{f.sweep}]")
+                if f.second:
+                    lines.append(f"  {'':<{width}}  --with: {f.second.what}  [jobs/examples/{f.second.sweep}]")
     return "\n".join(lines)
 
 
@@ -53,13 +56,15 @@ def parser():
                  "\nExamples:\n  mpiexec -n 2 rcsweep run jobs/examples/mtg_width.toml -o width.h5\n"
                  "  scripts/rcsweep-plot width.h5 mtg-fig4a -o width.svg\n"
                  "  scripts/rcsweep-plot ls_fig2.h5 ls-fig2 --style paper --width column -o fig2.png\n"
+                 "  scripts/rcsweep-plot ls_fig2_mamba2.h5 ls-fig2-mamba2 --with ls_fig2_albert.h5\n"
                  "  scripts/rcsweep-plot quick.h5 --y sr_cov --hue lambda --col d --row mixer --logy "
                  "--sel gap_fix=none\n"
                  "  scripts/rcsweep-plot width.h5 --y sr_cov --x T --hue layer --col zip0 --logx --logy "
                  "--style paper -o w.svg\n"
                  "Exit codes: 0 written; 2 usage error, unknown figure, metric or axis, not a store, "
-                 "a store that lacks what the figure needs, or a grid of panels that cannot fit the --width "
-                 "asked (the message names what fits).",
+                 "a store that lacks what the figure needs, a grid of panels that cannot fit the --width "
+                 "asked (the message names what fits), or a --with the figure does not take or whose store "
+                 "it cannot draw (the message names --with).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("store", nargs="?", help="rcsweep HDF5 store (may be a running or partial sweep)")
     p.add_argument("figure", nargs="?", help="a paper's figure (see --list); leave it out with --y")
@@ -77,6 +82,10 @@ def parser():
                                                   "the replicates; ci: t-based 95%% interval of the mean; se: ± 1 "
                                                   "standard error; range: min..max over replicates; none")
     p.add_argument("--no-title", action="store_true", help="leave out the provenance title (store, tasks, commit)")
+    p.add_argument("--with", dest="second", metavar="STORE2",
+                   help="a second store drawn beside STORE, for a figure that takes one (" + ", ".join(
+                       f"{f.name}: {f.second.what}, a store of jobs/examples/{f.second.sweep}"
+                       for f in FIGURES.values() if f.second) + "); refused for any other figure")
     p.add_argument("--list", action="store_true", help="list the figures and exit")
     g = p.add_argument_group("generic plot (instead of FIGURE)")
     g.add_argument("--y", metavar="METRIC", help="the quantity: a /layers metric (sr_cov, mu_rel, ...), "
@@ -99,9 +108,10 @@ def parser():
     return p
 
 
-def build(ds, a):
+def build(ds, a, second=None):
     """The matplotlib Figure for parsed arguments `a` and the loaded store `ds` (inside the style's
-    settings; save it inside them too). Raises FigureDataError or KeyError for a bad request."""
+    settings; save it inside them too), with `second` the loaded store of --with for a figure that
+    takes one. Raises FigureDataError or KeyError for a bad request."""
     from matplotlib.figure import Figure
 
     from rcsweep_tools import facet
@@ -122,7 +132,7 @@ def build(ds, a):
                    logy=a.logy, band=band, wrap=a.wrap, panel=PANEL[a.style], grid=a.style != "paper", width=width)
     else:
         f = FIGURES[a.figure]
-        f.draw(ds, fig, band=band)
+        f.draw(ds, fig, band=band, second=second)
         heading = f"{f.paper} — {f.title}"
         if width == "column":  # panels one under another, legends below them
             fit_column(fig)
@@ -133,7 +143,7 @@ def build(ds, a):
         fig._supxlabel.set_in_layout(False)
     if not (a.no_title or a.style == "paper"):
         if not a.y:
-            title(fig, ds, heading, max(fig.get_figwidth(), 5.5))
+            title(fig, ds, heading, max(fig.get_figwidth(), 5.5), second)
         w, h = fig.get_size_inches()
         if w < 5.5:  # room for the title line
             fig.set_size_inches(5.5, h)
@@ -142,18 +152,22 @@ def build(ds, a):
     return fig
 
 
-def title(fig, ds, heading, inches=5.5):
-    """The provenance title: what is drawn, the store, its sweep, the tasks done by outcome, the
-    commit; the second line broken between these parts where it is longer than `inches` (a long
-    store path; 8 pt type)."""
+def title(fig, ds, heading, inches=5.5, second=None):
+    """The provenance title: what is drawn, the store, its sweep, the tasks done by outcome (the same
+    for the --with store `second`), the commit; the second line broken between these parts where it
+    is longer than `inches` (a long store path; 8 pt type)."""
     from rcsweep_tools.load import outcome_counts, outcome_words
 
-    counts = outcome_counts(ds["status"].values)  # every outcome by the store's name
-    skipped = counts.get("not_needed", 0)  # not needed (adaptive replicates): never to be run
-    others = outcome_words(counts)
-    count = f"{counts.get('done', 0)}/{ds['status'].size - skipped} tasks done" + (f" ({others})" if others else "")
-    parts = [f"{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}", count,
-             f"rcsweep {ds.attrs.get('git_commit', '?')}"]
+    def count(ds):
+        counts = outcome_counts(ds["status"].values)  # every outcome by the store's name
+        skipped = counts.get("not_needed", 0)  # not needed (adaptive replicates): never to be run
+        others = outcome_words(counts)
+        return f"{counts.get('done', 0)}/{ds['status'].size - skipped} tasks done" + (f" ({others})" if others else "")
+
+    parts = [f"{Path(ds.attrs['path']).name}: sweep {ds.attrs.get('sweep_name')!r}", count(ds)]
+    if second is not None:
+        parts += [f"with {Path(second.attrs['path']).name}: sweep {second.attrs.get('sweep_name')!r}", count(second)]
+    parts.append(f"rcsweep {ds.attrs.get('git_commit', '?')}")
     made = fig.suptitle(heading, fontsize=8)
     renderer, prop = fig._get_renderer(), made.get_fontproperties()
 
@@ -193,6 +207,14 @@ def main(argv=None):
             print(f"rcsweep-plot: unknown figure {a.figure!r}; known: {', '.join(FIGURES)} (see --list)",
                   file=sys.stderr)
             return 2
+        if a.second and not FIGURES[a.figure].second:
+            takers = [f.name for f in FIGURES.values() if f.second]
+            print(f"rcsweep-plot: --with {a.second}: figure {a.figure} takes no second store (the figures that "
+                  f"take one: {', '.join(takers)}; see --list)", file=sys.stderr)
+            return 2
+    elif a.second:
+        p.error(f"--with {a.second} belongs to a paper's figure that takes a second store, not to the generic "
+                f"plot --y {a.y}")
     out = Path(a.output or f"{a.figure or a.y}.png")
     if out.suffix.lower() not in (".png", ".svg"):
         print(f"rcsweep-plot: -o {out}: the output must end in .png or .svg", file=sys.stderr)
@@ -201,17 +223,30 @@ def main(argv=None):
     from rcsweep_tools import load
     from rcsweep_tools.plot import FigureDataError, style
 
-    if not Path(a.store).is_file():
-        print(f"rcsweep-plot: {a.store}: no such file", file=sys.stderr)
-        return 2
-    try:
-        ds = load(a.store)
-    except (OSError, ValueError, KeyError) as e:  # StoreInvalid (a ValueError): the line `rcsweep info` prints
-        print(f"rcsweep-plot: {a.store}: cannot read as an rcsweep store: {e}", file=sys.stderr)
-        return 2
+    stores = []
+    for option, path in (("", a.store), ("--with ", a.second)):
+        if path is None:
+            stores.append(None)
+            continue
+        if not Path(path).is_file():
+            print(f"rcsweep-plot: {option}{path}: no such file", file=sys.stderr)
+            return 2
+        try:
+            stores.append(load(path))
+        except (OSError, ValueError, KeyError) as e:  # StoreInvalid (a ValueError): the line `rcsweep info` prints
+            print(f"rcsweep-plot: {option}{path}: cannot read as an rcsweep store: {e}", file=sys.stderr)
+            return 2
+    ds, second = stores
+    if second is not None:  # the figure's own check of its second store, before anything is drawn
+        try:
+            FIGURES[a.figure].second.check(second)
+        except (FigureDataError, KeyError) as e:
+            msg = e.args[0] if e.args else str(e)
+            print(f"rcsweep-plot: --with {a.second}: {msg}", file=sys.stderr)
+            return 2
     with style(a.style):
         try:
-            fig = build(ds, a)
+            fig = build(ds, a, second)
         except (FigureDataError, KeyError) as e:
             msg = e.args[0] if e.args else str(e)
             print(f"rcsweep-plot: {msg}", file=sys.stderr)

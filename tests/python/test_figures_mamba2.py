@@ -5,7 +5,9 @@ initialisation on random rows, and its checkpoint (spread-out weights) on token 
 command-line overrides docs/FIGURES.md gives; T = 8, 2 replicates. What each figure draws, read back
 from the matplotlib artists, equals the store's numbers read with h5py (means and ± 1 sd bands
 recomputed here), its caption names the model, the weights, the input, T and the replicates; the
-ALBERT curve of a tiny ALBERT store joins Fig. 2; a store that is not a Mamba-2 store, or lacks the
+ALBERT curve of a tiny ALBERT store joins Fig. 2, from Python and through `rcsweep-plot --with`
+(which refuses a figure without a second store, a file that is not a store and a store of the wrong
+kind, exit 2 naming --with); a store that is not a Mamba-2 store, or lacks the
 swept axis a figure plots, is refused naming the sweep file (exit 2 in rcsweep-plot); the shipped
 example sweeps (and the 2.7B override) pass `rcsweep plan` in minutes; what docs/FIGURES.md says
 the shipped examples show holds on mamba2-130m run shallower here."""
@@ -188,6 +190,83 @@ def test_fig2_with_the_albert_curve(stores):
         fig2(load(s), Figure(), albert=s)  # a Mamba-2 store is no ALBERT curve
 
 
+def drawn_by_rcsweep_plot(monkeypatch, *args):
+    """rcsweep-plot's main() on `args` (exit code, stderr) and the Figure it saved (None if none)."""
+    from rcsweep_tools import plot_cli
+
+    made, build = [], plot_cli.build
+
+    def keep(*a, **kw):
+        made.append(build(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(plot_cli, "build", keep)
+    code, _, stderr = plot_main(*args)
+    return code, stderr, (made[0] if made else None)
+
+
+def test_fig2_with_the_albert_curve_through_rcsweep_plot(stores, monkeypatch, tmp_path):
+    """rcsweep-plot STORE ls-fig2-mamba2 --with ALBERT_STORE: both stores' curves, each equal to its
+    own store's numbers; the caption, legend and provenance title name the ALBERT store's model and
+    file."""
+    s, a = stores["ls-fig2-mamba2"], stores["albert"]
+    out = tmp_path / "fig2-albert.png"
+    code, stderr, fig = drawn_by_rcsweep_plot(monkeypatch, s, "ls-fig2-mamba2", "--with", a, "-o", out)
+    assert code == 0, stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (ax,) = fig.axes
+    raw, araw = Raw(s), Raw(a)
+    L, La = int(raw.attrs["max_depth"]), int(araw.attrs["max_depth"])
+    for gate in ("none", "silu"):
+        values = np.array([raw.layers["mu_rel"][raw.rows(**{"lambda": v, "gate": gate}), L] for v in FIG2_L]).T
+        check_mean_line(ax, f"tiny-mamba2, L = {L}: gate = {gate}", FIG2_L, values, MU_REL)
+    values = np.array([araw.layers["mu_rel"][araw.rows(**{"lambda": v}), La] for v in ALBERT_L]).T
+    check_mean_line(ax, f"tiny_albert, L = {La}", ALBERT_L, values, MU_REL)
+    legends = list(fig.legends) + [x.get_legend() for x in fig.axes if x.get_legend() is not None]
+    labels = [t.get_text() for lg in legends for t in lg.get_texts()]
+    assert f"tiny_albert, L = {La}" in labels, labels
+    assert "tiny_albert" in caption(fig) and "each model's last layer" in ax.get_ylabel()
+    heading = fig._suptitle.get_text()
+    assert f"with {a.name}: sweep 't_m2_albert'" in heading.replace("\n", " "), heading
+    # at a journal's column the longer y label stays inside the figure, below the panel's title
+    code, stderr, fig = drawn_by_rcsweep_plot(monkeypatch, s, "ls-fig2-mamba2", "--with", a, "--width", "column",
+                                              "-o", out)
+    assert code == 0, stderr
+    renderer = fig._get_renderer()
+    box, top = (t.get_window_extent(renderer) for t in (fig.axes[0].yaxis.label, fig.axes[0].title))
+    assert 0 <= box.y0 and box.y1 <= top.y0, (box, top)
+    # without --with: the Mamba-2 curves alone
+    code, stderr, fig = drawn_by_rcsweep_plot(monkeypatch, s, "ls-fig2-mamba2", "-o", out)
+    assert code == 0, stderr
+    assert not [ln for ln in fig.axes[0].get_lines() if "tiny_albert" in (ln.get_gid() or "")]
+
+
+def test_with_refusals(stores, tmp_path):
+    """--with for a figure that takes no second store, for the generic plot, a missing file, a file
+    that is not a store and a store that is no ALBERT curve: exit 2 naming --with, nothing written."""
+    import h5py
+
+    s, a = stores["ls-fig2-mamba2"], stores["albert"]
+    out = tmp_path / "never.png"
+    code, _, stderr = plot_main(stores["ls-fig1-mamba2"], "ls-fig1-mamba2", "--with", a, "-o", out)
+    assert code == 2 and f"--with {a}: figure ls-fig1-mamba2 takes no second store" in stderr, stderr
+    assert "ls-fig2-mamba2" in stderr  # the figure that takes one
+    code, _, stderr = plot_main(s, "--y", "mu_rel", "--with", a, "-o", out)
+    assert code == 2 and "--with" in stderr and "generic plot" in stderr, stderr
+    code, _, stderr = plot_main(s, "ls-fig2-mamba2", "--with", tmp_path / "nowhere.h5", "-o", out)
+    assert code == 2 and "--with " in stderr and "nowhere.h5: no such file" in stderr, stderr
+    bogus = tmp_path / "bogus.h5"
+    with h5py.File(bogus, "w") as f:
+        f["x"] = 1
+    code, _, stderr = plot_main(s, "ls-fig2-mamba2", "--with", bogus, "-o", out)
+    assert code == 2 and f"--with {bogus}: cannot read as an rcsweep store" in stderr, stderr
+    for wrong, why in ((s, "not an encoder store"), (stores["stack"], "not an encoder store")):
+        code, _, stderr = plot_main(s, "ls-fig2-mamba2", "--with", wrong, "-o", out)
+        assert code == 2 and stderr.startswith(f"rcsweep-plot: --with {wrong}: "), stderr
+        assert why in stderr and "jobs/examples/ls_fig2_albert.toml" in stderr, stderr
+    assert not out.exists()
+
+
 def test_fig3_gate_by_norm_panels(stores):
     s = stores["ls-fig3-mamba2"]
     raw, fig = Raw(s), draw("ls-fig3-mamba2", s)
@@ -250,6 +329,11 @@ def test_registry():
     for name in NAMES:
         f = FIGURES[name]
         assert f.paper == "Lambda-skip (Mamba-2)" and f.sweep == EXAMPLES[name], f
+    second = FIGURES["ls-fig2-mamba2"].second
+    assert second.keyword == "albert" and second.sweep == "ls_fig2_albert.toml"
+    assert [n for n, f in FIGURES.items() if f.second] == ["ls-fig2-mamba2"]
+    with pytest.raises(ValueError, match="takes no second store"):
+        FIGURES["ls-fig1-mamba2"].draw(None, Figure(), second=object())
 
 
 def _wall_seconds(plan_text):

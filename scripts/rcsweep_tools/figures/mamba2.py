@@ -13,8 +13,9 @@ line: the store's /theory is NaN for Mamba-2 blocks (docs/MAMBA2.md). Mean lines
     ls-fig1-mamba2  mu_rel against the layer, one line per lambda; a panel per value of any other
                     swept parameter (gate, norm, init, ...)
     ls-fig2-mamba2  mu_rel at the last layer against lambda (symlog), one curve per value of any
-                    other swept parameter; fig2(ds, fig, albert=ALBERT_STORE) adds the ALBERT curve
-                    of jobs/examples/ls_fig2_albert.toml (its own last layer) to the same axes
+                    other swept parameter; a store of jobs/examples/ls_fig2_albert.toml adds the
+                    ALBERT curve (its own last layer) to the same axes: rcsweep-plot STORE
+                    ls-fig2-mamba2 --with ALBERT_STORE, or fig2(ds, fig, albert=ALBERT_STORE)
     ls-fig3-mamba2  mu_rel against the layer, one line per (gate, norm) pair; a panel per value of
                     gated_norm (and of any other swept parameter)
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import FIGURES, figure
+from . import FIGURES, Second, figure
 from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legends_outside, line_band,
                     log_ticks, marker_outcomes, select, with_tasks)
 from ..load import outcome_words
@@ -160,8 +161,9 @@ def _albert(albert):
     return albert
 
 
-@figure("ls-fig2-mamba2", PAPER, "Fig. 2 on Mamba-2: last-layer normalised mu vs lambda (ALBERT's curve beside it "
-        "from Python)", "ls_fig2_mamba2.toml")
+@figure("ls-fig2-mamba2", PAPER, "Fig. 2 on Mamba-2: last-layer normalised mu vs lambda (with --with, ALBERT's "
+        "curve beside it)", "ls_fig2_mamba2.toml",
+        second=Second("albert", "ALBERT's curve, at its own last layer", "ls_fig2_albert.toml", _albert))
 def fig2(ds, fig, band=DEFAULT_BAND, albert=None):
     """Fig. 2: one panel, a curve per point of the store's other swept parameters (gate, ...);
     `albert` (a store of jobs/examples/ls_fig2_albert.toml, loaded or a path) adds the ALBERT curve,
@@ -186,7 +188,7 @@ def fig2(ds, fig, band=DEFAULT_BAND, albert=None):
             last_layer_against_lambda(ax, albert.isel(**at), band=band,
                                       label=f"{amodel}, L = {La}" + (f": {where}" if where else ""))
         lams += list(albert["lambda"].values.astype(float))
-        ax.set_ylabel(r"$\mu(X_L)/\|X_L\|_F$ at each model's last layer L")
+        ax.set_ylabel(r"$\mu(X_L)/\|X_L\|_F$" + "\nat each model's last layer L")  # two lines: one ran into the title at --width column
     log_ticks(ax, lams)
     ax.set_title(f"{model}: {init_text(ds)}", fontsize=8)
     legends_outside(fig, [ax])
