@@ -188,7 +188,8 @@ def fig2(ds, fig, band=DEFAULT_BAND, albert=None):
             last_layer_against_lambda(ax, albert.isel(**at), band=band,
                                       label=f"{amodel}, L = {La}" + (f": {where}" if where else ""))
         lams += list(albert["lambda"].values.astype(float))
-        ax.set_ylabel(r"$\mu(X_L)/\|X_L\|_F$" + "\nat each model's last layer L")  # two lines: one ran into the title at --width column
+        # two lines: one ran into the panel's title at --width column
+        ax.set_ylabel(r"$\mu(X_L)/\|X_L\|_F$" + "\nat each model's last layer L")
     log_ticks(ax, lams)
     ax.set_title(f"{model}: {init_text(ds)}", fontsize=8)
     legends_outside(fig, [ax])
