@@ -27,7 +27,11 @@ generic plot (facet.py).
   below each panel (legend_below); legends_below(fig) moves them under the panels.
 - fit_width(fig, "page" | inches): a drawn figure resized to a two-column page (7 in), a legend
   wider than 30 % of it moved below; fit_column(fig): one journal column (3.5 in), the panels one
-  under another (restack), legends below; both break y labels to the panels' height.
+  under another (restack), legends below; both break y labels to the panels' height and panel
+  titles that would leave the figure into lines (wrap_titles).
+- replicate_counts(*das): (least, most) replicates behind the plotted values (finite along
+  replicate, per point); band_text(band, n) writes "(n = 32)" or "(n = 4–32)" from it, as the
+  figures' captions do (ds.sizes["replicate"] is the number requested, not the number done).
 - axis_label(ds_or_da, name): "long name, symbol [units]" from the loader's attributes.
 - hue_colors(values): one colour per value, distinguishable for many values and ordered for numbers
   (a diverging map centred at 0 for values of both signs).
@@ -67,11 +71,32 @@ BAND_TEXT = {"sd": "± 1 sd of the replicates", "ci": "t-based 95% confidence in
              "se": "± 1 standard error of the mean", "range": "min–max of the replicates", "none": "no band"}
 
 
+def replicate_counts(*arrays, dim="replicate"):
+    """(least, most) number of replicates behind the plotted values of `arrays` (DataArrays with a
+    `dim` dimension): the finite values along `dim` at each point, over the points with at least one
+    (a point with none is not drawn). On a store with adaptive or lost replicates this is not the
+    requested number (ds.sizes["replicate"]); (0, 0) when nothing has a value."""
+    counts = [np.isfinite(np.asarray(da.transpose(dim, ...).values, dtype=float)).sum(axis=0).ravel()
+              for da in arrays]
+    counts = np.concatenate(counts) if counts else np.zeros(0, int)
+    counts = counts[counts > 0]
+    return (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
+
+
+def count_text(n):
+    """"32" for n = 32 or (32, 32), "4–32" (an en dash) for (4, 32)."""
+    if isinstance(n, (tuple, list)):
+        lo, hi = n
+        return f"{lo}" if lo == hi else f"{lo}–{hi}"
+    return f"{n}"
+
+
 def band_text(band=DEFAULT_BAND, n=None):
-    """A caption's words for a band: "band ± 1 sd of the replicates (n = 3)"."""
+    """A caption's words for a band: "band ± 1 sd of the replicates (n = 3)"; n an int or the
+    (least, most) of replicate_counts: "(n = 4–32)" when the count varies between points."""
     if band == "none":
         return "no band"
-    return f"band {BAND_TEXT[band]}" + (f" (n = {n})" if n is not None else "")
+    return f"band {BAND_TEXT[band]}" + (f" (n = {count_text(n)})" if n is not None else "")
 
 
 def valid_range(name):
@@ -728,6 +753,36 @@ def legends_below(fig, axes=None):
     return added
 
 
+def wrap_titles(fig, pad=2.0):
+    """Break the panels' titles that would leave the figure (a long title at a journal column's
+    width) into lines that fit: a title is centred on its panel, so it has twice the distance from
+    the panel's centre to the nearer side of the figure, less `pad` points a side (facet.fit_lines
+    breaks at ", " first, then at spaces)."""
+    from .facet import fit_lines
+
+    if not hasattr(fig, "_get_renderer") or not any(ax.get_title() for ax in fig.axes):
+        return fig
+    fig.draw_without_rendering()  # the panels where the layout puts them
+    renderer = fig._get_renderer()
+    box = fig.bbox
+    for ax in fig.axes:
+        title = ax.title
+        text = title.get_text()
+        if not text or not title.get_visible():
+            continue
+        centre = ax.get_window_extent(renderer).x0 + ax.get_window_extent(renderer).width / 2
+        room = 2 * (min(centre - box.x0, box.x1 - centre) - pad * fig.dpi / 72)
+        if title.get_window_extent(renderer).width <= room:
+            continue
+
+        def measure(line, title=title):
+            title.set_text(line)
+            return title.get_window_extent(renderer).width
+
+        title.set_text(fit_lines(text, room, measure))  # its own line breaks kept
+    return fig
+
+
 WIDTHS = {"column": 3.5, "page": 7.0}   # inches: a journal's column and two-column page
 MIN_ROW = 1.5                          # inches: the least height of a row of panels
 
@@ -751,6 +806,7 @@ def fit_width(fig, width):
         if wide:
             legends_below(fig, wide)
     wrap_ylabels(fig)
+    wrap_titles(fig)
     return fig
 
 
@@ -795,6 +851,7 @@ def fit_column(fig, width="column"):
     fig.set_size_inches(width, rows * 0.62 * width)  # the legends' columns are fitted to this width
     legends_below(fig)  # (grows the height by theirs)
     wrap_ylabels(fig)
+    wrap_titles(fig)
     return fig
 
 

@@ -216,3 +216,43 @@ def test_failed_and_pending_tasks_are_named_and_drawn_hollow(failing, capsys):
     rows = capsys.readouterr().out.splitlines()
     assert rows[2].rstrip().endswith(" 0") and rows[3].rstrip().endswith("1 failed") \
         and rows[4].rstrip().endswith("2 pending"), rows
+
+
+# ------------------------------------------------------------------------------------------------
+# a caption's n: the replicates behind the plotted values, not the number requested
+def test_band_caption_counts_the_replicates_behind_the_values():
+    import xarray as xr
+
+    from rcsweep_tools.plot import band_text, replicate_counts
+
+    v = np.arange(12.0).reshape(4, 3)  # replicate x layer
+    full = xr.DataArray(v, dims=("replicate", "layer"))
+    assert replicate_counts(full) == (4, 4)
+    assert band_text("sd", replicate_counts(full)) == "band ± 1 sd of the replicates (n = 4)"
+    assert band_text("sd", 4) == "band ± 1 sd of the replicates (n = 4)"  # an int as before
+    part = v.copy()
+    part[2:, 2] = np.nan   # two replicates lost at the last layer (adaptive rule, divergence)
+    part[3, 1] = np.inf    # not finite: no value
+    lost = xr.DataArray(part, dims=("replicate", "layer"))
+    assert replicate_counts(lost) == (2, 4)
+    assert band_text("sd", replicate_counts(lost)) == "band ± 1 sd of the replicates (n = 2–4)"
+    # the replicate dimension found by name in any position; a point without any value is not drawn
+    empty = xr.DataArray(np.full((3, 4), np.nan), dims=("layer", "replicate"))
+    assert replicate_counts(lost.T, empty) == (2, 4)
+    assert replicate_counts(empty) == (0, 0)
+    assert band_text("none", (2, 4)) == "no band"
+
+
+def test_paper_caption_counts_a_diverging_stores_replicates(run_sweep):
+    from matplotlib.figure import Figure
+
+    from rcsweep_tools.figures import FIGURES
+
+    ds = load(run_sweep(TINY["ls-fig3"]))
+    count = np.isfinite(ds["mu_rel"].transpose("replicate", ...).values).sum(axis=0)
+    lo, hi = int(count[count > 0].min()), int(count.max())
+    assert lo < hi == ds.sizes["replicate"], (lo, hi)  # replicates lost after their divergence
+    paper = Figure(layout="constrained")
+    FIGURES["ls-fig3"].draw(ds, paper)
+    caption = paper._supxlabel.get_text()
+    assert caption.endswith(f"band ± 1 sd of the replicates (n = {lo}–{hi}))"), caption

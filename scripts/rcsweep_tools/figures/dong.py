@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import figure
-from ..plot import DEFAULT_BAND, FigureDataError, axis_label, band_text, legends_outside, line_band, need, select
+from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, legends_outside, line_band, need,
+                    replicate_counts, select)
 
 VARIANTS = (  # (has skip, has MLP) -> label, in the paper's order
     ((False, False), "SAN (pure attention)"),
@@ -48,7 +49,7 @@ def fig2(ds, fig, band=DEFAULT_BAND):
     need(ds, FIGURES["dong-fig2"], vars=("res_rel",), coords=("lambda", "mlp", "norm"))
     norms = [str(v) for v in np.atleast_1d(ds["norm"].values)]
     fig.set_size_inches(5.2 * len(norms) + 2.2, 4.2)
-    axes = []
+    axes, plotted = [], []  # plotted: the arrays drawn, for the caption's n
     for k, norm in enumerate(norms):
         ax = fig.add_subplot(1, len(norms), k + 1)
         axes.append(ax)
@@ -56,6 +57,7 @@ def fig2(ds, fig, band=DEFAULT_BAND):
         for j, (label, where) in enumerate(variants(dn)):
             p = select(select(dn, **{"lambda": where["lambda"]}), mlp=where["mlp"])
             da = p["res_rel"].transpose("replicate", "layer")
+            plotted.append(da)
             line_band(ax, p["layer"].values, da, label, color=f"C{j}", marker="o", ms=3, band=band)
         ax.set_title(f"norm = {norm}" + (" (the paper's theory)" if norm == "none" else ""), fontsize=8)
         ax.set_xlabel(axis_label(ds["layer"]))
@@ -66,4 +68,4 @@ def fig2(ds, fig, band=DEFAULT_BAND):
     fig.supxlabel(f"Dong et al. Fig. 2 at initialisation: {str(np.atleast_1d(ds['mixer'].values)[0])} attention, "
                  f"T = {int(np.atleast_1d(ds['T'].values)[0])}, d = {int(np.atleast_1d(ds['d'].values)[0])}, "
                  f"skip lambda = {lam_skip:g}, random '{str(np.atleast_1d(ds['input'].values)[0])}' inputs\n"
-                 f"({band_text(band, ds.sizes['replicate'])})", fontsize=8)
+                 f"({band_text(band, replicate_counts(*plotted))})", fontsize=8)

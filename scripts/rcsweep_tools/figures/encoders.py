@@ -24,7 +24,7 @@ import numpy as np
 from . import FIGURES, figure
 from ..load import spectrum
 from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legend_outside, legends_outside,
-                    line_band, log_ticks, marker_handles, need, plain_log_labels, select)
+                    line_band, log_ticks, marker_handles, need, plain_log_labels, replicate_counts, select)
 from .dong import VARIANTS
 from .lambda_skip import last_layer_against_lambda
 from .mind_the_gap import _grid_dims, _panels, _points, _tdim, _value
@@ -223,7 +223,7 @@ def mtg_fig3(ds, fig, band=DEFAULT_BAND):
         _legend_right(ax_d)
     fig.supxlabel(f"Mind the Gap Fig. 3: {model} encoder blocks, d = {_value(ds, 'd', '…')}, "
                   f"lambda = {_value(ds, 'lambda', '…')}, mlp = {_value(ds, 'mlp', '…')}, norm = {_value(ds, 'norm', '…')}; "
-                  f"{input_text(ds)}\n({band_text(band, ds.sizes['replicate'])})", fontsize=8)
+                  f"{input_text(ds)}\n({band_text(band, replicate_counts(ds['sr_cov']))})", fontsize=8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def _gap_figure(ds, fig, name, band, tokens):
         ax_g.set_ylabel("spectral gap of head 0's attention\n" r"$s_1(P_\ell)/s_2(P_\ell)$")
         ax_g.set_title(f"(d) spectral gap against depth{tag}", fontsize=8)
     legends_outside(fig, axes)
-    n = ds.sizes["replicate"]
+    n = replicate_counts(ds["m_gap"].sel(layer=ds["layer"].values[ds["layer"].values >= 1]))
     fig.supxlabel(f"Mind the Gap Fig. {8 if tokens else 9}: {model} encoder blocks, {_init_title(ds)}, "
                   f"d = {_value(ds, 'd', '…')};\n{input_text(ds)}; (a)-(c) replicate {r0} (one realisation), "
                   f"(d) {band_text(band, n)}", fontsize=8)
@@ -372,7 +372,7 @@ def mtg_fig11(ds, fig, band=DEFAULT_BAND):
     if eig_axes:  # the eigenvalue panels' entries, once: right of the last (below it in a column)
         _legend_right(eig_axes[-1])
     fig.supxlabel(f"Mind the Gap Fig. 11: {model} encoder blocks, {_init_title(ds)}, d = {d};\n{input_text(ds)}; "
-                  f"eigenvalues: one realisation; stable ranks: {band_text(band, ds.sizes['replicate'])}", fontsize=8)
+                  f"eigenvalues: one realisation; stable ranks: {band_text(band, replicate_counts(ds['sr_cov']))}", fontsize=8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,12 +413,14 @@ def dong_fig2_encoders(ds, fig, band=DEFAULT_BAND):
     # res_best (opt-in: the sweep names it in [output] metrics), Dong et al.'s res with the best row
     # vector x, dashed beside res_rel (the token mean), without a band
     best = "res_best" in ds and bool(np.isfinite(ds["res_best"].values).any())
+    plotted = []  # the arrays drawn with a band, for the caption's n
     for ax, at in zip(axes, panels):
         sub = ds.isel(**at)
         _integer_ticks(ax)
         for j, (label, at_v) in enumerate(variants):
             p = select(select(sub, **{"lambda": at_v["lambda"]}), mlp=at_v["mlp"])
-            line_band(ax, p["layer"].values, _series(p["res_rel"], "replicate", "layer"), label, color=f"C{j}",
+            plotted.append(_series(p["res_rel"], "replicate", "layer"))
+            line_band(ax, p["layer"].values, plotted[-1], label, color=f"C{j}",
                       marker="o", ms=3, band=band)
             if best:
                 line_band(ax, p["layer"].values, _series(p["res_best"], "replicate", "layer"), f"{label}, best x",
@@ -433,7 +435,7 @@ def dong_fig2_encoders(ds, fig, band=DEFAULT_BAND):
     lam_skip = variants[2][1]["lambda"]
     fig.supxlabel(f"Dong et al. Fig. 2 in {model} encoder blocks: T = {_value(ds, 'T', '…')}, "
                   f"d = {_value(ds, 'd', '…')}, skip lambda = {lam_skip:g} (0: no skip around either sub-block), "
-                  f"norm = {_value(ds, 'norm', '…')};\n{input_text(ds)} ({band_text(band, ds.sizes['replicate'])})"
+                  f"norm = {_value(ds, 'norm', '…')};\n{input_text(ds)} ({band_text(band, replicate_counts(*plotted))})"
                   + ("; dashed: res with the best row vector x (res_best), solid: x the token mean" if best else ""),
                   fontsize=8)
 
@@ -463,4 +465,4 @@ def ls_fig2_albert(ds, fig, band=DEFAULT_BAND):
     fig.supxlabel(f"Lambda-skip Fig. 2 ({model}): T = {_value(ds, 'T', '…')}, d = {_value(ds, 'd', '…')}, "
                   f"mlp = {_value(ds, 'mlp', '…')}, norm = {_value(ds, 'norm', '…')}, lambda_mlp = "
                   f"{'lambda' if same else _value(ds, 'lambda_mlp', '…')};\n{input_text(ds)} "
-                  f"({band_text(band, ds.sizes['replicate'])})", fontsize=8)
+                  f"({band_text(band, replicate_counts(ds['mu_rel'].isel(layer=-1)))})", fontsize=8)

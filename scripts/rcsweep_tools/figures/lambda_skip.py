@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import figure
-from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legend_below, legend_height,
-                    legends_outside, line_band, log_ticks, marker_outcomes, need, select)
+from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, count_text, hue_colors, legend_below, legend_height,
+                    legends_outside, line_band, log_ticks, marker_outcomes, need, replicate_counts, select)
 from ..load import outcome_words
 
 PAPER = "Lambda-skip"
@@ -131,7 +131,7 @@ def fig1(ds, fig, band=DEFAULT_BAND):
                     label="Thm 4.1 bound\n" r"$a^{\ell/2}\mu(X_0)/\|X_\ell\|_F$" "\n(same colour)")] if bound_drawn else []
     legends_outside(fig, axes, extra=extra)
     fig.supxlabel(f"Lambda-skip Fig. 1 at initialisation (T = {_scalar_str(ds, 'T')}, "
-                 f"d = {_scalar_str(ds, 'd')}, a = {a:g}; {band_text(band, ds.sizes['replicate'])})",
+                 f"d = {_scalar_str(ds, 'd')}, a = {a:g}; {band_text(band, replicate_counts(ds['mu_rel']))})",
                  fontsize=8)
 
 
@@ -182,7 +182,7 @@ def fig2(ds, fig, band=DEFAULT_BAND):
         ax.set_title(f"mixer = {mixer}, L = {L}\nnorm = {_scalar_str(dm, 'norm')}, " rf"$\lambda_{{\min}}$ = {lmin:.3g}")
     legends_outside(fig, axes)  # one legend right of the panels (right of each when their entries differ)
     fig.supxlabel(f"Lambda-skip Fig. 2 at initialisation (T = {_scalar_str(ds, 'T')}, d = {_scalar_str(ds, 'd')}, "
-                 f"a = {a:g}; {band_text(band, ds.sizes['replicate'])})", fontsize=8)
+                 f"a = {a:g}; {band_text(band, replicate_counts(ds['mu_rel'].isel(layer=-1)))})", fontsize=8)
 
 
 def _ablation(ds, fig, name, switch, switch_label, panel_dim, title, band=DEFAULT_BAND):
@@ -209,7 +209,7 @@ def _ablation(ds, fig, name, switch, switch_label, panel_dim, title, band=DEFAUL
     legends_outside(fig, axes)
     ends = marker_outcomes(axes, "ends")  # the outcomes of the replicates where an x is drawn, by name
     ends = f"x: no replicate has a value after this layer ({outcome_words(ends, numbers=False, last=' or ')}); " if ends else ""
-    fig.supxlabel(title + f"\n({ends}{band_text(band, ds.sizes['replicate'])})", fontsize=8)
+    fig.supxlabel(title + f"\n({ends}{band_text(band, replicate_counts(ds['mu_rel']))})", fontsize=8)
 
 
 @figure("ls-fig3", PAPER, "Fig. 3: SSD (Mamba-2 mixer) with/without SiLU gate and LayerNorm, normalised mu vs layer",
@@ -305,7 +305,7 @@ def thm41(ds, fig):
         ax.set_ylabel(r"depth $L$")
     fig.supxlabel(f"Lambda-skip Theorem 4.1 at initialisation: mixer = {_scalar_str(ds, 'mixer')}, "
                  f"norm = {_scalar_str(ds, 'norm')}, T = {int(ds['T'].values)}, d = {int(ds['d'].values)}, "
-                 f"{ds.sizes['replicate']} replicates", fontsize=8)
+                 f"{count_text(replicate_counts(ds['mu']))} replicates", fontsize=8)
 
 
 def _scalar_str(ds, name):

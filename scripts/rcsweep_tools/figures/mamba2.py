@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from . import FIGURES, Second, figure
-from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, hue_colors, legends_outside, line_band,
-                    log_ticks, marker_outcomes, select, with_tasks)
+from ..plot import (DEFAULT_BAND, FigureDataError, axis_label, band_text, count_text, hue_colors, legends_outside,
+                    line_band, log_ticks, marker_outcomes, replicate_counts, select, with_tasks)
 from ..load import outcome_words
 from .encoders import _block_output, input_text, model_name, need_encoder
 from .lambda_skip import MU_LABEL, last_layer_against_lambda
@@ -90,14 +90,14 @@ def init_text(ds):
     return text
 
 
-def caption(ds, what, band):
+def caption(ds, what, band, n=None):
     """The caption line: the figure, the model (its folder's name), the weights, the input, T, the
-    replicates and the band."""
+    replicates and the band (n: replicate_counts of the plotted values, default those of mu_rel)."""
     model = model_name(ds)
     if model == "encoder":  # encoders.model_name's default: no model_folder in the sweep text
         model = "Mamba-2"
     return (f"Lambda-skip {what} on {model} (Mamba-2 blocks, d = {_value(ds, 'd', '…')}),\n{init_text(ds)};\n"
-            f"{input_text(ds)}, T = {_value(ds, 'T', '…')};\n{band_text(band, ds.sizes['replicate'])}")
+            f"{input_text(ds)}, T = {_value(ds, 'T', '…')};\n{band_text(band, n or replicate_counts(ds['mu_rel']))}")
 
 
 def _integer_ticks(ax):
@@ -193,10 +193,10 @@ def fig2(ds, fig, band=DEFAULT_BAND, albert=None):
     log_ticks(ax, lams)
     ax.set_title(f"{model}: {init_text(ds)}", fontsize=8)
     legends_outside(fig, [ax])
-    text = caption(ds, "Fig. 2", band)
+    text = caption(ds, "Fig. 2", band, replicate_counts(ds["mu_rel"].isel(layer=-1)))
     if albert is not None:
         text += (f"\n{model_name(albert)}: {init_text(albert).split(', a new')[0]}, {input_text(albert)}, "
-                 f"T = {_value(albert, 'T', '…')}, {albert.sizes['replicate']} replicates")
+                 f"T = {_value(albert, 'T', '…')}, {count_text(replicate_counts(albert['mu_rel'].isel(layer=-1)))} replicates")
     fig.supxlabel(text, fontsize=8)
 
 
