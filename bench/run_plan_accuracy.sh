@@ -11,7 +11,8 @@
 # a BF16 checkpoint of mamba2-2.7b's shapes, WORKDIR/sweep.toml; left out when that script has not
 # made it) on one rank of 2 threads. For each, `rcsweep plan --json --threads N`'s wall time,
 # core-seconds and peak memory per rank against the run's wall time, CPU time (user + system, every
-# rank) and maximum RSS (the largest rank), and measured / predicted of each.
+# rank) and maximum RSS (the largest rank), and measured / predicted of each. Each run waits (up to
+# 2 minutes) for the load average to fall below 1.5 and prints the load it started at.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=./build/rcsweep
@@ -40,6 +41,7 @@ p = json.load(open(sys.argv[1]))
 print(p["layout"]["ranks"], p["suggested"]["wall_s"], p["work"]["core_seconds"], p["memory"]["peak_bytes"])' "$out/plan.json")
     cmd=("$bin" run "$sweep" -o "$out/s.h5" --overwrite -q --threads "$threads")
     ((ranks > 1)) && cmd=("${mpi[@]}" -n "$ranks" "${cmd[@]}")
+    for _ in $(seq 24); do awk '{exit !($1 < 1.5)}' /proc/loadavg && break; sleep 5; done  # the last run's load
     load=$(cut -d' ' -f1 /proc/loadavg)
     rc=0
     /usr/bin/time -f "%e %U %S %M" -o "$out/time" "${cmd[@]}" >/dev/null 2>"$out/err" || rc=$?
