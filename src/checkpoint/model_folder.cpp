@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.hpp"
+#include "base/parallel.hpp"
 
 namespace rcsweep::checkpoint {
 namespace {
@@ -107,6 +108,34 @@ std::size_t ModelFolder::stored_bytes() const noexcept {
   std::size_t bytes = 0;
   for (const SafetensorsFile& f : files_) bytes += f.file_bytes();
   return bytes;
+}
+
+// Each panel's 64 stored rows are converted to float64 (SafetensorsFile::rows: one pass over the
+// mapped bytes) into a panel whose rows are padded by 8 entries, then written 8 columns at a time,
+// each column's 64 entries 8 cache lines of a row of the result. Rows a multiple of 4 KiB apart
+// share a cache set: the padding keeps the panel's rows apart, and 8 rows of the result at a time
+// fit a set's 8 ways (square tiles of such rows competed for one set; the measured effect:
+// docs/BENCHMARKS.md "Plan estimates against measured: time and memory"). The panels are the parts
+// of a parallel::for_each, each converting its own stored rows into its own columns of the
+// transpose, whose pages are first touched by the threads that fill them.
+Matrix ModelFolder::transposed(std::string_view name) const {
+  const TensorInfo& info = tensor(name);
+  if (info.shape.size() != 2) throw Error("ModelFolder::transposed: tensor " + quote_name(name) + " is not 2-D");
+  const std::size_t out = info.shape[0], in = info.shape[1];
+  constexpr std::size_t panel_rows = 64, columns = 8;
+  const std::size_t stride = in + 8;
+  Matrix t(in, out, Matrix::uninitialized);
+  parallel::for_each((out + panel_rows - 1) / panel_rows, [&](std::size_t part) {
+    thread_local std::vector<double> panel;  // a thread's panel, kept from part to part
+    panel.resize(panel_rows * stride);
+    const std::size_t first = part * panel_rows, rows = std::min(panel_rows, out - first);
+    for (std::size_t r = 0; r < rows; ++r)
+      this->rows(name, first + r, 1, std::span<double>(panel.data() + r * stride, in));
+    for (std::size_t c0 = 0; c0 < in; c0 += columns)
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = c0; c < std::min(c0 + columns, in); ++c) t(c, first + r) = panel[r * stride + c];
+  });
+  return t;
 }
 
 }  // namespace rcsweep::checkpoint

@@ -57,6 +57,11 @@ class ModelFolder {
   void rows(std::string_view name, std::size_t first, std::size_t count, std::span<double> out) const {
     file_of(name).rows(name, first, count, out);
   }
+  /// The 2-D tensor `name`, stored [out, in] (an nn.Linear weight), as its float64 transpose
+  /// (in x out, to multiply on the right), converted in panels of 64 stored rows on the rank's
+  /// threads (an elementwise copy: the same bits on any thread count). Throws Error when the tensor
+  /// is not 2-D.
+  Matrix transposed(std::string_view name) const;
   /// The weights file messages name for a tensor the folder lacks: model.safetensors, or the index.
   const std::string& weights_file() const noexcept { return weights_; }
 

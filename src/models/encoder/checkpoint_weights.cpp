@@ -321,32 +321,6 @@ class Problems {
   std::size_t count_ = 0;
 };
 
-// The stored nn.Linear [out, in] of `name` as its transpose, in x out: converted to float64 64 rows
-// at a time (SafetensorsFile::rows: one pass over the mapped bytes) into a panel whose rows are
-// padded by 8 entries, then written 8 columns at a time, each column's 64 entries 8 cache lines of
-// a row of the result. Rows a multiple of 4 KiB apart share a cache set: the padding keeps the
-// panel's rows apart, and 8 rows of the result at a time fit a set's 8 ways (square tiles of such
-// rows competed for one set; the measured effect: docs/BENCHMARKS.md "Plan estimates against
-// measured: time and memory").
-Matrix transposed_linear(const checkpoint::ModelFolder& folder, const std::string& name) {
-  const checkpoint::TensorInfo& info = folder.tensor(name);
-  if (info.shape.size() != 2)  // the constructor checked every tensor's shape
-    throw Error("CheckpointWeights::linear: tensor " + checkpoint::quote_name(name) + " is not 2-D");
-  const std::size_t out = info.shape[0], in = info.shape[1];
-  constexpr std::size_t panel_rows = 64, columns = 8;
-  const std::size_t stride = in + 8;
-  Matrix t(in, out, Matrix::uninitialized);
-  std::vector<double> panel(panel_rows * stride);
-  for (std::size_t first = 0; first < out; first += panel_rows) {
-    const std::size_t rows = std::min(panel_rows, out - first);
-    for (std::size_t r = 0; r < rows; ++r)
-      folder.rows(name, first + r, 1, std::span<double>(panel.data() + r * stride, in));
-    for (std::size_t c0 = 0; c0 < in; c0 += columns)
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = c0; c < std::min(c0 + columns, in); ++c) t(c, first + r) = panel[r * stride + c];
-  }
-  return t;
-}
 
 const TensorEntry& entry_of(Family family, Role role) {
   for (const TensorEntry& e : tensor_table(family))
@@ -528,9 +502,7 @@ std::string CheckpointWeights::stored_name(Role role, int group) const {
   return legacy_name(role, name).value_or(name);  // the constructor found one of the two
 }
 
-Matrix CheckpointWeights::linear(Role role, int group) const {
-  return transposed_linear(*folder_, stored_name(role, group));
-}
+Matrix CheckpointWeights::linear(Role role, int group) const { return folder_->transposed(stored_name(role, group)); }
 
 std::vector<double> CheckpointWeights::vector(Role role, int group) const {
   return folder_->values(stored_name(role, group));

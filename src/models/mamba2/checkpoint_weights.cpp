@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "base/error.hpp"
-#include "base/parallel.hpp"
 #include "checkpoint/safetensors.hpp"
 
 namespace rcsweep::models::mamba2 {
@@ -311,32 +310,6 @@ class Problems {
   std::size_t count_ = 0;
 };
 
-// The stored nn.Linear [out, in] of `name` as its transpose, in x out, converted 64 rows at a time
-// into a panel whose rows are padded by 8 entries and written 8 columns at a time (the encoder's
-// transposed_linear, models/encoder/checkpoint_weights.cpp, says why). The panels are the parts of
-// a parallel::for_each: each converts its own stored rows into its own columns of the transpose
-// (an elementwise copy, the same bits on any thread count), and the transpose's pages are first
-// touched by the threads that fill them.
-Matrix transposed_linear(const checkpoint::ModelFolder& folder, const std::string& name) {
-  const checkpoint::TensorInfo& info = folder.tensor(name);
-  if (info.shape.size() != 2)  // the constructor checked every tensor's shape
-    throw Error("CheckpointWeights: tensor " + checkpoint::quote_name(name) + " is not 2-D");
-  const std::size_t out = info.shape[0], in = info.shape[1];
-  constexpr std::size_t panel_rows = 64, columns = 8;
-  const std::size_t stride = in + 8;
-  Matrix t(in, out, Matrix::uninitialized);
-  parallel::for_each((out + panel_rows - 1) / panel_rows, [&](std::size_t part) {
-    thread_local std::vector<double> panel;  // a thread's panel, kept from part to part
-    panel.resize(panel_rows * stride);
-    const std::size_t first = part * panel_rows, rows = std::min(panel_rows, out - first);
-    for (std::size_t r = 0; r < rows; ++r)
-      folder.rows(name, first + r, 1, std::span<double>(panel.data() + r * stride, in));
-    for (std::size_t c0 = 0; c0 < in; c0 += columns)
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = c0; c < std::min(c0 + columns, in); ++c) t(c, first + r) = panel[r * stride + c];
-  });
-  return t;
-}
 
 }  // namespace
 
@@ -491,7 +464,7 @@ LayerWeights CheckpointWeights::layer(int layer) const {
   };
   LayerWeights w;
   w.norm = vector(Role::norm);
-  w.W_in = transposed_linear(*folder_, name(Role::in_proj));
+  w.W_in = folder_->transposed(name(Role::in_proj));
   w.b_in = vector(Role::in_proj_bias);
   // conv1d.weight [C, 1, K] -> K x C
   const auto C = static_cast<std::size_t>(shape_.conv_dim()), K = static_cast<std::size_t>(shape_.d_conv);
@@ -504,7 +477,7 @@ LayerWeights CheckpointWeights::layer(int layer) const {
   w.A_log = vector(Role::A_log);
   w.D = vector(Role::D);
   w.gated_norm = vector(Role::gated_norm);
-  w.W_out = transposed_linear(*folder_, name(Role::out_proj));
+  w.W_out = folder_->transposed(name(Role::out_proj));
   w.b_out = vector(Role::out_proj_bias);
   return w;
 }

@@ -1,4 +1,5 @@
-// ModelFolder: a single-file and a sharded folder read back, and each refusal naming file and tensor.
+// ModelFolder: a single-file and a sharded folder read back, a Linear weight transposed on any
+// thread count, and each refusal naming file and tensor.
 #include "checkpoint/model_folder.hpp"
 
 #include <string>
@@ -6,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/parallel.hpp"
 #include "checkpoint_test_support.hpp"
 
 namespace rcsweep::checkpoint {
@@ -49,6 +51,32 @@ TEST(ModelFolder, SingleFile) {
   EXPECT_EQ(m.files().size(), 1u);
   m.expect("a", {1, 2});
   EXPECT_EQ(m.weights_file(), (dir / "model.safetensors").string());
+}
+
+// An nn.Linear weight [out, in] of 150 x 13 (three panels of stored rows, the last one short) in
+// F32: its transpose holds entry (i, j) = stored (j, i) exactly, the same bits on 1, 2 and 3 threads;
+// a 1-D tensor is refused.
+TEST(ModelFolder, TransposedIsTheExactTransposeOnAnyThreadCount) {
+  TempDir dir;
+  test::write_bytes(dir / "config.json", config);
+  constexpr std::size_t out = 150, in = 13;
+  std::vector<float> stored(out * in);
+  for (std::size_t k = 0; k < stored.size(); ++k) stored[k] = static_cast<float>(k % 97) * 0.25f - 7.0f;
+  Writer w;
+  w.add("linear", "F32", "[150,13]", f32(stored)).add("bias", "F32", "[2]", f32({1, 2}));
+  w.write(dir / "model.safetensors");
+  const ModelFolder m = ModelFolder::open(dir.path());
+  for (const int threads : {1, 2, 3}) {
+    parallel::set_threads(threads);
+    const Matrix t = m.transposed("linear");
+    parallel::set_threads(1);
+    ASSERT_EQ(t.rows(), in);
+    ASSERT_EQ(t.cols(), out);
+    for (std::size_t i = 0; i < in; ++i)
+      for (std::size_t j = 0; j < out; ++j)
+        ASSERT_EQ(t(i, j), static_cast<double>(stored[j * in + i])) << i << ", " << j << " on " << threads;
+  }
+  EXPECT_THROW(m.transposed("bias"), Error);
 }
 
 TEST(ModelFolder, Sharded) {
