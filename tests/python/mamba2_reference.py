@@ -55,8 +55,8 @@ each chunk and carries the state S between chunks (the SSD paper's state passing
 Conventions taken, and from where. Checked against the source of state-spaces/mamba (commit e9594ce):
 MambaConfig's and Mamba2.__init__'s defaults, d_in_proj = 2 d_inner + 2 G N + H and the split
 z | xBC | dt, conv_dim, the dt initialisation with its floor and the inverse softplus,
-A_log = log U(A_init_range), D, the gated norm RMSNorm(d_ssm, eps = 1e-5, group_size = d_ssm / ngroups) as rms_norm_ref computes it
-(the gate before the norm unless norm_before_gate), z applied in the scan when rmsnorm is false,
+A_log = log U(A_init_range), D, the gated norm RMSNorm(d_ssm, eps = 1e-5, group_size =
+d_ssm / ngroups) as rms_norm_ref computes it (the gate before the norm unless norm_before_gate), z applied in the scan when rmsnorm is false,
 the kernels' softplus only for dt <= 20 and then the clamp to dt_limit, head h reading group
 h // (H / G), and _init_weights' out_proj kaiming_uniform divided by sqrt(n_residuals_per_layer
 n_layer) with one residual per layer without an MLP. The published config.json files of
