@@ -52,16 +52,16 @@ y_h = M_h x_h + D_h x_h with the T x T mixer matrix (mixer_matrix)
 the chunked form (chunk length Q, the last chunk shorter when Q does not divide T) applies M within
 each chunk and carries the state S between chunks (the SSD paper's state passing, §6).
 
-Conventions taken, and from where. Checked against the source of state-spaces/mamba (commit e9594ce):
-MambaConfig's and Mamba2.__init__'s defaults, d_in_proj = 2 d_inner + 2 G N + H and the split
-z | xBC | dt, conv_dim, the dt initialisation with its floor and the inverse softplus,
-A_log = log U(A_init_range), D, the gated norm RMSNorm(d_ssm, eps = 1e-5, group_size =
-d_ssm / ngroups) as rms_norm_ref computes it (the gate before the norm unless norm_before_gate), z applied in the scan when rmsnorm is false,
-the kernels' softplus only for dt <= 20 and then the clamp to dt_limit, head h reading group
-h // (H / G), and _init_weights' out_proj kaiming_uniform divided by sqrt(n_residuals_per_layer
-n_layer) with one residual per layer without an MLP. The published config.json files of
-jobs/examples/mamba2/ are not in that repository (they are on the model hub) and were written from
-the published hyperparameters:
+Conventions taken, and from where. Checked against the source of state-spaces/mamba (commit
+e9594ce): MambaConfig's and Mamba2.__init__'s defaults, d_in_proj = 2 d_inner + 2 G N + H and the
+split z | xBC | dt, conv_dim, the dt initialisation with its floor and the inverse softplus, A_log =
+log U(A_init_range), D, the gated norm RMSNorm(d_ssm, eps = 1e-5, group_size = d_ssm / ngroups) as
+rms_norm_ref computes it (the gate before the norm unless norm_before_gate), z applied in the scan
+when rmsnorm is false, the kernels' softplus only for dt <= 20 and then the clamp to dt_limit, head
+h reading group h // (H / G), and _init_weights' out_proj kaiming_uniform divided by
+sqrt(n_residuals_per_layer n_layer) with one residual per layer without an MLP. The published
+config.json files of jobs/examples/mamba2/ are not in that repository (they are on the model hub)
+and were written from the published hyperparameters:
 - config.json is MambaLMHeadModel's MambaConfig: d_model, n_layer, vocab_size, ssm_cfg (with
   layer "Mamba2"; absent keys take Mamba2.__init__'s defaults: d_state 128, d_conv 4, expand 2,
   headdim 64, ngroups 1, A_init_range [1, 16], dt_min 0.001, dt_max 0.1, dt_init_floor 1e-4,
