@@ -62,6 +62,24 @@ Matrix make_input(const ModelParams& model, RandomSource& random) {
   return {};
 }
 
+std::span<const std::int64_t> excerpt_ids(const ModelParams& model, int replicate) {
+  const auto T = static_cast<std::size_t>(model.T);
+  const auto* excerpts = model.tokens.get();
+  if (excerpts == nullptr) throw Error("input = \"tokens\": no token file loaded (SweepSpec::model)");
+  if (replicate < 0 || static_cast<std::size_t>(replicate) >= excerpts->size())
+    throw Error("input = \"tokens\": replicate " + std::to_string(replicate) + " has no excerpt (the token file has " +
+                std::to_string(excerpts->size()) + ")");
+  const std::vector<std::int64_t>& ids = (*excerpts)[static_cast<std::size_t>(replicate)];
+  if (ids.size() < T)
+    throw Error("input = \"tokens\": excerpt " + std::to_string(replicate) + " has " + std::to_string(ids.size()) +
+                " tokens, fewer than T = " + std::to_string(T));
+  return {ids.data(), T};
+}
+
+std::uint32_t draw_of(const ModelParams& model, int replicate) noexcept {
+  return static_cast<std::uint32_t>(model.init_draw >= 0 ? model.init_draw : replicate);
+}
+
 // Rows are computed independently: any partition into parts over the threads gives the same bits.
 void softmax_rows(Matrix& S) {
   parallel::for_rows(S.rows(), S.cols(), [&](std::size_t first, std::size_t end) {

@@ -1,7 +1,9 @@
 // One layer of MODELS.md "One layer", and its parts, as pure functions of the signal and the
 // bundle's random tensors.
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,15 @@ namespace rcsweep::models {
 /// Input X_0 (T x d) of MODELS.md "Inputs": orthonormal rows (thin QR of a d x T Gaussian with
 /// the sign fix, transposed), unit-norm Gaussian rows ("sphere"), or N(0, 1/d) entries.
 Matrix make_input(const config::ModelParams& model, RandomSource& random);
+
+/// The first T token ids of excerpt `replicate` of the model's token file (input "tokens": a model
+/// block's X_0 embeds them; replicate r is excerpt r). Throws Error when no file is loaded, the
+/// excerpt is missing or shorter than T (the sweep's checks refuse that before any work).
+std::span<const std::int64_t> excerpt_ids(const config::ModelParams& model, int replicate);
+
+/// The draw of a model block's random initialisation a task uses: init_draw, or the replicate when
+/// it is -1.
+std::uint32_t draw_of(const config::ModelParams& model, int replicate) noexcept;
 
 /// Where a task's layer finds the products X W of its signal with the layer's weights (X W_V, and
 /// X W_Q W_K^T for attention with qk_product) and its input-dependent mixers: an empty key, formed

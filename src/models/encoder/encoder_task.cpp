@@ -32,10 +32,6 @@ int group_at(const EncoderShape& shape, int layer) noexcept {
   return shape.family == Family::albert ? std::min(group, shape.groups() - 1) : group;
 }
 
-std::uint32_t draw_of(const config::ModelParams& m, int replicate) noexcept {
-  return static_cast<std::uint32_t>(m.init_draw >= 0 ? m.init_draw : replicate);
-}
-
 TaskEncoder::TaskEncoder(const config::ModelParams& model, std::uint64_t seed, int replicate)
     : model_(&model), replicate_(replicate), seed_(seed), draw_(draw_of(model, replicate)) {
   if (model.block != config::Block::encoder) throw Error("TaskEncoder: the model's block is not \"encoder\"");
@@ -64,18 +60,9 @@ std::string TaskEncoder::input_key() const {
 
 Matrix TaskEncoder::input(RandomSource& random) const {
   if (model_->input != config::InputKind::tokens) return make_input(*model_, random);
-  const auto T = static_cast<std::size_t>(model_->T);
-  const auto* excerpts = model_->tokens.get();
-  if (excerpts == nullptr) throw Error("input = \"tokens\": no token file loaded (SweepSpec::model)");
-  if (replicate_ < 0 || static_cast<std::size_t>(replicate_) >= excerpts->size())
-    throw Error("input = \"tokens\": replicate " + std::to_string(replicate_) + " has no excerpt (the token file has " +
-                std::to_string(excerpts->size()) + ")");
-  const std::vector<std::int64_t>& ids = (*excerpts)[static_cast<std::size_t>(replicate_)];
-  if (ids.size() < T)
-    throw Error("input = \"tokens\": excerpt " + std::to_string(replicate_) + " has " + std::to_string(ids.size()) +
-                " tokens, fewer than T = " + std::to_string(T));
+  const std::span<const std::int64_t> ids = excerpt_ids(*model_, replicate_);
   Excerpt excerpt;
-  excerpt.ids.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(T));
+  excerpt.ids.assign(ids.begin(), ids.end());
   const std::set<std::int64_t> distinct(excerpt.ids.begin(), excerpt.ids.end());
   EmbeddingRequest request{.ids = {distinct.begin(), distinct.end()},
                            .max_position = shape().position_offset() + model_->T - 1};

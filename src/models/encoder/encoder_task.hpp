@@ -11,6 +11,7 @@
 #include "config/params.hpp"
 #include "models/encoder/encoder.hpp"
 #include "models/encoder/model_cache.hpp"
+#include "models/layer.hpp"
 #include "models/random_source.hpp"
 
 namespace rcsweep::models::encoder {
@@ -27,8 +28,7 @@ Ablation ablation_of(const config::ModelParams& model, int layer);
 /// group (blocks beyond num_hidden_layers apply the last group again).
 int group_at(const EncoderShape& shape, int layer) noexcept;
 
-/// The draw of the random initialisation a task uses: init_draw, or the replicate when it is -1.
-std::uint32_t draw_of(const config::ModelParams& model, int replicate) noexcept;
+using models::draw_of;  // models/layer.hpp
 
 class TaskEncoder {
  public:

@@ -23,10 +23,6 @@ Ablation ablation_of(const config::ModelParams& m, int layer) {
           .gated_norm = m.gated_norm};
 }
 
-std::uint32_t draw_of(const config::ModelParams& m, int replicate) noexcept {
-  return static_cast<std::uint32_t>(m.init_draw >= 0 ? m.init_draw : replicate);
-}
-
 TaskMamba2::TaskMamba2(const config::ModelParams& model, std::uint64_t seed, int replicate)
     : model_(&model), replicate_(replicate) {
   if (model.block != config::Block::mamba2) throw Error("TaskMamba2: the model's block is not \"mamba2\"");
@@ -59,17 +55,7 @@ std::string TaskMamba2::input_key() const {
 
 Matrix TaskMamba2::input(RandomSource& random) const {
   if (model_->input != config::InputKind::tokens) return make_input(*model_, random);
-  const auto T = static_cast<std::size_t>(model_->T);
-  const auto* excerpts = model_->tokens.get();
-  if (excerpts == nullptr) throw Error("input = \"tokens\": no token file loaded (SweepSpec::model)");
-  if (replicate_ < 0 || static_cast<std::size_t>(replicate_) >= excerpts->size())
-    throw Error("input = \"tokens\": replicate " + std::to_string(replicate_) + " has no excerpt (the token file has " +
-                std::to_string(excerpts->size()) + ")");
-  const std::vector<std::int64_t>& ids = (*excerpts)[static_cast<std::size_t>(replicate_)];
-  if (ids.size() < T)
-    throw Error("input = \"tokens\": excerpt " + std::to_string(replicate_) + " has " + std::to_string(ids.size()) +
-                " tokens, fewer than T = " + std::to_string(T));
-  return source().embedding(std::span<const std::int64_t>(ids.data(), T));
+  return source().embedding(excerpt_ids(*model_, replicate_));
 }
 
 const LayerWeights& TaskMamba2::weights(int layer, RandomSource& random) const {

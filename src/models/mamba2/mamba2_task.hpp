@@ -11,6 +11,7 @@
 #include "config/params.hpp"
 #include "models/mamba2/mamba2.hpp"
 #include "models/mamba2/model_cache.hpp"
+#include "models/layer.hpp"
 #include "models/random_source.hpp"
 
 namespace rcsweep::models::mamba2 {
@@ -21,8 +22,7 @@ namespace rcsweep::models::mamba2 {
 /// lambda_layers has no value for `layer`.
 Ablation ablation_of(const config::ModelParams& model, int layer);
 
-/// The draw of the random initialisation a task uses: init_draw, or the replicate when it is -1.
-std::uint32_t draw_of(const config::ModelParams& model, int replicate) noexcept;
+using models::draw_of;  // models/layer.hpp
 
 class TaskMamba2 {
  public:
