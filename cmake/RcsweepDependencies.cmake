@@ -29,6 +29,27 @@ add_library(rcsweep_blas INTERFACE)
 target_include_directories(rcsweep_blas INTERFACE ${RCSWEEP_CBLAS_INCLUDE} ${RCSWEEP_LAPACKE_INCLUDE})
 target_link_libraries(rcsweep_blas INTERFACE ${RCSWEEP_LAPACKE_LIB} ${RCSWEEP_OPENBLAS_LIB})
 
+# BLIS (libblis-dev), optional: src/linalg/blis.cpp opens it at run time (dlopen, RTLD_LOCAL, so its
+# BLAS symbols never replace OpenBLAS's) for the products it multiplies faster (linalg::blis_range).
+# Debian's OpenMP build; rcsweep calls it with one BLIS thread per call. Without it every product
+# is OpenBLAS's.
+find_path(RCSWEEP_BLIS_INCLUDE blis.h PATH_SUFFIXES blis-openmp blis-pthread blis-serial blis
+          PATHS /usr/include/x86_64-linux-gnu /usr/include)
+find_library(RCSWEEP_BLIS_LINK NAMES blis PATHS /usr/lib/x86_64-linux-gnu/blis-openmp /usr/lib/x86_64-linux-gnu/blis-pthread
+             /usr/lib/x86_64-linux-gnu/blis-serial NO_DEFAULT_PATH)
+find_library(RCSWEEP_BLIS_LINK NAMES blis)
+add_library(rcsweep_blis_config INTERFACE)
+if(RCSWEEP_BLIS_INCLUDE AND RCSWEEP_BLIS_LINK)
+  get_filename_component(RCSWEEP_BLIS_LIBRARY ${RCSWEEP_BLIS_LINK} REALPATH)
+  target_include_directories(rcsweep_blis_config SYSTEM INTERFACE ${RCSWEEP_BLIS_INCLUDE})
+  target_compile_definitions(rcsweep_blis_config INTERFACE RCSWEEP_HAVE_BLIS=1
+                             RCSWEEP_BLIS_LIBRARY="${RCSWEEP_BLIS_LIBRARY}")
+  target_link_libraries(rcsweep_blis_config INTERFACE ${CMAKE_DL_LIBS})
+else()
+  set(RCSWEEP_BLIS_LIBRARY "")
+  target_compile_definitions(rcsweep_blis_config INTERFACE RCSWEEP_HAVE_BLIS=0)
+endif()
+
 # rcsweep_hdf5: the C library (hdf5.h), for src/store and the tests that read stores themselves;
 # rcsweep_hdf5_hl: its high-level part (H5DSpublic.h), which only src/store's sources use.
 add_library(rcsweep_hdf5 INTERFACE)

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   openmpi-bin libopenmpi-dev libopenblas-dev liblapacke-dev libhdf5-dev
   libopenblas-pthread-dev                     # the pthreads build of OpenBLAS, the one rcsweep links (cmake/RcsweepDependencies.cmake)
+  libblis-dev                                 # BLIS, opened at run time for the products it multiplies faster (src/linalg/blis.hpp)
   libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev librandom123-dev
   nlohmann-json3-dev                          # src/checkpoint: config.json and safetensors headers of model folders
   python3-h5py python3-numpy python3-matplotlib python3-pandas python3-xarray python3-scipy python3-pytest

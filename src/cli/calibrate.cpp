@@ -3,13 +3,14 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "linalg/blis.hpp"
 #include "plan/calibration.hpp"
 
 namespace rcsweep::cli {
 
 int calibrate_command(const CalibrateArgs& args) {
   const auto path = args.output.empty() ? plan::calibration_path() : args.output;
-  std::fprintf(stderr, "calibrating %s (about 3 s) ...\n", plan::machine_id().c_str());
+  std::fprintf(stderr, "calibrating %s (about 5 s) ...\n", plan::machine_id().c_str());
   const plan::Calibration c = plan::measure_calibration();
   for (const auto& [n, r] : c.gemm_rate) std::printf("dgemm %4.0f^3          %6.1f GFLOP/s\n", n, r / 1e9);
   for (std::size_t i = 0; i < c.signal_s.size(); ++i)
@@ -18,6 +19,12 @@ int calibrate_command(const CalibrateArgs& args) {
   std::printf("normals              %6.1f M/s\nsoftmax entries      %6.1f M/s\nrms-norm entries     %6.1f M/s\n"
               "s4d multiply-adds    %6.1f M/s\n",
               c.normal_rate / 1e6, c.exp_rate / 1e6, c.pass_rate / 1e6, c.conv_rate / 1e6);
+  if (c.blis_up_to > c.blis_above)
+    std::printf("BLIS                 m n k in (%.0f, %s] (rcsweep run --gemm-library auto)\n", c.blis_above,
+                c.blis_up_to >= 1e300 ? "inf" : std::to_string(static_cast<long long>(c.blis_up_to)).c_str());
+  else
+    std::printf("BLIS                 %s\n",
+                linalg::blis::available() ? "nowhere faster than OpenBLAS" : "not available");
   if (!plan::save_calibration(c, path)) {
     std::fprintf(stderr, "error: cannot write the calibration to %s\n", path.c_str());
     return 1;
@@ -28,10 +35,11 @@ int calibrate_command(const CalibrateArgs& args) {
 
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& args) {
   auto* cmd = app.add_subcommand("calibrate",
-                                 "Measure this machine's rates (about 3 s) for the time estimates of `rcsweep plan`.");
+                                 "Measure this machine's rates (about 5 s) for the time estimates of `rcsweep plan`.");
   cmd->add_option("-o,--output", args.output,
                   "where to store them (default: $RCSWEEP_CALIBRATION, else ~/.cache/rcsweep/calibration.toml)");
-  cmd->footer("Measures dgemm at n = 16..1024, the per-layer metrics, dgesdd, random normals and entrywise passes\n"
+  cmd->footer("Measures where BLIS multiplies faster than OpenBLAS (where BLIS is installed), dgemm at\n"
+              "n = 16..1024, the per-layer metrics, dgesdd, random normals and entrywise passes\n"
               "on one core with one BLAS thread; `rcsweep plan` prices a sweep's work with them. Run it on an\n"
               "otherwise idle machine; it is reused until the CPU or BLAS changes.");
   return cmd;

@@ -33,6 +33,9 @@ struct RunArgs {
   /// -n: the MPI job must have this many ranks (0: any). `rcsweep run -n N` outside an MPI job
   /// starts one itself (cli/launch.hpp); its ranks, started with the same arguments, check the size.
   int ranks = 0;
+  /// --gemm-library: auto (BLIS for the product sizes `rcsweep calibrate` measured it faster at on
+  /// this machine; OpenBLAS for all without a calibration or BLIS), openblas, or blis (every product).
+  std::string gemm_library = "auto";
 };
 CLI::App* add_run_command(CLI::App& app, RunArgs& args);
 /// Run a sweep on the ranks of MPI_COMM_WORLD (run on every rank of a launcher). With -n outside

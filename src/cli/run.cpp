@@ -25,6 +25,8 @@
 #include "cli/command_line.hpp"
 #include "cli/launch.hpp"
 #include "cli/run_events.hpp"
+#include "linalg/blis.hpp"
+#include "linalg/linalg.hpp"
 #include "plan/calibration.hpp"
 #include "plan/layout.hpp"
 #include "plan/memory.hpp"
@@ -128,6 +130,21 @@ void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
                  "(mpiexec --bind-to none); docs/CLUSTER.md\n",
                  cores, cores == 1 ? "" : "s", threads, cores == 1 ? "it" : "them", threads, threads, threads);
   }
+}
+
+/// Which products BLIS multiplies on this rank (--gemm-library): every rank of a node decides
+/// alike, from the node's calibration, so results do not depend on the ranks x threads layout.
+linalg::BlisRange gemm_library_range(const std::string& choice) {
+  if (choice == "openblas") return {};
+  if (choice == "blis") {
+    if (!linalg::blis::available())
+      throw ConfigError(
+          {{"--gemm-library", std::string("blis, but BLIS is not available (install libblis-dev and build again)")}});
+    return linalg::blis_everywhere;
+  }
+  if (!linalg::blis::available()) return {};
+  const auto c = plan::load_calibration(plan::calibration_path());
+  return c ? linalg::BlisRange{c->blis_above, c->blis_up_to} : linalg::BlisRange{};
 }
 
 /// The option checks that need the MPI job: --blas-threads with --threads, -n against its size.
@@ -269,6 +286,7 @@ void write_dump_weights(const sweep::EventSink& events, const std::filesystem::p
 /// estimates a rank's memory (for an out-of-memory message).
 int run_on_rank(const RunArgs& args, const plan::Shard& shard, int rank, int size, double& needs_bytes) {
   check_run_options(args, size);
+  linalg::set_blis_range(gemm_library_range(args.gemm_library));
   plan::Plan plan = plan::make_plan(store::load_sweep_with_input(args.sweep_file, args.overrides), shard);
   const int on_node = check_node_memory(args, plan, size, needs_bytes);
   warn_if_threads_share_cores(args.options.threads, rank, on_node);
@@ -458,6 +476,11 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
                   "BLAS threads per OpenMP thread (default 1). Above 1 results depend on the layout and\n"
                   "--threads must be 1: use --threads instead")
       ->check(CLI::Range(1, 256));
+  cmd->add_option("--gemm-library", args.gemm_library,
+                  "which library multiplies the matrix products: auto (default: BLIS for the sizes `rcsweep\n"
+                  "calibrate` measured it faster on this machine, OpenBLAS for the rest and for all without a\n"
+                  "calibration), openblas, or blis (every product). Recorded per task with the BLAS kernel")
+      ->check(CLI::IsMember({"auto", "openblas", "blis"}));
   auto* quiet = cmd->add_flag("-q,--quiet", args.quiet,
                               "no progress, notes or summary on stderr (stops and errors are still said)");
   cmd->add_option("--progress", args.progress,

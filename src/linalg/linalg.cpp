@@ -13,6 +13,7 @@
 #include "base/error.hpp"
 #include "base/parallel.hpp"
 #include "base/pow2.hpp"
+#include "linalg/blis.hpp"
 #include "linalg/lanczos.hpp"
 
 namespace rcsweep::linalg {
@@ -197,6 +198,31 @@ double& unpacked_limit_value() {
   static double limit = initial_unpacked_gemm_limit();
   return limit;
 }
+BlisRange& blis_range_value() {
+  static BlisRange range;
+  return range;
+}
+}  // namespace
+
+BlisRange blis_range() { return blis_range_value(); }
+
+BlisRange set_blis_range(BlisRange range) {
+  if (!range.empty() && !blis::available())
+    throw Error("linalg::set_blis_range: BLIS is not available (install libblis-dev and configure again)");
+  return std::exchange(blis_range_value(), range.empty() ? BlisRange{} : range);
+}
+
+namespace {
+// One row-major product call: BLIS where blis_range holds its m n k, else OpenBLAS.
+void call_dgemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
+                std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
+  const double mnk = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (blis_range_value().contains(mnk))
+    blis::dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n),
+                to_blas(k), alpha, a, to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
+}
 }  // namespace
 
 double unpacked_gemm_limit() { return unpacked_limit_value(); }
@@ -261,8 +287,7 @@ void gemm(double alpha, ConstMatrixView A, Op opA, ConstMatrixView B, Op opB, do
       c += first * C.cols();
       mp = count;
     }
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, to_blas(mp), to_blas(np),
-                to_blas(k), alpha, a, to_blas(A.stride), b, to_blas(B.stride), beta, c, to_blas(C.cols()));
+    call_dgemm(ta, tb, mp, np, k, alpha, a, A.stride, b, B.stride, beta, c, C.cols());
   });
 }
 
@@ -692,7 +717,12 @@ std::string blas_kernel() {
   std::string version;
   if (const auto space = config.find(' '); config.starts_with("OpenBLAS ") && space != std::string::npos)
     version = config.substr(space + 1, config.find(' ', space + 1) - space - 1);
-  return "OpenBLAS " + (version.empty() ? std::string("?") : version) + " " + openblas_get_corename();
+  std::string kernel = "OpenBLAS " + (version.empty() ? std::string("?") : version) + " " + openblas_get_corename();
+  if (const BlisRange r = blis_range(); !r.empty()) {
+    const auto mnk = [](double v) { return v >= 1e300 ? std::string("inf") : std::to_string(std::llround(v)); };
+    kernel += " + " + blis::kernel() + " for m n k in (" + mnk(r.above) + ", " + mnk(r.up_to) + "]";
+  }
+  return kernel;
 }
 
 }  // namespace rcsweep::linalg

@@ -51,6 +51,25 @@ inline constexpr std::size_t gemm_split_align = 8;
 GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transposed = false,
                      double unpacked_limit = unpacked_gemm_limit(), std::size_t split_parts = 0);
 
+/// The BLAS calls BLIS makes instead of OpenBLAS (linalg/blis.hpp): those of gemm's parts and
+/// pieces (after gemm_parts' cut) whose m n k lies in (above, up_to]. Empty (the default): none.
+/// Which library multiplies a call is a function of its shape only, so C is bitwise the same on
+/// any number of threads and ranks for a given range and pair of kernels; blas_kernel() names both.
+/// The range is measured per machine by `rcsweep calibrate` (plan::Calibration::blis_range), where
+/// BLIS is faster than OpenBLAS at the grid's product shapes.
+struct BlisRange {
+  double above = 0.0, up_to = 0.0;
+  bool empty() const noexcept { return !(up_to > above); }
+  bool contains(double mnk) const noexcept { return mnk > above && mnk <= up_to; }
+  bool operator==(const BlisRange&) const = default;
+};
+/// Every call: BLIS for all of gemm's products.
+inline constexpr BlisRange blis_everywhere{0.0, 1e300};
+BlisRange blis_range();
+/// Sets the range for the rest of the process; returns the previous one. Throws Error for a
+/// non-empty range when BLIS is not available. Not thread-safe: call it before any product.
+BlisRange set_blis_range(BlisRange range);
+
 /// C = alpha * op(A) * op(B) + beta * C (dgemm). C must already have the result's shape. A and B
 /// may be views of row blocks of larger matrices (a Matrix converts to a view of itself).
 /// `unpacked_limit` (default unpacked_gemm_limit()) is gemm_parts': 0 never cuts a product for the
@@ -171,7 +190,8 @@ int set_blas_threads(int n);
 std::string blas_info();
 /// The BLAS kernel that computes, as "OpenBLAS <version> <core>", e.g. "OpenBLAS 0.3.21
 /// Cooperlake": results are bitwise reproducible on the same kernel (docs/GUARANTEES.md). The core
-/// is what OpenBLAS picked for this CPU, or what OPENBLAS_CORETYPE asked for.
+/// is what OpenBLAS picked for this CPU, or what OPENBLAS_CORETYPE asked for. With a non-empty
+/// blis_range, followed by " + BLIS <version> <configuration> for m n k in (above, up_to]".
 std::string blas_kernel();
 
 }  // namespace rcsweep::linalg

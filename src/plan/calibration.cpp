@@ -2,6 +2,7 @@
 #include "plan/calibration.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -9,9 +10,11 @@
 #include <sstream>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "base/error.hpp"
+#include "linalg/blis.hpp"
 #include "linalg/linalg.hpp"
 #include "metrics/metrics.hpp"
 #include "models/layer.hpp"
@@ -73,14 +76,61 @@ std::string read_first_line(const char* path, const char* key) {
 }  // namespace
 
 std::string machine_id() {
+  const std::string blis = linalg::blis::kernel();
   return read_first_line("/proc/cpuinfo", "model name") + ", " + std::to_string(std::thread::hardware_concurrency()) +
-         " cores, " + linalg::blas_info();
+         " cores, " + linalg::blas_info() + (blis.empty() ? "" : ", " + blis);
+}
+
+std::pair<double, double> measure_blis_range() {
+  if (!linalg::blis::available()) return {0.0, 0.0};
+  const linalg::BlisRange previous = linalg::blis_range();
+  // Cubes n^3 through the sizes of the parts gemm cuts products into (gemm_part_size rows);
+  // each library times the same call through linalg::gemm (its parts and pieces included).
+  const std::vector<double> sizes{16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
+  std::vector<bool> faster;
+  for (const double size : sizes) {
+    const auto n = static_cast<std::size_t>(size);
+    const Matrix a = gaussian(n, n, 1), b = gaussian(n, n, 2);
+    Matrix out(n, n);
+    const auto product = [&] {
+      linalg::gemm(1.0, a, linalg::Op::none, b, linalg::Op::none, 0.0, out);
+      linalg::gemm(1.0, a, linalg::Op::none, b, linalg::Op::trans, 0.0, out);
+    };
+    linalg::set_blis_range({});
+    const double openblas_s = time_call(product);
+    linalg::set_blis_range(linalg::blis_everywhere);
+    const double blis_s = time_call(product);
+    faster.push_back(blis_s < blis_min_gain * openblas_s);
+  }
+  linalg::set_blis_range(previous);
+  // The longest run of sizes where BLIS is faster; its ends halfway (geometrically) to the sizes
+  // beside it, unbounded above when it reaches the largest.
+  std::size_t best_first = 0, best_count = 0;
+  for (std::size_t i = 0; i < sizes.size();) {
+    if (!faster[i]) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < sizes.size() && faster[j]) ++j;
+    if (j - i > best_count) best_first = i, best_count = j - i;
+    i = j;
+  }
+  if (best_count == 0) return {0.0, 0.0};
+  const auto cube = [](double v) { return v * v * v; };
+  const std::size_t last = best_first + best_count - 1;
+  const double above = best_first == 0 ? 0.0 : cube(std::sqrt(sizes[best_first - 1] * sizes[best_first]));
+  const double up_to = last + 1 == sizes.size() ? 1e300 : cube(std::sqrt(sizes[last] * sizes[last + 1]));
+  return {std::round(above), up_to >= 1e300 ? up_to : std::round(up_to)};
 }
 
 Calibration measure_calibration() {
   const int previous = linalg::set_blas_threads(1);
   Calibration c;
   c.machine = machine_id();
+  // The library choice first: the rates below are then those of the products as sweeps run them.
+  std::tie(c.blis_above, c.blis_up_to) = measure_blis_range();
+  const linalg::BlisRange previous_range = linalg::set_blis_range({c.blis_above, c.blis_up_to});
   for (std::size_t n : {16, 32, 64, 128, 256, 512, 1024}) {
     const Matrix a = gaussian(n, n, 1), b = gaussian(n, n, 2);
     Matrix out(n, n);
@@ -139,6 +189,7 @@ Calibration measure_calibration() {
     c.conv_rate = 256.0 * 257.0 / 2.0 * 256.0 / t;
   }
   linalg::set_blas_threads(previous);
+  linalg::set_blis_range(previous_range);
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "plan/cost_model.hpp"
 
@@ -16,8 +17,18 @@ namespace rcsweep::plan {
 /// The BLAS thread count is restored after.
 Calibration measure_calibration();
 
-/// What a stored calibration is valid for: CPU model, core count and BLAS core of this machine.
+/// What a stored calibration is valid for: CPU model, core count, BLAS core of this machine and,
+/// where BLIS is available, its configuration.
 std::string machine_id();
+
+/// Where BLIS multiplies faster than OpenBLAS on this machine, as linalg::BlisRange's (above,
+/// up_to): linalg::gemm of two n x n, A B and A B^T (the grid's calls), timed with each library
+/// at n = 16..512, one BLAS thread; BLIS counts as faster from blis_min_gain of
+/// OpenBLAS's time down. The range is the longest run of such sizes, its ends halfway
+/// (geometrically) to the sizes beside it, unbounded when it reaches 512. (0, 0) without BLIS or
+/// when it is nowhere faster. About 1.5 s.
+inline constexpr double blis_min_gain = 0.97;
+std::pair<double, double> measure_blis_range();
 
 /// Where the calibration of this machine is stored: $RCSWEEP_CALIBRATION if set, else
 /// $XDG_CACHE_HOME/rcsweep/calibration.toml, else ~/.cache/rcsweep/calibration.toml, else

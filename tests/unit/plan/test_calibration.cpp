@@ -134,6 +134,9 @@ TEST(MeasureCalibration, FillsEveryTableWithPositiveRatesOfThisMachine) {
     EXPECT_GT(rate, 0.0);
     EXPECT_LT(rate, 1e15);
   }
+  // the BLIS range is empty or a proper interval of m n k
+  EXPECT_GE(c.blis_above, 0.0);
+  EXPECT_TRUE(c.blis_up_to == 0.0 || c.blis_up_to > c.blis_above);
   // what the cost model reads back is what was measured
   const Calibration back = parse_calibration(to_toml(c));
   EXPECT_EQ(back.gemm_rate.size(), c.gemm_rate.size());
