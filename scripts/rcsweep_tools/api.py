@@ -344,7 +344,7 @@ def _arg_path(path):
 # start, replaces data or carries the events the API reads): `args` may not give them.
 _RUN_OWNED = {"-o": "store", "--output": "store", "-n": "ranks", "--ranks": "ranks", "--mpiexec": "mpiexec",
               "--overwrite": "overwrite", "--resume": "resume", "-q": "progress", "--quiet": "progress",
-              "--progress": "progress"}
+              "--progress": "progress", "--gemm-library": "gemm_library"}
 _PLAN_OWNED = {"-o": "store", "--output": "store", "--emit": "submit"}
 
 
@@ -419,7 +419,7 @@ def _paths(value):
     return [str(v) for v in value]
 
 
-_RUN_OPTIONS = ("ranks", "threads", "blas_threads", "mpiexec", "overrides", "resume", "overwrite", "shard",
+_RUN_OPTIONS = ("ranks", "threads", "blas_threads", "gemm_library", "mpiexec", "overrides", "resume", "overwrite", "shard",
                 "reuse", "retry_failed", "fail_on_diverged", "time_limit", "grace", "mem_per_rank", "dump_weights",
                 "progress", "quiet", "args")
 _PLAN_OPTIONS = ("cores", "store", "ranks", "threads", "shard", "mem_per_rank", "mem_per_node", "overrides",
@@ -621,7 +621,8 @@ class Sweep:
 
     # -- run ---------------------------------------------------------------------------------------
 
-    def run_command(self, store, ranks=1, *, threads=None, blas_threads=None, mpiexec=None, overrides=None,
+    def run_command(self, store, ranks=1, *, threads=None, blas_threads=None, gemm_library=None, mpiexec=None,
+                    overrides=None,
                     resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False,
                     fail_on_diverged=False, time_limit=None, grace=None, mem_per_rank=None, dump_weights=False,
                     progress=False, quiet=None, args=(), **unknown):
@@ -629,13 +630,14 @@ class Sweep:
         sweep file it names is `store` with the suffix .toml (written by `run`). The overrides come
         last, after `--`."""
         _reject_unknown("run", unknown, _RUN_OPTIONS)
-        return self._run_command(store, ranks, threads=threads, blas_threads=blas_threads, mpiexec=mpiexec,
-                                 overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
+        return self._run_command(store, ranks, threads=threads, blas_threads=blas_threads,
+                                 gemm_library=gemm_library, mpiexec=mpiexec, overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
                                  retry_failed=retry_failed, fail_on_diverged=fail_on_diverged,
                                  time_limit=time_limit, grace=grace, mem_per_rank=mem_per_rank,
                                  dump_weights=dump_weights, progress=progress, quiet=quiet, args=args)
 
-    def _run_command(self, store, ranks, *, threads, blas_threads, mpiexec, overrides, resume, overwrite, shard,
+    def _run_command(self, store, ranks, *, threads, blas_threads, gemm_library, mpiexec, overrides, resume,
+                     overwrite, shard,
                      reuse, retry_failed, fail_on_diverged, time_limit, grace, mem_per_rank, dump_weights, progress,
                      quiet, args, events=False):
         """run_command's list; with `events`, the run's events as JSON lines on stdout (`--progress
@@ -659,6 +661,10 @@ class Sweep:
                 launcher = " ".join(map(str, launcher))
             cmd += ["-n", str(int(ranks)), "--mpiexec", str(launcher)]
         cmd += _positive("threads", threads) + _positive("blas_threads", blas_threads)
+        if gemm_library is not None:
+            if gemm_library not in ("auto", "openblas", "blis"):
+                raise ValueError(f"gemm_library={gemm_library!r}: 'auto', 'openblas' or 'blis'")
+            cmd += ["--gemm-library", gemm_library]
         if resume:
             cmd.append("--resume")
         if overwrite:
@@ -682,7 +688,8 @@ class Sweep:
             cmd.append("-q")
         return cmd + tail
 
-    def run(self, store, ranks=1, *, threads=None, blas_threads=None, mpiexec=None, overrides=None,
+    def run(self, store, ranks=1, *, threads=None, blas_threads=None, gemm_library=None, mpiexec=None,
+            overrides=None,
             resume=False, overwrite=False, shard=None, reuse=None, retry_failed=False,
             fail_on_diverged=False, time_limit=None, grace=None, mem_per_rank=None, dump_weights=False,
             progress=False, quiet=None, args=(), on_event=None, load=True, overwrite_sweep_file=False, **unknown):
@@ -695,6 +702,9 @@ class Sweep:
                       store is bitwise the same in every ranks x threads layout
         blas_threads  BLAS threads per OpenMP thread (`--blas-threads`, default 1; above 1 needs
                       threads=1 and results depend on the layout)
+        gemm_library  which library multiplies the products (`--gemm-library`): "auto" (default:
+                      BLIS for the sizes `rcsweep calibrate` measured it faster at, else
+                      OpenBLAS), "openblas" or "blis"; recorded per task with the BLAS kernel
         mpiexec       the launcher for ranks (`--mpiexec`), a string split at spaces or a list, used
                       as given; default $RCSWEEP_MPIEXEC, else mpiexec, with --allow-run-as-root as
                       root and --oversubscribe for more ranks x threads than cores
@@ -741,8 +751,8 @@ class Sweep:
         _reject_unknown("run", unknown, _RUN_OPTIONS + ("on_event", "load", "overwrite_sweep_file"))
         store = Path(store)
         show = bool(progress) if quiet is None else not quiet
-        cmd = self._run_command(store, ranks, threads=threads, blas_threads=blas_threads, mpiexec=mpiexec,
-                                overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
+        cmd = self._run_command(store, ranks, threads=threads, blas_threads=blas_threads,
+                                gemm_library=gemm_library, mpiexec=mpiexec, overrides=overrides, resume=resume, overwrite=overwrite, shard=shard, reuse=reuse,
                                 retry_failed=retry_failed, fail_on_diverged=fail_on_diverged,
                                 time_limit=time_limit, grace=grace, mem_per_rank=mem_per_rank,
                                 dump_weights=dump_weights, progress=progress, quiet=quiet, args=args,

@@ -236,21 +236,24 @@ def info(store):
 def test_every_run_option_builds_a_command_line_the_engine_accepts(tmp_path, capsys):
     sw = tiny()
     a = tmp_path / "a.h5"
-    cmd = sw.run_command(a, 2, threads=2, blas_threads=1, overrides={"model.T": 2, "axes.lambda": [0, 0.5]},
+    cmd = sw.run_command(a, 2, threads=2, blas_threads=1, gemm_library="openblas",
+                         overrides={"model.T": 2, "axes.lambda": [0, 0.5]},
                          resume=True, shard=(0, 2), reuse=[tmp_path / "old.h5"], retry_failed=True,
                          time_limit=timedelta(hours=2), grace=5, mem_per_rank="1G", dump_weights=True)
     assert cmd[:5] == [BIN, "run", str(tmp_path / "a.toml"), "-o", str(a)]
     assert cmd[-3:] == ["--", "model.T=2", "axes.lambda=[0, 0.5]"]  # the overrides last, after `--`
     for part in (["-n", "2", "--mpiexec"], ["--threads", "2"],
-                 ["--blas-threads", "1"], ["--resume"], ["--shard", "0/2"], ["--reuse", str(tmp_path / "old.h5")],
+                 ["--blas-threads", "1"], ["--gemm-library", "openblas"], ["--resume"], ["--shard", "0/2"], ["--reuse", str(tmp_path / "old.h5")],
                  ["--retry-failed"], ["--time-limit", "7200s"], ["--grace", "5.0"], ["--mem-per-rank", "1G"],
                  ["--dump-weights"], ["-q"]):
         assert any(cmd[i:i + len(part)] == part for i in range(len(cmd))), part
     assert "-q" not in sw.run_command(a, progress=True) and "-q" not in sw.run_command(a, quiet=False)
+    with pytest.raises(ValueError, match="gemm_library"):
+        sw.run_command(a, gemm_library="mkl")
 
     # each option run by the engine (a 4 x 4 stack of 2 layers: a fraction of a second each)
     ds = sw.run(a, overrides={"model.T": 2, "axes.lambda": [0.0, 0.25, 1.0]}, time_limit=3600, grace=5,
-                mem_per_rank=2 ** 30, blas_threads=1)
+                mem_per_rank=2 ** 30, blas_threads=1, gemm_library="openblas")
     assert list(ds["lambda"].values) == [0.0, 0.25, 1.0] and int(ds.T) == 2
     assert info(a)["overrides"] == ["model.T=2", "axes.lambda=[0.0, 0.25, 1.0]"]
     ds = sw.run(a, overrides=["model.T=2", "axes.lambda=[0.0,0.25,1.0]"], resume=True, time_limit="2h")
