@@ -10,7 +10,8 @@
 // kernels of LIBXSMM 1.17 take alpha = 1, beta in {0, 1} and no transposed first operand: a B^T
 // (S, P, the Grams) is transposed into a buffer first, and alpha != 1 is applied in a pass over C.
 // Prints Markdown tables (docs/BENCHMARKS.md "Small products: OpenBLAS, BLIS and LIBXSMM").
-//   OPENBLAS_NUM_THREADS=1 ./build/bench/bench_small_gemm [grid] [big]   (bench/run_small_gemm_bench.sh)
+//   OPENBLAS_NUM_THREADS=1 ./build/bench/bench_small_gemm [grid] [big] [blis-whole]
+// (bench/run_small_gemm_bench.sh; grid, big: which tables, both by default)
 #include <cblas.h>
 #include <libxsmm.h>
 
@@ -117,13 +118,17 @@ void gram_openblas(const Product& p, Operands& o) {
   cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, k, inner, p.alpha, o.a.data(), inner, 0.0, o.c.data(), k);
 }
 
+// With the argument blis-whole, BLIS gets gemm's products without the cut into pieces for
+// OpenBLAS's unpacked kernels (unpacked_limit 0: what a BLIS route that skipped that cut would do).
+bool blis_whole = false;
+
 // OpenBLAS (range {}) or BLIS (everywhere) through linalg::gemm; the range is set per call, as
 // the timed calls of the libraries alternate.
 void call_linalg(const Product& p, Operands& o, bool blis) {
   if (p.gram && !blis) return gram_openblas(p, o);
   linalg::set_blis_range(blis ? linalg::blis_everywhere : linalg::BlisRange{});
   linalg::gemm(p.alpha, o.a, linalg::Op::none, o.b, p.trans_b ? linalg::Op::trans : linalg::Op::none,
-               p.gram ? 0.0 : p.beta, o.c);
+               p.gram ? 0.0 : p.beta, o.c, blis && blis_whole ? 0.0 : linalg::unpacked_gemm_limit());
   linalg::set_blis_range({});
 }
 
@@ -346,30 +351,33 @@ const char* const row_head =
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool grid = argc < 2, big = argc < 2;
+  bool grid = false, big = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "grid"))
+    if (!std::strcmp(argv[i], "blis-whole"))
+      blis_whole = true;
+    else if (!std::strcmp(argv[i], "grid"))
       grid = true;
     else if (!std::strcmp(argv[i], "big"))
       big = true;
     else {
-      std::fprintf(stderr, "usage: bench_small_gemm [grid] [big]\n");
+      std::fprintf(stderr, "usage: bench_small_gemm [grid] [big] [blis-whole]\n");
       return 2;
     }
   }
+  if (!grid && !big) grid = big = true;
   libxsmm_init();
   const bool with_blis = linalg::blis::available();
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   const char* arch_type = std::getenv("BLIS_ARCH_TYPE");
   std::printf("CPU: %s; OpenBLAS: %s, core %s, OPENBLAS_CORETYPE=%s, %d thread(s), unpacked_gemm_limit %.0f; "
-              "BLIS: %s, BLIS_ARCH_TYPE=%s; LIBXSMM %s, target %s; rcsweep threads 1\n",
+              "BLIS: %s, BLIS_ARCH_TYPE=%s%s; LIBXSMM %s, target %s; rcsweep threads 1\n",
               cpu_model().c_str(), openblas_get_config(), openblas_get_corename(), coretype ? coretype : "unset",
               openblas_get_num_threads(), linalg::unpacked_gemm_limit(),
               with_blis ? linalg::blis::kernel().c_str() : "not available", arch_type ? arch_type : "unset",
-              LIBXSMM_VERSION, libxsmm_get_target_arch());
+              blis_whole ? ", whole products (blis-whole)" : "", LIBXSMM_VERSION, libxsmm_get_target_arch());
   if (grid) {
     std::printf(
-        "\nThe grid's products, per call:\n\n| T | d %s|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "\nThe grid's products, per call:\n\n| T | d |%s|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         row_head + 1);
     Totals shapes, products;
     Total all;
@@ -409,7 +417,7 @@ int main(int argc, char** argv) {
   }
   if (big) {
     std::printf("\nThe big task's products (softmax layer), one call each (LIBXSMM at T = 2048 only):\n\n"
-                "| T | d %s|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+                "| T | d |%s|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                 row_head + 1);
     Totals shapes;
     Total all;

@@ -5,12 +5,12 @@
 # machine, the kernels (OpenBLAS core, BLIS configuration), the date and the load, then the Markdown
 # tables of docs/BENCHMARKS.md "Small products: OpenBLAS, BLIS and LIBXSMM". OPENBLAS_CORETYPE and
 # BLIS_ARCH_TYPE are left as the environment sets them. Measure on a quiet machine, no build beside:
-#   flock /tmp/rcsweep-build.lock bash bench/run_small_gemm_bench.sh [BUILD_DIR] [grid] [big]
+#   flock /tmp/rcsweep-build.lock bash bench/run_small_gemm_bench.sh [BUILD_DIR] [grid] [big] [blis-whole]
 # (default build/, both parts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
-if [[ $# -gt 0 && $1 != grid && $1 != big ]]; then build=$1; shift; fi
+if [[ $# -gt 0 && $1 != grid && $1 != big && $1 != blis-whole ]]; then build=$1; shift; fi
 bin="$build/bench/bench_small_gemm"
 [[ -x $bin ]] || { echo "no $bin: install libxsmm-dev, configure again and build bench_small_gemm" >&2; exit 2; }
 cores=$(nproc --all)  # before OMP_NUM_THREADS=1 below: nproc honours it
