@@ -10,6 +10,9 @@
 #   (e) rcsweep on 1 and 2 ranks computing only the metrics of --select (default ["sr_cov"], the
 #       authors' stable rank: the authors' code computes nothing else; "none" leaves the rows out),
 #       by the override output.metrics=SELECT,
+#   (e') the batched NumPy peer bench/reference/mind_the_gap_numpy_batched.py (per (T, d) all
+#       variants x replicates as stacked arrays, the stable rank sr_cov only, OpenBLAS's default
+#       threads: one per core), beside (e)'s 2-rank row of the same metric,
 # REPS times each, and (f) the grid's GEMM floor on 2 cores: the flops of the BLAS products rcsweep
 # performs (counted once, untimed, by build/bench/librcsweep_flop_count.so under LD_PRELOAD) over
 # 2 x the single-core dgemm rate at 512^3 measured in the same run (`rcsweep calibrate`, into a
@@ -42,6 +45,7 @@ bin=./build/rcsweep
 shim=$PWD/build/bench/librcsweep_flop_count.so
 py=/usr/bin/python3
 baseline=bench/reference/mind_the_gap_numpy.py
+batched=bench/reference/mind_the_gap_numpy_batched.py
 mtg=${MTG_DIR:-}
 [[ -x $bin && -f $shim ]] || { echo "build first: bash scripts/build.sh" >&2; exit 1; }
 # Open MPI holds a non-zero exit (3: some tasks diverged, as 90 of the Mind the Gap grid do) for
@@ -130,7 +134,7 @@ sel_override=${select:+output.metrics=$select}
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN {printf "%.3f", a - b}'; }
 declare -A times
-names=(mtg numpy rc1 rc2 sel1 sel2)
+names=(mtg numpy rc1 rc2 sel1 sel2 npb)
 mtg_cpu="" mtg_nan=""
 for ((r = 1; r <= reps; r++)); do
   if [[ -n $mtg ]]; then
@@ -152,6 +156,10 @@ for ((r = 1; r <= reps; r++)); do
   "$py" "$baseline" "$sweep" --out "$out/numpy.npz" -q
   t=$(since "$start"); times[numpy]+="${times[numpy]:+, }$t"
   printf 'run %d, NumPy (1 process): %.2f s\n' "$r" "$t" >&2
+  start=$(now)
+  env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS "$py" "$batched" "$sweep" -q 2>/dev/null
+  t=$(since "$start"); times[npb]+="${times[npb]:+, }$t"
+  printf 'run %d, batched NumPy (default BLAS threads): %.2f s\n' "$r" "$t" >&2
   for kind in rc ${select:+sel}; do
     for n in 1 2; do
       start=$(now)
@@ -170,7 +178,7 @@ done
 median() { tr ', ' '\n\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 declare -A med
 for k in "${names[@]}"; do if [[ -n ${times[$k]:-} ]]; then med[$k]=$(echo "${times[$k]}" | median); fi; done
-order="NumPy, rcsweep 1 rank, rcsweep 2 ranks${select:+, the same with $sel_override}" label="authors' code (PyTorch, float32)"
+order="NumPy, batched NumPy, rcsweep 1 rank, rcsweep 2 ranks${select:+, the same with $sel_override}" label="authors' code (PyTorch, float32)"
 [[ -n $mtg ]] && order="authors' code, $order" label="authors' code (PyTorch, float32, $torch_threads torch thread(s))"
 echo "sweep: $grid ($points)"
 echo "machine: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $($bin --version | grep -m1 '^BLAS kernel')"
@@ -209,6 +217,7 @@ else
   row mtg "$label" ""
 fi
 row numpy "NumPy baseline, 1 BLAS thread" 1
+row npb "batched NumPy peer (sr_cov only), $(env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS "$py" -c 'import ctypes, numpy; print(ctypes.CDLL("libopenblas.so.0").openblas_get_num_threads())' 2>/dev/null || echo '?') BLAS threads" "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 row rc1 "rcsweep, mpiexec -n 1" 1
 row rc2 "rcsweep, mpiexec -n 2" 2
 printf '| GEMM floor on 2 cores (%s GFLOP at 2 × %s GFLOP/s) | 2 | | %.2f | %.1f | | | 1.00 |\n' "$gflop" "$rate" \
@@ -222,6 +231,9 @@ if [[ -n $select ]]; then
 fi
 echo
 echo "per-core speed-up rcsweep (1 rank) vs NumPy: $(ratio "${med[numpy]}" "${med[rc1]}")× (target: ≥ 3.5×)"
+if [[ -n ${med[sel2]:-} ]]; then
+  echo "batched NumPy peer (sr_cov) ÷ rcsweep 2 ranks with $sel_override: $(ratio "${med[npb]}" "${med[sel2]}")× (target: ≥ 3×; equal work when the selection is [\"sr_cov\"])"
+fi
 echo
 echo "Sanity check: NumPy baseline (last run) vs rcsweep store (last 1-rank run), last layer"
 "$py" "$baseline" --load "$out/numpy.npz" --compare "$out/rc1.h5"
