@@ -1,6 +1,8 @@
 // `rcsweep calibrate`: measure this machine's rates for the cost model (plan/calibration.hpp),
 // print them and store them for `rcsweep plan` and `rcsweep run` on the same machine.
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "cli/commands.hpp"
 #include "linalg/blis.hpp"
@@ -19,12 +21,15 @@ int calibrate_command(const CalibrateArgs& args) {
   std::printf("normals              %6.1f M/s\nsoftmax entries      %6.1f M/s\nrms-norm entries     %6.1f M/s\n"
               "s4d multiply-adds    %6.1f M/s\n",
               c.normal_rate / 1e6, c.exp_rate / 1e6, c.pass_rate / 1e6, c.conv_rate / 1e6);
-  if (c.blis_up_to > c.blis_above)
-    std::printf("BLIS                 m n k in (%.0f, %s] (rcsweep run --gemm-library auto)\n", c.blis_above,
-                c.blis_up_to >= 1e300 ? "inf" : std::to_string(static_cast<long long>(c.blis_up_to)).c_str());
-  else
-    std::printf("BLIS                 %s\n",
-                linalg::blis::available() ? "nowhere faster than OpenBLAS" : "not available");
+  if (!linalg::blis::available()) std::printf("BLIS                 not available\n");
+  for (const auto& [kind, range] : {std::pair{"A B  ", c.blis_plain}, std::pair{"A B^T", c.blis_transposed}}) {
+    if (!linalg::blis::available()) break;
+    if (range.second > range.first)
+      std::printf("BLIS %s           at m n k in (%.0f, %s] (rcsweep run --gemm-library auto)\n", kind, range.first,
+                  range.second >= 1e300 ? "inf" : std::to_string(static_cast<long long>(range.second)).c_str());
+    else
+      std::printf("BLIS %s           nowhere faster than OpenBLAS\n", kind);
+  }
   if (!plan::save_calibration(c, path)) {
     std::fprintf(stderr, "error: cannot write the calibration to %s\n", path.c_str());
     return 1;

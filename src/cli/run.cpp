@@ -144,7 +144,7 @@ linalg::BlisRange gemm_library_range(const std::string& choice) {
   }
   if (!linalg::blis::available()) return {};
   const auto c = plan::load_calibration(plan::calibration_path());
-  return c ? linalg::BlisRange{c->blis_above, c->blis_up_to} : linalg::BlisRange{};
+  return c ? plan::blis_range(*c) : linalg::BlisRange{};
 }
 
 /// The option checks that need the MPI job: --blas-threads with --threads, -n against its size.

@@ -209,15 +209,17 @@ BlisRange blis_range() { return blis_range_value(); }
 BlisRange set_blis_range(BlisRange range) {
   if (!range.empty() && !blis::available())
     throw Error("linalg::set_blis_range: BLIS is not available (install libblis-dev and configure again)");
-  return std::exchange(blis_range_value(), range.empty() ? BlisRange{} : range);
+  if (range.plain.empty()) range.plain = {};
+  if (range.transposed.empty()) range.transposed = {};
+  return std::exchange(blis_range_value(), range);
 }
 
 namespace {
-// One row-major product call: BLIS where blis_range holds its m n k, else OpenBLAS.
+// One row-major product call: BLIS where blis_range holds its kind and m n k, else OpenBLAS.
 void call_dgemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
                 std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
   const double mnk = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (blis_range_value().contains(mnk))
+  if (blis_range_value().contains(ta || tb, mnk))
     blis::dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n),
@@ -720,7 +722,12 @@ std::string blas_kernel() {
   std::string kernel = "OpenBLAS " + (version.empty() ? std::string("?") : version) + " " + openblas_get_corename();
   if (const BlisRange r = blis_range(); !r.empty()) {
     const auto mnk = [](double v) { return v >= 1e300 ? std::string("inf") : std::to_string(std::llround(v)); };
-    kernel += " + " + blis::kernel() + " for m n k in (" + mnk(r.above) + ", " + mnk(r.up_to) + "]";
+    const auto range = [&](const char* kind, MnkRange m) {
+      return m.empty() ? std::string()
+                       : std::string(kind) + " at m n k in (" + mnk(m.above) + ", " + mnk(m.up_to) + "]";
+    };
+    const std::string plain = range("A B", r.plain), transposed = range("A B^T", r.transposed);
+    kernel += " + " + blis::kernel() + " for " + plain + (plain.empty() || transposed.empty() ? "" : ", ") + transposed;
   }
   return kernel;
 }

@@ -51,20 +51,30 @@ inline constexpr std::size_t gemm_split_align = 8;
 GemmParts gemm_parts(std::size_t m, std::size_t n, std::size_t k, bool transposed = false,
                      double unpacked_limit = unpacked_gemm_limit(), std::size_t split_parts = 0);
 
-/// The BLAS calls BLIS makes instead of OpenBLAS (linalg/blis.hpp): those of gemm's parts and
-/// pieces (after gemm_parts' cut) whose m n k lies in (above, up_to]. Empty (the default): none.
-/// Which library multiplies a call is a function of its shape only, so C is bitwise the same on
-/// any number of threads and ranks for a given range and pair of kernels; blas_kernel() names both.
-/// The range is measured per machine by `rcsweep calibrate` (plan::Calibration::blis_range), where
-/// BLIS is faster than OpenBLAS at the grid's product shapes.
-struct BlisRange {
+/// Products of m n k in (above, up_to]; empty when up_to <= above.
+struct MnkRange {
   double above = 0.0, up_to = 0.0;
   bool empty() const noexcept { return !(up_to > above); }
   bool contains(double mnk) const noexcept { return mnk > above && mnk <= up_to; }
+  bool operator==(const MnkRange&) const = default;
+};
+/// The BLAS calls BLIS makes instead of OpenBLAS (linalg/blis.hpp): those of gemm's parts and
+/// pieces (after gemm_parts' cut) whose m n k lies in `plain` (op(A) op(B) without transposes) or
+/// in `transposed` (a transposed operand): the two kinds of call run different code in both
+/// libraries and are faster in BLIS at different sizes. Empty (the default): none. Which library
+/// multiplies a call is a function of its shape only, so C is bitwise the same on any number of
+/// threads and ranks for given ranges and kernels; blas_kernel() names both. The ranges are
+/// measured per machine by `rcsweep calibrate` (plan::measure_blis_range).
+struct BlisRange {
+  MnkRange plain, transposed;
+  bool empty() const noexcept { return plain.empty() && transposed.empty(); }
+  bool contains(bool transposed_call, double mnk) const noexcept {
+    return (transposed_call ? transposed : plain).contains(mnk);
+  }
   bool operator==(const BlisRange&) const = default;
 };
 /// Every call: BLIS for all of gemm's products.
-inline constexpr BlisRange blis_everywhere{0.0, 1e300};
+inline constexpr BlisRange blis_everywhere{{0.0, 1e300}, {0.0, 1e300}};
 BlisRange blis_range();
 /// Sets the range for the rest of the process; returns the previous one. Throws Error for a
 /// non-empty range when BLIS is not available. Not thread-safe: call it before any product.
@@ -191,7 +201,8 @@ std::string blas_info();
 /// The BLAS kernel that computes, as "OpenBLAS <version> <core>", e.g. "OpenBLAS 0.3.21
 /// Cooperlake": results are bitwise reproducible on the same kernel (docs/GUARANTEES.md). The core
 /// is what OpenBLAS picked for this CPU, or what OPENBLAS_CORETYPE asked for. With a non-empty
-/// blis_range, followed by " + BLIS <version> <configuration> for m n k in (above, up_to]".
+/// blis_range, followed by " + BLIS <version> <configuration> for A B at m n k in (above, up_to],
+/// A B^T at ..." (the non-empty ranges; "A B^T" stands for every call with a transpose).
 std::string blas_kernel();
 
 }  // namespace rcsweep::linalg

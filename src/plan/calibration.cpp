@@ -10,7 +10,6 @@
 #include <sstream>
 #include <system_error>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "base/error.hpp"
@@ -81,30 +80,10 @@ std::string machine_id() {
          " cores, " + linalg::blas_info() + (blis.empty() ? "" : ", " + blis);
 }
 
-std::pair<double, double> measure_blis_range() {
-  if (!linalg::blis::available()) return {0.0, 0.0};
-  const linalg::BlisRange previous = linalg::blis_range();
-  // Cubes n^3 through the sizes of the parts gemm cuts products into (gemm_part_size rows);
-  // each library times the same call through linalg::gemm (its parts and pieces included).
-  const std::vector<double> sizes{16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
-  std::vector<bool> faster;
-  for (const double size : sizes) {
-    const auto n = static_cast<std::size_t>(size);
-    const Matrix a = gaussian(n, n, 1), b = gaussian(n, n, 2);
-    Matrix out(n, n);
-    const auto product = [&] {
-      linalg::gemm(1.0, a, linalg::Op::none, b, linalg::Op::none, 0.0, out);
-      linalg::gemm(1.0, a, linalg::Op::none, b, linalg::Op::trans, 0.0, out);
-    };
-    linalg::set_blis_range({});
-    const double openblas_s = time_call(product);
-    linalg::set_blis_range(linalg::blis_everywhere);
-    const double blis_s = time_call(product);
-    faster.push_back(blis_s < blis_min_gain * openblas_s);
-  }
-  linalg::set_blis_range(previous);
-  // The longest run of sizes where BLIS is faster; its ends halfway (geometrically) to the sizes
-  // beside it, unbounded above when it reaches the largest.
+namespace {
+// The longest run of true in `faster`, as an m n k range of the cubes of `sizes` (see
+// measure_blis_range).
+std::pair<double, double> longest_run(const std::vector<double>& sizes, const std::vector<bool>& faster) {
   std::size_t best_first = 0, best_count = 0;
   for (std::size_t i = 0; i < sizes.size();) {
     if (!faster[i]) {
@@ -116,12 +95,43 @@ std::pair<double, double> measure_blis_range() {
     if (j - i > best_count) best_first = i, best_count = j - i;
     i = j;
   }
-  if (best_count == 0) return {0.0, 0.0};
+  if (best_count < blis_min_sizes) return {0.0, 0.0};  // one size alone may be a timing's luck
   const auto cube = [](double v) { return v * v * v; };
   const std::size_t last = best_first + best_count - 1;
-  const double above = best_first == 0 ? 0.0 : cube(std::sqrt(sizes[best_first - 1] * sizes[best_first]));
-  const double up_to = last + 1 == sizes.size() ? 1e300 : cube(std::sqrt(sizes[last] * sizes[last + 1]));
-  return {std::round(above), up_to >= 1e300 ? up_to : std::round(up_to)};
+  const double above = best_first == 0 ? 0.0 : std::round(cube(std::sqrt(sizes[best_first - 1] * sizes[best_first])));
+  const double up_to = last + 1 == sizes.size() ? 1e300 : std::round(cube(std::sqrt(sizes[last] * sizes[last + 1])));
+  return {above, up_to};
+}
+}  // namespace
+
+linalg::BlisRange blis_range(const Calibration& c) {
+  return {{c.blis_plain.first, c.blis_plain.second}, {c.blis_transposed.first, c.blis_transposed.second}};
+}
+
+void measure_blis_range(Calibration& c) {
+  c.blis_plain = c.blis_transposed = {0.0, 0.0};
+  if (!linalg::blis::available()) return;
+  const linalg::BlisRange previous = linalg::blis_range();
+  // Cubes n^3 through the sizes of the parts gemm cuts products into (gemm_part_size rows);
+  // each library times the same call through linalg::gemm (its parts and pieces included).
+  const std::vector<double> sizes{16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
+  std::vector<bool> plain_faster, transposed_faster;
+  for (const double size : sizes) {
+    const auto n = static_cast<std::size_t>(size);
+    const Matrix a = gaussian(n, n, 1), b = gaussian(n, n, 2);
+    Matrix out(n, n);
+    for (const linalg::Op op : {linalg::Op::none, linalg::Op::trans}) {
+      const auto product = [&] { linalg::gemm(1.0, a, linalg::Op::none, b, op, 0.0, out); };
+      linalg::set_blis_range({});
+      const double openblas_s = time_call(product);
+      linalg::set_blis_range(linalg::blis_everywhere);
+      const double blis_s = time_call(product);
+      (op == linalg::Op::none ? plain_faster : transposed_faster).push_back(blis_s < blis_min_gain * openblas_s);
+    }
+  }
+  linalg::set_blis_range(previous);
+  c.blis_plain = longest_run(sizes, plain_faster);
+  c.blis_transposed = longest_run(sizes, transposed_faster);
 }
 
 Calibration measure_calibration() {
@@ -129,8 +139,8 @@ Calibration measure_calibration() {
   Calibration c;
   c.machine = machine_id();
   // The library choice first: the rates below are then those of the products as sweeps run them.
-  std::tie(c.blis_above, c.blis_up_to) = measure_blis_range();
-  const linalg::BlisRange previous_range = linalg::set_blis_range({c.blis_above, c.blis_up_to});
+  measure_blis_range(c);
+  const linalg::BlisRange previous_range = linalg::set_blis_range(blis_range(c));
   for (std::size_t n : {16, 32, 64, 128, 256, 512, 1024}) {
     const Matrix a = gaussian(n, n, 1), b = gaussian(n, n, 2);
     Matrix out(n, n);

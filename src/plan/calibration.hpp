@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "linalg/linalg.hpp"
 #include "plan/cost_model.hpp"
 
 namespace rcsweep::plan {
@@ -21,14 +22,17 @@ Calibration measure_calibration();
 /// where BLIS is available, its configuration.
 std::string machine_id();
 
-/// Where BLIS multiplies faster than OpenBLAS on this machine, as linalg::BlisRange's (above,
-/// up_to): linalg::gemm of two n x n, A B and A B^T (the grid's calls), timed with each library
-/// at n = 16..512, one BLAS thread; BLIS counts as faster from blis_min_gain of
-/// OpenBLAS's time down. The range is the longest run of such sizes, its ends halfway
-/// (geometrically) to the sizes beside it, unbounded when it reaches 512. (0, 0) without BLIS or
-/// when it is nowhere faster. About 1.5 s.
+/// Where BLIS multiplies faster than OpenBLAS on this machine (Calibration::blis_plain and
+/// blis_transposed): linalg::gemm of two n x n, A B and A B^T apart, timed with each library at
+/// n = 16..512, one BLAS thread; BLIS counts as faster from blis_min_gain of OpenBLAS's time
+/// down. Each range is the longest run of such sizes, if at least blis_min_sizes long, its ends
+/// halfway (geometrically) to the sizes beside it, unbounded when it reaches 512; (0, 0) without
+/// BLIS or when it is nowhere faster. About 1.5 s.
 inline constexpr double blis_min_gain = 0.97;
-std::pair<double, double> measure_blis_range();
+inline constexpr std::size_t blis_min_sizes = 2;
+void measure_blis_range(Calibration& c);
+/// The calibration's ranges as linalg's.
+linalg::BlisRange blis_range(const Calibration& c);
 
 /// Where the calibration of this machine is stored: $RCSWEEP_CALIBRATION if set, else
 /// $XDG_CACHE_HOME/rcsweep/calibration.toml, else ~/.cache/rcsweep/calibration.toml, else

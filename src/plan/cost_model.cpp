@@ -281,10 +281,12 @@ std::string to_toml(const Calibration& c) {
                 "normal_rate = %.17g\nexp_rate = %.17g\npass_rate = %.17g\nconv_rate = %.17g\ntask_layer_s = %.17g\n",
                 c.normal_rate, c.exp_rate, c.pass_rate, c.conv_rate, c.task_layer_s);
   o << buf;
-  if (c.blis_up_to > c.blis_above) {
-    std::snprintf(buf, sizeof buf, "blis_range = [%.17g, %.17g]\n", c.blis_above, c.blis_up_to);
-    o << buf;
-  }
+  for (const auto& [name, range] :
+       {std::pair{"blis_plain", c.blis_plain}, std::pair{"blis_transposed", c.blis_transposed}})
+    if (range.second > range.first) {
+      std::snprintf(buf, sizeof buf, "%s = [%.17g, %.17g]\n", name, range.first, range.second);
+      o << buf;
+    }
   return o.str();
 }
 
@@ -306,14 +308,14 @@ Calibration parse_calibration(const std::string& text) {
   c.pass_rate = get_rate(t, "pass_rate");
   c.conv_rate = get_rate(t, "conv_rate");
   c.task_layer_s = get_rate(t, "task_layer_s", false);
-  if (const auto* range = t["blis_range"].as_array()) {
-    const auto above = range->size() == 2 ? (*range)[0].value<double>() : std::nullopt;
-    const auto up_to = range->size() == 2 ? (*range)[1].value<double>() : std::nullopt;
-    if (!above || !up_to || !(*above >= 0) || !(*up_to > *above))
-      throw Error("calibration: 'blis_range' must be [above, up_to] with 0 <= above < up_to");
-    c.blis_above = *above;
-    c.blis_up_to = *up_to;
-  }
+  for (auto [name, range] : {std::pair{"blis_plain", &c.blis_plain}, std::pair{"blis_transposed", &c.blis_transposed}})
+    if (const auto* array = t[name].as_array()) {
+      const auto above = array->size() == 2 ? (*array)[0].value<double>() : std::nullopt;
+      const auto up_to = array->size() == 2 ? (*array)[1].value<double>() : std::nullopt;
+      if (!above || !up_to || !(*above >= 0) || !(*up_to > *above))
+        throw Error(std::string("calibration: '") + name + "' must be [above, up_to] with 0 <= above < up_to");
+      *range = {*above, *up_to};
+    }
   return c;
 }
 

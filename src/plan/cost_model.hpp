@@ -32,8 +32,9 @@ struct Calibration {
   double conv_rate = 1.6e10;                         ///< multiply-adds per second of the S4D causal convolution
   double task_layer_s = 0.0;                         ///< fixed cost per task and layer (bookkeeping, allocation)
   /// The products BLIS multiplies faster than OpenBLAS here, as linalg::BlisRange: m n k in
-  /// (blis_above, blis_up_to]; both 0 (the default, and without BLIS): none.
-  double blis_above = 0.0, blis_up_to = 0.0;
+  /// (first, second] of those without transposes (A B) and of those with one (A B^T); (0, 0) (the
+  /// default, and without BLIS): none.
+  std::pair<double, double> blis_plain{0.0, 0.0}, blis_transposed{0.0, 0.0};
 };
 
 /// Rough rates of a small x86-64 server, used when no calibration of this machine is stored

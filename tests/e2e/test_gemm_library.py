@@ -66,7 +66,8 @@ def test_blis_everywhere_is_bitwise_the_same_on_every_layout(tmp_path, sweep):
                 check=0)
         assert_same_results(one, other)
     (kernel,) = kernels(one)
-    assert re.search(r"^OpenBLAS \S+ \S+ \+ BLIS \S+ \S+ for m n k in \(0, inf\]$", kernel), kernel
+    assert re.search(r"^OpenBLAS \S+ \S+ \+ BLIS \S+ \S+ for A B at m n k in \(0, inf\], "
+                     r"A B\^T at m n k in \(0, inf\]$", kernel), kernel
 
 
 def test_libraries_agree_to_rounding_and_openblas_is_the_default(tmp_path, sweep):
@@ -96,13 +97,13 @@ def test_auto_takes_the_calibrated_range(tmp_path, sweep):
     calibration = tmp_path / "calibration.toml"
     rcsweep("calibrate", "-o", calibration, check=0, timeout=600)
     text = calibration.read_text()
-    text = re.sub(r"^blis_range = .*\n", "", text, flags=re.M) + "blis_range = [9000.0, 300000.0]\n"
+    text = re.sub(r"^blis_\w+ = .*\n", "", text, flags=re.M) + "blis_transposed = [9000.0, 300000.0]\n"
     calibration.write_text(text)
     env = {**os.environ, "RCSWEEP_CALIBRATION": str(calibration)}
     auto = tmp_path / "auto.h5"
     rcsweep("run", sweep, "-o", auto, "-q", env=env, check=0)
     (kernel,) = kernels(auto)
-    assert kernel.endswith(" for m n k in (9000, 300000]"), kernel
+    assert kernel.endswith(" for A B^T at m n k in (9000, 300000]"), kernel
     # Two ranks read the same calibration: bitwise the same store.
     two = tmp_path / "two.h5"
     rcsweep("run", sweep, "-o", two, "-q", ranks=2, env=env, check=0)

@@ -93,44 +93,57 @@ TEST(Blis, DgemmMatchesNaiveReference) {
 }
 
 TEST(Blis, RangeContainsItsUpperEndNotItsLower) {
-  const BlisRange r{1000.0, 8000.0};
+  const MnkRange r{1000.0, 8000.0};
   EXPECT_FALSE(r.contains(1000.0));
   EXPECT_TRUE(r.contains(1001.0));
   EXPECT_TRUE(r.contains(8000.0));
   EXPECT_FALSE(r.contains(8001.0));
+  EXPECT_TRUE(MnkRange{}.empty());
+  EXPECT_TRUE((MnkRange{5.0, 5.0}.empty()));
+  const BlisRange plain_only{r, {}};
+  EXPECT_TRUE(plain_only.contains(false, 2000.0));
+  EXPECT_FALSE(plain_only.contains(true, 2000.0));
+  EXPECT_FALSE(plain_only.empty());
   EXPECT_TRUE(BlisRange{}.empty());
-  EXPECT_TRUE((BlisRange{5.0, 5.0}.empty()));
   EXPECT_FALSE(blis_everywhere.empty());
 }
 
-// gemm gives each BLAS call to the library whose range holds its m n k: its bits are those of that
-// library's call, and the kernel text says so.
+// gemm gives each BLAS call to the library whose range holds its kind (a transpose or none) and
+// m n k: its bits are those of that library's call, and the kernel text says so.
 TEST(Blis, GemmTakesTheLibraryOfTheRange) {
   if (!blis::available()) GTEST_SKIP() << "built without BLIS";
   RangeGuard guard;
   set_blis_range({});
-  const std::string openblas_kernel = blas_kernel();
-  EXPECT_EQ(openblas_kernel.find("BLIS"), std::string::npos);
-  // A shape where the two libraries' bits differ (their summation orders do at some k).
-  for (const std::size_t k : {150, 300, 517, 1000}) {
-    const std::size_t m = 9, n = 11;
-    const Matrix a = random_matrix(m, k, 4), b = random_matrix(k, n, 5);
-    Matrix by_openblas(m, n), by_blis(m, n), direct(m, n);
-    set_blis_range({});
-    gemm(1.0, a, Op::none, b, Op::none, 0.0, by_openblas);
-    blis::dgemm(false, false, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, direct.data(), n);
-    const double mnk = static_cast<double>(m * n * k);
-    set_blis_range({mnk - 1.0, mnk});
-    EXPECT_NE(blas_kernel().find(" + BLIS "), std::string::npos) << blas_kernel();
-    gemm(1.0, a, Op::none, b, Op::none, 0.0, by_blis);
-    EXPECT_TRUE(bitwise_equal(by_blis, direct)) << "k = " << k << ": not BLIS's bits inside the range";
-    set_blis_range({mnk, 2.0 * mnk});  // just outside
-    Matrix outside(m, n);
-    gemm(1.0, a, Op::none, b, Op::none, 0.0, outside);
-    EXPECT_TRUE(bitwise_equal(outside, by_openblas)) << "k = " << k << ": not OpenBLAS's bits outside the range";
-    if (!bitwise_equal(by_openblas, by_blis)) return;  // the two routes were told apart
-  }
-  FAIL() << "OpenBLAS and BLIS gave the same bits at every k: the routing was not observed";
+  EXPECT_EQ(blas_kernel().find("BLIS"), std::string::npos);
+  bool told_apart = false;
+  // Shapes where the two libraries' bits differ (their summation orders do at some k).
+  for (const std::size_t k : {150, 300, 517, 1000})
+    for (const bool transposed : {false, true}) {
+      const std::size_t m = 9, n = 11;
+      const Matrix a = random_matrix(m, k, 4), b = transposed ? random_matrix(n, k, 5) : random_matrix(k, n, 5);
+      const Op op = transposed ? Op::trans : Op::none;
+      const std::size_t ldb = transposed ? k : n;
+      Matrix by_openblas(m, n), by_blis(m, n), direct(m, n), outside(m, n), other_kind(m, n);
+      set_blis_range({});
+      gemm(1.0, a, Op::none, b, op, 0.0, by_openblas);
+      blis::dgemm(false, transposed, m, n, k, 1.0, a.data(), k, b.data(), ldb, 0.0, direct.data(), n);
+      const double mnk = static_cast<double>(m * n * k);
+      const MnkRange holds{mnk - 1.0, mnk}, misses{mnk, 2.0 * mnk};
+      set_blis_range(transposed ? BlisRange{{}, holds} : BlisRange{holds, {}});
+      EXPECT_NE(blas_kernel().find(transposed ? " + BLIS " : " + BLIS "), std::string::npos) << blas_kernel();
+      EXPECT_NE(blas_kernel().find(transposed ? "for A B^T at m n k in (" : "for A B at m n k in ("), std::string::npos)
+          << blas_kernel();
+      gemm(1.0, a, Op::none, b, op, 0.0, by_blis);
+      EXPECT_TRUE(bitwise_equal(by_blis, direct)) << "k = " << k << ": not BLIS's bits inside the range";
+      set_blis_range(transposed ? BlisRange{{}, misses} : BlisRange{misses, {}});  // just outside
+      gemm(1.0, a, Op::none, b, op, 0.0, outside);
+      EXPECT_TRUE(bitwise_equal(outside, by_openblas)) << "k = " << k << ": not OpenBLAS's bits outside the range";
+      set_blis_range(transposed ? BlisRange{holds, {}} : BlisRange{{}, holds});  // the other kind's range
+      gemm(1.0, a, Op::none, b, op, 0.0, other_kind);
+      EXPECT_TRUE(bitwise_equal(other_kind, by_openblas)) << "k = " << k << ": the other kind's range was taken";
+      told_apart = told_apart || !bitwise_equal(by_openblas, by_blis);
+    }
+  EXPECT_TRUE(told_apart) << "OpenBLAS and BLIS gave the same bits at every k: the routing was not observed";
 }
 
 // With BLIS for every call, gemm's parts (large products cut into row or column parts) give the same

@@ -135,8 +135,10 @@ TEST(MeasureCalibration, FillsEveryTableWithPositiveRatesOfThisMachine) {
     EXPECT_LT(rate, 1e15);
   }
   // the BLIS range is empty or a proper interval of m n k
-  EXPECT_GE(c.blis_above, 0.0);
-  EXPECT_TRUE(c.blis_up_to == 0.0 || c.blis_up_to > c.blis_above);
+  for (const auto& [above, up_to] : {c.blis_plain, c.blis_transposed}) {
+    EXPECT_GE(above, 0.0);
+    EXPECT_TRUE(up_to == 0.0 || up_to > above);
+  }
   // what the cost model reads back is what was measured
   const Calibration back = parse_calibration(to_toml(c));
   EXPECT_EQ(back.gemm_rate.size(), c.gemm_rate.size());

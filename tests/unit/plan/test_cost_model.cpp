@@ -40,17 +40,19 @@ TEST(CostModel, CalibrationRoundTripsThroughToml) {
   EXPECT_EQ(back.conv_rate, c.conv_rate);
 }
 
-TEST(CostModel, BlisRangeRoundTripsAndIsOptional) {
+TEST(CostModel, BlisRangesRoundTripAndAreOptional) {
   plan::Calibration c = plan::default_calibration();
-  EXPECT_EQ(plan::to_toml(c).find("blis_range"), std::string::npos);  // none: not written
-  c.blis_above = 110592.0;
-  c.blis_up_to = 1e300;
-  const plan::Calibration back = plan::parse_calibration(plan::to_toml(c));
-  EXPECT_EQ(back.blis_above, c.blis_above);
-  EXPECT_EQ(back.blis_up_to, c.blis_up_to);
+  EXPECT_EQ(plan::to_toml(c).find("blis_"), std::string::npos);  // none: not written
+  c.blis_plain = {110592.0, 1e300};
+  plan::Calibration back = plan::parse_calibration(plan::to_toml(c));
+  EXPECT_EQ(back.blis_plain, c.blis_plain);
+  EXPECT_EQ(back.blis_transposed, (std::pair{0.0, 0.0}));
+  c.blis_transposed = {0.0, 3375000.0};
+  back = plan::parse_calibration(plan::to_toml(c));
+  EXPECT_EQ(back.blis_transposed, c.blis_transposed);
   const std::string good = plan::to_toml(plan::default_calibration());
-  for (const char* bad :
-       {"blis_range = [5.0]\n", "blis_range = [8.0, 8.0]\n", "blis_range = [-1.0, 8.0]\n", "blis_range = ['a', 8.0]\n"})
+  for (const char* bad : {"blis_plain = [5.0]\n", "blis_plain = [8.0, 8.0]\n", "blis_transposed = [-1.0, 8.0]\n",
+                          "blis_transposed = ['a', 8.0]\n"})
     EXPECT_THROW(plan::parse_calibration(good + bad), Error) << bad;
 }
 
