@@ -47,7 +47,7 @@ done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 echo "sweep: $sweep; target: relative SE of $metric at the last layer <= $target (the fixed grid's worst point), adaptive min $lo, step 1, max $hi"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $ranks ranks, $(date -u +%F)"
+echo "machine: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $ranks ranks, $(date -u +%F)"
 echo
 echo "| replicates | tasks and replicates per point | wall times (s) | median (s) |"
 echo "|---|---|---|---|"

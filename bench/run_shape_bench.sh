@@ -24,7 +24,7 @@ trap 'rm -rf "$out"' EXIT
 
 rate=$($bin calibrate -o "$out/calibration.toml" 2>/dev/null | awk '$1 == "dgemm" && $2 == "512^3" {print $3}')
 [[ -n $rate ]] || { echo "rcsweep calibrate printed no dgemm rate at 512^3" >&2; exit 1; }
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $($bin --version | tail -n1)"
+echo "machine: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $($bin --version | tail -n1)"
 echo "date: $(date -u '+%Y-%m-%d %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg); $($bin --version | head -n1)"
 echo "dgemm at 512^3, 1 thread: $rate GFLOP/s; best of $reps wall times per shape, 1 rank"
 echo
