@@ -22,6 +22,9 @@ int calibrate_command(const CalibrateArgs& args) {
               "s4d multiply-adds    %6.1f M/s\n",
               c.normal_rate / 1e6, c.exp_rate / 1e6, c.pass_rate / 1e6, c.conv_rate / 1e6);
   if (!linalg::blis::available()) std::printf("BLIS                 not available\n");
+  for (std::size_t i = 0; i < c.blis_plain_ratio.size() && i < c.blis_transposed_ratio.size(); ++i)
+    std::printf("BLIS / OpenBLAS time %4.0f^3: A B %5.2f, A B^T %5.2f\n", c.blis_plain_ratio[i].first,
+                c.blis_plain_ratio[i].second, c.blis_transposed_ratio[i].second);
   for (const auto& [kind, range] : {std::pair{"A B  ", c.blis_plain}, std::pair{"A B^T", c.blis_transposed}}) {
     if (!linalg::blis::available()) break;
     if (range.second > range.first)

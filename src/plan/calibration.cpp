@@ -110,6 +110,8 @@ linalg::BlisRange blis_range(const Calibration& c) {
 
 void measure_blis_range(Calibration& c) {
   c.blis_plain = c.blis_transposed = {0.0, 0.0};
+  c.blis_plain_ratio.clear();
+  c.blis_transposed_ratio.clear();
   if (!linalg::blis::available()) return;
   const linalg::BlisRange previous = linalg::blis_range();
   // Cubes n^3 through the sizes of the parts gemm cuts products into (gemm_part_size rows);
@@ -127,6 +129,7 @@ void measure_blis_range(Calibration& c) {
       linalg::set_blis_range(linalg::blis_everywhere);
       const double blis_s = time_call(product);
       (op == linalg::Op::none ? plain_faster : transposed_faster).push_back(blis_s < blis_min_gain * openblas_s);
+      (op == linalg::Op::none ? c.blis_plain_ratio : c.blis_transposed_ratio).emplace_back(size, blis_s / openblas_s);
     }
   }
   linalg::set_blis_range(previous);

@@ -23,7 +23,7 @@ Calibration measure_calibration();
 std::string machine_id();
 
 /// Where BLIS multiplies faster than OpenBLAS on this machine (Calibration::blis_plain and
-/// blis_transposed): linalg::gemm of two n x n, A B and A B^T apart, timed with each library at
+/// blis_transposed, and the time ratios they come from, blis_plain_ratio and blis_transposed_ratio): linalg::gemm of two n x n, A B and A B^T apart, timed with each library at
 /// n = 16..512, one BLAS thread; BLIS counts as faster from blis_min_gain of OpenBLAS's time
 /// down. Each range is the longest run of such sizes, if at least blis_min_sizes long, its ends
 /// halfway (geometrically) to the sizes beside it, unbounded when it reaches 512; (0, 0) without

@@ -281,6 +281,8 @@ std::string to_toml(const Calibration& c) {
                 "normal_rate = %.17g\nexp_rate = %.17g\npass_rate = %.17g\nconv_rate = %.17g\ntask_layer_s = %.17g\n",
                 c.normal_rate, c.exp_rate, c.pass_rate, c.conv_rate, c.task_layer_s);
   o << buf;
+  if (!c.blis_plain_ratio.empty()) put_table(o, "blis_plain_ratio", c.blis_plain_ratio);
+  if (!c.blis_transposed_ratio.empty()) put_table(o, "blis_transposed_ratio", c.blis_transposed_ratio);
   for (const auto& [name, range] :
        {std::pair{"blis_plain", c.blis_plain}, std::pair{"blis_transposed", c.blis_transposed}})
     if (range.second > range.first) {
@@ -303,6 +305,8 @@ Calibration parse_calibration(const std::string& text) {
   c.signal_s = get_table(t, "signal_s");
   c.mixer_s = get_table(t, "mixer_s");
   c.svd_s = get_table(t, "svd_s");
+  if (t.contains("blis_plain_ratio")) c.blis_plain_ratio = get_table(t, "blis_plain_ratio");
+  if (t.contains("blis_transposed_ratio")) c.blis_transposed_ratio = get_table(t, "blis_transposed_ratio");
   c.normal_rate = get_rate(t, "normal_rate");
   c.exp_rate = get_rate(t, "exp_rate");
   c.pass_rate = get_rate(t, "pass_rate");

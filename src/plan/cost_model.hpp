@@ -35,6 +35,9 @@ struct Calibration {
   /// (first, second] of those without transposes (A B) and of those with one (A B^T); (0, 0) (the
   /// default, and without BLIS): none.
   std::pair<double, double> blis_plain{0.0, 0.0}, blis_transposed{0.0, 0.0};
+  /// What they were chosen from: (n, BLIS's time / OpenBLAS's) of A B and of A B^T for n x n
+  /// (measure_blis_range); empty without BLIS.
+  std::vector<std::pair<double, double>> blis_plain_ratio, blis_transposed_ratio;
 };
 
 /// Rough rates of a small x86-64 server, used when no calibration of this machine is stored

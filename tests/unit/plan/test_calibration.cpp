@@ -135,6 +135,8 @@ TEST(MeasureCalibration, FillsEveryTableWithPositiveRatesOfThisMachine) {
     EXPECT_LT(rate, 1e15);
   }
   // the BLIS range is empty or a proper interval of m n k
+  EXPECT_EQ(c.blis_plain_ratio.size(), c.blis_transposed_ratio.size());  // 11 sizes, or none without BLIS
+  EXPECT_TRUE(c.blis_plain_ratio.empty() || c.blis_plain_ratio.size() == 11u);
   for (const auto& [above, up_to] : {c.blis_plain, c.blis_transposed}) {
     EXPECT_GE(above, 0.0);
     EXPECT_TRUE(up_to == 0.0 || up_to > above);

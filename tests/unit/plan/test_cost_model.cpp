@@ -48,8 +48,12 @@ TEST(CostModel, BlisRangesRoundTripAndAreOptional) {
   EXPECT_EQ(back.blis_plain, c.blis_plain);
   EXPECT_EQ(back.blis_transposed, (std::pair{0.0, 0.0}));
   c.blis_transposed = {0.0, 3375000.0};
+  c.blis_plain_ratio = {{16.0, 1.5}, {512.0, 0.9}};
+  c.blis_transposed_ratio = {{16.0, 2.0}, {512.0, 1.1}};
   back = plan::parse_calibration(plan::to_toml(c));
   EXPECT_EQ(back.blis_transposed, c.blis_transposed);
+  EXPECT_EQ(back.blis_plain_ratio, c.blis_plain_ratio);
+  EXPECT_EQ(back.blis_transposed_ratio, c.blis_transposed_ratio);
   const std::string good = plan::to_toml(plan::default_calibration());
   for (const char* bad : {"blis_plain = [5.0]\n", "blis_plain = [8.0, 8.0]\n", "blis_transposed = [-1.0, 8.0]\n",
                           "blis_transposed = ['a', 8.0]\n"})
