@@ -49,6 +49,12 @@ const Library& library() {
 
 }  // namespace
 
+#if RCSWEEP_HAVE_BLIS
+std::string library_path() { return RCSWEEP_BLIS_LIBRARY; }
+#else
+std::string library_path() { return {}; }
+#endif
+
 bool available() { return !library().kernel.empty(); }
 
 std::string kernel() { return library().kernel; }

@@ -14,6 +14,9 @@ namespace rcsweep::linalg::blis {
 /// here; BLIS's own threads are then set to 1 (rcsweep's threads take the parts of a product).
 bool available();
 
+/// The BLIS library the build found and opens (a path), "" when built without BLIS.
+std::string library_path();
+
 /// "BLIS <version> <configuration>", e.g. "BLIS 0.9.0 zen3" (the sub-configuration BLIS picked
 /// for this CPU, or the one BLIS_ARCH_TYPE asked for); "" when not available.
 std::string kernel();

@@ -56,7 +56,7 @@ UNTESTED = {
 
 # Outside libraries that stay inside one module: a target that includes one links it itself.
 WALLED = {"hdf5.h": "rcsweep_hdf5", "H5DSpublic.h": "rcsweep_hdf5_hl", "cblas.h": "rcsweep_blas",
-          "lapacke.h": "rcsweep_blas", "toml++/toml.h": "tomlplusplus::tomlplusplus"}
+          "lapacke.h": "rcsweep_blas", "blis.h": "rcsweep_blis_config", "toml++/toml.h": "tomlplusplus::tomlplusplus"}
 PROVIDES = {"rcsweep_hdf5_hl": {"rcsweep_hdf5_hl", "rcsweep_hdf5"}}  # hdf5_hl brings the C library
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
