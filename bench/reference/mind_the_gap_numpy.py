@@ -34,62 +34,16 @@ os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["MKL_NUM_THREADS"] = "1"
 
 import argparse
-import itertools
 import math
 import sys
 import time
-import tomllib
 
 import numpy as np
 
+from mtg_grid import DEFAULT_SWEEP, expand, scale, variant_label
+
 METRICS = ("fro", "log_fro", "s1", "s2", "sr_cov", "sr_x", "mu", "mu_rel", "res_rel",
            "m_s1", "m_s2", "m_gap", "m_fro")
-DEFAULTS = {"T": None, "d": None, "mixer": "softmax", "input": "orthonormal", "depth": 1, "heads": 1, "d_qk": 0,
-            "sigma_qk": 1.0, "sigma_A": 1.0, "lambda": 0.0, "skip_scale": 1.0, "norm": "none",
-            "gap_fix": "none", "value_init": "gaussian", "sigma_v": 1.0, "value_scale": "none"}
-VARIANT_KEYS = ("mixer", "gap_fix", "lambda", "skip_scale", "norm")
-DEFAULT_SWEEP = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                              "sweeps", "mind_the_gap_stable_rank.toml"))
-
-
-# ---- the grid -------------------------------------------------------------------------------
-
-def expand(path):
-    """Points of the sweep file in rcsweep's order ([axes] entries, then each [[zip]] table, as
-    grid dimensions; row-major, the last dimension fastest). Only what this grid uses."""
-    with open(path, "rb") as f:
-        cfg = tomllib.load(f)
-    base = dict(DEFAULTS)
-    for k, v in cfg.get("model", {}).items():
-        if k not in DEFAULTS:
-            sys.exit(f"{path}: model.{k} is not supported by this baseline")
-        base[k] = v
-    dims = [[{k: v} for v in vals] for k, vals in cfg.get("axes", {}).items()]
-    for z in cfg.get("zip", []):
-        n = len(next(iter(z.values())))
-        dims.append([{k: vals[i] for k, vals in z.items()} for i in range(n)])
-    points = []
-    for combo in itertools.product(*dims):
-        p = dict(base)
-        for part in combo:
-            for k in part:
-                if k not in DEFAULTS:
-                    sys.exit(f"{path}: swept parameter {k} is not supported by this baseline")
-            p.update(part)
-        points.append(p)
-    sweep = cfg.get("sweep", {})
-    return points, int(sweep.get("replicates", 1)), int(sweep.get("seed", 0))
-
-
-def scale(v, d):
-    return 1.0 / math.sqrt(d) if v == "inv_sqrt_d" else float(v)
-
-
-def variant_label(p):
-    skip = "1/sqrt(d)" if p["skip_scale"] == "inv_sqrt_d" else f"{float(p['skip_scale']):g}"
-    return (f"{p['mixer']} {p['gap_fix']} lambda={float(p['lambda']):g} skip={skip} "
-            f"{p['norm']}")
-
 
 # ---- one task -------------------------------------------------------------------------------
 
@@ -266,7 +220,7 @@ def main():
             compare(npz, args.compare)
         return
 
-    points, reps, seed = expand(args.sweep)
+    points, reps, seed = expand(args.sweep, "baseline")
     if args.seed is not None:
         seed = args.seed
     labels = [variant_label(p) for p in points]
