@@ -89,3 +89,41 @@ def plot_main(*args):
         except SystemExit as e:  # argparse usage errors
             code = e.code
     return code, out.getvalue(), err.getvalue()
+
+
+def drawn_by_rcsweep_plot(monkeypatch, *args):
+    """rcsweep-plot's main() on `args` (exit code, stderr) and the Figure it saved (None if none)."""
+    from rcsweep_tools import plot_cli
+
+    made, build = [], plot_cli.build
+
+    def keep(*a, **kw):
+        made.append(build(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(plot_cli, "build", keep)
+    code, _, stderr = plot_main(*args)
+    return code, stderr, (made[0] if made else None)
+
+
+def texts_outside_the_figure(fig):
+    """The visible texts of a drawn figure (titles, labels, legends, caption; tick labels only where
+    drawn, within the axis' view) whose window extent leaves the figure's box, with their extents:
+    none when every text fits."""
+    from rcsweep_tools.facet import drawn_tick_labels
+
+    fig.draw_without_rendering()
+    renderer, box = fig._get_renderer(), fig.bbox
+    axes = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
+    ticks = {id(label) for axis in axes for tick in [*axis.majorTicks, *axis.minorTicks]
+             for label in (tick.label1, tick.label2)}
+    texts = [t for t in fig.findobj(lambda o: hasattr(o, "get_text") and hasattr(o, "get_window_extent"))
+             if id(t) not in ticks] + [t for axis in axes for t in drawn_tick_labels(axis)]
+    out = []
+    for t in texts:
+        if not t.get_visible() or not isinstance(t.get_text(), str) or not t.get_text().strip():
+            continue
+        e = t.get_window_extent(renderer)
+        if e.x0 < box.x0 - 0.5 or e.x1 > box.x1 + 0.5 or e.y0 < box.y0 - 0.5 or e.y1 > box.y1 + 0.5:
+            out.append((t.get_text(), e.extents.round(1).tolist()))
+    return out

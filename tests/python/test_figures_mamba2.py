@@ -21,11 +21,10 @@ from matplotlib.figure import Figure
 
 import tiny_encoders
 import tiny_mamba2
-from conftest import BIN, SOURCE, plot_main
+from conftest import BIN, SOURCE, drawn_by_rcsweep_plot, plot_main, texts_outside_the_figure
 from test_figures_lambda_skip import MU_REL, Raw, check_mean_line, line
 
 from rcsweep_tools import load
-from rcsweep_tools.facet import drawn_tick_labels
 from rcsweep_tools.figures import FIGURES
 from rcsweep_tools.figures.mamba2 import fig2
 from rcsweep_tools.plot import FigureDataError
@@ -189,21 +188,6 @@ def test_fig2_with_the_albert_curve(stores):
     fig2(load(s), Figure(), albert=load(a))
     with pytest.raises(FigureDataError, match="not an encoder store.*ls_fig2_albert.toml"):
         fig2(load(s), Figure(), albert=s)  # a Mamba-2 store is no ALBERT curve
-
-
-def drawn_by_rcsweep_plot(monkeypatch, *args):
-    """rcsweep-plot's main() on `args` (exit code, stderr) and the Figure it saved (None if none)."""
-    from rcsweep_tools import plot_cli
-
-    made, build = [], plot_cli.build
-
-    def keep(*a, **kw):
-        made.append(build(*a, **kw))
-        return made[-1]
-
-    monkeypatch.setattr(plot_cli, "build", keep)
-    code, _, stderr = plot_main(*args)
-    return code, stderr, (made[0] if made else None)
 
 
 def test_fig2_with_the_albert_curve_through_rcsweep_plot(stores, monkeypatch, tmp_path):
@@ -390,27 +374,6 @@ def test_what_the_docs_say_at_initialisation(run_sweep):
     assert (off.sel(gate="none") > on.sel(gate="none")).all()  # without the gated norm they fall less
 
 
-def inside_the_figure(fig):
-    """The texts of a drawn figure (titles, labels, ticks, legends, caption) whose window extent
-    leaves the figure's box, with their extents: none when every text fits."""
-    fig.draw_without_rendering()
-    renderer = fig._get_renderer()
-    box = fig.bbox
-    axes = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
-    ticks = {id(label) for axis in axes for tick in [*axis.majorTicks, *axis.minorTicks]
-             for label in (tick.label1, tick.label2)}  # of these only the drawn ones (within the view)
-    texts = [t for t in fig.findobj(lambda o: hasattr(o, "get_text") and hasattr(o, "get_window_extent"))
-             if id(t) not in ticks] + [t for axis in axes for t in drawn_tick_labels(axis)]
-    out = []
-    for t in texts:
-        if not t.get_visible() or not isinstance(t.get_text(), str) or not t.get_text().strip():
-            continue
-        e = t.get_window_extent(renderer)
-        if e.x0 < box.x0 - 0.5 or e.x1 > box.x1 + 0.5 or e.y0 < box.y0 - 0.5 or e.y1 > box.y1 + 0.5:
-            out.append((t.get_text(), e.extents.round(1).tolist()))
-    return out
-
-
 def test_fig2_fits_a_column(stores, monkeypatch, tmp_path):
     """rcsweep-plot STORE ls-fig2-mamba2 --width column (with and without --with): every text, the
     panel's title ("tiny-mamba2: at initialisation (init = random), a new model per replicate")
@@ -421,6 +384,6 @@ def test_fig2_fits_a_column(stores, monkeypatch, tmp_path):
         code, stderr, fig = drawn_by_rcsweep_plot(monkeypatch, s, "ls-fig2-mamba2", *extra, "--width", "column",
                                                   "-o", out)
         assert code == 0, stderr
-        assert inside_the_figure(fig) == [], (extra, fig.get_size_inches())
+        assert texts_outside_the_figure(fig) == [], (extra, fig.get_size_inches())
         title = fig.axes[0].get_title()
         assert " ".join(title.split()) == "tiny-mamba2: at initialisation (init = random), a new model per replicate"

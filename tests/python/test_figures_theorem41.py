@@ -4,6 +4,7 @@ it, never as "the bound applies" nor as a counterexample, and no bound line is d
 import numpy as np
 from matplotlib.figure import Figure
 
+from conftest import drawn_by_rcsweep_plot, texts_outside_the_figure
 from rcsweep_tools import load
 from rcsweep_tools.figures import FIGURES
 from rcsweep_tools.figures.lambda_skip import APPLIES, OUTSIDE
@@ -90,39 +91,6 @@ def test_fig1_draws_the_bound_for_the_theorem_s_stack_only(run_sweep):
     assert not bound_lines(draw("ls-fig1", run_sweep(FIG1.replace('norm = "rms"', 'norm = "layernorm"'))))
 
 
-def drawn_by_rcsweep_plot(monkeypatch, *args):
-    """rcsweep-plot's main() on `args` (exit code, stderr) and the Figure it saved."""
-    from conftest import plot_main
-    from rcsweep_tools import plot_cli
-
-    made, build = [], plot_cli.build
-    monkeypatch.setattr(plot_cli, "build", lambda *a, **kw: made.append(build(*a, **kw)) or made[-1])
-    code, _, stderr = plot_main(*args)
-    return code, stderr, (made[0] if made else None)
-
-
-def outside_the_figure(fig):
-    """The visible texts of a drawn figure whose window extent leaves the figure's box (tick labels
-    only where drawn, within the axis' view)."""
-    from rcsweep_tools.facet import drawn_tick_labels
-
-    fig.draw_without_rendering()
-    renderer, box = fig._get_renderer(), fig.bbox
-    axes = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
-    ticks = {id(label) for axis in axes for tick in [*axis.majorTicks, *axis.minorTicks]
-             for label in (tick.label1, tick.label2)}
-    texts = [t for t in fig.findobj(lambda o: hasattr(o, "get_text") and hasattr(o, "get_window_extent"))
-             if id(t) not in ticks] + [t for axis in axes for t in drawn_tick_labels(axis)]
-    out = []
-    for t in texts:
-        if not t.get_visible() or not isinstance(t.get_text(), str) or not t.get_text().strip():
-            continue
-        e = t.get_window_extent(renderer)
-        if e.x0 < box.x0 - 0.5 or e.x1 > box.x1 + 0.5 or e.y0 < box.y0 - 0.5 or e.y1 > box.y1 + 0.5:
-            out.append((t.get_text(), e.extents.round(1).tolist()))
-    return out
-
-
 def panel_widths(fig):
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
@@ -139,7 +107,7 @@ def test_thm41_fits_a_column_and_a_page(run_sweep, monkeypatch, tmp_path):
         code, stderr, fig = drawn_by_rcsweep_plot(monkeypatch, store, "ls-thm41", "--width", width,
                                                   "-o", tmp_path / f"thm41-{width}.png")
         assert code == 0, stderr
-        assert outside_the_figure(fig) == [], (width, fig.get_size_inches())
+        assert texts_outside_the_figure(fig) == [], (width, fig.get_size_inches())
         first = panel_widths(fig)
         assert panel_widths(fig) == first, width
         maps = [ax for ax in fig.axes if ax.get_images() and ax.get_label() != "<colorbar>"]
