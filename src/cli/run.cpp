@@ -133,8 +133,9 @@ void warn_if_threads_share_cores(int threads, int rank, int ranks_on_node) {
 }
 
 /// Which products BLIS multiplies on this rank (--gemm-library): every rank of a node decides
-/// alike, from the node's calibration, so results do not depend on the ranks x threads layout.
-linalg::BlisRange gemm_library_range(const std::string& choice) {
+/// alike, from the node's calibration (`calibration`), so results do not depend on the ranks x
+/// threads layout.
+linalg::BlisRange gemm_library_range(const std::string& choice, const std::optional<plan::Calibration>& calibration) {
   if (choice == "openblas") return {};
   if (choice == "blis") {
     if (!linalg::blis::available())
@@ -142,9 +143,7 @@ linalg::BlisRange gemm_library_range(const std::string& choice) {
           {{"--gemm-library", std::string("blis, but BLIS is not available (install libblis-dev and build again)")}});
     return linalg::blis_everywhere;
   }
-  if (!linalg::blis::available()) return {};
-  const auto c = plan::load_calibration(plan::calibration_path());
-  return c ? plan::blis_range(*c) : linalg::BlisRange{};
+  return linalg::blis::available() && calibration ? plan::blis_range(*calibration) : linalg::BlisRange{};
 }
 
 /// The option checks that need the MPI job: --blas-threads with --threads, -n against its size.
@@ -286,7 +285,10 @@ void write_dump_weights(const sweep::EventSink& events, const std::filesystem::p
 /// estimates a rank's memory (for an out-of-memory message).
 int run_on_rank(const RunArgs& args, const plan::Shard& shard, int rank, int size, double& needs_bytes) {
   check_run_options(args, size);
-  linalg::set_blis_range(gemm_library_range(args.gemm_library));
+  // This machine's measured rates: the library of each product, and (rank 0) the bundles' time
+  // estimates for the time limit.
+  const auto calibration = plan::load_calibration(plan::calibration_path());
+  linalg::set_blis_range(gemm_library_range(args.gemm_library, calibration));
   plan::Plan plan = plan::make_plan(store::load_sweep_with_input(args.sweep_file, args.overrides), shard);
   const int on_node = check_node_memory(args, plan, size, needs_bytes);
   warn_if_threads_share_cores(args.options.threads, rank, on_node);
@@ -294,8 +296,7 @@ int run_on_rank(const RunArgs& args, const plan::Shard& shard, int rank, int siz
   opt.silence_s = silence_s();
   if (opt.output.empty()) opt.output = plan.spec.name + ".h5";
   check_store_path(opt.output);
-  // Bundle time estimates for the time limit at this machine's measured rates, when stored.
-  if (rank == 0) opt.calibration = plan::load_calibration(plan::calibration_path());
+  if (rank == 0) opt.calibration = calibration;
   check_stores_readable(opt, rank);
   std::vector<std::uint64_t> dump_tasks;  // this shard's tasks, ascending
   if (args.dump_weights) {
