@@ -21,13 +21,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/matrix.hpp"
+#include "base/platform.hpp"
 #include "linalg/blis.hpp"
 #include "linalg/linalg.hpp"
 
@@ -203,18 +203,6 @@ std::vector<double> median_times(const std::vector<std::function<void()>>& fs) {
   return out;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, name, family, model;
-  while (std::getline(in, line)) {
-    const auto value = [&] { return line.substr(line.find(':') + 2); };
-    if (name.empty() && line.rfind("model name", 0) == 0) name = value();
-    if (family.empty() && line.rfind("cpu family", 0) == 0) family = value();
-    if (model.empty() && line.rfind("model\t", 0) == 0) model = value();
-  }
-  return name + " (family " + family + ", model " + model + ")";
-}
-
 // C of two libraries after one call each from the same C: bitwise equal (the upper triangle of a
 // Gram), and the largest difference relative to max |C|.
 struct Agreement {
@@ -371,8 +359,8 @@ int main(int argc, char** argv) {
   const char* arch_type = std::getenv("BLIS_ARCH_TYPE");
   std::printf("CPU: %s; OpenBLAS: %s, core %s, OPENBLAS_CORETYPE=%s, %d thread(s), unpacked_gemm_limit %.0f; "
               "BLIS: %s, BLIS_ARCH_TYPE=%s%s; LIBXSMM %s, target %s; rcsweep threads 1\n",
-              cpu_model().c_str(), openblas_get_config(), openblas_get_corename(), coretype ? coretype : "unset",
-              openblas_get_num_threads(), linalg::unpacked_gemm_limit(),
+              rcsweep::cpu_model().c_str(), openblas_get_config(), openblas_get_corename(),
+              coretype ? coretype : "unset", openblas_get_num_threads(), linalg::unpacked_gemm_limit(),
               with_blis ? linalg::blis::kernel().c_str() : "not available", arch_type ? arch_type : "unset",
               blis_whole ? ", whole products (blis-whole)" : "", LIBXSMM_VERSION, libxsmm_get_target_arch());
   if (grid) {
